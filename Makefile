@@ -1,0 +1,92 @@
+# tf-multiworker: the verbs an ops engineer types.
+# Every target installs what it needs on first use (venv, pinned helm/kubectl).
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+ENV ?= local
+RELEASE ?= tf-multiworker
+NAMESPACE ?= default
+SET ?=
+QUICK ?=
+PYTEST_ARGS ?=
+
+PYTHON_BOOTSTRAP ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+TOOLS := .tools/bin
+# HELM= names an existing helm binary; otherwise the pinned one in .tools/bin is used.
+HELM ?= $(CURDIR)/$(TOOLS)/helm
+export HELM
+CHART := charts/tf-multiworker
+
+VENV_STAMP := $(VENV)/.installed-stamp
+TOOLS_STAMP := $(TOOLS)/.installed-stamp
+
+.PHONY: help
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-10s %s\n", $$1, $$2}'
+	@echo "  variables: ENV=$(ENV) RELEASE=$(RELEASE) NAMESPACE=$(NAMESPACE) SET='k=v ...' HELM=path QUICK=1"
+
+$(VENV_STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+$(TOOLS_STAMP): scripts/tools.py
+	$(PYTHON_BOOTSTRAP) scripts/tools.py --dest $(TOOLS)
+	@touch $@
+
+.PHONY: setup
+setup: $(VENV_STAMP) $(TOOLS_STAMP) ## Create the venv and install pinned, verified helm/helm3/kubectl (idempotent)
+
+.PHONY: test
+test: setup ## Run every test (unit, chart, e2e with real TensorFlow)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+.PHONY: test-fast
+test-fast: setup ## Run the fast tests only (no real TensorFlow training)
+	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
+
+.PHONY: lint
+lint: setup ## helm lint --strict, schema validation of every overlay
+	$(PY) -m scripts.lint
+
+.PHONY: template
+template: setup ## Render the chart for ENV into build/<ENV>/manifests.yaml
+	$(PY) -m scripts.tfmw template --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)")
+
+.PHONY: local
+local: setup ## Train for real on this machine: the chart rendered with values/local.yaml, one process per worker
+	$(PY) -m scripts.local_run --env $(ENV) $(if $(SET),--set "$(SET)")
+
+.PHONY: deploy
+deploy: setup ## Install or upgrade ENV's release on the current kube context
+	$(PY) -m scripts.tfmw deploy --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)")
+
+.PHONY: diff
+diff: setup ## Show what deploy would change (rendered manifests vs. the deployed release)
+	$(PY) -m scripts.tfmw diff --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)")
+
+.PHONY: status
+status: setup ## Release state and per-worker progress
+	$(PY) -m scripts.tfmw status --release $(RELEASE) --namespace $(NAMESPACE)
+
+.PHONY: logs
+logs: setup ## Follow every worker's log, each line prefixed with its pod
+	$(PY) -m scripts.tfmw logs --release $(RELEASE) --namespace $(NAMESPACE)
+
+.PHONY: undeploy
+undeploy: setup ## Uninstall the release (shared storage is kept)
+	$(PY) -m scripts.tfmw undeploy --release $(RELEASE) --namespace $(NAMESPACE)
+
+.PHONY: bench
+bench: setup ## Measure the performance figures into docs/benchmarks.md (QUICK=1 for a short run)
+	$(PY) -m scripts.bench $(if $(QUICK),--quick)
+
+.PHONY: image
+image: ## Build the container image with docker or podman, if one is installed
+	$(PYTHON_BOOTSTRAP) -m scripts.image
+
+.PHONY: clean
+clean: ## Remove local run state and build output (keeps the venv and tools)
+	rm -rf .local-runs build
