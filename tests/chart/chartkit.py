@@ -1,0 +1,120 @@
+"""Render, lint and inspect the chart with the real helm binaries (Helm 4 and Helm 3).
+
+Shared by the chart tests (imported as a plain module: pytest puts tests/chart on sys.path).
+Everything here runs helm as a subprocess with values *files*, so overlays merge with
+Helm's own rules (maps merge, lists replace), not pyhelm3's list concatenation.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "tf-multiworker"
+VALUES_DIR = REPO / "values"
+OVERLAYS = ("local", "dev", "staging", "prod")
+ALL_ON = Path(__file__).resolve().parent / "values-all-on.yaml"
+RELEASE = "tfmw"
+NAMESPACE = "training"
+# Kubernetes versions every rendered object must validate against (kubernetes-validate ships 1.25-1.37).
+K8S_VERSIONS = ("1.30", "1.35")
+
+
+def helm4() -> str:
+    """Helm 4: env HELM, else the pinned .tools/bin/helm."""
+    return os.environ.get("HELM") or str(REPO / ".tools" / "bin" / "helm")
+
+
+def helm3() -> str:
+    """Helm 3: env HELM3, else the pinned .tools/bin/helm3."""
+    return os.environ.get("HELM3") or str(REPO / ".tools" / "bin" / "helm3")
+
+
+HELMS = {"helm4": helm4, "helm3": helm3}
+
+
+def helm_major(executable: str) -> int:
+    out = subprocess.run([executable, "version", "--template", "{{ .Version }}"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    return int(out.lstrip("v").split(".")[0])
+
+
+@dataclass(frozen=True)
+class HelmResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def overlay_path(env: str) -> Path:
+    return VALUES_DIR / f"{env}.yaml"
+
+
+def run_helm(executable: str, args: Sequence[str]) -> HelmResult:
+    proc = subprocess.run([executable, *args], capture_output=True, text=True, timeout=120)
+    return HelmResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def template_args(values_files: Iterable[Path | str] = (), sets: Iterable[str] = (),
+                  release: str = RELEASE, namespace: str = NAMESPACE,
+                  show_only: Sequence[str] = ()) -> list[str]:
+    args = ["template", release, str(CHART), "--namespace", namespace]
+    for path in values_files:
+        args += ["-f", str(path)]
+    for item in sets:
+        args += ["--set", item]
+    for template in show_only:
+        args += ["--show-only", template]
+    return args
+
+
+def template(executable: str, values_files: Iterable[Path | str] = (), sets: Iterable[str] = (),
+             **kwargs) -> list[dict]:
+    """Rendered objects (hooks included); raises AssertionError with helm's stderr on failure."""
+    result = run_helm(executable, template_args(values_files, sets, **kwargs))
+    assert result.returncode == 0, f"helm template failed: {result.stderr.strip()}"
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def template_error(executable: str, values_files: Iterable[Path | str] = (),
+                   sets: Iterable[str] = (), **kwargs) -> str:
+    """helm's stderr for values that must be refused; fails the test if helm renders them."""
+    result = run_helm(executable, template_args(values_files, sets, **kwargs))
+    assert result.returncode != 0, f"helm rendered values that must be refused: {list(sets)}"
+    return result.stderr
+
+
+def find(objects: Iterable[dict], kind: str, name: str | None = None) -> list[dict]:
+    return [o for o in objects if o["kind"] == kind
+            and (name is None or o["metadata"]["name"] == name)]
+
+
+def one(objects: Iterable[dict], kind: str, name: str | None = None) -> dict:
+    found = find(objects, kind, name)
+    assert len(found) == 1, f"expected one {kind} {name or ''}, got {len(found)}"
+    return found[0]
+
+
+def pod_specs(objects: Iterable[dict]) -> list[tuple[str, dict]]:
+    """(`Kind/name`, pod spec) of every pod the objects would create."""
+    specs = []
+    for obj in objects:
+        kind = obj["kind"]
+        name = f"{kind}/{obj['metadata']['name']}"
+        if kind == "Pod":
+            specs.append((name, obj["spec"]))
+        elif kind in ("StatefulSet", "Deployment", "DaemonSet", "ReplicaSet", "Job"):
+            specs.append((name, obj["spec"]["template"]["spec"]))
+        elif kind == "CronJob":
+            specs.append((name, obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]))
+    return specs
+
+
+def env_of(container: dict) -> dict[str, dict]:
+    """Container env as name -> EnvVar (the whole entry, so valueFrom stays visible)."""
+    return {item["name"]: item for item in container.get("env", [])}
