@@ -1,0 +1,1 @@
+"""Built-in MultiWorkerMirroredStrategy trainer: python -m entrypoint.training."""

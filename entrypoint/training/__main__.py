@@ -1,0 +1,94 @@
+"""`python -m entrypoint.training`: the built-in MWMS trainer (see docs/training.md).
+
+Order matters: the environment, TF_CONFIG and the config are checked and the COMPLETED
+marker is looked at before TensorFlow is imported, so refusals and "already done" take
+well under a second.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import traceback
+
+from .config import ConfigError, parse_tf_config, resolve, run_env
+from .failures import EXIT_DONE, EXIT_SIGTERM, exit_code_for, is_retryable, one_line
+from .rundir import RunDir, read_completed
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m entrypoint.training",
+                                     description="Built-in MultiWorkerMirroredStrategy trainer.")
+    parser.add_argument("--config", default=os.environ.get("TFMW_TRAINING_CONFIG"),
+                        help="YAML/JSON training config (default: $TFMW_TRAINING_CONFIG; none: all defaults)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one config key, e.g. --set steps=100 --set model.name=mlp (repeatable)")
+    parser.add_argument("--shared-dir", help="shared storage path (default: $TFMW_SHARED_DIR)")
+    parser.add_argument("--run-id", help="run id (default: $TFMW_RUN_ID, else 'default')")
+    parser.add_argument("--check", action="store_true", help="validate the config, print it as JSON, exit")
+    return parser.parse_args(argv)
+
+
+class SigtermFlag:
+    """SIGTERM only sets a flag; the loop acts on it at the next checkpoint boundary."""
+
+    def __init__(self):
+        self.raised = False
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum, frame):
+        if not self.raised:
+            print("tfmw sigterm: will checkpoint and stop at the next checkpoint boundary", flush=True)
+        self.raised = True
+
+    def __call__(self) -> bool:
+        return self.raised
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    stop = SigtermFlag()
+    stop.install()
+    try:
+        config = resolve(args.config, args.overrides)
+        cluster = parse_tf_config(os.environ.get("TF_CONFIG"))
+        env = run_env(os.environ, args.shared_dir, args.run_id)
+    except ConfigError as err:
+        print(str(err), file=sys.stderr, flush=True)
+        return err.exit_code
+    if args.check:
+        import json
+        print(json.dumps(config, indent=2, sort_keys=True))
+        return EXIT_DONE
+
+    run = RunDir.of(env.shared_dir, env.run_id)
+    if read_completed(run) is not None:
+        print(f"tfmw completed run={env.run_id}", flush=True)
+        return EXIT_DONE
+
+    try:
+        from .trainer import train  # TensorFlow is imported here, not before
+        outcome = train(config, cluster, env, stop)
+    except ConfigError as err:
+        print(str(err), file=sys.stderr, flush=True)
+        return err.exit_code
+    except Exception as err:  # noqa: BLE001 - every failure becomes an exit code the launcher understands
+        if is_retryable(err):
+            print(f"tfmw error retryable=true worker={cluster.worker_index} {one_line(err)}", flush=True)
+        else:
+            traceback.print_exc()
+            print(f"tfmw error retryable=false worker={cluster.worker_index} {one_line(err)}", flush=True)
+        return exit_code_for(err)
+    if outcome.stopped:
+        return EXIT_SIGTERM
+    print(f"tfmw done steps={outcome.steps} final_loss={outcome.final_loss:.4f} "
+          f"examples_per_sec={outcome.examples_per_sec:.1f} model={outcome.model_path or '-'} "
+          f"weights_digest={outcome.weights_digest}", flush=True)
+    return EXIT_DONE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""Load, override, validate and default the training config — without importing TensorFlow.
+
+Every refusal is a ConfigError whose message is one line naming the key, e.g.
+`training config: steps: -1 is less than the minimum of 1`.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+from dataclasses import dataclass
+
+import jsonschema
+import yaml
+
+from .schema import BUILTIN_MODELS, DEFAULTS, MODEL_ARGS, SCHEMA
+
+EXIT_BAD_CONFIG = 2
+
+
+class ConfigError(Exception):
+    """A bad training config or environment: one line, exit code 2, never retried."""
+
+    exit_code = EXIT_BAD_CONFIG
+
+
+def load_file(path: str) -> dict:
+    """Read a YAML (or JSON, which is YAML) config file; an empty file is an empty config."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as err:
+        raise ConfigError(f"training config: cannot read {path}: {err.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"training config: {path}{where} is not valid YAML/JSON") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"training config: {path} must hold a mapping, got {type(data).__name__}")
+    return data
+
+
+def apply_override(config: dict, assignment: str) -> dict:
+    """Apply one `dotted.key=value` override (value parsed as YAML) to a copy of config."""
+    key, sep, raw = assignment.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"training config: --set {assignment!r}: expected key=value, e.g. steps=100")
+    try:
+        value = yaml.safe_load(raw) if raw else ""
+    except yaml.YAMLError:
+        value = raw
+    out = copy.deepcopy(config)
+    node = out
+    parts = key.split(".")
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[parts[-1]] = value
+    return out
+
+
+def _path_of(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in error.absolute_path)
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    path = _path_of(error)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        key = ".".join(filter(None, [path, extra[0] if extra else "?"]))
+        return f"{key}: unknown key (allowed here: {', '.join(allowed)})"
+    if error.validator == "anyOf" and path == "model.name":
+        return (f"model.name: {error.instance!r} is neither a built-in model "
+                f"({', '.join(BUILTIN_MODELS)}) nor 'package.module:function'")
+    return f"{path or '(top level)'}: {error.message}"
+
+
+def validate(config: dict) -> None:
+    """Refuse a config that breaks the schema; the message names the first bad key."""
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), _path_of(e)))
+    if errors:
+        raise ConfigError(f"training config: {_describe(errors[0])}")
+    _validate_model_args(config.get("model", {}))
+
+
+def _validate_model_args(model: dict) -> None:
+    name = model.get("name", DEFAULTS["model"]["name"])
+    allowed = MODEL_ARGS.get(name)
+    if allowed is None:  # a user model: its own function checks its args
+        return
+    for key, value in model.get("args", {}).items():
+        if key not in allowed:
+            raise ConfigError(f"training config: model.args.{key}: unknown argument of model {name!r} "
+                              f"(allowed: {', '.join(sorted(allowed))})")
+        if not isinstance(value, allowed[key]) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"training config: model.args.{key}: {value!r} must be a positive integer")
+
+
+def merge_defaults(config: dict, defaults: dict = DEFAULTS) -> dict:
+    """Deep-merge config over defaults (maps merge, everything else replaces)."""
+    out = copy.deepcopy(defaults)
+    for key, value in config.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_defaults(value, out[key])
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def resolve(path: str | None, overrides: list[str]) -> dict:
+    """The effective config: file (or empty) + overrides, validated, then defaults filled in."""
+    config = load_file(path) if path else {}
+    for assignment in overrides:
+        config = apply_override(config, assignment)
+    validate(config)
+    return merge_defaults(config)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What the trainer needs to know about TF_CONFIG before TensorFlow is imported."""
+
+    num_workers: int
+    worker_index: int
+
+    @property
+    def is_chief(self) -> bool:
+        return self.worker_index == 0
+
+
+def parse_tf_config(raw: str | None) -> Cluster:
+    """Check TF_CONFIG's shape (a bad one would otherwise fail deep inside TensorFlow)."""
+    if not raw:
+        return Cluster(num_workers=1, worker_index=0)
+    try:
+        spec = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"TF_CONFIG: not valid JSON ({err.msg} at position {err.pos})") from None
+    if not isinstance(spec, dict):
+        raise ConfigError("TF_CONFIG: must be a JSON object with 'cluster' and 'task'")
+    cluster = spec.get("cluster")
+    task = spec.get("task")
+    if not isinstance(cluster, dict) or not isinstance(cluster.get("worker"), list) or not cluster["worker"]:
+        raise ConfigError("TF_CONFIG: cluster.worker must be a non-empty list of host:port")
+    if set(cluster) - {"worker", "chief"}:
+        raise ConfigError(f"TF_CONFIG: cluster has job types {sorted(cluster)}; "
+                          "MultiWorkerMirroredStrategy takes only 'worker' (and optionally 'chief')")
+    if not isinstance(task, dict) or task.get("type") not in ("worker", "chief") \
+            or not isinstance(task.get("index"), int) or isinstance(task.get("index"), bool):
+        raise ConfigError("TF_CONFIG: task must be {\"type\": \"worker\", \"index\": <int>}")
+    chiefs = cluster.get("chief") or []
+    total = len(cluster["worker"]) + len(chiefs)
+    if task["type"] == "chief":
+        index = 0
+    else:
+        if not 0 <= task["index"] < len(cluster["worker"]):
+            raise ConfigError(f"TF_CONFIG: task.index {task['index']} is outside cluster.worker "
+                              f"(0..{len(cluster['worker']) - 1})")
+        index = task["index"] + len(chiefs)
+    return Cluster(num_workers=total, worker_index=index)
+
+
+@dataclass(frozen=True)
+class RunEnv:
+    """The trainer's environment (docs/contracts.md)."""
+
+    shared_dir: str
+    run_id: str
+    heartbeat_file: str | None
+
+
+def run_env(environ: dict, shared_dir: str | None = None, run_id: str | None = None) -> RunEnv:
+    shared = shared_dir or environ.get("TFMW_SHARED_DIR")
+    if not shared:
+        raise ConfigError("TFMW_SHARED_DIR is not set: set it (or pass --shared-dir) to the shared storage path")
+    rid = run_id or environ.get("TFMW_RUN_ID") or "default"
+    if "/" in rid or rid in (".", ".."):
+        raise ConfigError(f"TFMW_RUN_ID: {rid!r} must be a plain name (no '/')")
+    return RunEnv(shared_dir=shared, run_id=rid, heartbeat_file=environ.get("TFMW_HEARTBEAT_FILE") or None)
+
+
+def data_path(config: dict, shared_dir: str) -> str:
+    """data.path, relative paths resolved against the shared storage directory."""
+    path = config["data"]["path"]
+    return path if os.path.isabs(path) else os.path.join(shared_dir, path)

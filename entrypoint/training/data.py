@@ -1,0 +1,137 @@
+"""tf.data input pipelines: NPZ / TFRecord shards in shared storage, or synthetic data.
+
+File formats (written by `python -m entrypoint.training.prepare_digits`):
+- NPZ: arrays `x` (examples, *input_shape) float32 and `y` (examples,) integer labels.
+- TFRecord: tf.train.Example with `x` (float list, flattened), `y` (int64), `shape` (int64 list).
+
+Each worker reads its own part (entrypoint.training.sharding), shuffles with a fixed seed,
+repeats, batches per replica and prefetches with AUTOTUNE. A restart continues the exact
+same sequence by skipping the batches already trained on.
+"""
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+
+from .config import ConfigError, data_path
+from .sharding import ShardPlan, plan_shards
+from .synthetic import make_synthetic, shard_arrays
+
+EXTENSIONS = {"npz": ".npz", "tfrecord": ".tfrecord"}
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    input_shape: tuple[int, ...]
+    num_classes: int
+    examples_per_worker: int
+    describe: str
+    # dataset_fn(per_replica_batch, start_step) -> tf.data.Dataset for this worker
+    dataset_fn: Callable[[int, int], tf.data.Dataset]
+
+
+def list_files(path: str, fmt: str) -> list[str]:
+    """A directory (every *.npz / *.tfrecord in it) or a glob pattern."""
+    if os.path.isdir(path):
+        files = glob.glob(os.path.join(path, "*" + EXTENSIONS[fmt]))
+    else:
+        files = glob.glob(path)
+    files = sorted(f for f in files if os.path.isfile(f))
+    if not files:
+        raise ConfigError(f"training config: data.path: no {fmt} files at {path}")
+    return files
+
+
+def _pipeline(ds: tf.data.Dataset, shuffle_buffer: int, seed: int, batch: int,
+              start_step: int) -> tf.data.Dataset:
+    if shuffle_buffer > 0:
+        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.repeat().batch(batch, drop_remainder=True)
+    if start_step:
+        ds = ds.skip(start_step)
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _load_npz(files) -> tuple[np.ndarray, np.ndarray]:
+    xs, ys = [], []
+    for name in files:
+        with np.load(name) as npz:
+            if "x" not in npz or "y" not in npz:
+                raise ConfigError(f"training config: data.path: {name} lacks arrays 'x' and 'y'")
+            xs.append(npz["x"].astype(np.float32))
+            ys.append(npz["y"].astype(np.int64))
+    return np.concatenate(xs), np.concatenate(ys)
+
+
+def _tfrecord_shape(first_file: str) -> tuple[int, ...]:
+    for record in tf.data.TFRecordDataset(first_file).take(1):
+        parsed = tf.io.parse_single_example(record, {"shape": tf.io.VarLenFeature(tf.int64)})
+        return tuple(int(d) for d in tf.sparse.to_dense(parsed["shape"]).numpy())
+    raise ConfigError(f"training config: data.path: {first_file} holds no records")
+
+
+def _tfrecord_parser(shape):
+    spec = {"x": tf.io.FixedLenFeature([int(np.prod(shape))], tf.float32),
+            "y": tf.io.FixedLenFeature([], tf.int64)}
+
+    def parse(record):
+        parsed = tf.io.parse_single_example(record, spec)
+        return tf.reshape(parsed["x"], shape), parsed["y"]
+    return parse
+
+
+def _refuse_empty(count: int, describe: str) -> None:
+    # An empty shard would make .repeat() spin forever instead of failing.
+    if count == 0:
+        raise ConfigError(f"training config: data: this worker's share of the data is empty ({describe}); "
+                          "provide more examples or files")
+
+
+def _from_arrays(x, y, config, seed, describe, num_classes) -> InputSpec:
+    shuffle = config["data"]["shuffleBuffer"]
+    _refuse_empty(len(x), describe)
+
+    def dataset_fn(batch: int, start_step: int) -> tf.data.Dataset:
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        return _pipeline(ds, shuffle, seed, batch, start_step)
+    return InputSpec(tuple(x.shape[1:]), num_classes, len(x), describe, dataset_fn)
+
+
+def build_input(config: dict, shared_dir: str, num_workers: int, worker_index: int) -> InputSpec:
+    data = config["data"]
+    seed = config["seed"] + worker_index  # each worker shuffles its own shard differently
+    if data["source"] == "synthetic":
+        syn = data["synthetic"]
+        x, y = make_synthetic(syn["examples"], tuple(syn["inputShape"]), syn["numClasses"], config["seed"])
+        x, y = shard_arrays(x, y, num_workers, worker_index)
+        return _from_arrays(x, y, config, seed, f"synthetic examples={syn['examples']}", syn["numClasses"])
+
+    files = list_files(data_path(config, shared_dir), data["format"])
+    plan: ShardPlan = plan_shards(files, num_workers, worker_index)
+    describe = f"{data['format']} files={len(plan.files)}/{len(files)} shard_by={plan.by}"
+    if data["format"] == "npz":
+        x, y = _load_npz(plan.files)
+        if plan.by == "data":
+            x, y = shard_arrays(x, y, plan.num_shards, plan.index)
+        return _from_arrays(x, y, config, seed, describe, data["numClasses"])
+
+    shape = _tfrecord_shape(files[0])
+    parse = _tfrecord_parser(shape)
+
+    def records() -> tf.data.Dataset:
+        ds = tf.data.TFRecordDataset(list(plan.files))
+        return ds.shard(plan.num_shards, plan.index) if plan.by == "data" else ds
+
+    count = int(records().reduce(np.int64(0), lambda n, _: n + 1).numpy())
+    _refuse_empty(count, describe)
+    shuffle = data["shuffleBuffer"]
+
+    def dataset_fn(batch: int, start_step: int) -> tf.data.Dataset:
+        ds = records().map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+        return _pipeline(ds, shuffle, seed, batch, start_step)
+    return InputSpec(shape, data["numClasses"], count, describe, dataset_fn)

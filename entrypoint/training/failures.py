@@ -1,0 +1,42 @@
+"""Map an exception from training to the trainer's exit code (docs/contracts.md).
+
+Matched by class name so this module (and its tests) need no TensorFlow import:
+tf.errors classes are named UnavailableError, DeadlineExceededError, ... .
+"""
+from __future__ import annotations
+
+EXIT_DONE = 0
+EXIT_BAD_CONFIG = 2
+EXIT_FAILED = 1
+EXIT_RETRYABLE = 75   # EX_TEMPFAIL: a peer or collective failed; the launcher restarts the group
+EXIT_SIGTERM = 143
+
+# A peer died, restarted or timed out: training can resume from the last checkpoint.
+_RETRYABLE = {"UnavailableError", "DeadlineExceededError", "CancelledError", "AbortedError"}
+# InternalError is retryable only when it comes from the collective/coordination machinery.
+_GROUP_WORDS = ("collective", "coordination", "coordinator", "heartbeat", "peer", "rendezvous")
+
+
+def _class_names(err: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(err).__mro__}
+
+
+def is_retryable(err: BaseException) -> bool:
+    names = _class_names(err)
+    if names & _RETRYABLE:
+        return True
+    if "InternalError" in names:
+        text = str(err).lower()
+        return any(word in text for word in _GROUP_WORDS)
+    return False
+
+
+def exit_code_for(err: BaseException) -> int:
+    return EXIT_RETRYABLE if is_retryable(err) else EXIT_FAILED
+
+
+def one_line(err: BaseException, limit: int = 300) -> str:
+    """The first meaningful line of a (often multi-line) TF error message."""
+    text = " ".join(str(err).split())
+    kind = type(err).__name__
+    return f"{kind}: {text[:limit]}" if text else kind

@@ -1,0 +1,84 @@
+"""The run directory in shared storage and the files the trainer writes atomically."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RunDir:
+    root: str
+
+    @classmethod
+    def of(cls, shared_dir: str, run_id: str) -> "RunDir":
+        return cls(os.path.join(shared_dir, run_id))
+
+    @property
+    def checkpoints(self) -> str:
+        return os.path.join(self.root, "checkpoints")
+
+    @property
+    def tensorboard(self) -> str:
+        return os.path.join(self.root, "tensorboard")
+
+    @property
+    def model(self) -> str:
+        return os.path.join(self.root, "model")
+
+    @property
+    def completed(self) -> str:
+        return os.path.join(self.root, "COMPLETED")
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write text to path so a reader sees either the old file or the whole new one."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_completed(run: RunDir) -> dict | None:
+    try:
+        with open(run.completed, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, json.JSONDecodeError):
+        return {}  # present but unreadable still means "done": never retrain a finished run
+
+
+def write_completed(run: RunDir, record: dict) -> None:
+    write_atomic(run.completed, json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+class Heartbeat:
+    """Rewrite TFMW_HEARTBEAT_FILE with the current step, atomically, at most once per interval."""
+
+    def __init__(self, path: str | None, interval: float = 1.0, clock=time.monotonic):
+        self.path = path
+        self.interval = interval
+        self.clock = clock
+        self._last = None
+
+    def beat(self, step: int, force: bool = False) -> bool:
+        if not self.path:
+            return False
+        now = self.clock()
+        if not force and self._last is not None and now - self._last < self.interval:
+            return False
+        write_atomic(self.path, f"{step}\n")
+        self._last = now
+        return True

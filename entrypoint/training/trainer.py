@@ -1,0 +1,267 @@
+"""The MultiWorkerMirroredStrategy training loop (custom `strategy.run` loop, tf_keras layers).
+
+Why a custom loop and not model.fit: see docs/training.md ("Why a custom loop"). In short,
+it gives explicit control of the step counter, the checkpoint boundary, the group-wide
+stop flag and the heartbeat, and it avoids Keras 3's multi-worker fit failure.
+
+Imported only after the config has been validated (TensorFlow takes seconds to import).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # user models written against tf.keras get Keras 2
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tf_keras as keras  # noqa: E402
+
+from .config import Cluster, ConfigError, RunEnv  # noqa: E402
+from .data import build_input  # noqa: E402
+from .models import build_model  # noqa: E402
+from .rundir import Heartbeat, RunDir, write_completed  # noqa: E402
+
+
+def log(line: str) -> None:
+    print(line, flush=True)
+
+
+@dataclass
+class Outcome:
+    steps: int
+    final_loss: float
+    examples_per_sec: float
+    model_path: str
+    weights_digest: str
+    stopped: bool  # True: the group agreed to stop (SIGTERM) before the last step
+
+
+def make_strategy(config: dict) -> tuple[tf.distribute.Strategy, str]:
+    """MWMS with the collective implementation chosen for the hardware (TF_CONFIG already set)."""
+    gpus = tf.config.list_physical_devices("GPU")
+    choice = config["collective"]
+    if choice == "nccl" and not gpus:
+        raise ConfigError("training config: collective: nccl needs GPUs but none are visible; use auto or ring")
+    if choice == "auto":
+        choice = "nccl" if gpus else "ring"
+    impl = {"nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
+            "ring": tf.distribute.experimental.CommunicationImplementation.RING}[choice]
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=impl, timeout_seconds=config["timeoutSeconds"])
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options), choice
+
+
+def _scalar_metadata() -> bytes:
+    from tensorflow.core.framework import summary_pb2
+    metadata = summary_pb2.SummaryMetadata()
+    metadata.plugin_data.plugin_name = "scalars"  # what TensorBoard's scalar dashboard reads
+    return metadata.SerializeToString()
+
+
+def write_scalar(tag: str, value: float) -> None:
+    """tf.summary.scalar without the tensorboard package (TF 2.21 no longer depends on it)."""
+    tf.summary.write(tag, tf.constant(value, dtype=tf.float32), metadata=_scalar_metadata())
+
+
+def make_optimizer(config: dict):
+    if config["optimizer"] == "sgd":
+        return keras.optimizers.SGD(learning_rate=config["learningRate"], momentum=0.9)
+    return keras.optimizers.Adam(learning_rate=config["learningRate"])
+
+
+def weights_digest(model) -> str:
+    """sha256 over every trainable weight (shape and bytes, in model order)."""
+    digest = hashlib.sha256()
+    for variable in model.trainable_variables:
+        value = np.ascontiguousarray(variable.numpy())
+        digest.update(str(value.shape).encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()
+
+
+def restore_latest(checkpoint: tf.train.Checkpoint, directory: str) -> int:
+    """Restore the newest complete checkpoint in the chief's directory; returns its step (0: none).
+
+    CheckpointManager writes a checkpoint's files first and only then (atomically) rewrites the
+    `checkpoint` state file, so only complete checkpoints are listed. Should the newest listed
+    one still be unreadable, the previous one is tried; every worker reads the same files and
+    so makes the same choice.
+    """
+    state = tf.train.get_checkpoint_state(directory)
+    if state is None:
+        return 0
+    candidates = list(reversed(state.all_model_checkpoint_paths)) or [state.model_checkpoint_path]
+    for path in candidates:
+        if not tf.io.gfile.exists(path + ".index"):
+            continue
+        try:
+            checkpoint.restore(path).expect_partial()
+        except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as err:
+            log(f"tfmw warning checkpoint={path} unreadable ({type(err).__name__}); trying an older one")
+            continue
+        return int(checkpoint.step.numpy())
+    return 0
+
+
+class CheckpointWriter:
+    """The chief saves into the shared checkpoint directory; the others into a throwaway
+    local directory (MWMS needs every worker to take part in the save, but only the chief's
+    copy is kept — workers writing the same shared files would collide)."""
+
+    def __init__(self, checkpoint, run: RunDir, cluster: Cluster, keep: int):
+        self.cluster = cluster
+        self.checkpoint = checkpoint
+        self.scratch = None if cluster.is_chief else tempfile.mkdtemp(prefix="tfmw-ckpt-")
+        directory = run.checkpoints if cluster.is_chief else self.scratch
+        self.manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=keep if cluster.is_chief else 1)
+
+    def save(self, step: int) -> str:
+        self.checkpoint.step.assign(step)
+        return self.manager.save(checkpoint_number=step)
+
+    def close(self) -> None:
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def export_model(model, run: RunDir, cluster: Cluster) -> str:
+    """Every worker saves (MWMS may need all of them); only the chief's copy lands in <run>/model,
+    renamed into place so a reader never sees half a model."""
+    target = run.model
+    parent = run.root if cluster.is_chief else tempfile.gettempdir()
+    staging = tempfile.mkdtemp(prefix=".model-tmp-", dir=parent)
+    model.save(staging, save_format="tf", include_optimizer=False)
+    if not cluster.is_chief:
+        shutil.rmtree(staging, ignore_errors=True)
+        return target
+    if os.path.exists(target):
+        shutil.rmtree(target)
+    os.replace(staging, target)
+    return target
+
+
+class StopAgreement:
+    """All-reduce (sum, i.e. "any") of each worker's "stop now" flag, at checkpoint boundaries only."""
+
+    def __init__(self, strategy):
+        self.strategy = strategy
+
+        @tf.function
+        def agree(flag):
+            # strategy.reduce across workers is an all-reduce: every worker gets the same sum.
+            per_replica = strategy.run(lambda: tf.identity(flag))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+        self._agree = agree
+
+    def any_wants_stop(self, wants_stop: bool) -> bool:
+        return bool(self._agree(tf.constant(1.0 if wants_stop else 0.0)).numpy() > 0.5)
+
+
+def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcome:
+    """Run (or resume) training to config['steps']; stop_requested() is this worker's SIGTERM flag."""
+    strategy, collective = make_strategy(config)
+    run = RunDir.of(env.shared_dir, env.run_id)
+    os.makedirs(run.checkpoints, exist_ok=True)
+    tf.random.set_seed(config["seed"])
+    keras.utils.set_random_seed(config["seed"])
+
+    replicas = strategy.num_replicas_in_sync
+    per_replica = config["batchSizePerReplica"]
+    global_batch = per_replica * replicas
+    spec = build_input(config, env.shared_dir, cluster.num_workers, cluster.worker_index)
+
+    with strategy.scope():
+        model = build_model(config["model"]["name"], spec.input_shape, spec.num_classes, config["model"]["args"])
+        optimizer = make_optimizer(config)
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                         step=tf.Variable(0, dtype=tf.int64, trainable=False))
+    start_step = restore_latest(checkpoint, run.checkpoints)
+    total = config["steps"]
+    log(f"tfmw start run={env.run_id} worker={cluster.worker_index}/{cluster.num_workers} "
+        f"replicas={replicas} global_batch={global_batch} collective={collective} "
+        f"model={config['model']['name']} data=\"{spec.describe}\" resume_step={start_step} steps={total}")
+
+    replica_batch = per_replica  # distribute_datasets_from_function: the fn batches per replica
+    dist_dataset = strategy.distribute_datasets_from_function(
+        lambda ctx: spec.dataset_fn(replica_batch, start_step))
+    iterator = iter(dist_dataset)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=keras.losses.Reduction.NONE)
+
+    @tf.function
+    def train_step(it):
+        def step_fn(x, y):
+            with tf.GradientTape() as tape:
+                logits = model(x, training=True)
+                loss = tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
+                if model.losses:
+                    loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        x, y = next(it)
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(step_fn, args=(x, y)), axis=None)
+
+    writer = CheckpointWriter(checkpoint, run, cluster, config["checkpoint"]["keep"])
+    agreement = StopAgreement(strategy)
+    heartbeat = Heartbeat(env.heartbeat_file)
+    summaries = (tf.summary.create_file_writer(run.tensorboard)
+                 if cluster.is_chief and config["tensorboard"]["enabled"] else tf.summary.create_noop_writer())
+    every_ckpt = config["checkpoint"]["everySteps"]
+    every_log = config["logEverySteps"]
+    per_worker_batch = global_batch // cluster.num_workers
+
+    step = start_step
+    window_losses: list = []
+    window_start = time.monotonic()
+    window_first = step
+    started = time.monotonic()
+    final_loss = float("nan")
+    throughput = 0.0
+    stopped = False
+    heartbeat.beat(step, force=True)
+    try:
+        while step < total:
+            window_losses.append(train_step(iterator))
+            step += 1
+            heartbeat.beat(step)
+            if step % every_log == 0 or step == total:
+                final_loss = float(np.mean([float(v) for v in window_losses]))
+                elapsed = max(time.monotonic() - window_start, 1e-9)
+                throughput = (step - window_first) * global_batch / elapsed
+                epoch = (step - 1) * per_worker_batch // spec.examples_per_worker + 1
+                log(f"tfmw progress step={step}/{total} epoch={epoch} loss={final_loss:.4f} "
+                    f"examples_per_sec={throughput:.1f}")
+                with summaries.as_default(step=step):
+                    write_scalar("loss", final_loss)
+                    write_scalar("examples_per_sec", throughput)
+                window_losses, window_start, window_first = [], time.monotonic(), step
+            if step % every_ckpt == 0 or step == total:
+                # One group-wide decision per boundary: every worker saves, then all stop or all go on.
+                stop = agreement.any_wants_stop(stop_requested()) if step < total else False
+                writer.save(step)
+                if stop:
+                    stopped = True
+                    log(f"tfmw stopped step={step}/{total} reason=sigterm checkpoint={run.checkpoints}")
+                    break
+    finally:
+        writer.close()
+        summaries.flush()
+    heartbeat.beat(step, force=True)
+    digest = weights_digest(model)
+    if stopped:
+        return Outcome(step, final_loss, throughput, "", digest, stopped=True)
+
+    model_path = export_model(model, run, cluster) if config["export"]["enabled"] else ""
+    seconds = time.monotonic() - started
+    overall = (step - start_step) * global_batch / max(seconds, 1e-9)
+    if cluster.is_chief:
+        write_completed(run, {"runId": env.run_id, "steps": step, "finalLoss": final_loss, "model": model_path,
+                              "seconds": round(seconds, 3), "examplesPerSec": round(overall, 1),
+                              "weightsDigest": digest, "workers": cluster.num_workers,
+                              "finishedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    return Outcome(step, final_loss, overall, model_path, digest, stopped=False)
