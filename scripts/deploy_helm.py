@@ -1,0 +1,195 @@
+"""Helm-side pieces of `tfmw deploy/status/diff/undeploy`: version-aware arguments, release state,
+and one-line explanations of cluster failures. Pure functions where possible (tested for Helm 3
+and Helm 4 without a cluster); the few that run helm/kubectl say so.
+
+Helm 3 vs Helm 4 (checked against `helm upgrade --help` of 3.17.2 and 4.1.4):
+- rollback on failure: Helm 3 `--atomic`; Helm 4 `--rollback-on-failure` (`--atomic` is gone).
+- wait: Helm 3 `--wait` is a boolean; Helm 4 `--wait` takes a strategy (`watcher`, `hookOnly`
+  (its default: do not wait), `legacy`), so it is spelled `--wait=watcher` (kstatus readiness).
+  Both imply waiting when rollback on failure is asked for, so `wait=False` also drops it.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import subprocess
+from pathlib import Path
+
+from scripts.render import ToolError, helm_error_line
+
+PENDING_STATES = ("pending-install", "pending-upgrade", "pending-rollback", "uninstalling")
+
+
+def helm_major(helm: str) -> int:
+    """Major version of a helm binary (`helm version --template {{.Version}}` -> v4.1.4 -> 4)."""
+    try:
+        proc = subprocess.run([helm, "version", "--template", "{{ .Version }}"],
+                              capture_output=True, text=True, timeout=30)
+    except OSError as exc:
+        raise ToolError(f"helm at {helm} cannot run: {exc}", exit_code=127) from None
+    match = re.match(r"v?(\d+)\.", proc.stdout.strip())
+    if proc.returncode != 0 or not match:
+        raise ToolError(f"cannot tell the version of helm at {helm}: "
+                        f"{helm_error_line(proc.stderr) if proc.stderr else proc.stdout.strip()}")
+    major = int(match.group(1))
+    if major not in (3, 4):
+        raise ToolError(f"helm {proc.stdout.strip()} at {helm} is not supported: use Helm 3.x or 4.x")
+    return major
+
+
+def upgrade_args(major: int, release: str, chart: str | Path, namespace: str, *,
+                 timeout: str = "15m", wait: bool = True, rollback_on_failure: bool = True,
+                 history_max: int = 10) -> list[str]:
+    """`helm upgrade --install` arguments for the given helm major version; values come on stdin.
+
+    Creates the namespace, waits for every worker to be ready (up to timeout) and rolls back
+    on failure.
+    """
+    if major not in (3, 4):
+        raise ValueError(f"unsupported helm major version {major}")
+    args = ["upgrade", release, str(chart), "--install",
+            "--namespace", namespace, "--create-namespace",
+            "--values", "-",
+            "--timeout", timeout,
+            "--history-max", str(history_max),
+            "--output", "json"]
+    if wait:
+        args.append("--wait" if major == 3 else "--wait=watcher")
+        if rollback_on_failure:
+            args.append("--atomic" if major == 3 else "--rollback-on-failure")
+    return args
+
+
+def uninstall_args(major: int, release: str, namespace: str, *, timeout: str = "5m") -> list[str]:
+    """`helm uninstall` that waits for the resources to be gone (flag spelled per version)."""
+    if major not in (3, 4):
+        raise ValueError(f"unsupported helm major version {major}")
+    return ["uninstall", release, "--namespace", namespace, "--timeout", timeout,
+            "--wait" if major == 3 else "--wait=watcher"]
+
+
+def refuse_pending(release: str, namespace: str, status: dict) -> None:
+    """Refuse to deploy over a release stuck in a pending state, saying how to unstick it.
+
+    `status` is `helm status -o json`. pyhelm3's ensure_release would silently uninstall or roll
+    back here; an operator should decide that, since an uninstall deletes the running job.
+    """
+    info = status.get("info") or {}
+    state = info.get("status", "")
+    if state not in PENDING_STATES:
+        return
+    revision = int(status.get("version") or 0)
+    ns = f"-n {namespace}"
+    if state == "pending-install" or revision <= 1:
+        fix = f"`helm uninstall {release} {ns}` (nothing to roll back to)"
+    elif state == "uninstalling":
+        fix = f"`helm uninstall {release} {ns}` to finish the uninstall"
+    else:
+        fix = (f"`helm rollback {release} {revision - 1} {ns}` (back to the last good revision), "
+               f"or `helm uninstall {release} {ns}`")
+    raise ToolError(
+        f"release {release} in namespace {namespace} is stuck in {state} (revision {revision}): "
+        f"another helm operation is running or was interrupted; if none is running, {fix}, "
+        "then deploy again",
+        exit_code=3,
+    )
+
+
+_UNREACHABLE = re.compile(
+    r"cluster unreachable|connection refused|no such host|i/o timeout|network is unreachable|"
+    r"dial tcp|tls: |x509: |the server has asked for the client to provide credentials|"
+    r"unable to connect to the server|current-context|invalid configuration|no configuration",
+    re.IGNORECASE,
+)
+
+
+def is_unreachable(stderr: str) -> bool:
+    return bool(_UNREACHABLE.search(stderr))
+
+
+def kube_target(kubectl: str | None, context: str | None = None) -> str:
+    """"kube context 'X', server Y" for the kubeconfig in use, read offline by kubectl."""
+    import os
+    if not kubectl:
+        return f"kube context '{context}'" if context else "the current kube context"
+    cmd = [kubectl, "config", "view", "--minify", "--output", "json"]
+    if context:
+        cmd += ["--context", context]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        config = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        config = None
+    if not config:
+        where = f"KUBECONFIG={os.environ['KUBECONFIG']}" if os.environ.get("KUBECONFIG") \
+            else "~/.kube/config"
+        return (f"kube context '{context}', which is not in {where}" if context
+                else f"no current kube context in {where}")
+    ctx = (config.get("contexts") or [{}])[0].get("name", "?")
+    server = ((config.get("clusters") or [{}])[0].get("cluster") or {}).get("server", "?")
+    return f"kube context '{ctx}', server {server}"
+
+
+def unreachable_message(stderr: str, target: str) -> str:
+    """One line: which cluster was tried and why it failed."""
+    reason = re.sub(r"^kubernetes cluster unreachable:\s*", "", helm_error_line(stderr),
+                    flags=re.IGNORECASE)
+    return (f"cluster unreachable ({target}): {reason}; check KUBECONFIG / "
+            "`kubectl config current-context`, or pass --kube-context")
+
+
+# ---------------------------------------------------------------- manifests (diff, uninstall)
+
+def manifest_objects(objects: list[dict]) -> list[dict]:
+    """Objects helm records in a release manifest: hooks (e.g. `helm test` pods) are kept apart."""
+    return [o for o in objects
+            if "helm.sh/hook" not in ((o.get("metadata") or {}).get("annotations") or {})]
+
+
+def object_key(obj: dict) -> str:
+    meta = obj.get("metadata") or {}
+    ns = f"{meta['namespace']}/" if meta.get("namespace") else ""
+    return f"{obj.get('kind', '?')} {ns}{meta.get('name', '?')}"
+
+
+def diff_manifests(recorded: list[dict], rendered: list[dict]) -> str:
+    """Unified diff, object by object, of the release's recorded manifest vs. a fresh render."""
+    import yaml
+
+    def by_key(objects):
+        return {object_key(o): yaml.safe_dump(o, sort_keys=True) for o in manifest_objects(objects)}
+
+    old, new = by_key(recorded), by_key(rendered)
+    chunks: list[str] = []
+    for key in sorted(old.keys() | new.keys()):
+        before, after = old.get(key, ""), new.get(key, "")
+        if before == after:
+            continue
+        chunks.extend(difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True),
+            fromfile=f"deployed: {key}" if before else "/dev/null",
+            tofile=f"rendered: {key}" if after else "/dev/null"))
+    return "".join(chunks).rstrip("\n")
+
+
+def storage_after_uninstall(objects: list[dict], namespace: str) -> list[str]:
+    """What happens to the release's shared storage once it is uninstalled, one line per claim."""
+    lines = []
+    for obj in objects:
+        if obj.get("kind") != "PersistentVolumeClaim":
+            continue
+        meta = obj.get("metadata") or {}
+        name, ns = meta.get("name"), meta.get("namespace") or namespace
+        policy = (meta.get("annotations") or {}).get("helm.sh/resource-policy")
+        if policy == "keep":
+            lines.append(f"kept: PersistentVolumeClaim {name} (shared storage: checkpoints, "
+                         f"TensorBoard logs, exported models of every run); delete it when done with "
+                         f"`kubectl delete pvc {name} -n {ns}`")
+        else:
+            lines.append(f"deleted with the release: PersistentVolumeClaim {name} "
+                         "(its data goes with it unless the volume's reclaim policy is Retain)")
+    if not lines:
+        lines.append("no PersistentVolumeClaim belonged to the release: storage it used "
+                     "(an existing claim or hostPath) is untouched")
+    return lines

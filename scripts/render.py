@@ -1,0 +1,353 @@
+"""Layer values and render the chart exactly as helm would: a small library for host tools.
+
+Used by `python -m scripts.tfmw` (template/deploy/diff), `make local` and `make lint`.
+
+    known_envs() -> ["dev", "local", "prod", "staging"]
+    layer_values(CHART_DIR, [overlay_path("dev")], ["workers.replicas=4"]) -> effective values
+    render("dev", ["workers.replicas=4"]) -> list of rendered Kubernetes objects
+    render_to_file("prod") -> Path("build/prod/manifests.yaml")
+    prepare(...) -> Rendered (all of the above plus validation, for the deploy path)
+
+How the layering stays exactly Helm's (maps merge, lists replace, null deletes, Helm's YAML
+dialect and `--set` syntax): the -f files and --set strings are not merged in Python at all.
+Helm merges them itself, rendering a throwaway "probe" chart whose only template is
+`{{ toJson .Values }}`:
+  - probe without defaults   -> the user values (overlays + --set, nulls kept so they still
+                                delete chart defaults); this one dict is what helm gets on
+                                stdin for the real render/install, so pyhelm3's own merge
+                                (which concatenates lists) is never used;
+  - probe with the chart's values.yaml -> the effective values the templates see, validated
+                                against values.schema.json before anything touches a cluster.
+Any `--set` string helm accepts works, with helm's own type inference; helm's own errors are
+reported for bad syntax. Tests check the result equals `helm template -f ... -f ... --set ...`.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import jsonschema
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+CHART_DIR = REPO / "charts" / "tf-multiworker"
+VALUES_DIR = REPO / "values"
+BUILD_DIR = REPO / "build"
+PINNED_HELM = REPO / ".tools" / "bin" / "helm"
+DEFAULT_RELEASE = "tf-multiworker"
+DEFAULT_NAMESPACE = "default"
+DEFAULT_KUBE_VERSION = "1.35"
+
+
+class ToolError(Exception):
+    """A refusal or failure the operator can act on; str() is one line, no traceback wanted.
+
+    exit_code: 2 bad input (env, --set, values, manifests), 3 cluster or release state,
+    4 a helm/kubectl operation failed, 127 a required binary is missing.
+    """
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(" ".join(message.split()))
+        self.exit_code = exit_code
+
+
+# ---------------------------------------------------------------- helm binary
+
+def find_helm(helm: str | os.PathLike | None = None) -> str:
+    """The helm to use: explicit argument, else $HELM, else the pinned one, else PATH."""
+    for origin, candidate in (("argument", helm), ("HELM", os.environ.get("HELM"))):
+        if candidate:
+            path = shutil.which(str(candidate))
+            if not path:
+                raise ToolError(
+                    f"helm not found: {candidate} (from {origin}) is not an executable; "
+                    "run `make setup` to install the pinned helm, or set HELM=/path/to/helm",
+                    exit_code=127,
+                )
+            return path
+    if os.access(PINNED_HELM, os.X_OK):
+        return str(PINNED_HELM)
+    on_path = shutil.which("helm")
+    if on_path:
+        return on_path
+    raise ToolError(
+        f"helm not found: not at {PINNED_HELM} nor on PATH; run `make setup` to install "
+        "the pinned helm, or set HELM=/path/to/helm",
+        exit_code=127,
+    )
+
+
+def helm_error_line(stderr: str | bytes) -> str:
+    """The useful part of helm's stderr, as one line (helm prefixes its error with 'Error: ')."""
+    if isinstance(stderr, bytes):
+        stderr = stderr.decode(errors="replace")
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.lower().startswith("error:")]
+    chosen = errors[-1] if errors else (lines[-1] if lines else "no output")
+    chosen = chosen[len("error:"):].strip() if chosen.lower().startswith("error:") else chosen
+    return " ".join(chosen.split())
+
+
+# ---------------------------------------------------------------- environments
+
+def known_envs(values_dir: Path = VALUES_DIR) -> list[str]:
+    """Environment names: one per values/<env>.yaml overlay."""
+    return sorted(p.stem for p in Path(values_dir).glob("*.yaml"))
+
+
+def overlay_path(env: str, values_dir: Path = VALUES_DIR) -> Path:
+    """values/<env>.yaml, or a ToolError listing the known environments."""
+    path = Path(values_dir) / f"{env}.yaml"
+    if not env or "/" in env or not path.is_file():
+        known = ", ".join(known_envs(values_dir)) or "none"
+        raise ToolError(
+            f"unknown ENV '{env}': known environments are {known} "
+            f"(one per {_show(values_dir)}/<env>.yaml)"
+        )
+    return path
+
+
+def split_sets(sets: str | Iterable[str] | None) -> list[str]:
+    """`--set` items: each argument may hold several space-separated k=v items (make SET="a=1 b=2").
+
+    Shell-style quoting keeps spaces inside a value: SET="a='x y'". Commas keep helm's meaning
+    (several keys in one item; `\\,` is a literal comma).
+    """
+    if sets is None:
+        return []
+    if isinstance(sets, str):
+        sets = [sets]
+    items: list[str] = []
+    for arg in sets:
+        try:
+            items.extend(shlex.split(arg, posix=True))
+        except ValueError as exc:
+            raise ToolError(f"bad --set '{arg}': {exc} (expected key=value ...)") from None
+    for item in items:
+        if "=" not in item:
+            raise ToolError(
+                f"bad --set '{item}': expected key=value, e.g. workers.replicas=4 "
+                "(lists: a={x,y}, a[0]=x; literal comma: a=x\\,y)"
+            )
+    return items
+
+
+# ---------------------------------------------------------------- layering via helm itself
+
+_PROBE_CHART = "apiVersion: v2\nname: values-probe\nversion: 0.0.0\n"
+_PROBE_TEMPLATE = "{{ toJson .Values }}\n"
+
+
+def _probe_values(helm: str, defaults: Path | None, overlays: Sequence[Path],
+                  sets: Sequence[str]) -> dict:
+    """Run helm's own merge of (defaults, -f overlays..., --set items...) and return the result."""
+    with tempfile.TemporaryDirectory(prefix="tfmw-values-probe-") as tmp:
+        probe = Path(tmp)
+        (probe / "templates").mkdir()
+        (probe / "Chart.yaml").write_text(_PROBE_CHART)
+        (probe / "templates" / "values.json").write_text(_PROBE_TEMPLATE)
+        if defaults is not None:
+            shutil.copyfile(defaults, probe / "values.yaml")
+        cmd = [helm, "template", "probe", str(probe)]
+        for overlay in overlays:
+            cmd += ["--values", str(overlay)]
+        for item in sets:
+            cmd += ["--set", item]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        reason = helm_error_line(proc.stderr)
+        if "--set" in reason:
+            raise ToolError(f"bad --set {' '.join(sets)!r}: {reason} "
+                            "(expected key=value, e.g. workers.replicas=4)")
+        raise ToolError(f"values could not be read: {reason}")
+    body = "\n".join(ln for ln in proc.stdout.splitlines()
+                     if ln.strip() and not ln.startswith(("---", "# Source:")))
+    return json.loads(body) if body.strip() else {}
+
+
+def user_values(overlays: Sequence[Path], sets: Sequence[str] = (), helm: str | None = None) -> dict:
+    """Overlays and --set merged by helm's rules (nulls kept: they delete chart defaults later)."""
+    return _probe_values(find_helm(helm), None, [Path(p) for p in overlays], list(sets))
+
+
+def layer_values(chart_dir: Path, overlays: Sequence[Path], sets: Sequence[str] = (),
+                 helm: str | None = None) -> dict:
+    """The effective values the chart's templates see: what `helm -f defaults -f ... --set` gives."""
+    defaults = Path(chart_dir) / "values.yaml"
+    return _probe_values(find_helm(helm), defaults if defaults.is_file() else None,
+                         [Path(p) for p in overlays], list(sets))
+
+
+# ---------------------------------------------------------------- values schema
+
+def _key_path(parts: Iterable) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _error_key(error: jsonschema.ValidationError) -> str:
+    """The values key an error is about (for required/additionalProperties: the child key)."""
+    parts = list(error.absolute_path)
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else None
+        if missing:
+            parts.append(missing)
+    elif error.validator == "additionalProperties" and "'" in error.message:
+        parts.append(error.message.split("'")[1])
+    return _key_path(parts)
+
+
+def validate_values(values: dict, chart_dir: Path = CHART_DIR, origin: str = "") -> None:
+    """Refuse values that break the chart's values.schema.json, naming the key."""
+    schema_path = Path(chart_dir) / "values.schema.json"
+    if not schema_path.is_file():
+        return
+    schema = json.loads(schema_path.read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    errors = sorted(cls(schema).iter_errors(values), key=lambda e: list(map(str, e.absolute_path)))
+    if not errors:
+        return
+    error = jsonschema.exceptions.best_match(errors)
+    message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    raise ToolError(
+        f"invalid value for {_error_key(error)}: {message}{more}; refused by "
+        f"{_show(schema_path)}{' — ' + origin if origin else ''}"
+    )
+
+
+# ---------------------------------------------------------------- rendering (pyhelm3 over real helm)
+
+def _quiet_pyhelm3() -> None:
+    """pyhelm3 logs a warning per failed helm command; every failure here becomes a ToolError."""
+    import logging
+    logging.getLogger("pyhelm3").setLevel(logging.ERROR)
+
+
+async def _template(helm: str, chart_dir: Path, release: str, namespace: str, values: dict) -> list[dict]:
+    import pyhelm3  # imported late: only rendering needs it
+
+    _quiet_pyhelm3()
+
+    client = pyhelm3.Client(executable=helm)
+    try:
+        chart = await client.get_chart(Path(chart_dir).resolve())
+        # One already-merged dict: pyhelm3's mergeconcat sees a single value and merges nothing.
+        objects = await client.template_resources(chart, release, values, namespace=namespace)
+        return [obj for obj in objects if obj]
+    except pyhelm3.errors.Error as exc:
+        raise ToolError(f"helm could not render {_show(chart_dir)}: {helm_error_line(exc.stderr)}") from None
+
+
+def render_values(values: dict, chart_dir: Path = CHART_DIR, release: str = DEFAULT_RELEASE,
+                  namespace: str = DEFAULT_NAMESPACE, helm: str | None = None) -> list[dict]:
+    """Render the chart with user values (as from user_values) through pyhelm3, offline."""
+    if not (Path(chart_dir) / "Chart.yaml").is_file():
+        raise ToolError(f"no chart at {_show(chart_dir)} (Chart.yaml missing)")
+    return asyncio.run(_template(find_helm(helm), Path(chart_dir), release, namespace, values))
+
+
+def validate_manifests(objects: Sequence[dict], kube_version: str = DEFAULT_KUBE_VERSION) -> list[str]:
+    """Check every object against the Kubernetes schema of kube_version (strict: unknown fields fail).
+
+    Returns the kinds that have no schema there (custom resources such as a PodGroup): they are
+    reported, not refused, since their CRD lives in the cluster.
+    """
+    import kubernetes_validate
+    from kubernetes_validate.utils import VersionNotSupportedError
+
+    unchecked: list[str] = []
+    for obj in objects:
+        name = f"{obj.get('kind', '?')}/{(obj.get('metadata') or {}).get('name', '?')}"
+        try:
+            kubernetes_validate.validate(obj, kube_version, strict=True)
+        except kubernetes_validate.SchemaNotFoundError:
+            unchecked.append(f"{obj.get('apiVersion')} {obj.get('kind')}")
+        except VersionNotSupportedError:
+            raise ToolError(
+                f"--kube-version {kube_version} is not known to kubernetes-validate "
+                f"(latest {kubernetes_validate.latest_version()})"
+            ) from None
+        except kubernetes_validate.ValidationError as exc:
+            where = _key_path(exc.absolute_path)
+            raise ToolError(
+                f"rendered {name} is invalid for Kubernetes {kube_version} at {where}: "
+                f"{exc.message[:200]}"
+            ) from None
+    return sorted(set(unchecked))
+
+
+def dump_manifests(objects: Sequence[dict]) -> str:
+    return yaml.safe_dump_all(list(objects), sort_keys=False, explicit_start=True)
+
+
+# ---------------------------------------------------------------- the whole offline path
+
+@dataclass
+class Rendered:
+    env: str
+    overlay: Path
+    sets: list[str]
+    user_values: dict       # what helm receives on stdin (overlay + --set, nulls kept)
+    values: dict            # effective values the templates saw (validated against the schema)
+    objects: list[dict]     # rendered Kubernetes objects (validated against kube_version)
+    unchecked_kinds: list[str] = field(default_factory=list)
+
+    def find(self, kind: str) -> list[dict]:
+        return [o for o in self.objects if o.get("kind") == kind]
+
+
+def prepare(env: str, sets: Iterable[str] | str | None = (), release: str = DEFAULT_RELEASE,
+            namespace: str = DEFAULT_NAMESPACE, helm: str | None = None,
+            chart_dir: Path = CHART_DIR, values_dir: Path = VALUES_DIR,
+            kube_version: str | None = DEFAULT_KUBE_VERSION) -> Rendered:
+    """Env overlay + --set -> validated values -> rendered, validated manifests. No cluster."""
+    helm = find_helm(helm)
+    overlay = overlay_path(env, values_dir)
+    items = split_sets(sets)
+    effective = layer_values(chart_dir, [overlay], items, helm)
+    validate_values(effective, chart_dir, origin=f"from {_show(overlay)}"
+                    + (f" with --set {' '.join(items)}" if items else ""))
+    supplied = user_values([overlay], items, helm)
+    objects = render_values(supplied, chart_dir, release, namespace, helm)
+    unchecked = validate_manifests(objects, kube_version) if kube_version else []
+    return Rendered(env, overlay, items, supplied, effective, objects, unchecked)
+
+
+def render(env: str, sets: Iterable[str] | str | None = (), release: str = DEFAULT_RELEASE,
+           namespace: str = DEFAULT_NAMESPACE, helm: str | None = None, **kwargs) -> list[dict]:
+    """Rendered objects for an environment (values validated; manifests validated for 1.35)."""
+    return prepare(env, sets, release, namespace, helm, **kwargs).objects
+
+
+def manifests_path(env: str, build_dir: Path = BUILD_DIR) -> Path:
+    return Path(build_dir) / env / "manifests.yaml"
+
+
+def render_to_file(env: str, sets: Iterable[str] | str | None = (), release: str = DEFAULT_RELEASE,
+                   namespace: str = DEFAULT_NAMESPACE, helm: str | None = None,
+                   path: Path | None = None, **kwargs) -> Path:
+    """Write the rendered manifests to build/<env>/manifests.yaml (or path) and return the path."""
+    objects = render(env, sets, release, namespace, helm, **kwargs)
+    path = Path(path) if path else manifests_path(env)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dump_manifests(objects))
+    return path
+
+
+def _show(path: os.PathLike | str) -> str:
+    """A path relative to the repo when inside it (messages stay short and copy-pasteable)."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
