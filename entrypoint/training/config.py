@@ -77,6 +77,13 @@ def _describe(error: jsonschema.ValidationError) -> str:
         extra = sorted(set(error.instance) - set(allowed))
         key = ".".join(filter(None, [path, extra[0] if extra else "?"]))
         return f"{key}: unknown key (allowed here: {', '.join(allowed)})"
+    if error.validator == "required":
+        missing = [k for k in error.validator_value if k not in error.instance]
+        key = ".".join(filter(None, [path, missing[0] if missing else "?"]))
+        why = " when data.source is files" if path == "data" else ""
+        return f"{key}: is required{why}"
+    if error.validator == "anyOf" and path == "timeoutSeconds":
+        return f"timeoutSeconds: {error.instance!r} must be null (no timeout) or a number of seconds > 0"
     if error.validator == "anyOf" and path == "model.name":
         return (f"model.name: {error.instance!r} is neither a built-in model "
                 f"({', '.join(BUILTIN_MODELS)}) nor 'package.module:function'")

@@ -1,0 +1,149 @@
+"""Pure pieces of the trainer: shard plan, synthetic data, error mapping, atomic files, heartbeat."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from entrypoint.training.failures import EXIT_FAILED, EXIT_RETRYABLE, exit_code_for, is_retryable, one_line
+from entrypoint.training.rundir import Heartbeat, RunDir, read_completed, write_atomic, write_completed
+from entrypoint.training.sharding import plan_shards
+from entrypoint.training.synthetic import make_synthetic, shard_arrays
+
+FILES = [f"/d/train-{i:05d}.npz" for i in range(5)]
+
+
+def test_enough_files_shards_by_file_round_robin_disjoint_and_complete():
+    plans = [plan_shards(list(reversed(FILES)), 2, i) for i in range(2)]
+    assert [p.by for p in plans] == ["file", "file"]
+    assert plans[0].files == (FILES[0], FILES[2], FILES[4])
+    assert plans[1].files == (FILES[1], FILES[3])
+    assert sorted(plans[0].files + plans[1].files) == FILES
+
+
+def test_as_many_files_as_workers_gives_one_file_each():
+    plans = [plan_shards(FILES, 5, i) for i in range(5)]
+    assert [p.files for p in plans] == [(f,) for f in FILES]
+
+
+def test_fewer_files_than_workers_shards_by_data():
+    plan = plan_shards(FILES[:2], 4, 3)
+    assert (plan.by, plan.files, plan.num_shards, plan.index) == ("data", tuple(FILES[:2]), 4, 3)
+
+
+@pytest.mark.parametrize("files,workers,index", [([], 2, 0), (FILES, 2, 2), (FILES, 0, 0), (FILES, 2, -1)])
+def test_invalid_shard_requests_are_refused(files, workers, index):
+    with pytest.raises(ValueError):
+        plan_shards(files, workers, index)
+
+
+def test_synthetic_data_is_deterministic_and_seed_dependent():
+    x1, y1 = make_synthetic(256, (4, 4, 1), 10, seed=7)
+    x2, y2 = make_synthetic(256, (4, 4, 1), 10, seed=7)
+    x3, _ = make_synthetic(256, (4, 4, 1), 10, seed=8)
+    assert x1.shape == (256, 4, 4, 1) and x1.dtype == np.float32 and y1.dtype == np.int64
+    assert np.array_equal(x1, x2) and np.array_equal(y1, y2)
+    assert not np.array_equal(x1, x3)
+    assert set(np.unique(y1)) <= set(range(10)) and len(np.unique(y1)) >= 5  # several classes present
+
+
+def test_synthetic_labels_are_learnable_by_a_linear_model():
+    # The labels come from a linear teacher, so least squares on one-hot targets beats chance by far.
+    x, y = make_synthetic(4000, (16,), 4, seed=1)
+    onehot = np.eye(4)[y]
+    w, *_ = np.linalg.lstsq(x[:3000], onehot[:3000], rcond=None)
+    accuracy = np.mean(np.argmax(x[3000:] @ w, axis=1) == y[3000:])
+    assert accuracy > 0.8, accuracy
+
+
+def test_shard_arrays_partitions_examples():
+    x, y = make_synthetic(10, (2,), 3, seed=0)
+    parts = [shard_arrays(x, y, 3, i) for i in range(3)]
+    assert sum(len(p[0]) for p in parts) == 10
+    assert np.array_equal(parts[1][0], x[1::3])
+
+
+class UnavailableError(Exception):  # same class names as tf.errors.*
+    pass
+
+
+class DeadlineExceededError(Exception):
+    pass
+
+
+class CancelledError(Exception):
+    pass
+
+
+class AbortedError(Exception):
+    pass
+
+
+class InternalError(Exception):
+    pass
+
+
+class SubUnavailable(UnavailableError):
+    pass
+
+
+@pytest.mark.parametrize("err,code", [
+    (UnavailableError("socket closed"), EXIT_RETRYABLE),
+    (SubUnavailable("peer gone"), EXIT_RETRYABLE),
+    (DeadlineExceededError("collective timed out"), EXIT_RETRYABLE),
+    (CancelledError("cancelled"), EXIT_RETRYABLE),
+    (AbortedError("group changed"), EXIT_RETRYABLE),
+    (InternalError("Collective ops is aborted by: task 1 heartbeat timeout"), EXIT_RETRYABLE),
+    (InternalError("Coordination service error"), EXIT_RETRYABLE),
+    (InternalError("cuDNN launch failure"), EXIT_FAILED),
+    (ValueError("shapes differ"), EXIT_FAILED),
+    (MemoryError(), EXIT_FAILED),
+])
+def test_error_mapping(err, code):
+    assert exit_code_for(err) == code
+    assert is_retryable(err) == (code == EXIT_RETRYABLE)
+
+
+def test_error_mapping_matches_real_tensorflow_classes():
+    from tensorflow.python.framework import errors_impl as errors  # the classes behind tf.errors.*
+
+    assert exit_code_for(errors.UnavailableError(None, None, "peer down")) == EXIT_RETRYABLE
+    assert exit_code_for(errors.InvalidArgumentError(None, None, "bad shape")) == EXIT_FAILED
+
+
+def test_one_line_flattens_multiline_messages():
+    assert one_line(UnavailableError("a\n  b\n\nc")) == "UnavailableError: a b c"
+    assert "\n" not in one_line(ValueError("x" * 1000)) and len(one_line(ValueError("x" * 1000))) < 400
+
+
+def test_write_atomic_replaces_whole_file_and_leaves_no_temp(tmp_path):
+    target = tmp_path / "sub" / "f.txt"
+    write_atomic(str(target), "one")
+    write_atomic(str(target), "two")
+    assert target.read_text() == "two"
+    assert os.listdir(target.parent) == ["f.txt"]
+
+
+def test_completed_marker_roundtrip_and_unreadable_counts_as_done(tmp_path):
+    run = RunDir.of(str(tmp_path), "r")
+    assert read_completed(run) is None
+    write_completed(run, {"steps": 3})
+    assert json.loads(open(run.completed).read()) == {"steps": 3}
+    assert read_completed(run) == {"steps": 3}
+    open(run.completed, "w").write("{trunc")
+    assert read_completed(run) == {}
+
+
+def test_heartbeat_is_throttled_and_atomic(tmp_path):
+    now = [100.0]
+    beat = Heartbeat(str(tmp_path / "hb"), interval=1.0, clock=lambda: now[0])
+    assert beat.beat(1) is True
+    assert beat.beat(2) is False  # within the interval
+    now[0] += 1.5
+    assert beat.beat(3) is True
+    assert (tmp_path / "hb").read_text() == "3\n"
+    assert beat.beat(4, force=True) is True
+    assert (tmp_path / "hb").read_text() == "4\n"
+    assert Heartbeat(None).beat(5) is False
