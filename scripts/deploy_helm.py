@@ -3,9 +3,11 @@ and one-line explanations of cluster failures. Pure functions where possible (te
 and Helm 4 without a cluster); the few that run helm/kubectl say so.
 
 Helm 3 vs Helm 4 (checked against `helm upgrade --help` of 3.17.2 and 4.1.4):
-- rollback on failure: Helm 3 `--atomic`; Helm 4 `--rollback-on-failure` (`--atomic` is gone).
+- rollback on failure: Helm 3 `--atomic`; Helm 4 `--rollback-on-failure` (4.1 still parses
+  `--atomic` with a deprecation warning; Helm 3 has no `--rollback-on-failure`).
 - wait: Helm 3 `--wait` is a boolean; Helm 4 `--wait` takes a strategy (`watcher`, `hookOnly`
-  (its default: do not wait), `legacy`), so it is spelled `--wait=watcher` (kstatus readiness).
+  (its default: do not wait), `legacy`), so it is spelled `--wait=watcher` (kstatus readiness);
+  Helm 3 refuses `--wait=watcher`.
   Both imply waiting when rollback on failure is asked for, so `wait=False` also drops it.
 """
 from __future__ import annotations

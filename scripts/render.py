@@ -269,6 +269,11 @@ def validate_manifests(objects: Sequence[dict], kube_version: str = DEFAULT_KUBE
     unchecked: list[str] = []
     for obj in objects:
         name = f"{obj.get('kind', '?')}/{(obj.get('metadata') or {}).get('name', '?')}"
+        if not _is_builtin_api(str(obj.get("apiVersion", ""))):
+            # kubernetes-validate drops the group's domain, so scheduling.x-k8s.io/v1alpha1
+            # PodGroup would be checked against the unrelated built-in scheduling.k8s.io one.
+            unchecked.append(f"{obj.get('apiVersion')} {obj.get('kind')}")
+            continue
         try:
             kubernetes_validate.validate(obj, kube_version, strict=True)
         except kubernetes_validate.SchemaNotFoundError:
@@ -285,6 +290,12 @@ def validate_manifests(objects: Sequence[dict], kube_version: str = DEFAULT_KUBE
                 f"{exc.message[:200]}"
             ) from None
     return sorted(set(unchecked))
+
+
+def _is_builtin_api(api_version: str) -> bool:
+    """Kubernetes' own API groups: core (v1), dotless (apps, batch, policy...) and *.k8s.io."""
+    group = api_version.rpartition("/")[0]
+    return "." not in group or (group.endswith(".k8s.io") and not group.endswith(".x-k8s.io"))
 
 
 def dump_manifests(objects: Sequence[dict]) -> str:
@@ -316,8 +327,14 @@ def prepare(env: str, sets: Iterable[str] | str | None = (), release: str = DEFA
     overlay = overlay_path(env, values_dir)
     items = split_sets(sets)
     effective = layer_values(chart_dir, [overlay], items, helm)
-    validate_values(effective, chart_dir, origin=f"from {_show(overlay)}"
-                    + (f" with --set {' '.join(items)}" if items else ""))
+    try:
+        validate_values(effective, chart_dir, origin=f"from {_show(overlay)}"
+                        + (f" with --set {' '.join(items)}" if items else ""))
+    except ToolError:
+        # Blame the chart, not the overlay, when its own defaults already break the schema.
+        validate_values(layer_values(chart_dir, [], [], helm), chart_dir,
+                        origin=f"in the chart's own {_show(Path(chart_dir) / 'values.yaml')}")
+        raise
     supplied = user_values([overlay], items, helm)
     objects = render_values(supplied, chart_dir, release, namespace, helm)
     unchecked = validate_manifests(objects, kube_version) if kube_version else []
