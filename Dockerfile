@@ -67,10 +67,15 @@ WORKDIR /app
 # Only what `pip install .` needs (the rest is excluded by .dockerignore too).
 COPY pyproject.toml README.md /src/
 COPY entrypoint /src/entrypoint
+# The smoke test runs the launcher from site-packages (the source is gone by then).
 RUN pip install --no-cache-dir --no-deps /src \
-    && rm -rf /src
+    && rm -rf /src \
+    && python -m entrypoint --help >/dev/null
 
 USER 1000:1000
+
+# TF gRPC (the chart's workers.port default, container port "grpc"); documentation only.
+EXPOSE 2222
 
 # No HEALTHCHECK: Kubernetes ignores Docker health checks; the chart's probes decide.
 # The chart overrides both: command ["python","-m","entrypoint","run","--"] and

@@ -1,4 +1,4 @@
-"""Shared helpers for the image and lint tests: the repo root, the pinned tools."""
+"""Shared by the image and lint tests: the repo root on sys.path, the pinned helm."""
 from __future__ import annotations
 
 import os
@@ -12,10 +12,9 @@ if str(REPO_ROOT) not in sys.path:  # `import scripts.*` also under a bare `pyte
     sys.path.insert(0, str(REPO_ROOT))
 
 
-def helm_binary() -> str:
-    return os.environ.get("HELM") or str(REPO_ROOT / ".tools" / "bin" / "helm")
-
-
 @pytest.fixture(scope="session")
-def repo_root() -> Path:
-    return REPO_ROOT
+def helm_path() -> str:
+    helm = os.environ.get("HELM") or str(REPO_ROOT / ".tools" / "bin" / "helm")
+    if not Path(helm).is_file():
+        pytest.fail(f"helm not found at {helm}: run `make setup`")  # a missing tool fails, never skips
+    return helm
