@@ -175,23 +175,47 @@ def diff_manifests(recorded: list[dict], rendered: list[dict]) -> str:
     return "".join(chunks).rstrip("\n")
 
 
+def _shared_storage(objects: list[dict]) -> tuple[str | None, dict | None]:
+    """(TFMW_SHARED_DIR, the pod volume mounted there) of the worker StatefulSet (docs/contracts.md)."""
+    for sts in (o for o in objects if o.get("kind") == "StatefulSet"):
+        pod = ((sts.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for container in pod.get("containers") or []:
+            env = {e.get("name"): e.get("value") for e in container.get("env") or []}
+            shared = env.get("TFMW_SHARED_DIR")
+            if not shared:
+                continue
+            mount = next((m for m in container.get("volumeMounts") or [] if m.get("mountPath") == shared), None)
+            volume = next((v for v in pod.get("volumes") or []
+                           if mount and v.get("name") == mount.get("name")), None)
+            return shared, volume
+    return None, None
+
+
 def storage_after_uninstall(objects: list[dict], namespace: str) -> list[str]:
-    """What happens to the release's shared storage once it is uninstalled, one line per claim."""
-    lines = []
-    for obj in objects:
-        if obj.get("kind") != "PersistentVolumeClaim":
-            continue
-        meta = obj.get("metadata") or {}
-        name, ns = meta.get("name"), meta.get("namespace") or namespace
-        policy = (meta.get("annotations") or {}).get("helm.sh/resource-policy")
-        if policy == "keep":
-            lines.append(f"kept: PersistentVolumeClaim {name} (shared storage: checkpoints, "
-                         f"TensorBoard logs, exported models of every run); delete it when done with "
-                         f"`kubectl delete pvc {name} -n {ns}`")
-        else:
-            lines.append(f"deleted with the release: PersistentVolumeClaim {name} "
-                         "(its data goes with it unless the volume's reclaim policy is Retain)")
-    if not lines:
-        lines.append("no PersistentVolumeClaim belonged to the release: storage it used "
-                     "(an existing claim or hostPath) is untouched")
-    return lines
+    """What happens to the release's shared storage (TFMW_SHARED_DIR) once it is uninstalled."""
+    claims = {(o.get("metadata") or {}).get("name"): o for o in objects
+              if o.get("kind") == "PersistentVolumeClaim"}
+    shared, volume = _shared_storage(objects)
+    if shared is None:
+        return ["shared storage: the release's workers declare no TFMW_SHARED_DIR; nothing to report"]
+    if volume is None:
+        return [f"shared storage {shared} (outside the cluster, e.g. an object store) is untouched: "
+                "every run's checkpoints and models stay there"]
+    if "emptyDir" in volume:
+        return [f"shared storage {shared} was an emptyDir: it was deleted with the pods, checkpoints "
+                "and exported models included (use storage.type=createClaim or existingClaim to keep them)"]
+    claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+    if claim and claim in claims:
+        meta = claims[claim].get("metadata") or {}
+        ns = meta.get("namespace") or namespace
+        if (meta.get("annotations") or {}).get("helm.sh/resource-policy") == "keep":
+            return [f"kept: PersistentVolumeClaim {claim} (shared storage {shared}: checkpoints, "
+                    f"TensorBoard logs, exported models of every run); a new deploy of this release "
+                    f"reuses it; delete it when done with `kubectl delete pvc {claim} -n {ns}`"]
+        return [f"deleted with the release: PersistentVolumeClaim {claim} (shared storage {shared}); "
+                "its data is gone unless the volume's reclaim policy is Retain"]
+    if claim:
+        return [f"shared storage {shared} is the existing PersistentVolumeClaim {claim}: not part of "
+                "the release, untouched"]
+    kind = next((k for k in volume if k != "name"), "volume")
+    return [f"shared storage {shared} ({kind} volume) is not managed by the release: untouched"]

@@ -57,7 +57,10 @@ def workers_of(objects: list[dict], namespace: str) -> Workers:
     if not sets:
         raise ToolError("the release has no StatefulSet of workers (is this a tf-multiworker release?)",
                         exit_code=3)
-    sts = sets[0]
+    # The worker StatefulSet carries component=worker; fall back to the only one.
+    workers = [o for o in sets if ((o.get("metadata") or {}).get("labels") or {})
+               .get("app.kubernetes.io/component") == "worker"]
+    sts = (workers or sets)[0]
     labels = ((sts.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
     selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
     return Workers(name=sts["metadata"]["name"],

@@ -140,11 +140,21 @@ def test_diff_shows_changed_added_and_removed_objects_but_not_hooks():
     assert deploy_helm.diff_manifests(recorded, recorded) == ""
 
 
-def test_uninstall_reports_what_happens_to_shared_storage():
-    kept = {"kind": "PersistentVolumeClaim",
-            "metadata": {"name": "shared", "annotations": {"helm.sh/resource-policy": "keep"}}}
-    owned = {"kind": "PersistentVolumeClaim", "metadata": {"name": "scratch"}}
-    lines = deploy_helm.storage_after_uninstall([kept, owned], "ml")
-    assert lines[0].startswith("kept: PersistentVolumeClaim shared") and "kubectl delete pvc shared -n ml" in lines[0]
-    assert lines[1].startswith("deleted with the release: PersistentVolumeClaim scratch")
-    assert "untouched" in deploy_helm.storage_after_uninstall([cm("x", {})], "ml")[0]
+@pytest.mark.parametrize("sets,expected", [
+    ("storage.type=createClaim", "kept: PersistentVolumeClaim rel-tf-multiworker-shared"),
+    ("storage.type=createClaim,storage.createClaim.keep=false",
+     "deleted with the release: PersistentVolumeClaim rel-tf-multiworker-shared"),
+    ("storage.type=existingClaim,storage.existingClaim.claimName=team-data",
+     "existing PersistentVolumeClaim team-data: not part of the release, untouched"),
+    ("storage.type=emptyDir", "was an emptyDir: it was deleted with the pods"),
+    ("storage.type=objectStore,storage.objectStore.uri=gs://bucket/tfmw",
+     "shared storage gs://bucket/tfmw (outside the cluster"),
+])
+def test_uninstall_reports_what_happens_to_shared_storage(sets, expected):
+    """Read from the real chart's rendering for each storage type."""
+    from scripts import render
+    objects = render.render("dev", [sets], release="rel", namespace="ml")
+    lines = deploy_helm.storage_after_uninstall(objects, "ml")
+    assert len(lines) == 1 and expected in lines[0], lines
+    if "kept:" in expected:
+        assert "`kubectl delete pvc rel-tf-multiworker-shared -n ml`" in lines[0]
