@@ -1,0 +1,111 @@
+"""Cluster spec and TF_CONFIG: pure functions of the pod's identity and settings.
+
+Modelled on TensorFlow's tfconfig_cluster_resolver: TF_CONFIG is
+`{"cluster": {"worker": [...]}, "task": {"type": "worker", "index": i}}`. MWMS treats
+worker 0 as the chief when no explicit "chief" task exists.
+"""
+from __future__ import annotations
+
+import json
+from typing import Mapping
+
+import jsonschema
+
+from .errors import ConfigError
+from .identity import PodIdentity
+from .settings import LauncherSettings
+
+# Task types a platform may inject for MultiWorkerMirroredStrategy. "ps" is refused:
+# parameter-server training is a different strategy.
+_MWMS_TASK_TYPES = ("chief", "worker", "evaluator")
+
+TF_CONFIG_SCHEMA = {
+    "type": "object",
+    "required": ["cluster", "task"],
+    "properties": {
+        "cluster": {
+            "type": "object",
+            "minProperties": 1,
+            "propertyNames": {"enum": list(_MWMS_TASK_TYPES)},
+            "additionalProperties": {
+                "type": "array", "minItems": 1,
+                "items": {"type": "string", "pattern": r"^[^\s:]+:[0-9]{1,5}$"},
+            },
+        },
+        "task": {
+            "type": "object",
+            "required": ["type", "index"],
+            "properties": {
+                "type": {"enum": list(_MWMS_TASK_TYPES)},
+                "index": {"type": "integer", "minimum": 0},
+            },
+        },
+        "rpc_layer": {"type": "string"},
+        "environment": {"type": "string"},
+    },
+}
+
+
+def worker_host(settings: LauncherSettings, statefulset: str, ordinal: int) -> str:
+    """Stable DNS name of worker `ordinal`, as the headless Service publishes it."""
+    return (f"{statefulset}-{ordinal}.{settings.service}."
+            f"{settings.namespace}.svc.{settings.cluster_domain}")
+
+
+def worker_addresses(settings: LauncherSettings, statefulset: str) -> list[str]:
+    """Every worker's `host:port`, in ordinal order (the order is the task index)."""
+    if settings.loopback_ports:
+        # Local-only mapping (make local without network namespaces): TF's gRPC server
+        # binds the wildcard address, so workers on one loopback need distinct ports.
+        return [f"127.0.0.1:{settings.port + j}" for j in range(settings.replicas)]
+    return [f"{worker_host(settings, statefulset, j)}:{settings.port}"
+            for j in range(settings.replicas)]
+
+
+def build_tf_config(settings: LauncherSettings, identity: PodIdentity) -> dict:
+    return {
+        "cluster": {"worker": worker_addresses(settings, identity.statefulset)},
+        "task": {"type": "worker", "index": identity.ordinal},
+    }
+
+
+def parse_tf_config(raw: str) -> dict:
+    """Validate a TF_CONFIG injected by a platform (TFJob, Volcano, Run:ai) and return it."""
+    try:
+        config = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"TF_CONFIG is not valid JSON ({err.msg} at char {err.pos}); "
+                          "unset it to let the launcher derive it") from None
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(TF_CONFIG_SCHEMA).iter_errors(config))
+    if error is not None:
+        where = "TF_CONFIG" + "".join(f"[{p!r}]" if isinstance(p, str) else f"[{p}]"
+                                      for p in error.absolute_path)
+        raise ConfigError(f"{where}: {error.message}")
+    task_type, index = config["task"]["type"], config["task"]["index"]
+    members = config["cluster"].get(task_type)
+    if members is None:
+        raise ConfigError(f"TF_CONFIG['task']['type']={task_type!r} has no list in TF_CONFIG['cluster']")
+    if index >= len(members):
+        raise ConfigError(f"TF_CONFIG['task']['index']={index} is out of range: "
+                          f"cluster has {len(members)} {task_type!r} task(s)")
+    return config
+
+
+def cluster_hosts(tf_config: Mapping) -> list[str]:
+    """Host names (without port) of every task in a TF_CONFIG, in a stable order."""
+    hosts = []
+    for task_type in _MWMS_TASK_TYPES:
+        for address in tf_config["cluster"].get(task_type, []):
+            host = address.rsplit(":", 1)[0]
+            if host not in hosts:
+                hosts.append(host)
+    return hosts
+
+
+def task_is_chief(tf_config: Mapping) -> bool:
+    """The task that exports the model and writes the completion marker."""
+    task = tf_config["task"]
+    if "chief" in tf_config["cluster"]:
+        return task["type"] == "chief"
+    return task["type"] == "worker" and task["index"] == 0

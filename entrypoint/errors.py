@@ -1,0 +1,29 @@
+"""Exit codes and the exceptions that carry them (see docs/contracts.md).
+
+Every refusal in the launcher is one of these: the CLI prints `str(err)` as one line on
+stderr and exits with `err.exit_code`. No traceback reaches the operator.
+"""
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_BAD_CONFIG = 2        # fix the values / environment; never retried
+EXIT_PEERS_NOT_FOUND = 3   # some peer DNS names never resolved before the deadline
+EXIT_TRAINING_FAILED = 4   # training command failed permanently (not retried)
+EXIT_RETRIES_EXHAUSTED = 5 # retryable failures went on past the restart limit
+EXIT_RETRYABLE = 75        # training command's "peer/collective failure, try again" (EX_TEMPFAIL)
+
+
+class LauncherError(Exception):
+    """A failure with a one-line, operator-facing reason and an exit code."""
+
+    exit_code = EXIT_TRAINING_FAILED
+
+
+class ConfigError(LauncherError):
+    """Bad environment, values or TF_CONFIG."""
+
+    exit_code = EXIT_BAD_CONFIG
+
+
+class PeersNotFound(LauncherError):
+    exit_code = EXIT_PEERS_NOT_FOUND

@@ -1,0 +1,68 @@
+"""Wait until every peer's DNS name resolves, or a deadline passes.
+
+A headless Service with publishNotReadyAddresses publishes a pod's A record as soon as
+the pod has an IP, so "resolves" means "the pod exists and is scheduled". TensorFlow's
+own group formation then waits for the gRPC servers. Resolver, clock and sleep are
+injected so the logic tests without DNS or real time.
+"""
+from __future__ import annotations
+
+import socket
+import time
+from typing import Callable, Iterable
+
+from .errors import PeersNotFound
+
+Resolver = Callable[[str], bool]
+
+
+def dns_resolves(host: str) -> bool:
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        return True
+    except (socket.gaierror, UnicodeError, OSError):
+        return False
+
+
+def wait_for_peers(hosts: Iterable[str], timeout_seconds: float,
+                   resolve: Resolver = dns_resolves,
+                   clock: Callable[[], float] = time.monotonic,
+                   sleep: Callable[[float], None] = time.sleep,
+                   log: Callable[[str], None] = print,
+                   first_delay: float = 0.25, max_delay: float = 5.0,
+                   log_every_seconds: float = 10.0) -> float:
+    """Block until all hosts resolve; return the seconds waited.
+
+    Raises PeersNotFound naming the hosts still missing at the deadline. Backoff doubles
+    from `first_delay` to `max_delay`; progress is logged at most every
+    `log_every_seconds` so `kubectl logs` shows why a pod is not training yet.
+    """
+    pending = list(dict.fromkeys(hosts))
+    total = len(pending)
+    start = clock()
+    deadline = start + timeout_seconds
+    delay = first_delay
+    last_log = None
+    while True:
+        pending = [h for h in pending if not resolve(h)]
+        now = clock()
+        if not pending:
+            waited = now - start
+            log(f"tfmw launcher peers: all {total} resolved after {waited:.1f}s")
+            return waited
+        if now >= deadline:
+            raise PeersNotFound(
+                f"peers not found after {timeout_seconds:g}s: {len(pending)} of {total} never resolved: "
+                f"{_names(pending)}; check that those pods are scheduled "
+                "(kubectl get pods) or raise peers.timeoutSeconds")
+        if last_log is None or now - last_log >= log_every_seconds:
+            log(f"tfmw launcher peers: {total - len(pending)}/{total} resolved, waiting for "
+                f"{_names(pending)} ({now - start:.0f}s of {timeout_seconds:g}s)")
+            last_log = now
+        sleep(min(delay, max(deadline - now, 0.0)))
+        delay = min(delay * 2, max_delay)
+
+
+def _names(hosts: list[str], limit: int = 5) -> str:
+    shown = ", ".join(hosts[:limit])
+    return shown + (f" and {len(hosts) - limit} more" if len(hosts) > limit else "")

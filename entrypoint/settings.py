@@ -1,0 +1,125 @@
+"""The launcher's settings, read from the pod environment and validated with jsonschema.
+
+The chart sets these variables (docs/contracts.md); anything a value can break is refused
+here, before any DNS lookup or TensorFlow import, with one line naming the variable.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import jsonschema
+
+from .errors import ConfigError
+
+_DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_UINT = r"^(0|[1-9][0-9]*)$"
+_BOOL = r"^(0|1|true|false|yes|no)$"
+
+# Only the variables the launcher derives TF_CONFIG from are "required"; they are not
+# needed when the platform (TFJob, Volcano, Run:ai) already injected TF_CONFIG.
+DERIVE_REQUIRED = ("TFMW_POD_NAME", "TFMW_NAMESPACE", "TFMW_SERVICE", "TFMW_REPLICAS")
+
+ENV_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "TFMW_POD_NAME": {"type": "string", "maxLength": 253, "pattern": _DNS1123_SUBDOMAIN},
+        "TFMW_NAMESPACE": {"type": "string", "maxLength": 63, "pattern": _DNS1123_LABEL},
+        "TFMW_STATEFULSET": {"type": "string", "maxLength": 63, "pattern": _DNS1123_LABEL},
+        "TFMW_SERVICE": {"type": "string", "maxLength": 63, "pattern": _DNS1123_LABEL},
+        "TFMW_REPLICAS": {"type": "string", "pattern": _UINT, "maxLength": 5},
+        "TFMW_PORT": {"type": "string", "pattern": _UINT, "maxLength": 5},
+        "TFMW_CLUSTER_DOMAIN": {"type": "string", "maxLength": 253, "pattern": _DNS1123_SUBDOMAIN},
+        "TFMW_PEER_TIMEOUT_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 6},
+        "TFMW_RUN_ID": {"type": "string", "maxLength": 63, "pattern": _DNS1123_LABEL},
+        "TFMW_LOOPBACK_PORTS": {"type": "string", "pattern": _BOOL},
+        "TFMW_MAX_RESTARTS": {"type": "string", "pattern": _UINT, "maxLength": 4},
+        "TFMW_HANG_TIMEOUT_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 6},
+        "TFMW_EXIT_ON_COMPLETION": {"type": "string", "pattern": _BOOL},
+    },
+}
+
+_WHAT = {
+    "TFMW_POD_NAME": "a DNS-1123 name '<statefulset>-<n>'",
+    "TFMW_NAMESPACE": "a DNS-1123 label",
+    "TFMW_STATEFULSET": "a DNS-1123 label",
+    "TFMW_SERVICE": "a DNS-1123 label",
+    "TFMW_REPLICAS": "a whole number >= 1 (workers.replicas)",
+    "TFMW_PORT": "a TCP port 1-65535 (workers.port)",
+    "TFMW_CLUSTER_DOMAIN": "a DNS name such as cluster.local (clusterDomain)",
+    "TFMW_PEER_TIMEOUT_SECONDS": "a whole number of seconds (peers.timeoutSeconds)",
+    "TFMW_RUN_ID": "a DNS-1123 label (training.runId)",
+    "TFMW_LOOPBACK_PORTS": "0 or 1",
+    "TFMW_MAX_RESTARTS": "a whole number",
+    "TFMW_HANG_TIMEOUT_SECONDS": "a whole number of seconds (0 disables the watchdog)",
+    "TFMW_EXIT_ON_COMPLETION": "0 or 1",
+}
+
+
+@dataclass(frozen=True)
+class LauncherSettings:
+    pod_name: str | None
+    namespace: str | None
+    statefulset: str | None
+    service: str | None
+    replicas: int | None
+    port: int
+    cluster_domain: str
+    peer_timeout_seconds: int
+    run_id: str | None
+    shared_dir: str | None
+    loopback_ports: bool
+    max_restarts: int
+    hang_timeout_seconds: int
+    exit_on_completion: bool
+
+
+def _truthy(value: str) -> bool:
+    return value in ("1", "true", "yes")
+
+
+def _check_schema(env: Mapping[str, str]) -> None:
+    relevant = {k: v for k, v in env.items() if k in ENV_SCHEMA["properties"]}
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(ENV_SCHEMA).iter_errors(relevant))
+    if error is None:
+        return
+    key = error.path[0] if error.path else "environment"
+    value = relevant.get(key, "")
+    if error.validator in ("pattern", "maxLength"):
+        raise ConfigError(f"{key}={value!r} must be {_WHAT.get(key, 'valid')}")
+    raise ConfigError(f"{key}={value!r}: {error.message}")
+
+
+def load_settings(env: Mapping[str, str], need_derivation: bool = True) -> LauncherSettings:
+    """Validate the pod environment. `need_derivation`: TF_CONFIG is not preset, so the
+    variables it is derived from must all be there."""
+    _check_schema(env)
+    if need_derivation:
+        missing = [k for k in DERIVE_REQUIRED if not env.get(k)]
+        if missing:
+            raise ConfigError(
+                f"{', '.join(missing)} not set; the chart sets them (or preset TF_CONFIG)")
+    replicas = int(env["TFMW_REPLICAS"]) if env.get("TFMW_REPLICAS") else None
+    if replicas is not None and replicas < 1:
+        raise ConfigError(f"TFMW_REPLICAS={env['TFMW_REPLICAS']!r} must be {_WHAT['TFMW_REPLICAS']}")
+    port = int(env.get("TFMW_PORT") or 2222)
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"TFMW_PORT={env['TFMW_PORT']!r} must be {_WHAT['TFMW_PORT']}")
+    return LauncherSettings(
+        pod_name=env.get("TFMW_POD_NAME") or None,
+        namespace=env.get("TFMW_NAMESPACE") or None,
+        statefulset=env.get("TFMW_STATEFULSET") or None,
+        service=env.get("TFMW_SERVICE") or None,
+        replicas=replicas,
+        port=port,
+        cluster_domain=env.get("TFMW_CLUSTER_DOMAIN") or "cluster.local",
+        peer_timeout_seconds=int(env.get("TFMW_PEER_TIMEOUT_SECONDS") or 600),
+        run_id=env.get("TFMW_RUN_ID") or None,
+        shared_dir=env.get("TFMW_SHARED_DIR") or None,
+        loopback_ports=_truthy(env.get("TFMW_LOOPBACK_PORTS", "0")),
+        max_restarts=int(env.get("TFMW_MAX_RESTARTS") or 20),
+        hang_timeout_seconds=int(env.get("TFMW_HANG_TIMEOUT_SECONDS") or 0),
+        exit_on_completion=_truthy(env.get("TFMW_EXIT_ON_COMPLETION", "0")),
+    )

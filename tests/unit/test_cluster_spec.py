@@ -1,0 +1,153 @@
+"""Identity, settings, cluster spec and TF_CONFIG: pure functions, no TensorFlow."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from entrypoint.cli import resolve_tf_config
+from entrypoint.cluster import build_tf_config, cluster_hosts, parse_tf_config, task_is_chief
+from entrypoint.errors import ConfigError
+from entrypoint.identity import parse_pod_name
+from entrypoint.settings import load_settings
+
+BASE_ENV = {
+    "TFMW_POD_NAME": "train-tf-multiworker-1",
+    "TFMW_NAMESPACE": "ml",
+    "TFMW_STATEFULSET": "train-tf-multiworker",
+    "TFMW_SERVICE": "train-tf-multiworker-headless",
+    "TFMW_REPLICAS": "3",
+    "TFMW_PORT": "2222",
+}
+
+
+def test_ordinal_from_pod_name():
+    ident = parse_pod_name("web-12", replicas=13)
+    assert (ident.statefulset, ident.ordinal, ident.is_chief) == ("web", 12, False)
+    assert parse_pod_name("a-b-c-0", replicas=1).statefulset == "a-b-c"
+    assert parse_pod_name("a-b-c-0", replicas=1).is_chief
+
+
+@pytest.mark.parametrize("name,replicas,needle", [
+    ("web", 2, "no StatefulSet ordinal"),
+    ("web-", 2, "no StatefulSet ordinal"),
+    ("web-01", 2, "no StatefulSet ordinal"),   # kubelet never pads ordinals
+    ("web-x", 2, "no StatefulSet ordinal"),
+    ("web-2", 2, "ordinal 2 is not below TFMW_REPLICAS=2"),
+])
+def test_bad_pod_names_refused(name, replicas, needle):
+    with pytest.raises(ConfigError, match=needle):
+        parse_pod_name(name, replicas)
+
+
+def test_pod_name_must_match_statefulset():
+    with pytest.raises(ConfigError, match="does not belong to TFMW_STATEFULSET='other'"):
+        parse_pod_name("web-0", 2, statefulset="other")
+
+
+def test_tf_config_lists_every_worker_fqdn_in_ordinal_order():
+    tf_config, settings, preset = resolve_tf_config(BASE_ENV)
+    assert not preset
+    assert tf_config == {
+        "cluster": {"worker": [
+            f"train-tf-multiworker-{j}.train-tf-multiworker-headless.ml.svc.cluster.local:2222"
+            for j in range(3)]},
+        "task": {"type": "worker", "index": 1},
+    }
+    assert isinstance(tf_config["task"]["index"], int)
+
+
+def test_cluster_domain_and_port_are_configurable():
+    env = dict(BASE_ENV, TFMW_CLUSTER_DOMAIN="corp.example", TFMW_PORT="40000", TFMW_REPLICAS="2")
+    tf_config, _, _ = resolve_tf_config(env)
+    assert tf_config["cluster"]["worker"][0] == \
+        "train-tf-multiworker-0.train-tf-multiworker-headless.ml.svc.corp.example:40000"
+
+
+def test_statefulset_name_derived_from_pod_name_when_not_given():
+    env = {k: v for k, v in BASE_ENV.items() if k != "TFMW_STATEFULSET"}
+    tf_config, _, _ = resolve_tf_config(env)
+    assert tf_config["cluster"]["worker"][2].startswith("train-tf-multiworker-2.")
+
+
+def test_loopback_mapping_gives_each_worker_its_own_port():
+    settings = load_settings(dict(BASE_ENV, TFMW_LOOPBACK_PORTS="1"))
+    ident = parse_pod_name(BASE_ENV["TFMW_POD_NAME"], 3)
+    assert build_tf_config(settings, ident)["cluster"]["worker"] == \
+        ["127.0.0.1:2222", "127.0.0.1:2223", "127.0.0.1:2224"]
+
+
+def test_worker_zero_is_chief_unless_platform_names_a_chief():
+    assert task_is_chief({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 0}})
+    assert not task_is_chief({"cluster": {"chief": ["c:1"], "worker": ["a:1"]},
+                              "task": {"type": "worker", "index": 0}})
+    assert task_is_chief({"cluster": {"chief": ["c:1"], "worker": ["a:1"]},
+                          "task": {"type": "chief", "index": 0}})
+
+
+def test_preset_tf_config_is_validated_and_kept():
+    preset = {"cluster": {"chief": ["job-chief-0.job:2222"], "worker": ["job-worker-0.job:2222"]},
+              "task": {"type": "worker", "index": 0}}
+    tf_config, _, was_preset = resolve_tf_config({"TF_CONFIG": json.dumps(preset)})
+    assert was_preset and tf_config == preset
+    assert cluster_hosts(tf_config) == ["job-chief-0.job", "job-worker-0.job"]
+
+
+# Eight-plus bad environments, each refused with a message naming the key.
+BAD_ENVS = [
+    ({"TFMW_REPLICAS": "0"}, "TFMW_REPLICAS='0' must be a whole number >= 1"),
+    ({"TFMW_REPLICAS": "two"}, "TFMW_REPLICAS='two'"),
+    ({"TFMW_REPLICAS": "-1"}, "TFMW_REPLICAS='-1'"),
+    ({"TFMW_PORT": "70000"}, "TFMW_PORT='70000' must be a TCP port"),
+    ({"TFMW_PORT": "0"}, "TFMW_PORT='0' must be a TCP port"),
+    ({"TFMW_NAMESPACE": "ML_Team"}, "TFMW_NAMESPACE='ML_Team' must be a DNS-1123 label"),
+    ({"TFMW_SERVICE": "svc.with.dots"}, "TFMW_SERVICE='svc.with.dots'"),
+    ({"TFMW_CLUSTER_DOMAIN": "-bad-"}, "TFMW_CLUSTER_DOMAIN='-bad-'"),
+    ({"TFMW_PEER_TIMEOUT_SECONDS": "soon"}, "TFMW_PEER_TIMEOUT_SECONDS='soon'"),
+    ({"TFMW_POD_NAME": "train-tf-multiworker"}, "has no StatefulSet ordinal"),
+    ({"TFMW_POD_NAME": "train-tf-multiworker-5"}, "ordinal 5 is not below TFMW_REPLICAS=3"),
+    ({"TFMW_SERVICE": ""}, "TFMW_SERVICE not set"),
+    ({"TFMW_RUN_ID": "Run 1"}, "TFMW_RUN_ID='Run 1' must be a DNS-1123 label"),
+    ({"TF_CONFIG": "{not json"}, "TF_CONFIG is not valid JSON"),
+    ({"TF_CONFIG": '{"cluster":{"worker":["a:1"]},"task":{"type":"worker","index":"0"}}'},
+     "TF_CONFIG['task']['index']: '0' is not of type 'integer'"),
+    ({"TF_CONFIG": '{"cluster":{"worker":["a:1"]},"task":{"type":"worker","index":1}}'},
+     "TF_CONFIG['task']['index']=1 is out of range"),
+    ({"TF_CONFIG": '{"cluster":{"ps":["a:1"]},"task":{"type":"ps","index":0}}'},
+     "TF_CONFIG"),
+    ({"TF_CONFIG": '{"cluster":{"worker":["no-port"]},"task":{"type":"worker","index":0}}'},
+     "TF_CONFIG['cluster']['worker'][0]"),
+]
+
+
+@pytest.mark.parametrize("override,needle", BAD_ENVS, ids=[n for _, n in BAD_ENVS])
+def test_bad_environment_refused_by_cli_with_one_line(override, needle):
+    env = dict(BASE_ENV, **override)
+    env = {k: v for k, v in env.items() if not (k == "TFMW_SERVICE" and v == "")}
+    proc = subprocess.run([sys.executable, "-m", "entrypoint", "tf-config"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert needle in lines[0]
+
+
+def test_launcher_never_imports_tensorflow():
+    code = ("import sys, entrypoint.cli, entrypoint.supervisor, entrypoint.peers;"
+            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_tf_config_cli_prints_json(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "entrypoint", "tf-config"], env=BASE_ENV,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["task"] == {"type": "worker", "index": 1}
+
+
+def test_parse_tf_config_accepts_rpc_layer():
+    raw = '{"cluster":{"worker":["a:1"]},"task":{"type":"worker","index":0},"rpc_layer":"grpc"}'
+    assert parse_tf_config(raw)["rpc_layer"] == "grpc"
