@@ -21,6 +21,7 @@ exits 1 if any check failed, 2 on bad usage. Rendered manifests are kept in
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import shutil
@@ -158,9 +159,21 @@ def parse_manifests(text: str) -> list[dict]:
     return objects
 
 
+def _cache_schema_files() -> None:
+    """kubernetes-validate re-reads and re-parses its 1.5 MB definitions file for every object;
+    parsing each schema file once per process makes validation 5-10x faster. The parsed schemas
+    are only read by jsonschema, never modified, so sharing them is safe."""
+    from kubernetes_validate import utils
+
+    if not hasattr(utils.schema_contents, "cache_info"):
+        utils.schema_contents = functools.lru_cache(maxsize=None)(utils.schema_contents)
+
+
 def validation_problems(objects: Sequence[dict], kube_version: str) -> tuple[list[str], list[str]]:
     """(errors, notes) of strict schema validation of each object for one Kubernetes version."""
     import kubernetes_validate
+
+    _cache_schema_files()
 
     errors: list[str] = []
     custom: list[str] = []
