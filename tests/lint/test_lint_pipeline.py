@@ -74,8 +74,8 @@ def test_the_minimal_repository_passes(repo_copy):
     assert len(status_lines(result, "PASS")) == 2 * 2 + 2 + 2  # helm4/helm3 x 2 overlays, validate x 2, hadolint, yamllint
 
 
-def test_lint_passes_on_this_repository_without_checkov():
-    result = run_lint(REPO_ROOT, "--skip", "checkov")
+def test_lint_passes_on_this_repository_without_checkov(tmp_path):
+    result = run_lint(REPO_ROOT, "--skip", "checkov", "--out", str(tmp_path / "rendered"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert status_lines(result, "FAIL") == []
     names = result.stdout
@@ -84,6 +84,8 @@ def test_lint_passes_on_this_repository_without_checkov():
         assert f"PASS validate {overlay} (k8s 1.30, 1.35, strict)" in names
     assert "PASS hadolint Dockerfile" in names and "PASS yamllint" in names
     assert result.stdout.strip().splitlines()[-1].startswith("lint OK: ")
+    assert sorted(p.name for p in (tmp_path / "rendered").iterdir())[:2] == [
+        "chart_defaults.k8s-1.30.yaml", "chart_defaults.k8s-1.35.yaml"]
 
 
 def test_overlay_breaking_the_values_schema_fails_helm_lint_and_render(repo_copy):
