@@ -49,6 +49,7 @@ class Workers:
     namespace: str
     replicas: int
     selector: str   # label selector, "k=v,k2=v2"
+    chart: str = "?"  # helm.sh/chart label, e.g. tf-multiworker-0.1.0
 
 
 def workers_of(objects: list[dict], namespace: str) -> Workers:
@@ -66,7 +67,8 @@ def workers_of(objects: list[dict], namespace: str) -> Workers:
     return Workers(name=sts["metadata"]["name"],
                    namespace=(sts.get("metadata") or {}).get("namespace") or namespace,
                    replicas=int((sts.get("spec") or {}).get("replicas", 1)),
-                   selector=selector)
+                   selector=selector,
+                   chart=((sts.get("metadata") or {}).get("labels") or {}).get("helm.sh/chart", "?"))
 
 
 # ---------------------------------------------------------------- pods
@@ -185,7 +187,8 @@ def kubectl_base(kubectl: str, context: str | None) -> list[str]:
 def list_pods(kubectl: str, context: str | None, workers: Workers) -> list[dict]:
     """Worker pods (raw JSON items), sorted by ordinal; raises the kubectl error as one line."""
     cmd = kubectl_base(kubectl, context) + ["get", "pods", "--namespace", workers.namespace,
-                                            "--selector", workers.selector, "--output", "json"]
+                                            "--selector", workers.selector, "--output", "json",
+                                            "--request-timeout=20s"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:
         raise subprocess.CalledProcessError(proc.returncode, cmd, proc.stdout, proc.stderr)
@@ -199,7 +202,8 @@ def list_pods(kubectl: str, context: str | None, workers: Workers) -> list[dict]
 
 def pod_log(kubectl: str, context: str | None, namespace: str, pod: str, tail: int = 2000) -> str:
     """The current container's last `tail` log lines ("" if there is no log yet)."""
-    cmd = kubectl_base(kubectl, context) + ["logs", pod, "--namespace", namespace, f"--tail={tail}"]
+    cmd = kubectl_base(kubectl, context) + ["logs", pod, "--namespace", namespace, f"--tail={tail}",
+                                            "--request-timeout=20s"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     return proc.stdout if proc.returncode == 0 else ""
 

@@ -216,10 +216,8 @@ def cmd_status(args) -> int:
         log = deploy_pods.pod_log(kubectl, args.kube_context, workers.namespace, pod.name)
         reports.append(deploy_pods.WorkerReport(pod, deploy_pods.last_progress(log),
                                                 deploy_pods.completion(log)))
-    chart = ((status.get("chart") or {}).get("metadata") or {})
-    chart_name = f"{chart.get('name', '?')}-{chart.get('version', '?')}" if chart else "?"
     for line in deploy_pods.status_lines(args.release, args.namespace, int(status.get("version", 0)),
-                                         (status.get("info") or {}).get("status", "?"), chart_name,
+                                         (status.get("info") or {}).get("status", "?"), workers.chart,
                                          workers.replicas, reports):
         say(line)
     return 0

@@ -79,7 +79,8 @@ def test_status_lines_before_training():
 
 
 STS = {"apiVersion": "apps/v1", "kind": "StatefulSet",
-       "metadata": {"name": "rel-tf-multiworker", "namespace": "ml"},
+       "metadata": {"name": "rel-tf-multiworker", "namespace": "ml",
+                    "labels": {"helm.sh/chart": "tf-multiworker-0.1.0"}},
        "spec": {"replicas": 8, "selector": {"matchLabels": {"app.kubernetes.io/name": "tf-multiworker",
                                                             "app.kubernetes.io/instance": "rel"}}}}
 
@@ -87,7 +88,8 @@ STS = {"apiVersion": "apps/v1", "kind": "StatefulSet",
 def test_workers_come_from_the_statefulset():
     workers = deploy_pods.workers_of([{"kind": "Service", "metadata": {"name": "s"}}, STS], "default")
     assert workers == deploy_pods.Workers("rel-tf-multiworker", "ml", 8,
-                                          "app.kubernetes.io/instance=rel,app.kubernetes.io/name=tf-multiworker")
+                                          "app.kubernetes.io/instance=rel,app.kubernetes.io/name=tf-multiworker",
+                                          "tf-multiworker-0.1.0")
 
 
 def test_release_without_statefulset_is_refused():
@@ -108,3 +110,37 @@ def test_missing_kubectl_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("KUBECTL", "/nonexistent/kubectl")
     with pytest.raises(ToolError, match=r"kubectl not found: /nonexistent/kubectl \(from KUBECTL\)"):
         deploy_pods.find_kubectl()
+
+
+def test_worker_statefulset_is_preferred_over_others():
+    other = {"kind": "StatefulSet", "metadata": {"name": "tensorboard", "labels": {}},
+             "spec": {"replicas": 1, "selector": {"matchLabels": {"x": "y"}}}}
+    worker = {**STS, "metadata": {**STS["metadata"], "labels": {"app.kubernetes.io/component": "worker"}}}
+    assert deploy_pods.workers_of([other, worker], "ml").name == "rel-tf-multiworker"
+
+
+def test_real_chart_workers_selector_matches_its_pod_labels():
+    from scripts import render
+    objects = render.render("prod", release="rel", namespace="ml")
+    workers = deploy_pods.workers_of(objects, "default")
+    sts = next(o for o in objects if o["kind"] == "StatefulSet")
+    labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert workers.namespace == "ml" and workers.replicas == 4 and workers.name == "rel-tf-multiworker"
+    assert all(labels[k] == v for k, v in (kv.split("=") for kv in workers.selector.split(",")))
+    assert workers.chart.startswith("tf-multiworker-")
+
+
+def test_real_kubectl_accepts_the_arguments(unreachable_kubeconfig, monkeypatch):
+    """Flags parse: kubectl gets as far as dialling the (closed) server for get, logs and logs -f."""
+    import subprocess
+    from conftest import KUBECTL
+    kubeconfig, _, server = unreachable_kubeconfig
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    workers = deploy_pods.workers_of([STS], "ml")
+    with pytest.raises(subprocess.CalledProcessError) as err:
+        deploy_pods.list_pods(KUBECTL, None, workers)
+    assert "connection refused" in err.value.stderr and server.split("//")[1] in err.value.stderr
+    for follow in (False, True):
+        proc = subprocess.run([KUBECTL, *deploy_pods.logs_args(workers, follow=follow), "--request-timeout=5s"],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0 and "connection refused" in proc.stderr, proc.stderr

@@ -57,6 +57,16 @@ def test_render_equals_helm_template_with_files(mini_chart, values_dir, helm, tm
     assert seen_values(ours)["workers"]["tolerations"] == []
 
 
+@pytest.mark.parametrize("helm", [HELM4, HELM3], ids=["helm4", "helm3"])
+def test_layer_values_equals_what_the_templates_see(mini_chart, values_dir, helm, tmp_path):
+    second = tmp_path / "second.yaml"
+    second.write_text("workers:\n  tolerations: null\nlabels: {tier: a}\n")
+    sets = ["extra.keep=null", "training.args[1]=9"]
+    flags = ["-f", str(values_dir / "dev.yaml"), "-f", str(second), "--set", sets[0], "--set", sets[1]]
+    assert render.layer_values(mini_chart, [values_dir / "dev.yaml", second], sets, helm=helm) \
+        == seen_values(helm_template(helm, mini_chart, *flags))
+
+
 def test_set_items_split_on_spaces_keep_quotes():
     assert render.split_sets(["a=1 b.c={x,y}", "d='two words'"]) == ["a=1", "b.c={x,y}", "d=two words"]
     assert render.split_sets(None) == []
