@@ -31,7 +31,9 @@ def parse_args(argv):
 
 
 class SigtermFlag:
-    """SIGTERM only sets a flag; the loop acts on it at the next checkpoint boundary."""
+    """SIGTERM only sets a flag; the loop acts on it at the next checkpoint boundary.
+
+    install() is called again once the strategy exists (TensorFlow replaces the handler)."""
 
     def __init__(self):
         self.raised = False

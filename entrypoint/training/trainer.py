@@ -165,6 +165,9 @@ class StopAgreement:
 def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcome:
     """Run (or resume) training to config['steps']; stop_requested() is this worker's SIGTERM flag."""
     strategy, collective = make_strategy(config)
+    # With a multi-worker TF_CONFIG, TensorFlow's coordination agent installs its own C-level
+    # SIGTERM handler (its preemption notifier), silently replacing ours: take SIGTERM back.
+    stop_requested.install()
     run = RunDir.of(env.shared_dir, env.run_id)
     os.makedirs(run.checkpoints, exist_ok=True)
     tf.random.set_seed(config["seed"])
