@@ -9,7 +9,7 @@ import pytest
 from scripts import deploy_helm
 from scripts.render import ToolError
 
-from conftest import HELM3, HELM4
+from deploykit import HELM3, HELM4
 
 
 def test_helm_major_of_the_pinned_binaries():
@@ -108,7 +108,7 @@ def test_settled_release_may_be_upgraded(state):
 def test_kube_target_names_context_and_server(unreachable_kubeconfig, monkeypatch):
     kubeconfig, context, server = unreachable_kubeconfig
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-    from conftest import KUBECTL
+    from deploykit import KUBECTL
     assert deploy_helm.kube_target(KUBECTL) == f"kube context '{context}', server {server}"
     assert "not in KUBECONFIG=" in deploy_helm.kube_target(KUBECTL, "missing-ctx")
 

@@ -133,7 +133,7 @@ def test_real_chart_workers_selector_matches_its_pod_labels():
 def test_real_kubectl_accepts_the_arguments(unreachable_kubeconfig, monkeypatch):
     """Flags parse: kubectl gets as far as dialling the (closed) server for get, logs and logs -f."""
     import subprocess
-    from conftest import KUBECTL
+    from deploykit import KUBECTL
     kubeconfig, _, server = unreachable_kubeconfig
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     workers = deploy_pods.workers_of([STS], "ml")
@@ -144,3 +144,42 @@ def test_real_kubectl_accepts_the_arguments(unreachable_kubeconfig, monkeypatch)
         proc = subprocess.run([KUBECTL, *deploy_pods.logs_args(workers, follow=follow), "--request-timeout=5s"],
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode != 0 and "connection refused" in proc.stderr, proc.stderr
+
+
+def test_deploy_progress_prints_a_line_only_when_counts_change(monkeypatch, capsys):
+    """The watch loop of `tfmw deploy` (kubectl replaced by a scripted sequence of pod lists)."""
+    import asyncio
+    import time
+    from scripts import tfmw
+
+    snapshots = iter([
+        [pod("w-0", phase="Pending", scheduled=False), pod("w-1", phase="Pending", scheduled=False)],
+        [pod("w-0", phase="Pending", scheduled=False), pod("w-1", phase="Pending", scheduled=False)],
+        [pod("w-0"), pod("w-1", phase="Pending", waiting="ContainerCreating")],
+        [pod("w-0", ready=True), pod("w-1", ready=True)],
+    ])
+
+    def scripted(kubectl, context, workers):
+        try:
+            return next(snapshots)
+        except StopIteration:
+            raise subprocess.CalledProcessError(1, "kubectl")  # later polls fail: ignored
+
+    import subprocess
+    monkeypatch.setattr(deploy_pods, "list_pods", scripted)
+    workers = deploy_pods.Workers("w", "ml", 2, "app=w")
+
+    async def watch_briefly():
+        task = asyncio.create_task(tfmw._watch_pods("kubectl", None, workers, time.monotonic(), 0.01))
+        await asyncio.sleep(0.3)
+        task.cancel()
+
+    asyncio.run(watch_briefly())
+    out = capsys.readouterr().out
+    assert "\r" not in out
+    lines = out.splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == [
+        "workers: 0/2 scheduled, 0/2 running, 0/2 ready",
+        "workers: 2/2 scheduled, 1/2 running, 0/2 ready (w-1: ContainerCreating)",
+        "workers: 2/2 scheduled, 2/2 running, 2/2 ready",
+    ]

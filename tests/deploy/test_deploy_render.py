@@ -10,7 +10,7 @@ import yaml
 from scripts import render
 from scripts.render import ToolError
 
-from conftest import HELM3, HELM4, REPO
+from deploykit import HELM3, HELM4, REPO
 
 
 def helm_template(helm: str, chart, *flags: str, release="tf-multiworker", namespace="default") -> list[dict]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from conftest import HELM3, HELM4, REPO, run_cli
+from deploykit import HELM3, HELM4, REPO, run_cli
 
 
 def assert_one_line_error(proc, command: str, *fragments: str) -> str:
