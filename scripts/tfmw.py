@@ -165,7 +165,23 @@ async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
 def cmd_deploy(args) -> int:
     rendered = _prepare(args)
     helm = render.find_helm(args.helm)
+    if args.dry_run:
+        return _dry_run(args, rendered, helm)
     return asyncio.run(_deploy(args, rendered, helm))
+
+
+def _dry_run(args, rendered: render.Rendered, helm: str) -> int:
+    """Offline: show the helm command deploy would run (helm's own --dry-run needs a cluster)."""
+    import shlex
+    major = deploy_helm.helm_major(helm)
+    helm_args = deploy_helm.upgrade_args(major, args.release, Path(args.chart).resolve(), args.namespace,
+                                         timeout=args.timeout, wait=not args.no_wait,
+                                         rollback_on_failure=not args.no_rollback)
+    context = ["--kube-context", args.kube_context] if args.kube_context else []
+    say(f"dry run (no cluster contacted): helm {major} would run, with the values below on stdin:")
+    say("  " + shlex.join([helm, *helm_args, *context]))
+    say(json.dumps(rendered.user_values, indent=2, sort_keys=True))
+    return 0
 
 
 # ---------------------------------------------------------------- diff
@@ -291,6 +307,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", default="15m", help="helm --timeout (default %(default)s)")
     p.add_argument("--no-wait", action="store_true", help="return once submitted (implies --no-rollback)")
     p.add_argument("--no-rollback", action="store_true", help="keep a failed revision for debugging")
+    p.add_argument("--dry-run", action="store_true",
+                   help="validate and render, print the helm command and values; no cluster call")
     p.add_argument("--poll-seconds", type=float, default=5.0, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_deploy)
 

@@ -82,3 +82,22 @@ def test_schema_violation_names_the_key_before_any_cluster_call(mini_chart, valu
 def test_real_chart_schema_violation_names_the_key():
     proc = run_cli("template", "--env", "dev", "--set", "workers.replicas=-1")
     assert_one_line_error(proc, "template", "invalid value for workers.replicas")
+
+
+@pytest.mark.parametrize("helm,flags,absent", [
+    (HELM4, ["--wait=watcher", "--rollback-on-failure"], "--atomic"),
+    (HELM3, ["--wait", "--atomic"], "--rollback-on-failure"),
+], ids=["helm4", "helm3"])
+def test_deploy_dry_run_prints_the_versioned_helm_command_offline(helm, flags, absent, unreachable_kubeconfig):
+    kubeconfig, _, _ = unreachable_kubeconfig
+    proc = run_cli("deploy", "--env", "staging", "--dry-run", "--set", "workers.replicas=3",
+                   "--namespace", "ml", env={"KUBECONFIG": str(kubeconfig), "HELM": helm})
+    assert proc.returncode == 0, proc.stderr
+    command = next(line for line in proc.stdout.splitlines() if line.startswith("  "))
+    words = command.split()
+    assert words[1:4] == ["upgrade", "tf-multiworker", str(REPO / "charts" / "tf-multiworker")]
+    assert all(flag in words for flag in flags) and absent not in words
+    assert "--create-namespace" in words and words[words.index("--namespace") + 1] == "ml"
+    values = proc.stdout[proc.stdout.index("{"):]
+    import json
+    assert json.loads(values)["workers"]["replicas"] == 3
