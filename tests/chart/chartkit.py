@@ -100,19 +100,24 @@ def one(objects: Iterable[dict], kind: str, name: str | None = None) -> dict:
     return found[0]
 
 
-def pod_specs(objects: Iterable[dict]) -> list[tuple[str, dict]]:
-    """(`Kind/name`, pod spec) of every pod the objects would create."""
-    specs = []
+def pod_templates(objects: Iterable[dict]) -> list[tuple[str, dict, dict]]:
+    """(`Kind/name`, pod spec, pod annotations) of every pod the objects would create."""
+    out = []
     for obj in objects:
-        kind = obj["kind"]
-        name = f"{kind}/{obj['metadata']['name']}"
+        kind, name = obj["kind"], f"{obj['kind']}/{obj['metadata']['name']}"
         if kind == "Pod":
-            specs.append((name, obj["spec"]))
+            out.append((name, obj["spec"], obj["metadata"].get("annotations") or {}))
         elif kind in ("StatefulSet", "Deployment", "DaemonSet", "ReplicaSet", "Job"):
-            specs.append((name, obj["spec"]["template"]["spec"]))
-        elif kind == "CronJob":
-            specs.append((name, obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]))
-    return specs
+            template = obj["spec"]["template"]
+            out.append((name, template["spec"], template["metadata"].get("annotations") or {}))
+    return out
+
+
+def pod_labels(obj: dict) -> dict:
+    """Labels of the pods an object creates (the object's own for a Pod)."""
+    if obj["kind"] == "Pod":
+        return obj["metadata"].get("labels") or {}
+    return obj["spec"]["template"]["metadata"].get("labels") or {}
 
 
 def env_of(container: dict) -> dict[str, dict]:

@@ -133,5 +133,154 @@ Usage: include "tf-multiworker.image" .Values.image  (with .Chart in scope via d
 Shared storage path as the workers see it (TFMW_SHARED_DIR).
 */}}
 {{- define "tf-multiworker.sharedDir" -}}
+{{- if eq .Values.storage.type "objectStore" }}
+{{- .Values.storage.objectStore.uri | trimSuffix "/" }}
+{{- else }}
 {{- .Values.storage.mountPath }}
+{{- end }}
+{{- end }}
+
+{{/*
+ServiceAccount of every pod of the release.
+*/}}
+{{- define "tf-multiworker.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "tf-multiworker.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+Name of the PodGroup (Volcano, coscheduling) / Kueue pod group of the workers.
+*/}}
+{{- define "tf-multiworker.podGroupName" -}}
+{{- include "tf-multiworker.fullname" . }}
+{{- end }}
+
+{{/*
+schedulerName of the workers: the explicit value, else the gang choice's scheduler.
+Empty means the cluster's default scheduler (the field is then not rendered).
+*/}}
+{{- define "tf-multiworker.schedulerName" -}}
+{{- $gang := .Values.scheduling.gang }}
+{{- if .Values.scheduling.schedulerName }}
+{{- .Values.scheduling.schedulerName }}
+{{- else if eq $gang "volcano" }}volcano
+{{- else if eq $gang "coscheduling" }}scheduler-plugins-scheduler
+{{- else if eq $gang "runai" }}runai-scheduler
+{{- end }}
+{{- end }}
+
+{{/*
+Pod-level settings every pod of the chart shares: its own ServiceAccount without an API
+token (the pods never talk to the API server), the restricted security context.
+*/}}
+{{- define "tf-multiworker.podSecurity" -}}
+serviceAccountName: {{ include "tf-multiworker.serviceAccountName" . }}
+automountServiceAccountToken: false
+{{- with .Values.podSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+Volumes and mounts of the writable directories in the read-only root filesystem.
+*/}}
+{{- define "tf-multiworker.writableVolumes" -}}
+{{- range $i, $dir := .Values.writableDirs }}
+- name: writable-{{ $i }}
+  emptyDir: {}
+{{- end }}
+{{- end }}
+{{- define "tf-multiworker.writableMounts" -}}
+{{- range $i, $dir := .Values.writableDirs }}
+- name: writable-{{ $i }}
+  mountPath: {{ $dir }}
+{{- end }}
+{{- end }}
+
+{{/*
+The shared storage volume (absent for objectStore: TensorFlow writes to the URI itself).
+*/}}
+{{- define "tf-multiworker.sharedVolume" -}}
+{{- $storage := .Values.storage }}
+{{- if eq $storage.type "emptyDir" }}
+- name: shared
+  {{- if $storage.emptyDir.sizeLimit }}
+  emptyDir:
+    sizeLimit: {{ $storage.emptyDir.sizeLimit | quote }}
+  {{- else }}
+  emptyDir: {}
+  {{- end }}
+{{- else if eq $storage.type "existingClaim" }}
+- name: shared
+  persistentVolumeClaim:
+    claimName: {{ $storage.existingClaim.claimName }}
+{{- else if eq $storage.type "createClaim" }}
+- name: shared
+  persistentVolumeClaim:
+    claimName: {{ include "tf-multiworker.claimName" . }}
+{{- end }}
+{{- end }}
+{{- define "tf-multiworker.sharedMount" -}}
+{{- $storage := .Values.storage }}
+{{- if ne $storage.type "objectStore" }}
+- name: shared
+  mountPath: {{ $storage.mountPath }}
+  {{- if and (eq $storage.type "existingClaim") $storage.existingClaim.subPath }}
+  subPath: {{ $storage.existingClaim.subPath }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Name of the PVC the chart creates (storage.type=createClaim).
+*/}}
+{{- define "tf-multiworker.claimName" -}}
+{{- printf "%s-shared" (include "tf-multiworker.fullname" .) }}
+{{- end }}
+
+{{/*
+Object-store credentials: every key of the existing Secret as an env variable.
+*/}}
+{{- define "tf-multiworker.objectStoreEnvFrom" -}}
+{{- if and (eq .Values.storage.type "objectStore") .Values.storage.objectStore.existingSecret }}
+- secretRef:
+    name: {{ .Values.storage.objectStore.existingSecret }}
+{{- end }}
+{{- end }}
+
+{{/*
+checkov skips of a pod-owning resource, each with its reason (docs/security.md).
+Usage: include "tf-multiworker.checkovSkips" (dict "root" $ "extra" (list "CKV_K8S_x=why" ...))
+*/}}
+{{- define "tf-multiworker.checkovSkips" -}}
+{{- $root := .root }}
+{{- $skips := list "CKV_K8S_40=the image's user tfmw is UID 1000 (Dockerfile); a high UID would not own its home or the shared files" }}
+{{- if not $root.Values.image.digest }}
+{{- $skips = append $skips "CKV_K8S_43=pinned by tag until the release pipeline sets image.digest (digest wins over tag when set)" }}
+{{- end }}
+{{- if ne $root.Values.image.pullPolicy "Always" }}
+{{- $skips = append $skips "CKV_K8S_15=multi-GB GPU image pinned by tag or digest; re-pulling on every start only delays the gang" }}
+{{- end }}
+{{- if and .objectStoreEnv (include "tf-multiworker.objectStoreEnvFrom" $root) }}
+{{- $skips = append $skips "CKV_K8S_35=object-store storage: the object-store SDKs read their credentials from environment variables (envFrom an existing Secret)" }}
+{{- end }}
+{{- $skips = concat $skips (default (list) .extra) }}
+{{- range $i, $skip := $skips }}
+checkov.io/skip{{ add1 $i }}: {{ $skip | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+TensorBoard's name and pod labels.
+*/}}
+{{- define "tf-multiworker.tensorboardName" -}}
+{{- printf "%s-tensorboard" (include "tf-multiworker.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- define "tf-multiworker.tensorboardSelectorLabels" -}}
+{{ include "tf-multiworker.selectorLabels" . }}
+app.kubernetes.io/component: tensorboard
 {{- end }}
