@@ -124,6 +124,12 @@ async def _watch_pods(kubectl: str | None, context: str | None, workers: deploy_
         await asyncio.sleep(interval)
 
 
+def _upgrade_args(args, major: int) -> list[str]:
+    return deploy_helm.upgrade_args(major, args.release, Path(args.chart).resolve(), args.namespace,
+                                    timeout=args.timeout, wait=not args.no_wait,
+                                    rollback_on_failure=not args.no_rollback)
+
+
 async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
     import pyhelm3
     cmd = _helm_command(helm, args.kube_context)
@@ -141,9 +147,7 @@ async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
         else "not waiting"
     say(f"helm {major}: {action} in namespace {args.namespace} on {target}; {wait}")
 
-    helm_args = deploy_helm.upgrade_args(major, args.release, Path(args.chart).resolve(), args.namespace,
-                                         timeout=args.timeout, wait=not args.no_wait,
-                                         rollback_on_failure=not args.no_rollback)
+    helm_args = _upgrade_args(args, major)
     started = time.monotonic()
     watcher = asyncio.create_task(_watch_pods(None if args.no_wait else kubectl, args.kube_context,
                                               workers, started, args.poll_seconds))
@@ -155,7 +159,10 @@ async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
     finally:
         watcher.cancel()
     text = out.decode(errors="replace")
-    release = json.loads(text[text.index("{"):]) if "{" in text else {}
+    try:  # helm may print registry notes before the JSON release
+        release = json.loads(text[text.index("{"):])
+    except ValueError:
+        release = {}
     say(f"deployed: release {args.release} revision {release.get('version', '?')}, "
         f"{(release.get('info') or {}).get('status', 'deployed')}, "
         f"{int(time.monotonic() - started)}s; follow with `make status` and `make logs`")
@@ -174,9 +181,7 @@ def _dry_run(args, rendered: render.Rendered, helm: str) -> int:
     """Offline: show the helm command deploy would run (helm's own --dry-run needs a cluster)."""
     import shlex
     major = deploy_helm.helm_major(helm)
-    helm_args = deploy_helm.upgrade_args(major, args.release, Path(args.chart).resolve(), args.namespace,
-                                         timeout=args.timeout, wait=not args.no_wait,
-                                         rollback_on_failure=not args.no_rollback)
+    helm_args = _upgrade_args(args, major)
     context = ["--kube-context", args.kube_context] if args.kube_context else []
     say(f"dry run (no cluster contacted): helm {major} would run, with the values below on stdin:")
     say("  " + shlex.join([helm, *helm_args, *context]))
