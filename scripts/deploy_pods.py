@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
 from scripts.render import REPO, ToolError
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import difflib
 import json
 import subprocess
 import sys
