@@ -158,3 +158,11 @@ def test_schema_violation_in_chart_defaults_blames_the_chart(mini_chart, values_
     defaults.write_text(defaults.read_text().replace("  port: 2222", "  port: not-a-port"))
     with pytest.raises(ToolError, match=r"invalid value for workers\.port: .*in the chart's own .*values\.yaml"):
         render.prepare("dev", chart_dir=mini_chart, values_dir=values_dir)
+
+
+def test_no_helm_anywhere_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.delenv("HELM", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(render, "PINNED_HELM", tmp_path / "missing" / "helm")
+    with pytest.raises(ToolError, match=r"helm not found: not at .*missing/helm nor on PATH; run `make setup`"):
+        render.find_helm()
