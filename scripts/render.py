@@ -220,8 +220,9 @@ def validate_values(values: dict, chart_dir: Path = CHART_DIR, origin: str = "")
     error = jsonschema.exceptions.best_match(errors)
     message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    what = "unknown key" if error.validator == "additionalProperties" else "invalid value for"
     raise ToolError(
-        f"invalid value for {_error_key(error)}: {message}{more}; refused by "
+        f"{what} {_error_key(error)}: {message}{more}; refused by "
         f"{_show(schema_path)}{' — ' + origin if origin else ''}"
     )
 
