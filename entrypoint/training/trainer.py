@@ -101,7 +101,7 @@ def restore_latest(checkpoint: tf.train.Checkpoint, directory: str) -> int:
             continue
         try:
             checkpoint.restore(path).expect_partial()
-        except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as err:
+        except (tf.errors.OpError, ValueError, IndexError) as err:  # IndexError: truncated data file
             log(f"tfmw warning checkpoint={path} unreadable ({type(err).__name__}); trying an older one")
             continue
         return int(checkpoint.step.numpy())
