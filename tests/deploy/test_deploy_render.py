@@ -140,7 +140,8 @@ def test_real_chart_renders_offline_like_helm_template(env):
     """The real chart and overlay: our pipeline == `helm template -f values/<env>.yaml --set ...`."""
     sets = ["training.runId=run-42"]
     ours = render.render(env, sets, release="rel", namespace="ml")
-    reference = helm_template(HELM4, render.CHART_DIR, "-f", str(render.VALUES_DIR / f"{env}.yaml"),
+    reference = helm_template(HELM4, render.CHART_DIR, "-f", str(render.CHART_DIR / "values.yaml"),
+                              "-f", str(render.VALUES_DIR / f"{env}.yaml"),
                               "--set", sets[0], release="rel", namespace="ml")
     assert ours == reference
     kinds = {o["kind"] for o in ours}
