@@ -68,6 +68,36 @@ BAD_VALUES = {
                                   "workers.resources.limits.memory"),
     "node-selector-not-string": Bad(("workers.nodeSelector.gpu=true",),
                                     "workers.nodeSelector.gpu"),
+    # The optional blocks (issue 5): storage, scheduling, security, GPUs.
+    "claim-name-missing": Bad(("storage.type=existingClaim",), "storage.existingClaim.claimName"),
+    "object-store-uri-missing": Bad(("storage.type=objectStore",), "storage.objectStore.uri"),
+    "object-store-uri-scheme": Bad(("storage.type=objectStore", "storage.objectStore.uri=http://x"),
+                                   "storage.objectStore.uri"),
+    "object-store-credentials-in-values": Bad(("storage.objectStore.accessKey=AKIA",),
+                                              "storage.objectStore.accessKey", unknown=True),
+    "access-mode": Bad(("storage.createClaim.accessModes={ReadWriteSometimes}",),
+                       "storage.createClaim.accessModes.0"),
+    "claim-size": Bad(("storage.createClaim.size=lots",), "storage.createClaim.size"),
+    "gang-unknown": Bad(("scheduling.gang=slurm",), "scheduling.gang"),
+    "kueue-without-queue": Bad(("scheduling.gang=kueue",), "scheduling.kueue.queueName"),
+    "runai-without-project": Bad(("scheduling.gang=runai",), "scheduling.runai.project"),
+    "cosched-timeout": Bad(("scheduling.coscheduling.scheduleTimeoutSeconds=0",),
+                           "scheduling.coscheduling.scheduleTimeoutSeconds"),
+    "nccl-debug": Bad(("workers.nccl.debug=LOUD",), "workers.nccl.debug"),
+    "nccl-extra-not-nccl": Bad(("workers.nccl.extraEnv.FOO=1",), "workers.nccl.extraEnv.FOO",
+                               unknown=True),
+    "network-policy-switch": Bad(("networkPolicy.enabled=maybe",), "networkPolicy.enabled"),
+    "network-policy-typo": Bad(("networkPolicy.egres.restrict=false",), "networkPolicy.egres",
+                               unknown=True),
+    "pdb-negative": Bad(("podDisruptionBudget.maxUnavailable=-1",), "podDisruptionBudget.maxUnavailable"),
+    "writable-dir-relative": Bad(("writableDirs={tmp}",), "writableDirs.0"),
+    "tensorboard-port": Bad(("tensorboard.port=0",), "tensorboard.port"),
+    "shm-size": Bad(("workers.shm.sizeLimit=big",), "workers.shm.sizeLimit"),
+    "grace-zero": Bad(("workers.terminationGracePeriodSeconds=0",),
+                      "workers.terminationGracePeriodSeconds"),
+    "priority-class-uppercase": Bad(("workers.priorityClassName=High",), "workers.priorityClassName"),
+    "service-account-typo": Bad(("serviceAccount.automount=true",), "serviceAccount.automount",
+                                unknown=True),
 }
 
 # Refused by the templates (`fail`), with the same text on both helms.
@@ -75,6 +105,8 @@ TEMPLATE_REFUSALS = {
     "extra-env-shadows-contract": (("workers.extraEnv[0].name=TFMW_PORT",
                                     "workers.extraEnv[0].value=x"),
                                    "workers.extraEnv[0].name=TFMW_PORT"),
+    "tensorboard-without-shared-storage": (("tensorboard.enabled=true",),
+                                           "tensorboard.enabled=true needs shared storage"),
 }
 
 
@@ -102,7 +134,7 @@ def test_template_refusal_names_the_key(helm, case):
 
 
 def test_the_table_is_large_enough():
-    assert len(BAD_VALUES) + len(TEMPLATE_REFUSALS) >= 10
+    assert len(BAD_VALUES) + len(TEMPLATE_REFUSALS) >= 20
 
 
 def test_the_defaults_themselves_are_accepted(helm):

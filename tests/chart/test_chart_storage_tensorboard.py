@@ -1,0 +1,144 @@
+"""Shared storage types, TensorBoard, and the `helm test` pod (whose check runs here for real)."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+import chartkit
+from chartkit import ALL_ON, RELEASE, env_of, find, one, overlay_path
+
+FULLNAME = f"{RELEASE}-tf-multiworker"
+
+
+def worker_spec(objects):
+    return one(objects, "StatefulSet")["spec"]["template"]["spec"]
+
+
+def shared_volume(spec):
+    return next((v for v in spec["volumes"] if v["name"] == "shared"), None)
+
+
+def test_empty_dir_is_the_default(helm, render):
+    objects = render(helm, sets=("storage.emptyDir.sizeLimit=20Gi",))
+    assert shared_volume(worker_spec(objects)) == {"name": "shared", "emptyDir": {"sizeLimit": "20Gi"}}
+    assert not find(objects, "PersistentVolumeClaim")
+
+
+def test_existing_claim(helm, render):
+    objects = render(helm, sets=("storage.type=existingClaim", "storage.existingClaim.claimName=team-rwx",
+                                 "storage.existingClaim.subPath=runs"))
+    spec = worker_spec(objects)
+    assert shared_volume(spec) == {"name": "shared", "persistentVolumeClaim": {"claimName": "team-rwx"}}
+    mount = next(m for m in spec["containers"][0]["volumeMounts"] if m["name"] == "shared")
+    assert mount == {"name": "shared", "mountPath": "/shared", "subPath": "runs"}
+    assert not find(objects, "PersistentVolumeClaim")
+
+
+def test_created_claim_is_rwx_and_kept(helm, render):
+    objects = render(helm, ALL_ON)
+    pvc = one(objects, "PersistentVolumeClaim")
+    assert pvc["spec"] == {"accessModes": ["ReadWriteMany"], "storageClassName": "nfs-rwx",
+                           "resources": {"requests": {"storage": "200Gi"}}}
+    assert pvc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert shared_volume(worker_spec(objects))["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+    objects = render(helm, sets=("storage.type=createClaim", "storage.createClaim.keep=false"))
+    assert "annotations" not in one(objects, "PersistentVolumeClaim")["metadata"]
+
+
+def test_object_store_uses_the_uri_and_a_secret_reference_only(helm, render):
+    objects = render(helm, sets=("storage.type=objectStore", "storage.objectStore.uri=s3://bkt/runs/",
+                                 "storage.objectStore.existingSecret=s3-creds"))
+    spec = worker_spec(objects)
+    container = spec["containers"][0]
+    assert shared_volume(spec) is None
+    assert env_of(container)["TFMW_SHARED_DIR"]["value"] == "s3://bkt/runs"
+    assert container["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
+    assert not find(objects, "Secret")          # the chart never holds the credentials
+
+
+def test_tensorboard_reads_the_run_logs(helm, render):
+    objects = render(helm, ALL_ON)
+    deployment = one(objects, "Deployment", f"{FULLNAME}-tensorboard")
+    spec = deployment["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    assert "--logdir=/shared/all-on-run/tensorboard" in container["command"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "shared")
+    assert mount["readOnly"] is True
+    assert shared_volume(spec) == shared_volume(worker_spec(objects))
+    svc = one(objects, "Service", f"{FULLNAME}-tensorboard")
+    assert svc["spec"]["ports"][0]["port"] == 6006
+    assert svc["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert not find(render(helm), "Deployment")     # off by default
+
+
+def test_tensorboard_on_empty_dir_is_refused(helm):
+    error = chartkit.template_error(helm, sets=("tensorboard.enabled=true",))
+    assert "tensorboard.enabled=true needs shared storage" in error and "storage.type" in error
+
+
+def test_notes_tell_how_to_follow_the_job():
+    # Helm 3's `install --dry-run=client` still wants a cluster; Helm 4 renders NOTES offline.
+    result = chartkit.run_helm(chartkit.helm4(), ["install", RELEASE, str(chartkit.CHART), "--dry-run=client",
+                                      "--namespace", "training", "-f", str(ALL_ON)])
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert "kubectl -n training logs -f -l" in notes
+    assert "make status RELEASE=tfmw NAMESPACE=training" in notes
+    assert "/shared/all-on-run/model/" in notes
+    assert f"kubectl -n training port-forward svc/{FULLNAME}-tensorboard 6006:6006" in notes
+    assert "helm test tfmw -n training --logs" in notes
+
+
+# -- the helm test pod --------------------------------------------------------------------
+
+def test_pod_targets_every_worker(helm, render):
+    objects = render(helm, ALL_ON)
+    pod = one(objects, "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert pod["spec"]["restartPolicy"] == "Never"
+    args = pod["spec"]["containers"][0]["args"]
+    assert args[0] == "120"
+    assert args[1:] == [f"{FULLNAME}-{i}.{FULLNAME}.training.svc.cluster.local:2222" for i in range(3)]
+
+
+@pytest.fixture()
+def listener():
+    """A TCP port on loopback that accepts connections, standing in for a worker."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    yield server.getsockname()[1]
+    server.close()
+
+
+def peer_check_command(helm) -> list[str]:
+    pod = one(chartkit.template(helm, show_only=("templates/tests/test-peers.yaml",)), "Pod")
+    command = pod["spec"]["containers"][0]["command"]
+    assert command[:2] == ["python", "-c"]
+    return [sys.executable, "-c", command[2]]
+
+
+def test_the_peer_check_passes_when_every_port_accepts(helm, listener):
+    proc = subprocess.run(peer_check_command(helm) + ["5", f"127.0.0.1:{listener}", f"localhost:{listener}"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2/2 workers reachable" in proc.stdout
+
+
+def test_the_peer_check_names_what_is_unreachable(helm, listener):
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]   # bound, never listening: connection refused
+    try:
+        proc = subprocess.run(peer_check_command(helm) + [
+            "1", f"127.0.0.1:{listener}", f"127.0.0.1:{closed_port}", "no-such-worker.invalid:2222"],
+            capture_output=True, text=True, timeout=30)
+    finally:
+        closed.close()
+    assert proc.returncode == 1
+    assert f"FAIL 127.0.0.1:{closed_port}" in proc.stdout
+    assert "FAIL no-such-worker.invalid:2222" in proc.stdout
+    assert "1/3 workers reachable" in proc.stdout
