@@ -145,6 +145,27 @@ def export_model(model, run: RunDir, cluster: Cluster) -> str:
     return target
 
 
+class Throughput:
+    """Steady-state examples/s over the logging windows, without the first (graph tracing)
+    window unless it is the only one; checkpoint and export time are never counted."""
+
+    def __init__(self):
+        self.examples = self.seconds = 0.0
+        self.warmup_examples = self.warmup_seconds = 0.0
+
+    def add(self, examples: float, seconds: float, warmup: bool) -> None:
+        if warmup:
+            self.warmup_examples, self.warmup_seconds = examples, seconds
+        else:
+            self.examples += examples
+            self.seconds += seconds
+
+    def rate(self) -> float:
+        if self.seconds > 0:
+            return self.examples / self.seconds
+        return self.warmup_examples / self.warmup_seconds if self.warmup_seconds > 0 else 0.0
+
+
 class StopAgreement:
     """All-reduce (sum, i.e. "any") of each worker's "stop now" flag, at checkpoint boundaries only."""
 
@@ -222,9 +243,11 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
     window_losses: list = []
     window_start = time.monotonic()
     window_first = step
+    paused = 0.0
     started = time.monotonic()
     final_loss = float("nan")
     throughput = 0.0
+    steady = Throughput()
     stopped = False
     heartbeat.beat(step, force=True)
     try:
@@ -234,19 +257,22 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
             heartbeat.beat(step)
             if step % every_log == 0 or step == total:
                 final_loss = float(np.mean([float(v) for v in window_losses]))
-                elapsed = max(time.monotonic() - window_start, 1e-9)
+                elapsed = max(time.monotonic() - window_start - paused, 1e-9)
                 throughput = (step - window_first) * global_batch / elapsed
+                steady.add((step - window_first) * global_batch, elapsed, warmup=window_first == start_step)
                 epoch = (step - 1) * per_worker_batch // spec.examples_per_worker + 1
                 log(f"tfmw progress step={step}/{total} epoch={epoch} loss={final_loss:.4f} "
                     f"examples_per_sec={throughput:.1f}")
                 with summaries.as_default(step=step):
                     write_scalar("loss", final_loss)
                     write_scalar("examples_per_sec", throughput)
-                window_losses, window_start, window_first = [], time.monotonic(), step
+                window_losses, window_start, window_first, paused = [], time.monotonic(), step, 0.0
             if step % every_ckpt == 0 or step == total:
                 # One group-wide decision per boundary: every worker saves, then all stop or all go on.
                 stop = agreement.any_wants_stop(stop_requested()) if step < total else False
+                save_started = time.monotonic()
                 writer.save(step)
+                paused += time.monotonic() - save_started  # checkpoint time is not training throughput
                 if stop:
                     stopped = True
                     log(f"tfmw stopped step={step}/{total} reason=sigterm checkpoint={run.checkpoints}")
@@ -257,11 +283,11 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
     heartbeat.beat(step, force=True)
     digest = weights_digest(model)
     if stopped:
-        return Outcome(step, final_loss, throughput, "", digest, stopped=True)
+        return Outcome(step, final_loss, steady.rate(), "", digest, stopped=True)
 
     model_path = export_model(model, run, cluster) if config["export"]["enabled"] else ""
     seconds = time.monotonic() - started
-    overall = (step - start_step) * global_batch / max(seconds, 1e-9)
+    overall = steady.rate()
     if cluster.is_chief:
         write_completed(run, {"runId": env.run_id, "steps": step, "finalLoss": final_loss, "model": model_path,
                               "seconds": round(seconds, 3), "examplesPerSec": round(overall, 1),
