@@ -1,72 +1,69 @@
-"""Every value in values.yaml is documented where it is defined, and the schema knows every key."""
+"""Every value in values.yaml is documented where it is defined, the schema knows every key,
+and README's values table is the one generated from values.yaml."""
 from __future__ import annotations
 
 import json
-import re
 
 import yaml
 
 import chartkit
+from scripts import values_table
 
 VALUES = chartkit.CHART / "values.yaml"
 SCHEMA = chartkit.CHART / "values.schema.json"
-KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_.\-/]+):(?:\s|$)")
-
-
-def documented_keys(text: str) -> dict[str, bool]:
-    """Dotted key path -> whether a helm-docs `# --` comment block sits right above it."""
-    result: dict[str, bool] = {}
-    stack: list[tuple[int, str]] = []
-    comment_block: list[str] = []
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            comment_block.append(stripped)
-            continue
-        match = KEY_LINE.match(line)
-        if not match or line.lstrip().startswith("-"):
-            comment_block = [] if not stripped else comment_block
-            continue
-        indent = len(match["indent"])
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        path = ".".join([k for _, k in stack] + [match["key"]])
-        result[path] = any(c.startswith("# -- ") for c in comment_block)
-        stack.append((indent, match["key"]))
-        comment_block = []
-    return result
-
-
-def leaf_paths(values: dict, prefix: str = "") -> list[str]:
-    """Paths of values that are not non-empty maps (what an operator sets)."""
-    paths = []
-    for key, value in values.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict) and value and not _is_free_form(path):
-            paths += leaf_paths(value, path + ".")
-        else:
-            paths.append(path)
-    return paths
-
-
-def _is_free_form(path: str) -> bool:
-    """Maps that are Kubernetes objects passed through (documented as a whole)."""
-    return path.endswith(".resources") or path.endswith("SecurityContext") \
-        or path.endswith("securityContext")
+README = chartkit.REPO / "README.md"
 
 
 def test_every_value_is_documented():
-    values = yaml.safe_load(VALUES.read_text())
-    docs = documented_keys(VALUES.read_text())
-    leaves = leaf_paths(values)
-    assert len(leaves) > 20
-    undocumented = [p for p in leaves if not docs.get(p)]
-    assert not undocumented, f"values without a '# -- ' comment above them: {undocumented}"
+    text = VALUES.read_text()
+    rows = values_table.values_of(text)
+    assert len(rows) > 40
+    assert values_table.undocumented(text) == []
 
 
 def test_the_doc_checker_notices_a_missing_comment():
-    text = "a:\n  # -- documented\n  b: 1\n  c: 2\n"
-    assert documented_keys(text) == {"a": False, "a.b": True, "a.c": False}
+    text = "a:\n  # -- documented\n  b: 1\n  c: 2\n# -- a whole map\nd:\n  e: 1\n"
+    assert values_table.comments_by_key(text) == {"a": "", "a.b": "documented", "a.c": "",
+                                                  "d": "a whole map", "d.e": ""}
+    assert values_table.undocumented(text) == ["a.c"]
+    assert [v.key for v in values_table.values_of(text)] == ["a.b", "a.c", "d"]
+
+
+def test_multi_line_descriptions_are_joined():
+    text = "# -- first line\n# second line\nx: 1\n"
+    assert values_table.values_of(text)[0].description == "first line second line"
+
+
+def test_readme_table_matches_values_yaml():
+    readme = README.read_text()
+    assert values_table.START in readme and values_table.END in readme, \
+        "README lacks the values-table markers: run python -m scripts.values_table --write README.md"
+    expected = values_table.with_table(readme, values_table.readme_section(VALUES.read_text()))
+    assert readme == expected, "README's values table is stale: python -m scripts.values_table --write README.md"
+
+
+def test_with_table_replaces_only_between_markers():
+    readme = f"intro\n{values_table.START}\nold\n{values_table.END}\noutro\n"
+    assert values_table.with_table(readme, "new") == \
+        f"intro\n{values_table.START}\nnew\n{values_table.END}\noutro\n"
+    assert values_table.with_table("intro\n", "t") == \
+        f"intro\n\n{values_table.START}\nt\n{values_table.END}\n"
+
+
+def test_check_mode_reports_a_stale_table(tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"x\n{values_table.START}\nstale\n{values_table.END}\n")
+    assert values_table.main(["--check", str(readme)]) == 1
+    assert "stale" in capsys.readouterr().err
+    assert values_table.main(["--write", str(readme)]) == 0
+    assert values_table.main(["--check", str(readme)]) == 0
+
+
+def test_undocumented_values_fail_the_script(tmp_path, capsys):
+    values = tmp_path / "values.yaml"
+    values.write_text("# -- ok\na: 1\nb: 2\n")
+    assert values_table.main(["--values", str(values)]) == 1
+    assert "b" in capsys.readouterr().err
 
 
 def schema_paths(schema: dict, prefix: str = "") -> list[str]:
