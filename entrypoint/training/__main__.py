@@ -66,6 +66,8 @@ def main(argv=None) -> int:
         print(json.dumps(config, indent=2, sort_keys=True))
         return EXIT_DONE
 
+    if not os.environ.get("TF_CONFIG"):
+        os.environ.pop("TF_CONFIG", None)  # TensorFlow fails on an empty TF_CONFIG; unset means one worker
     run = RunDir.of(env.shared_dir, env.run_id)
     if read_completed(run) is not None:
         print(f"tfmw completed run={env.run_id}", flush=True)

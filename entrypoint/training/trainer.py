@@ -182,6 +182,14 @@ class StopAgreement:
     def any_wants_stop(self, wants_stop: bool) -> bool:
         return bool(self._agree(tf.constant(1.0 if wants_stop else 0.0)).numpy() > 0.5)
 
+    def same_everywhere(self, value: int) -> bool:
+        """True when every worker holds the same (integer) value, e.g. the restored step.
+
+        If the values differ, at least one worker's differs from the mean; that worker's
+        vote turns the second all-reduce into "no" for everyone."""
+        mean = float(self._agree(tf.constant(float(value))).numpy()) / self.strategy.num_replicas_in_sync
+        return not self.any_wants_stop(abs(value - mean) > 0.25)
+
 
 def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcome:
     """Run (or resume) training to config['steps']; stop_requested() is this worker's SIGTERM flag."""
@@ -232,6 +240,11 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
 
     writer = CheckpointWriter(checkpoint, run, cluster, config["checkpoint"]["keep"])
     agreement = StopAgreement(strategy)
+    if not agreement.same_everywhere(start_step):
+        # Workers would run different numbers of steps and deadlock in a collective.
+        raise ConfigError(f"shared storage: workers restored different checkpoints (this worker: step "
+                          f"{start_step} from {run.checkpoints}); every worker must mount the same "
+                          "shared storage (storage.type emptyDir is per pod)")
     heartbeat = Heartbeat(env.heartbeat_file)
     summaries = (tf.summary.create_file_writer(run.tensorboard)
                  if cluster.is_chief and config["tensorboard"]["enabled"] else tf.summary.create_noop_writer())

@@ -145,3 +145,22 @@ def test_a_killed_peer_makes_the_survivor_exit_retryable(tmp_path):
     errors = [line for line in out.splitlines() if line.startswith("tfmw error ")]
     assert len(errors) == 1 and "retryable=true" in errors[0], out
     assert elapsed < 60, elapsed
+
+
+def test_workers_that_restore_different_steps_refuse_to_train(tmp_path):
+    # What a per-pod emptyDir "shared" volume looks like: only the chief sees the checkpoints.
+    chief_dir, worker_dir = tmp_path / "chief", tmp_path / "worker"
+    args = ["--set", "model.name=mlp", "--set", "steps=10", "--set", "checkpoint.everySteps=5",
+            "--set", "data.synthetic.inputShape=[8,8]", "--set", "export.enabled=false"]
+    first = subprocess.run(trainer_cmd(*args), cwd=REPO, capture_output=True, text=True, timeout=120,
+                           env=base_env({"TFMW_SHARED_DIR": str(chief_dir), "TFMW_RUN_ID": "r", "TF_CONFIG": ""}))
+    assert first.returncode == 0, first.stdout + first.stderr
+    (chief_dir / "r" / "COMPLETED").unlink()
+
+    group = start_group(trainer_cmd(*args, "--set", "steps=20"), 2, str(tmp_path), env={"TFMW_RUN_ID": "r"},
+                        per_worker_env=[{"TFMW_SHARED_DIR": str(chief_dir)}, {"TFMW_SHARED_DIR": str(worker_dir)}])
+    assert group.wait(120) == [2, 2], group.read_all()
+    for out in group.outputs:
+        refusal = [line for line in out.splitlines() if line.startswith("shared storage:")]
+        assert len(refusal) == 1 and "workers restored different checkpoints" in refusal[0], out
+    assert "step 10 from" in group.outputs[0] and "step 0 from" in group.outputs[1]

@@ -79,14 +79,15 @@ class Group:
 
 
 def start_group(cmd: list[str], workers: int, log_dir: str, env: dict | None = None,
-                tag: str = "run") -> Group:
+                tag: str = "run", per_worker_env: list[dict] | None = None) -> Group:
     ports = free_ports(workers)
     procs, logs = [], []
     for i in range(workers):
         log_path = os.path.join(log_dir, f"{tag}-worker{i}.log")
         with open(log_path, "w") as log_file:
             procs.append(subprocess.Popen(cmd, cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT,
-                                          env=base_env({**(env or {}), "TF_CONFIG": tf_config(ports, i)})))
+                                          env=base_env({**(env or {}), **(per_worker_env[i] if per_worker_env else {}),
+                                                        "TF_CONFIG": tf_config(ports, i)})))
         logs.append(log_path)
     return Group(procs, logs)
 
