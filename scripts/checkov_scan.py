@@ -15,6 +15,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import subprocess
@@ -26,9 +27,8 @@ from typing import Iterable, Sequence
 REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / ".tools" / "checkov-venv"
 CHECKOV_REQUIREMENT = "checkov==3.3.30"
-# Installed beside checkov: the marker records which requirement the venv holds, so a
-# changed pin reinstalls and an unchanged one costs nothing.
-STAMP = VENV / ".installed-requirement"
+# A marker in the venv records which requirement it holds: a changed pin reinstalls, an
+# unchanged one costs nothing.
 
 
 class CheckovError(Exception):
@@ -52,10 +52,27 @@ def checkov_executable(venv: Path = VENV) -> Path:
 
 def ensure_checkov(venv: Path = VENV, requirement: str = CHECKOV_REQUIREMENT) -> Path:
     """Install `requirement` into `venv` unless it is already there; return the executable."""
+    exe = checkov_executable(venv)
+    if _installed(venv, requirement):
+        return exe
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    # Several test runs may start at once on a fresh machine: one installs, the others wait.
+    with open(venv.parent / ".checkov-venv.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _installed(venv, requirement):
+            _install(venv, requirement)
+    return exe
+
+
+def _installed(venv: Path, requirement: str) -> bool:
+    stamp = venv / ".installed-requirement"
+    return checkov_executable(venv).exists() and stamp.exists() \
+        and stamp.read_text().strip() == requirement
+
+
+def _install(venv: Path, requirement: str) -> None:
     stamp = venv / ".installed-requirement"
     exe = checkov_executable(venv)
-    if exe.exists() and stamp.exists() and stamp.read_text().strip() == requirement:
-        return exe
     python = venv / "bin" / "python"
     if not python.exists():
         _run([sys.executable, "-m", "venv", str(venv)], "create the checkov venv")
@@ -64,7 +81,6 @@ def ensure_checkov(venv: Path = VENV, requirement: str = CHECKOV_REQUIREMENT) ->
     if not exe.exists():
         raise CheckovError(f"{requirement} installed but {exe} is missing")
     stamp.write_text(requirement + "\n")
-    return exe
 
 
 def _run(cmd: Sequence[str], what: str) -> None:

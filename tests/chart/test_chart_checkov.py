@@ -95,3 +95,19 @@ def test_parse_report_reads_single_and_multi_framework_output():
     assert [f.check_id for f in checkov_scan.parse_report(json.dumps(report))] == ["CKV_K8S_1"]
     assert len(checkov_scan.parse_report(json.dumps([report, report]))) == 2
     assert checkov_scan.parse_report(json.dumps({"passed": 0, "failed": 0})) == []
+
+
+def test_ensure_checkov_is_idempotent(tmp_path, monkeypatch):
+    """An installed, stamped venv is used as is: no pip run (which would fail here)."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "checkov").write_text("")
+    (venv / ".installed-requirement").write_text("checkov==1.0\n")
+    monkeypatch.setattr(checkov_scan, "_run", lambda *a: pytest.fail("must not install"))
+    assert checkov_scan.ensure_checkov(venv, "checkov==1.0") == venv / "bin" / "checkov"
+    # A changed pin reinstalls.
+    calls = []
+    monkeypatch.setattr(checkov_scan, "_run", lambda cmd, what: calls.append(cmd))
+    checkov_scan.ensure_checkov(venv, "checkov==2.0")
+    assert any("checkov==2.0" in cmd for cmd in calls)
+    assert (venv / ".installed-requirement").read_text().strip() == "checkov==2.0"

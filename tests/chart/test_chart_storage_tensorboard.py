@@ -142,3 +142,16 @@ def test_the_peer_check_names_what_is_unreachable(helm, listener):
     assert f"FAIL 127.0.0.1:{closed_port}" in proc.stdout
     assert "FAIL no-such-worker.invalid:2222" in proc.stdout
     assert "1/3 workers reachable" in proc.stdout
+
+
+def test_notes_warn_when_the_object_store_is_unreachable():
+    def notes(*sets):
+        args = ["install", RELEASE, str(chartkit.CHART), "--dry-run=client", "--namespace", "training",
+                "--set", "storage.type=objectStore", "--set", "storage.objectStore.uri=gs://b/r"]
+        for item in sets:
+            args += ["--set", item]
+        result = chartkit.run_helm(chartkit.helm4(), args)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.split("NOTES:", 1)[1]
+    assert "WARNING: storage.type=objectStore but egress is restricted" in notes()
+    assert "WARNING" not in notes("networkPolicy.egress.extraRules[0].ports[0].port=443")
