@@ -8,6 +8,7 @@ RELEASE ?= tf-multiworker
 NAMESPACE ?= default
 SET ?=
 QUICK ?=
+FRESH ?=
 PYTEST_ARGS ?=
 
 PYTHON_BOOTSTRAP ?= python3
@@ -57,7 +58,7 @@ template: setup ## Render the chart for ENV into build/<ENV>/manifests.yaml
 
 .PHONY: local
 local: setup ## Train for real on this machine: the chart rendered with values/local.yaml, one process per worker
-	$(PY) -m scripts.local_run --env $(ENV) $(if $(SET),--set "$(SET)")
+	$(PY) -m scripts.local_run --env $(ENV) $(if $(SET),--set "$(SET)") $(if $(FRESH),--fresh)
 
 .PHONY: deploy
 deploy: setup ## Install or upgrade ENV's release on the current kube context

@@ -1,0 +1,151 @@
+"""`make local`: the chart's rendered workers as local processes, training for real.
+
+    python -m scripts.local_run [--env local] [--set k=v ...] [--network auto|netns|loopback]
+                                [--fresh] [--timeout SECONDS]
+
+Renders the chart (values/<env>.yaml + --set, through scripts.render: the same path as
+`make template`/`make deploy`), takes the StatefulSet's pod template and starts one local
+"pod" per replica with the rendered command and env (downward-API fields filled in),
+peers reachable under their cluster DNS names (network namespaces when root) or through a
+documented loopback port mapping otherwise. Restarts pods that exit (restartPolicy:
+Always), streams every pod's log prefixed with its name, stops cleanly on Ctrl-C, ends
+when every worker has completed and prints a summary. No Kubernetes API server or
+container runtime is involved: this runs the pod spec, not a cluster.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+from scripts import render
+from scripts.localrun.cluster import LocalCluster, Outcome
+from scripts.localrun.network import (LoopbackNetwork, NetnsNetwork, cleanup_stale,
+                                      free_port_range, netns_available)
+from scripts.localrun.podspec import (LocalRunError, build_pods, find_workload, image_env)
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_RUNS = REPO / ".local-runs"
+# Host variables a local pod inherits (a container inherits none; these only make the
+# local interpreter work). TF_CONFIG is never inherited: the launcher derives it.
+INHERITED = ("PATH", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
+             "TF_CPP_MIN_LOG_LEVEL", "TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS",
+             "OMP_NUM_THREADS")
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="make local", description=__doc__.split("\n\n")[0])
+    p.add_argument("--env", default="local", help="values/<env>.yaml overlay (default: local)")
+    p.add_argument("--set", dest="sets", action="append", default=[],
+                   help="helm --set items, e.g. 'workers.replicas=3' (repeatable; space-separated ok)")
+    p.add_argument("--release", default="local", help="release name used for rendering (default: local)")
+    p.add_argument("--namespace", default="default")
+    p.add_argument("--network", choices=("auto", "netns", "loopback"), default="auto",
+                   help="auto: network namespaces when root, else loopback ports")
+    p.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS,
+                   help="where run state lives (shared storage, per-pod folders)")
+    p.add_argument("--fresh", action="store_true",
+                   help="delete this run's shared state first (checkpoints, model, completion)")
+    p.add_argument("--timeout", type=float, default=3600, help="give up after this many seconds")
+    return p.parse_args(argv)
+
+
+def base_env() -> dict[str, str]:
+    env = {k: os.environ[k] for k in INHERITED if k in os.environ}
+    env.update(image_env((REPO / "Dockerfile").read_text()) if (REPO / "Dockerfile").exists() else {})
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def choose_network(mode: str, tag: str, port: int, replicas: int):
+    if mode == "netns" or (mode == "auto" and netns_available()):
+        if not netns_available():
+            raise LocalRunError("--network netns needs root and iproute2 (`ip`); use --network loopback")
+        cleanup_stale(tag)
+        return NetnsNetwork(tag=tag), "network namespaces (one per pod, cluster DNS names)"
+    base = free_port_range(port, replicas)
+    return LoopbackNetwork(base_port=base), f"loopback 127.0.0.1 ports {base}..{base + replicas - 1}"
+
+
+def parse_kv(line: str) -> dict[str, str]:
+    return dict(word.split("=", 1) for word in line.split()[2:] if "=" in word)
+
+
+def summary(cluster: LocalCluster, outcome: Outcome, elapsed: float, run_dir: Path) -> list[str]:
+    states = sorted(cluster.states.values(), key=lambda s: s.pod.ordinal)
+    done = {s.pod.name: parse_kv(l) for s in states for l in s.lines if l.startswith("tfmw done ")}
+    restarts = ", ".join(f"{s.pod.name}={max(s.starts - 1, 0)}" for s in states)
+    head = "completed" if outcome.ok else f"FAILED: {outcome.reason}"
+    lines = [f"tf-multiworker local run {head} in {elapsed:.1f}s ({len(states)} workers)"]
+    if done:
+        chief = done.get(states[0].pod.name) or next(iter(done.values()))
+        lines.append(f"  steps={chief.get('steps')} final_loss={chief.get('final_loss')} "
+                     f"examples_per_sec(chief)={chief.get('examples_per_sec')}")
+        digests = {d.get("weights_digest") for d in done.values()}
+        same = len(digests) == 1 and len(done) == len(states)
+        lines.append(f"  weights identical on every worker: {'yes' if same else 'NO'} "
+                     f"({', '.join(sorted(str(d)[:12] for d in digests))})")
+        lines.append(f"  model: {chief.get('model')}")
+    elif outcome.ok:
+        lines.append("  this run had already completed: nothing was trained again "
+                     "(make local FRESH=1, or --set training.runId=<new id>, to train anew)")
+    lines.append(f"  pod restarts: {restarts}")
+    lines.append(f"  run state: {run_dir}")
+    return lines
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    cluster = None
+    try:
+        rendered = render.prepare(args.env, args.sets, release=args.release, namespace=args.namespace)
+        workload = find_workload(rendered.objects, args.namespace)
+        run_dir = args.runs_dir / args.release
+        run_id = workload.env_value("TFMW_RUN_ID") or "default"
+        if args.fresh:
+            shutil.rmtree(run_dir / "shared" / run_id, ignore_errors=True)
+        shutil.rmtree(run_dir / "pods", ignore_errors=True)  # per-pod emptyDirs start empty
+        pods = build_pods(workload, run_dir.resolve())
+        port = int(workload.env_value("TFMW_PORT") or 2222)
+        network, described = choose_network(args.network, args.release[:4].replace("-", ""),
+                                            port, len(pods))
+        print(f"tf-multiworker local run: {len(pods)} workers of {workload.name} "
+              f"(values/{args.env}.yaml{' + --set ' + ' '.join(rendered.sets) if rendered.sets else ''}), "
+              f"{described}; run state in {run_dir}", flush=True)
+        cluster = LocalCluster(pods, network, base_env(), grace_seconds=min(workload.grace_seconds, 60))
+        stop_requested = []
+
+        def on_signal(signum, _frame):
+            stop_requested.append(signum)
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, on_signal)
+        started = time.monotonic()
+        cluster.start()
+        try:
+            outcome = cluster.wait(args.timeout)
+        except KeyboardInterrupt:
+            outcome = Outcome(False, "interrupted (Ctrl-C): pods stopped, last checkpoint kept", 130)
+        cluster.shutdown()
+        for line in summary(cluster, outcome, time.monotonic() - started, run_dir):
+            print(line, flush=True)
+        return outcome.exit_code
+    except (render.ToolError, LocalRunError) as err:
+        if cluster is not None:
+            cluster.shutdown()
+        print(f"make local: {err}", file=sys.stderr)
+        return getattr(err, "exit_code", 2)
+    except KeyboardInterrupt:
+        if cluster is not None:
+            cluster.shutdown()
+        print("make local: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

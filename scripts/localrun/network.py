@@ -1,0 +1,145 @@
+"""Where local pods live on the network.
+
+netns mode (root, iproute2): one network namespace per pod on a private bridge, each with
+its own address in 198.18.0.0/15 (RFC 2544's range for test networks; nothing routes out),
+and a hosts file (`/etc/netns/<ns>/hosts`, bind-mounted by `ip netns exec`) mapping every
+pod's cluster DNS name, as the headless Service would. Every pod uses the chart's one
+port, exactly as in a cluster; cutting a pod's link is a real network partition.
+
+loopback mode (no root): every pod on 127.0.0.1. TF's gRPC server binds the wildcard
+address, so worker j listens on port+j (TFMW_LOOPBACK_PORTS=1 tells the launcher).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from .podspec import LocalPod, LocalRunError
+
+SUBNET = "198.18.{block}.{host}"
+
+
+def netns_available() -> bool:
+    return os.geteuid() == 0 and shutil.which("ip") is not None
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise LocalRunError(f"`ip {' '.join(args)}` failed: {proc.stderr.strip()}")
+    return proc
+
+
+@dataclass
+class NetnsNetwork:
+    """A bridge plus one namespace per pod. Names carry a short tag so parallel runs and
+    leftovers of a killed run are told apart (`cleanup_stale` removes the latter)."""
+    tag: str
+    block: int = 0
+    bridge: str = field(init=False)
+    created: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.bridge = f"tfmw{self.tag}br"
+
+    def ns_name(self, ordinal: int) -> str:
+        return f"tfmw{self.tag}p{ordinal}"
+
+    def veth_name(self, ordinal: int) -> str:
+        return f"tfmw{self.tag}v{ordinal}"
+
+    def address(self, ordinal: int) -> str:
+        return SUBNET.format(block=self.block, host=ordinal + 2)
+
+    def setup(self, pods: Sequence[LocalPod]) -> None:
+        _ip("link", "add", self.bridge, "type", "bridge")
+        self.created.append("bridge")
+        _ip("link", "set", self.bridge, "up")
+        hosts = ["127.0.0.1 localhost", "::1 localhost"]
+        hosts += [f"{self.address(p.ordinal)} {p.fqdn} {p.hostname}" for p in pods]
+        for pod in pods:
+            ns = self.ns_name(pod.ordinal)
+            _ip("netns", "add", ns)
+            self.created.append(ns)
+            etc = Path("/etc/netns") / ns
+            etc.mkdir(parents=True, exist_ok=True)
+            (etc / "hosts").write_text("\n".join(hosts) + "\n")
+            # No DNS server inside: any name outside the hosts file fails at once, and no
+            # query ever leaves the namespace.
+            (etc / "resolv.conf").write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+            _ip("link", "add", self.veth_name(pod.ordinal), "type", "veth", "peer", "name", "eth0",
+                "netns", ns)
+            _ip("link", "set", self.veth_name(pod.ordinal), "master", self.bridge, "up")
+            _ip("-n", ns, "addr", "add", f"{self.address(pod.ordinal)}/16", "dev", "eth0")
+            _ip("-n", ns, "link", "set", "eth0", "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+            pod.netns, pod.ip = ns, self.address(pod.ordinal)
+
+    def wrap(self, pod: LocalPod, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", pod.netns, *argv]
+
+    def set_link(self, ordinal: int, up: bool) -> None:
+        """Cut or restore one pod's network (its veth on the bridge side)."""
+        _ip("link", "set", self.veth_name(ordinal), "up" if up else "down")
+
+    def teardown(self) -> None:
+        for name in reversed(self.created):
+            if name == "bridge":
+                _ip("link", "del", self.bridge, check=False)
+            else:
+                _ip("netns", "del", name, check=False)
+                shutil.rmtree(Path("/etc/netns") / name, ignore_errors=True)
+        self.created.clear()
+
+
+def cleanup_stale(tag: str) -> None:
+    """Remove namespaces/bridge a previous, killed run with the same tag left behind."""
+    listed = _ip("netns", "list", check=False).stdout.split()
+    for name in listed:
+        if name.startswith(f"tfmw{tag}p"):
+            _ip("netns", "del", name, check=False)
+            shutil.rmtree(Path("/etc/netns") / name, ignore_errors=True)
+    _ip("link", "del", f"tfmw{tag}br", check=False)
+
+
+@dataclass
+class LoopbackNetwork:
+    """All pods on 127.0.0.1, worker j on base_port + j."""
+    base_port: int
+
+    def setup(self, pods: Sequence[LocalPod]) -> None:
+        for pod in pods:
+            pod.ip = "127.0.0.1"
+            pod.env["TFMW_LOOPBACK_PORTS"] = "1"
+            pod.env["TFMW_PORT"] = str(self.base_port)
+
+    def wrap(self, pod: LocalPod, argv: list[str]) -> list[str]:
+        return argv
+
+    def set_link(self, ordinal: int, up: bool) -> None:
+        raise LocalRunError("cutting a pod's network needs network namespaces (run as root)")
+
+    def teardown(self) -> None:
+        pass
+
+
+def free_port_range(preferred: int, count: int) -> int:
+    """`preferred` if preferred..preferred+count-1 are all free on loopback, else another
+    free range: two runs on one machine must not collide."""
+    def free(port: int) -> bool:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return True
+            except OSError:
+                return False
+    candidates = [preferred] + list(range(20000, 60000, 97))
+    for base in candidates:
+        if base + count <= 65535 and all(free(base + j) for j in range(count)):
+            return base
+    raise LocalRunError(f"no {count} free consecutive loopback ports found")
