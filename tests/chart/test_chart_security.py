@@ -106,7 +106,7 @@ def selects(selector: dict, labels: dict) -> bool:
 
 
 def test_networkpolicy_admits_grpc_only_from_the_release(helm, render):
-    objects = render(helm, ALL_ON)
+    objects = render(helm, overlay_path("local"))   # CPU workers: gRPC is their only port
     sts = one(objects, "StatefulSet")
     worker_labels = pod_labels(sts)
     policies = find(objects, "NetworkPolicy")
@@ -127,6 +127,20 @@ def test_networkpolicy_admits_grpc_only_from_the_release(helm, render):
     assert not selects(peer["podSelector"], other)
 
 
+def test_gpu_workers_reach_each_other_on_any_tcp_port_for_nccl(helm, render):
+    objects = render(helm, ALL_ON)
+    worker_labels = pod_labels(one(objects, "StatefulSet"))
+    policy = one(objects, "NetworkPolicy", f"{FULLNAME}-workers")
+    grpc_rule, nccl_rule = policy["spec"]["ingress"]
+    assert grpc_rule["ports"] == [{"port": 2222, "protocol": "TCP"}]
+    assert nccl_rule["ports"] == [{"protocol": "TCP"}]
+    (peer,) = nccl_rule["from"]
+    assert selects(peer["podSelector"], worker_labels)
+    # Only workers: the test pod (and TensorBoard) still reach nothing but gRPC.
+    assert not selects(peer["podSelector"], pod_labels(one(objects, "Pod")))
+    assert policy["spec"]["egress"][0]["ports"] == [{"protocol": "TCP"}]
+
+
 def test_every_pod_is_covered_by_a_networkpolicy(helm, render):
     objects = render(helm, ALL_ON)
     policies = find(objects, "NetworkPolicy")
@@ -137,7 +151,7 @@ def test_every_pod_is_covered_by_a_networkpolicy(helm, render):
 
 
 def test_egress_is_restricted_to_peers_dns_and_extra_rules(helm, render):
-    objects = render(helm, ALL_ON)
+    objects = render(helm, ALL_ON, sets=("workers.gpus=0",))
     policy = one(objects, "NetworkPolicy", f"{FULLNAME}-workers")
     egress = policy["spec"]["egress"]
     to_workers, dns, extra = egress
