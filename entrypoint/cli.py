@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .cluster import build_tf_config, cluster_hosts, parse_tf_config
+from .cluster import build_tf_config, cluster_hosts, parse_tf_config, task_is_chief
 from .errors import EXIT_OK, LauncherError
 from .identity import parse_pod_name
 from .peers import wait_for_peers
@@ -65,7 +65,7 @@ def cmd_run(env: Mapping[str, str], command: Sequence[str]) -> int:
         max_restarts=settings.max_restarts,
         hang_timeout_seconds=settings.hang_timeout_seconds,
         exit_on_completion=settings.exit_on_completion,
-        regroup=regroup, log=log))
+        regroup=regroup, is_chief=task_is_chief(tf_config), log=log))
     signal.signal(signal.SIGTERM, lambda signum, _frame: supervisor.request_stop(signum))
     signal.signal(signal.SIGINT, lambda signum, _frame: supervisor.request_stop(signum))
     try:

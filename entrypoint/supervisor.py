@@ -56,6 +56,7 @@ class SupervisorConfig:
     poll_seconds: float = 0.5
     backoff_first_seconds: float = 1.0
     regroup: Callable[[], None] = lambda: None  # re-check peers before a restart
+    is_chief: bool = False          # the chief records completion if the command did not
     log: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
 
 
@@ -100,7 +101,14 @@ class Supervisor:
             outcome = classify_exit(returncode)
             if outcome == DONE:
                 self.cfg.log("tfmw launcher training finished")
-                return self._idle_completed(completed_marker(self.cfg.run_dir))
+                marker = completed_marker(self.cfg.run_dir)
+                if self.cfg.is_chief and marker is not None and not marker.exists():
+                    # A user command knows nothing of the marker: record completion for it,
+                    # so a restarted pod of this run never trains again either.
+                    write_marker(marker, {"by": "launcher", "command": " ".join(self.cfg.command),
+                                          "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                       time.gmtime())})
+                return self._idle_completed(marker)
             if outcome == PERMANENT:
                 self.cfg.log(f"tfmw launcher training refused its configuration (exit {returncode}); "
                              "not retrying: fix training.config")
@@ -186,6 +194,14 @@ class Supervisor:
                      "training.runId to train again")
         self._stop.wait()
         return EXIT_OK
+
+
+def write_marker(path: Path, record: dict) -> None:
+    """Write-then-rename: a reader sees no marker or a whole one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
 
 
 def _read_heartbeat(path: Path) -> int | None:

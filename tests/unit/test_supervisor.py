@@ -177,3 +177,21 @@ def test_launcher_cli_supervises_and_forwards_sigterm(tmp_path):
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 143
     assert json.loads(lines[-1].split(" ", 1)[1])["cluster"]["worker"] == ["127.0.0.1:2222"]
+
+
+def test_chief_records_completion_for_a_user_command(tmp_path):
+    sup, _ = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])), is_chief=True)
+    assert sup.run() == 0
+    record = json.loads((tmp_path / "run" / "COMPLETED").read_text())
+    assert record["by"] == "launcher"
+    # ... and the next start of any pod of this run trains nothing.
+    again, logs = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])))
+    assert again.run() == 0
+    assert attempts(tmp_path) == 1
+    assert logs[0].startswith("tfmw completed run=r1")
+
+
+def test_non_chief_does_not_record_completion(tmp_path):
+    sup, _ = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])), is_chief=False)
+    assert sup.run() == 0
+    assert not (tmp_path / "run" / "COMPLETED").exists()
