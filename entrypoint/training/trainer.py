@@ -299,6 +299,9 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
         return Outcome(step, final_loss, steady.rate(), "", digest, stopped=True)
 
     model_path = export_model(model, run, cluster) if config["export"]["enabled"] else ""
+    # Barrier: nobody leaves before every worker has exported; the chief (which hosts the
+    # coordination service) exiting early makes the others' last TensorFlow calls fail.
+    agreement.any_wants_stop(False)
     seconds = time.monotonic() - started
     overall = steady.rate()
     if cluster.is_chief:
