@@ -26,6 +26,7 @@ def test_every_overlay_renders_a_statefulset_and_headless_service(helm, render, 
     sts = one(objects, "StatefulSet", FULLNAME)
     svc = one(objects, "Service", FULLNAME)
     assert sts["spec"]["podManagementPolicy"] == "Parallel"
+    assert sts["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "100%"
     assert sts["spec"]["serviceName"] == svc["metadata"]["name"]
     assert sts["spec"]["replicas"] == overlay["workers"]["replicas"]
     assert svc["spec"]["clusterIP"] == "None"

@@ -186,6 +186,7 @@ def test_service_account_without_token_and_no_rbac(helm, render, variant):
     for name, spec, _ in pod_templates(objects):
         assert spec["serviceAccountName"] == sa["metadata"]["name"], name
         assert spec["automountServiceAccountToken"] is False, name
+        assert spec["enableServiceLinks"] is False, name
     kinds = {o["kind"] for o in objects}
     assert not kinds & {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
 

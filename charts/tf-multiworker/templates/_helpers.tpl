@@ -174,11 +174,14 @@ Empty means the cluster's default scheduler (the field is then not rendered).
 
 {{/*
 Pod-level settings every pod of the chart shares: its own ServiceAccount without an API
-token (the pods never talk to the API server), the restricted security context.
+token (the pods never talk to the API server), no service-link variables (a Service named
+like a TFMW_* prefix would otherwise inject look-alike variables), the restricted security
+context.
 */}}
-{{- define "tf-multiworker.podSecurity" -}}
+{{- define "tf-multiworker.podCommon" -}}
 serviceAccountName: {{ include "tf-multiworker.serviceAccountName" . }}
 automountServiceAccountToken: false
+enableServiceLinks: false
 {{- with .Values.podSecurityContext }}
 securityContext:
   {{- toYaml . | nindent 2 }}
