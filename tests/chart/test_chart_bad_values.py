@@ -61,6 +61,7 @@ BAD_VALUES = {
     "config-not-a-map": Bad(("training.config=steps",), "training.config"),
     "pull-policy": Bad(("image.pullPolicy=Sometimes",), "image.pullPolicy"),
     "digest-malformed": Bad(("image.digest=sha256:abc",), "image.digest"),
+    "image-repository-uppercase": Bad(("image.repository=Registry/TFMW",), "image.repository"),
     "image-typo": Bad(("image.tags=1",), "image.tags", unknown=True),
     "storage-type": Bad(("storage.type=nfs",), "storage.type"),
     "mount-path-relative": Bad(("storage.mountPath=shared",), "storage.mountPath"),

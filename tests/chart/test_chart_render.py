@@ -130,6 +130,8 @@ def test_image_digest_wins_over_tag(helm, render):
     pinned = worker_container(render(helm, sets=("image.repository=reg.example/tfmw",
                                                  "image.tag=1.2.3", f"image.digest={digest}")))
     assert pinned["image"] == f"reg.example/tfmw@{digest}"
+    local = worker_container(render(helm, sets=("image.repository=localhost:5000/ml__team/tf-mw",)))
+    assert local["image"] == "localhost:5000/ml__team/tf-mw:0.1.0"
     default = worker_container(render(helm))
     assert default["image"].endswith(":0.1.0")   # appVersion
 
