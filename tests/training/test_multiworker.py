@@ -130,13 +130,15 @@ def test_sigterm_to_one_worker_stops_the_group_at_a_checkpoint_and_restart_resum
     assert json.loads((tmp_path / "resume" / "COMPLETED").read_text())["steps"] == total
 
 
-def test_a_killed_peer_makes_the_survivor_exit_retryable(tmp_path):
+def test_a_killed_peer_makes_the_survivor_exit_retryable_and_a_restart_resumes(tmp_path):
+    total = 400
     env = {"TFMW_SHARED_DIR": str(tmp_path), "TFMW_RUN_ID": "peerloss"}
-    args = ["--set", "model.name=mlp", "--set", "steps=100000", "--set", "logEverySteps=10",
-            "--set", "data.synthetic.inputShape=[8,8]", "--set", "timeoutSeconds=30"]
-    group = start_group(trainer_cmd(*args), 2, str(tmp_path), env=env)
-    wait_for_line(group, 0, lambda r: step_of(r) >= 20, timeout=120)
-    group.procs[1].kill()
+    args = ["--set", "model.name=mlp", "--set", f"steps={total}", "--set", "logEverySteps=10",
+            "--set", "checkpoint.everySteps=50", "--set", "data.synthetic.inputShape=[8,8]",
+            "--set", "timeoutSeconds=30", "--set", "export.enabled=false"]
+    group = start_group(trainer_cmd(*args), 2, str(tmp_path), env=env, tag="first")
+    wait_for_line(group, 0, lambda r: step_of(r) >= 120, timeout=120)
+    group.procs[1].kill()  # a crash: no chance to checkpoint
     killed_at = time.monotonic()
     code = group.procs[0].wait(timeout=90)
     elapsed = time.monotonic() - killed_at
@@ -145,6 +147,17 @@ def test_a_killed_peer_makes_the_survivor_exit_retryable(tmp_path):
     errors = [line for line in out.splitlines() if line.startswith("tfmw error ")]
     assert len(errors) == 1 and "retryable=true" in errors[0], out
     assert elapsed < 60, elapsed
+    assert not any(line.startswith("tfmw done") for line in out.splitlines())
+
+    state = (tmp_path / "peerloss" / "checkpoints" / "checkpoint").read_text()
+    saved = int(state.split('model_checkpoint_path: "ckpt-')[1].split('"')[0])
+    assert saved >= 100 and saved % 50 == 0
+    again = start_group(trainer_cmd(*args), 2, str(tmp_path), env=env, tag="second")
+    assert again.wait(180) == [0, 0], again.read_all()
+    for output in again.outputs:
+        assert f"resume_step={saved} " in output
+        assert parse_line(output, "done")[0]["steps"] == str(total)
+    assert len({parse_line(o, "done")[0]["weights_digest"] for o in again.outputs}) == 1
 
 
 def test_workers_that_restore_different_steps_refuse_to_train(tmp_path):
