@@ -41,7 +41,7 @@ $(TOOLS_STAMP): scripts/tools.py
 setup: $(VENV_STAMP) $(TOOLS_STAMP) ## Create the venv and install pinned, verified helm/helm3/kubectl (idempotent)
 
 .PHONY: test
-test: setup ## Run every test (unit, chart, e2e with real TensorFlow)
+test: setup lint ## make lint, then every test (unit, chart, deploy, training, e2e with real TensorFlow)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 .PHONY: test-fast
