@@ -105,7 +105,9 @@ BAD_VALUES = {
 TEMPLATE_REFUSALS = {
     "extra-env-shadows-contract": (("workers.extraEnv[0].name=TFMW_PORT",
                                     "workers.extraEnv[0].value=x"),
-                                   "workers.extraEnv[0].name=TFMW_PORT"),
+                                   "workers.extraEnv[0].name=TFMW_PORT: this variable is derived from values"),
+    "extra-env-sets-tf-config": (("workers.extraEnv[0].name=TF_CONFIG", "workers.extraEnv[0].value=x"),
+                                 "workers.extraEnv[0].name=TF_CONFIG"),
     "tensorboard-without-shared-storage": (("tensorboard.enabled=true",),
                                            "tensorboard.enabled=true needs shared storage"),
 }

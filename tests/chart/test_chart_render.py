@@ -68,12 +68,14 @@ def test_container_command_args_and_env_follow_the_contract(helm, render):
     assert container["ports"][0] == {"name": "grpc", "containerPort": 2222, "protocol": "TCP"}
 
 
-def test_values_reach_the_env_and_ports(helm, render):
-    objects = render(helm, sets=("workers.replicas=5", "workers.port=3333",
+def test_values_reach_the_env_and_ports(helm, tmp_path):
+    # The supervisor's own knobs pass through extraEnv (they are not derived from values).
+    extra = tmp_path / "extra-env.yaml"
+    extra.write_text(yaml.safe_dump({"workers": {"extraEnv": [
+        {"name": "EXTRA", "value": "yes"}, {"name": "TFMW_MAX_RESTARTS", "value": "3"}]}}))
+    objects = chartkit.template(helm, [extra], sets=("workers.replicas=5", "workers.port=3333",
                                  "clusterDomain=corp.example", "peers.timeoutSeconds=42",
-                                 "storage.mountPath=/data/shared",
-                                 "workers.extraEnv[0].name=EXTRA",
-                                 "workers.extraEnv[0].value=yes"))
+                                 "storage.mountPath=/data/shared"))
     container = worker_container(objects)
     env = {name: item.get("value") for name, item in env_of(container).items()}
     assert env["TFMW_REPLICAS"] == "5"
@@ -83,6 +85,7 @@ def test_values_reach_the_env_and_ports(helm, render):
     assert env["TFMW_SHARED_DIR"] == "/data/shared"
     assert env["TFMW_RUN_ID"] == RELEASE          # default: the release name
     assert env["EXTRA"] == "yes"
+    assert env["TFMW_MAX_RESTARTS"] == "3"
     assert container["ports"][0]["containerPort"] == 3333
     assert {"name": "shared", "mountPath": "/data/shared"} in container["volumeMounts"]
     svc = one(objects, "Service", FULLNAME)
