@@ -109,11 +109,11 @@ def build_input(config: dict, shared_dir: str, num_workers: int, worker_index: i
         syn = data["synthetic"]
         x, y = make_synthetic(syn["examples"], tuple(syn["inputShape"]), syn["numClasses"], config["seed"])
         x, y = shard_arrays(x, y, num_workers, worker_index)
-        return _from_arrays(x, y, config, seed, f"synthetic examples={syn['examples']}", syn["numClasses"])
+        return _from_arrays(x, y, config, seed, f"synthetic(examples={syn['examples']})", syn["numClasses"])
 
     files = list_files(data_path(config, shared_dir), data["format"])
     plan: ShardPlan = plan_shards(files, num_workers, worker_index)
-    describe = f"{data['format']} files={len(plan.files)}/{len(files)} shard_by={plan.by}"
+    describe = f"{data['format']}(files={len(plan.files)}/{len(files)},shard_by={plan.by})"
     if data["format"] == "npz":
         x, y = _load_npz(plan.files)
         if plan.by == "data":

@@ -216,7 +216,7 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
     total = config["steps"]
     log(f"tfmw start run={env.run_id} worker={cluster.worker_index}/{cluster.num_workers} "
         f"replicas={replicas} global_batch={global_batch} collective={collective} "
-        f"model={config['model']['name']} data=\"{spec.describe}\" resume_step={start_step} steps={total}")
+        f"model={config['model']['name']} data={spec.describe} resume_step={start_step} steps={total}")
 
     replica_batch = per_replica  # distribute_datasets_from_function: the fn batches per replica
     dist_dataset = strategy.distribute_datasets_from_function(

@@ -51,7 +51,6 @@ def test_digits_two_workers_train_export_and_reach_accuracy(tmp_path):
     assert prep.returncode == 0, prep.stderr
     config = tmp_path / "training.yaml"
     config.write_text(DIGITS_CONFIG)
-    heartbeat = tmp_path / "hb-{}"
     env = {"TFMW_SHARED_DIR": str(tmp_path), "TFMW_RUN_ID": "digits", "TFMW_TRAINING_CONFIG": str(config)}
     group = start_group(trainer_cmd(), 2, str(tmp_path), env=env)
     codes = group.wait(240)
@@ -64,7 +63,7 @@ def test_digits_two_workers_train_export_and_reach_accuracy(tmp_path):
     assert done[0]["weights_digest"] == done[1]["weights_digest"]  # every worker ended with the same weights
     assert len(done[0]["weights_digest"]) == 64
     # each worker read whole files, two of the four
-    assert 'data="npz files=2/4 shard_by=file"' in group.outputs[1]
+    assert 'data=npz(files=2/4,shard_by=file) ' in group.outputs[1]
 
     progress = parse_line(group.outputs[0], "progress")
     assert [r["step"] for r in progress] == [f"{s}/300" for s in range(50, 301, 50)]
@@ -92,7 +91,6 @@ def test_digits_two_workers_train_export_and_reach_accuracy(tmp_path):
     again = subprocess.run(trainer_cmd(), cwd=REPO, capture_output=True, text=True, timeout=60,
                            env=base_env({**env, "TF_CONFIG": ""}))
     assert again.returncode == 0 and again.stdout.strip() == "tfmw completed run=digits", again.stderr
-    del heartbeat
 
 
 def test_sigterm_to_one_worker_stops_the_group_at_a_checkpoint_and_restart_resumes(tmp_path):

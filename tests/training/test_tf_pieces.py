@@ -39,7 +39,7 @@ def test_fewer_files_than_workers_shards_by_data_disjointly(tmp_path, fmt):
     specs = [build_input(config, "/", 2, i) for i in range(2)]
     assert [s.examples_per_worker for s in specs] == [45, 45]
     assert specs[0].input_shape == (8, 8) and specs[0].num_classes == 10
-    assert "shard_by=data" in specs[0].describe
+    assert specs[0].describe == f"{fmt}(files=1/1,shard_by=data)"
     assert first_labels(specs[0], 5, 45) == [int(v) for v in y[0::2]]  # every 2nd example, in order
     assert first_labels(specs[1], 5, 45) == [int(v) for v in y[1::2]]
 
