@@ -65,7 +65,10 @@ def test_coscheduling_gang(helm, render):
 def test_kueue_gang(helm, render):
     objects = render(helm, overlay_path("prod"), sets=("scheduling.gang=kueue",
                                                        "scheduling.kueue.queueName=team-a"))
-    assert not find(objects, "PodGroup")   # Kueue builds its Workload from the pods
+    assert not find(objects, "PodGroup")   # Kueue builds its Workload itself
+    # The StatefulSet integration (Kueue >= 0.11) reads the label on the StatefulSet ...
+    assert one(objects, "StatefulSet")["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    # ... older Kueue's plain-pod groups read the pods' labels and annotation.
     template = worker(objects)
     assert template["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     assert template["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] == FULLNAME
