@@ -82,6 +82,7 @@ def test_runai_gang(helm, render):
     template = worker(objects)
     assert template["spec"]["schedulerName"] == "runai-scheduler"
     assert template["metadata"]["labels"]["project"] == "vision"
+    assert template["metadata"]["labels"]["runai/queue"] == "vision"
     assert not find(objects, "PodGroup")
 
 
