@@ -97,6 +97,8 @@ def validate(config: dict) -> None:
     if errors:
         raise ConfigError(f"training config: {_describe(errors[0])}")
     _validate_model_args(config.get("model", {}))
+    if "steps" in config and "epochs" in config:
+        raise ConfigError("training config: epochs: set either steps or epochs, not both")
 
 
 def _validate_model_args(model: dict) -> None:

@@ -56,6 +56,7 @@ SCHEMA: dict = {
         },
         "batchSizePerReplica": _POSITIVE_INT,
         "steps": _POSITIVE_INT,
+        "epochs": _POSITIVE_INT,
         "learningRate": {"type": "number", "exclusiveMinimum": 0},
         "optimizer": {"enum": ["sgd", "adam"]},
         "checkpoint": {

@@ -145,6 +145,11 @@ def export_model(model, run: RunDir, cluster: Cluster) -> str:
     return target
 
 
+def steps_for_epochs(epochs: int, total_examples: int, global_batch: int) -> int:
+    """Steps for `epochs` passes over the whole data set at the global batch size (at least 1)."""
+    return max(1, -(-epochs * total_examples // global_batch))
+
+
 class Throughput:
     """Steady-state examples/s over the logging windows, without the first (graph tracing)
     window unless it is the only one; checkpoint and export time are never counted."""
@@ -182,6 +187,10 @@ class StopAgreement:
     def any_wants_stop(self, wants_stop: bool) -> bool:
         return bool(self._agree(tf.constant(1.0 if wants_stop else 0.0)).numpy() > 0.5)
 
+    def total(self, value: float) -> float:
+        """Sum of value over all replicas (each worker passes its own value once per replica)."""
+        return float(self._agree(tf.constant(float(value))).numpy())
+
     def same_everywhere(self, value: int) -> bool:
         """True when every worker holds the same (integer) value, e.g. the restored step.
 
@@ -213,7 +222,13 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
                                          step=tf.Variable(0, dtype=tf.int64, trainable=False))
     start_step = restore_latest(checkpoint, run.checkpoints)
+    agreement = StopAgreement(strategy)
     total = config["steps"]
+    if config.get("epochs"):
+        # Shards can differ in size: every worker must run the same number of steps, so the
+        # count comes from the group's total number of examples (an all-reduce), not this shard.
+        examples = agreement.total(spec.examples_per_worker) / strategy.num_replicas_in_sync * cluster.num_workers
+        total = steps_for_epochs(config["epochs"], int(round(examples)), global_batch)
     log(f"tfmw start run={env.run_id} worker={cluster.worker_index}/{cluster.num_workers} "
         f"replicas={replicas} global_batch={global_batch} collective={collective} "
         f"model={config['model']['name']} data={spec.describe} resume_step={start_step} steps={total}")
@@ -239,7 +254,6 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
         return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(step_fn, args=(x, y)), axis=None)
 
     writer = CheckpointWriter(checkpoint, run, cluster, config["checkpoint"]["keep"])
-    agreement = StopAgreement(strategy)
     if not agreement.same_everywhere(start_step):
         # Workers would run different numbers of steps and deadlock in a collective.
         raise ConfigError(f"shared storage: workers restored different checkpoints (this worker: step "

@@ -17,7 +17,7 @@ from .workers import REPO, base_env
 BAD_CONFIGS = [
     ("steps: -1", "training config: steps: -1 is less than the minimum of 1"),
     ("stepz: 10", "training config: stepz: unknown key (allowed here: batchSizePerReplica, checkpoint, "
-                  "collective, data, export, learningRate, logEverySteps, model, optimizer, seed, steps, "
+                  "collective, data, epochs, export, learningRate, logEverySteps, model, optimizer, seed, steps, "
                   "tensorboard, timeoutSeconds)"),
     ("model: {name: resnet50}", "training config: model.name: 'resnet50' is neither a built-in model "
                                 "(cnn, mlp, resnet) nor 'package.module:function'"),
@@ -36,6 +36,8 @@ BAD_CONFIGS = [
     ("timeoutSeconds: -5",
      "training config: timeoutSeconds: -5 must be null (no timeout) or a number of seconds > 0"),
     ("data: {synthetic: {inputShape: []}}", "training config: data.synthetic.inputShape: [] should be non-empty"),
+    ("steps: 10\nepochs: 2", "training config: epochs: set either steps or epochs, not both"),
+    ("epochs: 0", "training config: epochs: 0 is less than the minimum of 1"),
     ("- steps\n- 10", "must hold a mapping, got list"),
     ("steps: [1, 2", "is not valid YAML/JSON"),
 ]

@@ -20,7 +20,7 @@ DIGITS_CONFIG = """
 model: {name: mlp, args: {hidden: 64}}
 data: {source: files, path: data/train, format: npz, numClasses: 10}
 batchSizePerReplica: 32
-steps: 300
+epochs: 14
 learningRate: 0.01
 checkpoint: {everySteps: 100, keep: 2}
 logEverySteps: 50
@@ -59,24 +59,25 @@ def test_digits_two_workers_train_export_and_reach_accuracy(tmp_path):
     done = [parse_line(out, "done") for out in group.outputs]
     assert all(len(d) == 1 for d in done), group.read_all()
     done = [d[0] for d in done]
-    assert [d["steps"] for d in done] == ["300", "300"]
+    # epochs: 14 over 1438 training examples at a global batch of 2 x 32: ceil(14 * 1438 / 64) steps
+    assert [d["steps"] for d in done] == ["315", "315"]
     assert done[0]["weights_digest"] == done[1]["weights_digest"]  # every worker ended with the same weights
     assert len(done[0]["weights_digest"]) == 64
     # each worker read whole files, two of the four
     assert 'data=npz(files=2/4,shard_by=file) ' in group.outputs[1]
 
     progress = parse_line(group.outputs[0], "progress")
-    assert [r["step"] for r in progress] == [f"{s}/300" for s in range(50, 301, 50)]
+    assert [r["step"] for r in progress] == [f"{s}/315" for s in [*range(50, 301, 50), 315]]
     losses = [float(r["loss"]) for r in progress]
     assert losses[-1] < losses[0] / 4, losses
 
     run = tmp_path / "digits"
     completed = json.loads((run / "COMPLETED").read_text())
-    assert completed["steps"] == 300 and completed["model"] == str(run / "model")
+    assert completed["steps"] == 315 and completed["model"] == str(run / "model")
     assert completed["weightsDigest"] == done[0]["weights_digest"]
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
-        "checkpoint", "ckpt-200.data-00000-of-00001", "ckpt-200.index",
-        "ckpt-300.data-00000-of-00001", "ckpt-300.index"]  # keep: 2, chief only, no worker temp files
+        "checkpoint", "ckpt-300.data-00000-of-00001", "ckpt-300.index",
+        "ckpt-315.data-00000-of-00001", "ckpt-315.index"]  # keep: 2, chief only, no worker temp files
     assert any(p.name.startswith("events.out.tfevents") for p in (run / "tensorboard").iterdir())
 
     # A fresh process reloads the exported model and predicts the held-out digits.

@@ -110,3 +110,10 @@ def test_nccl_without_gpus_is_a_config_error():
     from entrypoint.training.trainer import make_strategy
     with pytest.raises(ConfigError, match="collective: nccl needs GPUs but none are visible"):
         make_strategy({"collective": "nccl", "timeoutSeconds": None})
+
+
+def test_steps_for_epochs_rounds_up_and_is_at_least_one():
+    from entrypoint.training.trainer import steps_for_epochs
+    assert steps_for_epochs(14, 1438, 64) == 315
+    assert steps_for_epochs(1, 64, 64) == 1
+    assert steps_for_epochs(1, 10, 64) == 1
