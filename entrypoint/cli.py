@@ -55,8 +55,11 @@ def cmd_run(env: Mapping[str, str], command: Sequence[str]) -> int:
         wait_for_peers(hosts, settings.peer_timeout_seconds, log=log)
 
     regroup()
+    # An object-store URI (gs://, s3://) is the trainer's business (tf.io.gfile); the
+    # launcher never imports TF, so it looks for the completion marker on mounted paths only.
     run_dir = (Path(settings.shared_dir) / settings.run_id
-               if settings.shared_dir and settings.run_id else None)
+               if settings.shared_dir and settings.run_id and "://" not in settings.shared_dir
+               else None)
     child_env = dict(env, TF_CONFIG=json.dumps(tf_config, separators=(",", ":")))
     heartbeat = Path(tempfile.gettempdir()) / f"tfmw-heartbeat-{os.getpid()}"
     supervisor = Supervisor(SupervisorConfig(
