@@ -55,6 +55,8 @@ BAD_VALUES = {
     "run-id-not-dns": Bad(("training.runId=Run_1",), "training.runId"),
     "cluster-domain-not-dns": Bad(("clusterDomain=bad..domain",), "clusterDomain"),
     "peer-timeout-zero": Bad(("peers.timeoutSeconds=0",), "peers.timeoutSeconds"),
+    "max-restarts-negative": Bad(("training.maxRestarts=-1",), "training.maxRestarts"),
+    "hang-timeout-string": Bad(("training.hangTimeoutSeconds=soon",), "training.hangTimeoutSeconds"),
     "command-deleted": Bad(("training.command=null",), "training.command", missing=True),
     "replicas-deleted": Bad(("workers.replicas=null",), "workers.replicas", missing=True),
     "command-empty-word": Bad(("training.command={}",), "training.command.0"),

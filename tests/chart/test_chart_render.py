@@ -61,6 +61,8 @@ def test_container_command_args_and_env_follow_the_contract(helm, render):
         "TFMW_PORT": "2222",
         "TFMW_CLUSTER_DOMAIN": "cluster.local",
         "TFMW_PEER_TIMEOUT_SECONDS": "120",
+        "TFMW_MAX_RESTARTS": "20",
+        "TFMW_HANG_TIMEOUT_SECONDS": "600",
         "TFMW_TRAINING_CONFIG": "/etc/tf-multiworker/training.yaml",
         "TFMW_SHARED_DIR": "/shared",
         "TFMW_RUN_ID": "run-7",
@@ -69,13 +71,12 @@ def test_container_command_args_and_env_follow_the_contract(helm, render):
 
 
 def test_values_reach_the_env_and_ports(helm, tmp_path):
-    # The supervisor's own knobs pass through extraEnv (they are not derived from values).
     extra = tmp_path / "extra-env.yaml"
-    extra.write_text(yaml.safe_dump({"workers": {"extraEnv": [
-        {"name": "EXTRA", "value": "yes"}, {"name": "TFMW_MAX_RESTARTS", "value": "3"}]}}))
+    extra.write_text(yaml.safe_dump({"workers": {"extraEnv": [{"name": "EXTRA", "value": "yes"}]}}))
     objects = chartkit.template(helm, [extra], sets=("workers.replicas=5", "workers.port=3333",
                                  "clusterDomain=corp.example", "peers.timeoutSeconds=42",
-                                 "storage.mountPath=/data/shared"))
+                                 "storage.mountPath=/data/shared", "training.maxRestarts=3",
+                                 "training.hangTimeoutSeconds=0"))
     container = worker_container(objects)
     env = {name: item.get("value") for name, item in env_of(container).items()}
     assert env["TFMW_REPLICAS"] == "5"
@@ -86,6 +87,7 @@ def test_values_reach_the_env_and_ports(helm, tmp_path):
     assert env["TFMW_RUN_ID"] == RELEASE          # default: the release name
     assert env["EXTRA"] == "yes"
     assert env["TFMW_MAX_RESTARTS"] == "3"
+    assert env["TFMW_HANG_TIMEOUT_SECONDS"] == "0"
     assert container["ports"][0]["containerPort"] == 3333
     assert {"name": "shared", "mountPath": "/data/shared"} in container["volumeMounts"]
     svc = one(objects, "Service", FULLNAME)
