@@ -1,0 +1,177 @@
+"""Figure 2: launcher overhead — process start to first training step, through the launcher
+(`python -m entrypoint run -- python -m entrypoint.training`) vs. the trainer started by hand
+with the same single-worker TF_CONFIG.
+
+The clock starts just before the process is spawned and stops when its output shows the
+`tfmw start` line (model built, about to train) and the first `tfmw progress step=1/..`
+line (logEverySteps=1: the first step, graph tracing included, is done). The two variants
+alternate, a fresh run id each time (a COMPLETED marker would short-circuit the trainer).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+
+from . import stats
+from .parse import log_kind, progress_step
+from .procs import PY, REPO, BenchError, base_env, free_ports, tf_config
+
+TRAINER_ARGS = ["--set", "model.name=mlp", "--set", "model.args={hidden: 32}", "--set", "steps=2",
+                "--set", "logEverySteps=1", "--set", "checkpoint.everySteps=2",
+                "--set", "export.enabled=false", "--set", "tensorboard.enabled=false",
+                "--set", "data.synthetic.examples=512"]
+TRAINER = [PY, "-m", "entrypoint.training", *TRAINER_ARGS]
+VARIANTS = {
+    "by hand": TRAINER,
+    "launcher": [PY, "-m", "entrypoint", "run", "--", *TRAINER],
+}
+
+
+@dataclass(frozen=True)
+class Timing:
+    start_line: float  # seconds to `tfmw start`
+    first_step: float  # seconds to `tfmw progress step=1/..`
+
+
+def time_to_first_step(command: list[str], env: dict, timeout: float = 180.0) -> Timing:
+    """Seconds to the start line and to the first step; the process (group) is killed as soon as
+    the first step is seen or at `timeout` — what happens after the first step is not measured."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    watchdog = threading.Timer(timeout, _kill_group, args=(proc,))
+    watchdog.start()
+    start_line = first_step = None
+    tail: list[str] = []
+    try:
+        for line in proc.stdout:
+            now = time.perf_counter() - started
+            tail = (tail + [line.rstrip()])[-3:]
+            if start_line is None and log_kind(line) == "start":
+                start_line = now
+            if progress_step(line) is not None:
+                first_step = now
+                break
+    finally:
+        watchdog.cancel()
+        _kill_group(proc)
+    if start_line is None or first_step is None:
+        raise BenchError(f"figure 2: {' '.join(command[1:4])} exited {proc.returncode} without a first step "
+                         f"within {timeout:.0f}s: " + " | ".join(tail))
+    return Timing(start_line, first_step)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the launcher's child too (its own session)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+
+
+def time_command(command: list[str], env: dict) -> float:
+    started = time.perf_counter()
+    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise BenchError(f"figure 2: {' '.join(command)} exited {result.returncode}: "
+                         f"{result.stderr.strip().splitlines()[-1:]}")
+    return time.perf_counter() - started
+
+
+def measure(repeats: int, log=print) -> dict:
+    """{"by hand": [Timing...], "launcher": [...], "import tensorflow": [s...], "launcher tf-config": [s...]}"""
+    results: dict = {name: [] for name in VARIANTS}
+    results["import tensorflow"] = []
+    results["launcher tf-config"] = []
+    with tempfile.TemporaryDirectory(prefix="tfmw-bench-launch-") as shared:
+        for name in VARIANTS:  # unmeasured: the first start pays for a cold page cache
+            env = base_env({"TF_CONFIG": tf_config(free_ports(1), 0), "TFMW_SHARED_DIR": shared,
+                            "TFMW_RUN_ID": f"warmup-{name.replace(' ', '-')}"})
+            time_to_first_step(VARIANTS[name], env)
+        for r in range(repeats):
+            log(f"  figure 2: repeat {r + 1}/{repeats}")
+            # Alternate which variant goes first so neither always gets the warmer page cache.
+            order = list(VARIANTS) if r % 2 == 0 else list(reversed(VARIANTS))
+            for name in order:
+                env = base_env({"TF_CONFIG": tf_config(free_ports(1), 0), "TFMW_SHARED_DIR": shared,
+                                "TFMW_RUN_ID": f"launch-{r}-{name.replace(' ', '-')}"})
+                results[name].append(time_to_first_step(VARIANTS[name], env))
+            env = base_env({"TF_CONFIG": tf_config(free_ports(1), 0)})
+            results["import tensorflow"].append(time_command([PY, "-c", "import tensorflow"], env))
+            results["launcher tf-config"].append(time_command([PY, "-m", "entrypoint", "tf-config"], env))
+    return results
+
+
+@dataclass(frozen=True)
+class Summary:
+    hand_first_step: float
+    launcher_first_step: float
+    hand_start_line: float
+    launcher_start_line: float
+    overhead_percent: float  # median of the paired (same repeat) overheads
+    overhead_min: float
+    overhead_max: float
+    import_tensorflow: float
+    launcher_alone: float
+    repeats: int
+
+
+def summarize(results: dict) -> Summary:
+    hand, launcher = results["by hand"], results["launcher"]
+    paired = [stats.overhead_percent(l.first_step, h.first_step) for l, h in zip(launcher, hand)]
+    lo, hi = stats.spread(paired)
+    return Summary(
+        hand_first_step=stats.median([t.first_step for t in hand]),
+        launcher_first_step=stats.median([t.first_step for t in launcher]),
+        hand_start_line=stats.median([t.start_line for t in hand]),
+        launcher_start_line=stats.median([t.start_line for t in launcher]),
+        overhead_percent=stats.median(paired), overhead_min=lo, overhead_max=hi,
+        import_tensorflow=stats.median(results["import tensorflow"]),
+        launcher_alone=stats.median(results["launcher tf-config"]), repeats=len(hand))
+
+
+HEADERS = ["variant", "to `tfmw start` s (median)", "to first step s (median)", "overhead vs. by hand"]
+
+
+def table_rows(s: Summary) -> list[list]:
+    return [["trainer by hand (TF_CONFIG set)", s.hand_start_line, s.hand_first_step, "-"],
+            ["through `python -m entrypoint run`", s.launcher_start_line, s.launcher_first_step,
+             f"{s.overhead_percent:+.1f}% (paired, min {s.overhead_min:+.1f}%, max {s.overhead_max:+.1f}%)"],
+            ["`python -c 'import tensorflow'` alone", "-", s.import_tensorflow, "-"],
+            ["`python -m entrypoint tf-config` alone", "-", s.launcher_alone, "-"]]
+
+
+def plot(results: dict, s: Summary, path, subtitle: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    names = ["by hand", "launcher"]
+    for i, name in enumerate(names):
+        starts = [t.start_line for t in results[name]]
+        firsts = [t.first_step for t in results[name]]
+        ax.scatter([i - 0.08] * len(starts), starts, marker="o", color="tab:blue",
+                   label="`tfmw start` line" if i == 0 else None)
+        ax.scatter([i + 0.08] * len(firsts), firsts, marker="s", color="tab:orange",
+                   label="first step done" if i == 0 else None)
+        ax.hlines(stats.median(firsts), i - 0.25, i + 0.25, color="tab:orange")
+    ax.axhline(s.import_tensorflow, color="grey", ls="--", lw=1,
+               label=f"`import tensorflow` alone ({s.import_tensorflow:.2f} s)")
+    ax.set_xticks([0, 1])
+    ax.set_xticklabels(["trainer by hand\n(TF_CONFIG set)", "python -m entrypoint run --\n(launcher + trainer)"])
+    ax.set_xlim(-0.6, 1.6)
+    ax.set_ylim(0, None)
+    ax.set_ylabel("seconds from process start")
+    ax.set_title(f"Figure 2: launcher overhead to first step: {s.overhead_percent:+.1f}% (median of "
+                 f"{s.repeats} paired runs)\n{subtitle}", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
