@@ -145,6 +145,8 @@ def plot(rows: list[Row], workers: int, path, subtitle: str) -> None:
     left.set_xticks(list(xs))
     left.set_xticklabels([r.label.replace(" (", "\n(") for r in sizes], fontsize=8)
     left.set_yscale("log")
+    top = max(max(r.tn_ms, r.t1_ms) for r in sizes)
+    left.set_ylim(None, top * 4)  # room for the ratio labels above the tallest bar
     left.set_ylabel("ms per step (log)")
     left.set_title("Per-step time by model (K=1 step per call)")
     left.legend(fontsize=8)
@@ -153,16 +155,17 @@ def plot(rows: list[Row], workers: int, path, subtitle: str) -> None:
         series = [r for r in rows if r.id == base or r.id.startswith(base + "-k")]
         series.sort(key=lambda r: r.k)
         if series:
-            right.plot([r.k for r in series], [r.ratio for r in series], marker=marker,
+            right.plot([r.k for r in series], [r.tn_ms - r.t1_ms for r in series], marker=marker,
                        label=f"{by_id[base].label if base in by_id else base}")
             for r in series:
-                right.annotate(f"{r.tn_ms:.1f} ms", (r.k, r.ratio), textcoords="offset points",
+                right.annotate(f"x{r.ratio:.2f}", (r.k, r.tn_ms - r.t1_ms), textcoords="offset points",
                                xytext=(4, 4), fontsize=8)
-    right.axhline(1.0, color="grey", lw=0.8, ls="--")
     right.set_xscale("log", base=2)
+    right.set_ylim(0, None)
     right.set_xlabel("steps per tf.function call (K)")
-    right.set_ylabel(f"ratio t{workers} / t1 (1.0 = no overhead)")
-    right.set_title("Overhead vs. steps per execution")
+    right.set_ylabel(f"added ms per step, t{workers} - t1")
+    right.set_title("Distribution cost per step vs. steps per execution
+(labels: ratio tN/t1)", fontsize=10)
     right.legend(fontsize=8)
     fig.suptitle(f"Figure 1: distribution overhead, {workers}-worker MWMS vs. 1 worker\n{subtitle}", fontsize=10)
     fig.tight_layout()

@@ -51,6 +51,7 @@ def plot(result: dict, path, subtitle: str) -> None:
     for x, p in zip(xs, pipe):
         ax.annotate(f"{p / step:.0f}x the step", (x - 0.2, p), ha="center", va="bottom", fontsize=8)
     ax.set_yscale("log")
+    ax.set_ylim(min(min(fed), step) / 10, max(pipe) * 3)
     ax.set_xticks(list(xs))
     ax.set_xticklabels(names)
     ax.set_ylabel("examples per second (log)")

@@ -124,8 +124,9 @@ def fig_launcher(summary, table_rows, headers, load: str) -> str:
         "",
         f"**Reading it.** Through the launcher the first step comes {s.overhead_percent:+.1f}% later than by hand "
         f"(median of the per-repeat differences; target: within 5% — {verdict} in this run). "
-        f"`import tensorflow` alone takes {s.import_tensorflow:.2f} s of the {s.hand_first_step:.2f} s to the first "
-        f"step; the launcher's own work (Python start, settings, TF_CONFIG validation, peer wait, spawning "
+        f"Importing TensorFlow and tf_keras alone (what the trainer imports) takes {s.import_tensorflow:.2f} s, "
+        f"against {s.hand_first_step:.2f} s to the first step by hand (measured in separate processes on a shared "
+        "machine: compare the magnitudes, not the difference); the launcher's own work (Python start, settings, TF_CONFIG validation, peer wait, spawning "
         f"the child) is about what `python -m entrypoint tf-config` costs, {s.launcher_alone:.2f} s, because the "
         "launcher never imports TensorFlow. The first step is detected from the `tfmw progress step=1/..` line "
         "(the launcher relays the child's output line by line); `tfmw start` is printed once the model is built.",

@@ -1,0 +1,174 @@
+"""The pure parts of `make bench`: parsing, ratio maths, table formatting, refusals.
+No timing assertions: benchmarks are not tests."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from scripts.bench import fig_control, fig_launcher, fig_overhead, fig_recovery, stats
+from scripts.bench.__main__ import parse_figures
+from scripts.bench.machine import cpu_model, memory_gib
+from scripts.bench.parse import bench_cases, key_values, log_kind, progress_step
+from scripts.bench.table import console_table, fmt, markdown_table
+
+
+# ---------------------------------------------------------------- parsing
+
+def test_progress_step_reads_trainer_and_relayed_lines():
+    assert progress_step("tfmw progress step=1/2 epoch=1 loss=2.3 examples_per_sec=100.0") == 1
+    assert progress_step("worker-0 | tfmw progress step=37/200 epoch=2 loss=0.1 examples_per_sec=5") == 37
+    assert progress_step("tfmw start run=x worker=0/1 steps=2") is None
+    assert progress_step("tfmw progress loss=0.1") is None
+
+
+def test_log_kind_and_key_values():
+    line = 'tfmw start run=r worker=0/1 model=mlp data="synthetic examples=512" steps=2'
+    assert log_kind(line) == "start"
+    assert log_kind("some other output") is None
+    kv = key_values(line)
+    assert kv["data"] == "synthetic examples=512" and kv["worker"] == "0/1" and kv["steps"] == "2"
+
+
+def test_bench_cases_collects_by_id_and_ignores_noise():
+    out = "\n".join(["WARNING something", 'tfmw bench case={"id":"tiny","step_seconds":0.01,"cpu_seconds":0.005}',
+                     'tfmw bench case={"id":"cnn","step_seconds":0.2,"cpu_seconds":0.1}', ""])
+    cases = bench_cases(out)
+    assert sorted(cases) == ["cnn", "tiny"] and cases["cnn"]["step_seconds"] == 0.2
+
+
+def test_machine_parsers():
+    assert cpu_model("processor\t: 0\nmodel name\t: AMD  EPYC 7B13\nflags: x\n") == "AMD EPYC 7B13"
+    assert cpu_model("processor: 0\n") == "unknown"
+    assert memory_gib("MemTotal:       25165824 kB\nMemFree: 1 kB\n") == pytest.approx(24.0)
+    assert memory_gib("") == 0.0
+
+
+# ---------------------------------------------------------------- ratio maths
+
+def test_paired_ratios_and_efficiency():
+    assert stats.paired_ratios([2.0, 3.0], [1.0, 2.0]) == [2.0, 1.5]
+    assert stats.scaling_efficiency(0.05, 0.1) == pytest.approx(0.5)
+    assert stats.overhead_percent(1.05, 1.0) == pytest.approx(5.0)
+    assert stats.overhead_percent(0.9, 1.0) == pytest.approx(-10.0)
+    assert stats.median([3.0, 1.0, 2.0]) == 2.0 and stats.median([1.0, 2.0]) == 1.5
+
+
+def test_ratio_refusals():
+    with pytest.raises(ValueError, match="unpaired"):
+        stats.paired_ratios([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="non-positive"):
+        stats.ratio(1.0, 0.0)
+    with pytest.raises(ValueError, match="no values"):
+        stats.median([])
+
+
+def test_overhead_summary_uses_per_round_pairs():
+    cases = [fig_overhead.Case("m", "mlp", {}, [8], 1, 10, "model")]
+    # Round 2 is twice as slow for both (a busy machine): the paired ratio stays 2.0.
+    raw = {"m": {"t1": [0.010, 0.020], "tn": [0.020, 0.040], "c1": [0.01, 0.01], "cn": [0.012, 0.012],
+                 "params": 610}}
+    (row,) = fig_overhead.summarize(cases, raw)
+    assert row.ratio == pytest.approx(2.0) and row.efficiency == pytest.approx(0.5)
+    assert (row.ratio_min, row.ratio_max) == (pytest.approx(2.0), pytest.approx(2.0))
+    assert row.t1_ms == pytest.approx(15.0) and row.tn_ms == pytest.approx(30.0)
+    cells = fig_overhead.table_rows([row])[0]
+    assert len(cells) == len(fig_overhead.HEADERS) and cells[8] == pytest.approx(15.0)
+
+
+def test_overhead_plan_steps_are_multiples_of_k_and_ids_unique():
+    for quick in (True, False):
+        cases = fig_overhead.plan(quick)
+        assert len({c.id for c in cases}) == len(cases)
+        assert fig_overhead.MAIN_MODEL in {c.id for c in cases}
+        for case in cases:
+            assert case.steps % case.k == 0 and case.spec()["calls"] * case.k == case.steps
+
+
+def test_launcher_summary_pairs_repeats():
+    T = fig_launcher.Timing
+    results = {"by hand": [T(3.0, 4.0), T(3.0, 5.0)], "launcher": [T(3.1, 4.2), T(3.1, 5.0)],
+               "import tensorflow": [3.0, 3.2], "launcher tf-config": [0.1, 0.3]}
+    s = fig_launcher.summarize(results)
+    assert s.overhead_percent == pytest.approx(2.5)  # median of +5% and 0%
+    assert (s.overhead_min, s.overhead_max) == (pytest.approx(0.0), pytest.approx(5.0))
+    assert s.hand_first_step == 4.5 and s.launcher_alone == pytest.approx(0.2) and s.repeats == 2
+
+
+def test_control_growth_and_env_limit():
+    manifest = ("---\n# Source: c/templates/statefulset.yaml\nkind: StatefulSet\n"
+                "---\n# Source: c/templates/tests/test-peers.yaml\nargs: [a]\n")
+    sizes = fig_control.split_by_source(manifest)
+    assert set(sizes) == {"statefulset.yaml", "tests/test-peers.yaml"}
+    rows = [{"n": 1, "by_source": {"sts": 100, "test": 80}}, {"n": 101, "by_source": {"sts": 100, "test": 7780}}]
+    assert fig_control.growth(rows) == {"sts": 0.0, "test": 77.0}
+    # 100 bytes per worker: the 128 KiB budget (minus "TF_CONFIG=" and NUL) holds about 1,310 workers.
+    assert fig_control.max_workers_for_env_limit({1: 100, 11: 1100}) == 1310
+
+
+def test_tf_config_bytes_matches_the_launcher_and_the_limit_is_real():
+    env = {"TFMW_STATEFULSET": "tf-multiworker", "TFMW_SERVICE": "tf-multiworker", "TFMW_PORT": "2222",
+           "TFMW_CLUSTER_DOMAIN": "cluster.local"}
+    one = fig_control.tf_config_bytes(env, 1)
+    assert one == len('{"cluster":{"worker":["tf-multiworker-0.tf-multiworker.default.svc.cluster.local:2222"]},'
+                      '"task":{"type":"worker","index":0}}')
+    # The Linux limit the figure reports: one environment string over 128 KiB cannot be exec'd.
+    with pytest.raises(OSError) as err:
+        subprocess.run([sys.executable, "-c", "pass"], env={"TF_CONFIG": "x" * fig_control.MAX_ARG_STRLEN})
+    assert err.value.errno == 7  # E2BIG
+
+
+def test_delayed_resolver_answers_from_ready_time():
+    now = [0.0]
+    slept = []
+    resolve = fig_control.delayed_resolver(0.002, ready_at=5.0, clock=lambda: now[0], sleep=slept.append)
+    assert resolve("a") is False
+    now[0] = 5.0
+    assert resolve("a") is True and slept == [0.002, 0.002]
+
+
+def test_recovery_table_parsing():
+    text = ("fault harness\n| fault | recovery s | steps lost |\n|---|---:|---|\n"
+            "| SIGKILL worker 1 | 12.5 | 3 |\n| SIGSTOP worker 0 | 20 s | 0 |\nbye\n")
+    headers, rows = fig_recovery.parse_table(text)
+    assert headers == ["fault", "recovery s", "steps lost"]
+    assert rows == [["SIGKILL worker 1", "12.5", "3"], ["SIGSTOP worker 0", "20 s", "0"]]
+    assert fig_recovery.number("20 s") == 20.0 and fig_recovery.number("n/a") is None
+    assert fig_recovery.parse_table("no table here") == ([], [])
+
+
+# ---------------------------------------------------------------- tables and refusals
+
+def test_fmt_significant_digits():
+    assert [fmt(v) for v in (0.000849, 0.026, 1.5, 12.34, 123.4, 1234.5)] == \
+        ["0.000849", "0.0260", "1.50", "12.3", "123", "1,234"]
+    assert fmt(1000) == "1,000" and fmt(None) == "-" and fmt(float("nan")) == "-" and fmt("x") == "x"
+
+
+def test_markdown_and_console_tables():
+    md = markdown_table(["a", "b"], [[1, 0.5], ["x", None]])
+    assert md.splitlines() == ["| a | b |", "|---|---|", "| 1 | 0.500 |", "| x | - |"]
+    console = console_table(["name", "v"], [["long name", 2]]).splitlines()
+    assert console[0].startswith("name       v") and set(console[1]) == {"-", " "}
+    with pytest.raises(ValueError, match="2 columns"):
+        markdown_table(["a", "b"], [[1]])
+
+
+def test_only_refuses_unknown_figures():
+    assert parse_figures("4,1,4") == [1, 4]
+    with pytest.raises(ValueError, match="numbers from 1 to 5"):
+        parse_figures("1,7")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--only", "fig1"], "--only 'fig1': 'fig1' is not a figure number"),
+    (["--workers", "1"], "--workers 1: figure 1 compares N >= 2 workers"),
+    (["--gpus", "-1"], "--gpus -1: must be 0"),
+])
+def test_cli_refusals_are_one_line(repo, args, message):
+    result = subprocess.run([sys.executable, "-m", "scripts.bench", *args], cwd=repo,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
