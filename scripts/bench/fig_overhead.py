@@ -164,8 +164,7 @@ def plot(rows: list[Row], workers: int, path, subtitle: str) -> None:
     right.set_ylim(0, None)
     right.set_xlabel("steps per tf.function call (K)")
     right.set_ylabel(f"added ms per step, t{workers} - t1")
-    right.set_title("Distribution cost per step vs. steps per execution
-(labels: ratio tN/t1)", fontsize=10)
+    right.set_title("Distribution cost per step vs. steps per execution\n(labels: ratio tN/t1)", fontsize=10)
     right.legend(fontsize=8)
     fig.suptitle(f"Figure 1: distribution overhead, {workers}-worker MWMS vs. 1 worker\n{subtitle}", fontsize=10)
     fig.tight_layout()
