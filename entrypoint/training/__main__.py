@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import traceback
 
 from .config import ConfigError, parse_tf_config, resolve, run_env
 from .failures import EXIT_DONE, EXIT_SIGTERM, exit_code_for, is_retryable, one_line
 from .rundir import RunDir, read_completed
+from .sigterm import SigtermFlag
 
 
 def parse_args(argv):
@@ -28,26 +28,6 @@ def parse_args(argv):
     parser.add_argument("--run-id", help="run id (default: $TFMW_RUN_ID, else 'default')")
     parser.add_argument("--check", action="store_true", help="validate the config, print it as JSON, exit")
     return parser.parse_args(argv)
-
-
-class SigtermFlag:
-    """SIGTERM only sets a flag; the loop acts on it at the next checkpoint boundary.
-
-    install() is called again once the strategy exists (TensorFlow replaces the handler)."""
-
-    def __init__(self):
-        self.raised = False
-
-    def install(self) -> None:
-        signal.signal(signal.SIGTERM, self._handle)
-
-    def _handle(self, signum, frame):
-        if not self.raised:
-            print("tfmw sigterm: will checkpoint and stop at the next checkpoint boundary", flush=True)
-        self.raised = True
-
-    def __call__(self) -> bool:
-        return self.raised
 
 
 def main(argv=None) -> int:

@@ -201,11 +201,11 @@ class StopAgreement:
 
 
 def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcome:
-    """Run (or resume) training to config['steps']; stop_requested() is this worker's SIGTERM flag."""
+    """Run (or resume) training to config['steps'].
+
+    stop_requested() is this worker's SIGTERM flag (entrypoint.training.sigterm.SigtermFlag)."""
+    log(f"tfmw connecting worker={cluster.worker_index}/{cluster.num_workers}")
     strategy, collective = make_strategy(config)
-    # With a multi-worker TF_CONFIG, TensorFlow's coordination agent installs its own C-level
-    # SIGTERM handler (its preemption notifier), silently replacing ours: take SIGTERM back.
-    stop_requested.install()
     run = RunDir.of(env.shared_dir, env.run_id)
     os.makedirs(run.checkpoints, exist_ok=True)
     tf.random.set_seed(config["seed"])
@@ -277,6 +277,7 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
     steady = Throughput()
     stopped = False
     heartbeat.beat(step, force=True)
+    stop_requested.training_started()
     try:
         while step < total:
             window_losses.append(train_step(iterator))
@@ -305,6 +306,7 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
                     log(f"tfmw stopped step={step}/{total} reason=sigterm checkpoint={run.checkpoints}")
                     break
     finally:
+        stop_requested.training_finished()
         writer.close()
         summaries.flush()
     heartbeat.beat(step, force=True)
