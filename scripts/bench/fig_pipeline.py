@@ -10,7 +10,8 @@ MARKER = "tfmw bench pipeline="
 
 
 def measure(quick: bool, log=print) -> dict:
-    opts = {"batch": 64, "batches": 15 if quick else 40, "examples": 4096, "shards": 4, "model": "cnn"}
+    opts = {"batch": 64, "batches": 15 if quick else 30, "examples": 4096, "shards": 4, "model": "cnn",
+            "rounds": 1 if quick else 3}
     log("  figure 5: input pipeline vs. training step (one process)")
     # One worker, no TF_CONFIG needed: run_workers sets a one-worker TF_CONFIG, which is unused.
     (out,) = run_workers(["scripts.bench.pipeline_worker", json.dumps(opts)], 1, 600)
@@ -25,12 +26,12 @@ def parse(output: str) -> dict:
 
 
 HEADERS = ["data source", "pipeline alone ex/s", "training step alone ex/s", "headroom (pipeline / step)",
-           "step fed by the pipeline ex/s", "fed / step alone"]
+           "step fed by the pipeline ex/s", "fed / step alone (paired)"]
 
 
 def table_rows(result: dict) -> list[list]:
     step = result["step_alone"]
-    return [[name, s["pipeline"], step, s["pipeline"] / step, s["fed_step"], s["fed_step"] / step]
+    return [[name, s["pipeline"], step, s["pipeline"] / step, s["fed_step"], s["fed_ratio"]]
             for name, s in result["sources"].items()]
 
 

@@ -1,6 +1,6 @@
 """One MWMS worker for figure 1: the trainer's step function, K steps per tf.function call.
 
-    TF_CONFIG=... python -m scripts.bench.mwms_step '<cases JSON>'
+    TF_CONFIG=... python -m scripts.bench.mwms_step ['<cases JSON>']   (default: figure 1's full plan)
 
 The trainer has no steps-per-execution knob, so this runs the same step function as
 entrypoint.training.trainer (strategy.run of a GradientTape step, loss reduced with
@@ -94,7 +94,11 @@ def run_case(tf, keras, strategy, case: dict) -> dict:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    cases = json.loads(argv[0])
+    if argv:
+        cases = json.loads(argv[0])
+    else:  # e.g. as a pod's training command on a real cluster
+        from scripts.bench.fig_overhead import plan
+        cases = [c.spec() for c in plan(quick=False)]
     gpus = os.environ.get("TFMW_BENCH_GPUS", "0") not in ("", "0")
     import tensorflow as tf
     import tf_keras as keras

@@ -28,6 +28,12 @@ def _rate(fn, batches: int, batch: int, warmup: int = 5) -> float:
     return batches * batch / (time.perf_counter() - started)
 
 
+def _median(values):
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def main(argv=None) -> int:
     opts = json.loads((sys.argv[1:] if argv is None else argv)[0])
     import tensorflow as tf
@@ -66,23 +72,29 @@ def main(argv=None) -> int:
             return loss
 
         held = (tf.constant(x[:batch]), tf.constant(y[:batch]))
-        alone = []
-        for name, overrides in sources.items():
-            # The step alone is measured next to each source, so slow drift on a shared
-            # machine affects both sides of the ratio alike; the median is reported.
-            alone.append(_rate(lambda: step(*held).numpy(), batches, batch, warmup=10))
-            config = resolve(None, overrides)
-            spec = build_input(config, shared, 1, 0)
-            it = iter(spec.dataset_fn(batch, 0))
-            pipeline = _rate(lambda: next(it), batches * 4, batch)
-            it2 = iter(spec.dataset_fn(batch, 0))
+        inputs = {name: build_input(resolve(None, overrides), shared, 1, 0) for name, overrides in sources.items()}
+        samples = {name: {"pipeline": [], "fed_step": [], "alone": []} for name in sources}
+        for _ in range(opts["rounds"]):
+            for name, spec in inputs.items():
+                # The step alone is measured right next to each source's runs, so drift on a
+                # shared machine hits both sides of the fed/alone ratio alike.
+                samples[name]["alone"].append(_rate(lambda: step(*held).numpy(), batches, batch, warmup=10))
+                it = iter(spec.dataset_fn(batch, 0))
+                samples[name]["pipeline"].append(_rate(lambda: next(it), batches * 4, batch))
+                it2 = iter(spec.dataset_fn(batch, 0))
 
-            def fed_step():
-                xb, yb = next(it2)
-                return step(xb, yb).numpy()
-            fed = _rate(fed_step, batches, batch)
-            results["sources"][name] = {"pipeline": pipeline, "fed_step": fed, "describe": spec.describe}
-        results["step_alone"] = sorted(alone)[len(alone) // 2]
+                def fed_step():
+                    xb, yb = next(it2)
+                    return step(xb, yb).numpy()
+                samples[name]["fed_step"].append(_rate(fed_step, batches, batch))
+        all_alone = [v for s in samples.values() for v in s["alone"]]
+        results["step_alone"] = _median(all_alone)
+        results["rounds"] = opts["rounds"]
+        for name, s in samples.items():
+            results["sources"][name] = {
+                "pipeline": _median(s["pipeline"]), "fed_step": _median(s["fed_step"]),
+                "fed_ratio": _median([f / a for f, a in zip(s["fed_step"], s["alone"])]),
+                "describe": inputs[name].describe}
     print("tfmw bench pipeline=" + json.dumps(results, separators=(",", ":")), flush=True)
     return 0
 
