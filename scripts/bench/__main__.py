@@ -65,7 +65,7 @@ def show(title: str, headers, rows) -> None:
 
 def run_figure1(args, machine_line: str, plots: Path) -> str:
     cases = fig_overhead.plan(args.quick)
-    rounds = 1 if args.quick else 4
+    rounds = 1 if args.quick else 3
     load = load_average()
     raw = fig_overhead.measure(cases, args.workers, rounds, gpus=args.gpus, log=log)
     rows = fig_overhead.summarize(cases, raw)
@@ -78,7 +78,7 @@ def run_figure1(args, machine_line: str, plots: Path) -> str:
 
 def run_figure2(args, machine_line: str, plots: Path) -> str:
     load = load_average()
-    results = fig_launcher.measure(3 if args.quick else 15, log=log)
+    results = fig_launcher.measure(3 if args.quick else 11, log=log)
     summary = fig_launcher.summarize(results)
     table_rows = fig_launcher.table_rows(summary)
     show("Figure 2: launcher overhead", fig_launcher.HEADERS, table_rows)
@@ -87,7 +87,7 @@ def run_figure2(args, machine_line: str, plots: Path) -> str:
 
 
 def run_figure3(args, machine_line: str, plots: Path) -> str:
-    result = fig_recovery.run_harness(args.quick, log=log)
+    result = fig_recovery.run_harness(args.quick, timeout=300 if args.quick else 900, log=log)
     plotted = False
     if result["status"] == "measured":
         headers, rows = fig_recovery.parse_table(result["output"])

@@ -173,6 +173,13 @@ def fig_recovery(result: dict, plotted: bool) -> str:
         f"*Command:* `{result['command']}` — status: **{result['status']}**"
         + (f" (exit {result.get('exit_code')})" if result["status"] != "measured" else "") + ".",
         "",
+        "Method (the harness, `scripts/faults.py`, issue 4): each row is a real 2-worker MWMS run of the rendered "
+        "chart by `make local`'s runner; the fault is injected mid-training (see the harness's docstring for what "
+        "each fault is); 'fault → resumed' is the time from the fault to the chief's first progress line after "
+        "its restart, 'steps lost' the steps trained before the fault minus the step the group resumed from "
+        "(at most one checkpoint interval)." + (" Quick mode runs one scenario." if result["command"].endswith(
+            "kill-worker") else ""),
+        "",
         "Output of the fault-tolerance harness, verbatim:",
         "",
         "```",

@@ -135,7 +135,24 @@ def test_recovery_table_parsing():
     assert headers == ["fault", "recovery s", "steps lost"]
     assert rows == [["SIGKILL worker 1", "12.5", "3"], ["SIGSTOP worker 0", "20 s", "0"]]
     assert fig_recovery.number("20 s") == 20.0 and fig_recovery.number("n/a") is None
+    assert fig_recovery.number("10 (≤ 20)") == 10.0 and fig_recovery.number("NO: timeout") is None
     assert fig_recovery.parse_table("no table here") == ([], [])
+
+
+def test_recovery_plots_time_and_steps_lost_when_present():
+    headers = ["fault", "completed", "fault at step", "steps lost", "fault → resumed (s)", "trainer restarts"]
+    rows = [["kill-worker", "yes", "50", "10 (≤ 20)", "14.2", "1"], ["kill-chief", "yes", "52", "12 (≤ 20)", "nan", "1"]]
+    # "nan" (never resumed) is not a number: that column is left out rather than plotted as 0.
+    assert fig_recovery.plot_columns(headers, rows) == [3]
+    assert fig_recovery.plot_columns(["a", "b"], [["x", "1.5"]]) == [1]
+    assert fig_recovery.plot_columns(["a", "b"], [["x", "yes"]]) == []
+
+
+def test_recovery_harness_arguments_follow_its_help():
+    assert fig_recovery.harness_args("usage: [--quick]", quick=True) == ["--quick"]
+    assert fig_recovery.harness_args("[--scenario {kill-worker,kill-chief}]", quick=True) == \
+        ["--scenario", "kill-worker"]
+    assert fig_recovery.harness_args("[--scenario {kill-worker}]", quick=False) == []
 
 
 # ---------------------------------------------------------------- tables and refusals
