@@ -49,7 +49,7 @@ test-fast: setup ## Run the fast tests only (no real TensorFlow training)
 	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
 
 .PHONY: lint
-lint: setup ## helm lint --strict, schema validation of every overlay
+lint: setup ## helm lint --strict (Helm 4+3), kubernetes-validate 1.30/1.35, checkov, hadolint, yamllint
 	$(PY) -m scripts.lint
 
 .PHONY: template

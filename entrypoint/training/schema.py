@@ -70,6 +70,7 @@ SCHEMA: dict = {
         "logEverySteps": _POSITIVE_INT,
         "collective": {"enum": ["auto", "ring", "nccl"]},
         "timeoutSeconds": {"anyOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0}]},
+        "heartbeatTimeoutSeconds": {"anyOf": [{"type": "null"}, {"type": "number", "minimum": 1}]},
         "seed": {"type": "integer", "minimum": 0},
         "tensorboard": {
             "type": "object",
@@ -100,6 +101,7 @@ DEFAULTS: dict = {
     "logEverySteps": 10,
     "collective": "auto",
     "timeoutSeconds": None,
+    "heartbeatTimeoutSeconds": None,
     "seed": 42,
     "tensorboard": {"enabled": True},
     "export": {"enabled": True},

@@ -20,6 +20,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # user models written against
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras as keras  # noqa: E402
+from tensorflow.python.checkpoint import checkpoint_management  # noqa: E402
 
 from .config import Cluster, ConfigError, RunEnv  # noqa: E402
 from .data import build_input  # noqa: E402
@@ -53,7 +54,28 @@ def make_strategy(config: dict) -> tuple[tf.distribute.Strategy, str]:
             "ring": tf.distribute.experimental.CommunicationImplementation.RING}[choice]
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=impl, timeout_seconds=config["timeoutSeconds"])
+    if config.get("heartbeatTimeoutSeconds"):
+        configure_heartbeat(config["heartbeatTimeoutSeconds"])
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options), choice
+
+
+def configure_heartbeat(seconds: float) -> None:
+    """Set the coordination service's heartbeat timeout: how long a silent (stopped, cut-off)
+    peer goes unnoticed. MWMS configures the service itself only when nobody did before it,
+    with TensorFlow's defaults; this is the same call with the timeout set."""
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.eager import context
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    cluster_spec = resolver.cluster_spec()
+    jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=cluster_spec.num_tasks(job))
+            for job in ("chief", "worker") if job in cluster_spec.jobs]
+    context.context().configure_coordination_service(
+        service_type="standalone",
+        service_leader=multi_worker_util.coordination_leader(cluster_spec),
+        heartbeat_timeout_in_ms=int(seconds * 1000),
+        coordinated_jobs=jobs)
 
 
 def _scalar_metadata() -> bytes:
@@ -111,18 +133,48 @@ def restore_latest(checkpoint: tf.train.Checkpoint, directory: str) -> int:
 class CheckpointWriter:
     """The chief saves into the shared checkpoint directory; the others into a throwaway
     local directory (MWMS needs every worker to take part in the save, but only the chief's
-    copy is kept — workers writing the same shared files would collide)."""
+    copy is kept — workers writing the same shared files would collide).
+
+    Atomic by construction: a checkpoint's files are written first, and only then does the
+    `checkpoint` state file (what restore reads) name it, through TensorFlow's
+    write-then-rename `update_checkpoint_state`. A kill at any moment leaves the previous
+    state file, which names only complete checkpoints.
+    """
+
+    # Test hook (docs/failure-model.md): pause between writing a checkpoint's files and
+    # publishing it, so a fault test can kill the chief mid-write on purpose, not by luck.
+    PAUSE_ENV = "TFMW_FAULT_CHECKPOINT_PAUSE_SECONDS"
 
     def __init__(self, checkpoint, run: RunDir, cluster: Cluster, keep: int):
         self.cluster = cluster
         self.checkpoint = checkpoint
         self.scratch = None if cluster.is_chief else tempfile.mkdtemp(prefix="tfmw-ckpt-")
-        directory = run.checkpoints if cluster.is_chief else self.scratch
-        self.manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=keep if cluster.is_chief else 1)
+        self.directory = run.checkpoints if cluster.is_chief else self.scratch
+        self.keep = keep if cluster.is_chief else 1
+        state = tf.train.get_checkpoint_state(self.directory)
+        self.kept = list(state.all_model_checkpoint_paths) if state else []
+        self.pause = float(os.environ.get(self.PAUSE_ENV) or 0)
 
     def save(self, step: int) -> str:
         self.checkpoint.step.assign(step)
-        return self.manager.save(checkpoint_number=step)
+        chief = self.cluster.is_chief
+        if chief:
+            log(f"tfmw checkpoint writing step={step}")
+        prefix = self.checkpoint.write(os.path.join(self.directory, f"ckpt-{step}"))
+        if self.pause and chief:
+            time.sleep(self.pause)
+        self.kept = [p for p in self.kept if p != prefix] + [prefix]
+        retired, self.kept = self.kept[:-self.keep], self.kept[-self.keep:]
+        # The state file is written by atomic rename, with paths relative to the directory (as
+        # CheckpointManager does) so the shared volume may be mounted anywhere on restore.
+        checkpoint_management.update_checkpoint_state_internal(
+            self.directory, prefix, all_model_checkpoint_paths=self.kept, save_relative_paths=True)
+        for old in retired:  # only after the new state no longer names them
+            for path in tf.io.gfile.glob(old + ".*"):
+                tf.io.gfile.remove(path)
+        if chief:
+            log(f"tfmw checkpoint saved step={step} path={prefix}")
+        return prefix
 
     def close(self) -> None:
         if self.scratch:

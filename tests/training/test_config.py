@@ -16,8 +16,9 @@ from .workers import REPO, base_env
 # (config as YAML text, the exact one-line message on stderr)
 BAD_CONFIGS = [
     ("steps: -1", "training config: steps: -1 is less than the minimum of 1"),
+    ("heartbeatTimeoutSeconds: 0", "training config: heartbeatTimeoutSeconds"),
     ("stepz: 10", "training config: stepz: unknown key (allowed here: batchSizePerReplica, checkpoint, "
-                  "collective, data, epochs, export, learningRate, logEverySteps, model, optimizer, seed, steps, "
+                  "collective, data, epochs, export, heartbeatTimeoutSeconds, learningRate, logEverySteps, model, optimizer, seed, steps, "
                   "tensorboard, timeoutSeconds)"),
     ("model: {name: resnet50}", "training config: model.name: 'resnet50' is neither a built-in model "
                                 "(cnn, mlp, resnet) nor 'package.module:function'"),
