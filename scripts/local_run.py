@@ -62,12 +62,12 @@ def base_env() -> dict[str, str]:
     return env
 
 
-def choose_network(mode: str, tag: str, port: int, replicas: int):
+def choose_network(mode: str, port: int, replicas: int):
     if mode == "netns" or (mode == "auto" and netns_available()):
         if not netns_available():
             raise LocalRunError("--network netns needs root and iproute2 (`ip`); use --network loopback")
-        cleanup_stale(tag)
-        return NetnsNetwork(tag=tag), "network namespaces (one per pod, cluster DNS names)"
+        cleanup_stale()
+        return NetnsNetwork(), "network namespaces (one per pod, cluster DNS names)"
     base = free_port_range(port, replicas)
     return LoopbackNetwork(base_port=base), f"loopback 127.0.0.1 ports {base}..{base + replicas - 1}"
 
@@ -112,8 +112,7 @@ def main(argv=None) -> int:
         shutil.rmtree(run_dir / "pods", ignore_errors=True)  # per-pod emptyDirs start empty
         pods = build_pods(workload, run_dir.resolve())
         port = int(workload.env_value("TFMW_PORT") or 2222)
-        network, described = choose_network(args.network, args.release[:4].replace("-", ""),
-                                            port, len(pods))
+        network, described = choose_network(args.network, port, len(pods))
         print(f"tf-multiworker local run: {len(pods)} workers of {workload.name} "
               f"(values/{args.env}.yaml{' + --set ' + ' '.join(rendered.sets) if rendered.sets else ''}), "
               f"{described}; run state in {run_dir}", flush=True)

@@ -30,6 +30,7 @@ class PodState:
     proc: subprocess.Popen | None = None
     starts: int = 0
     lines: list[str] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)  # time.monotonic() of each line
     completed: bool = False
     exits: list[int] = field(default_factory=list)
     fatal: str | None = None
@@ -119,6 +120,7 @@ class LocalCluster:
     def _emit(self, state: PodState, line: str) -> None:
         with self._changed:
             state.lines.append(line)
+            state.times.append(time.monotonic())
             if line.startswith("tfmw completed"):
                 state.completed = True
             self._changed.notify_all()
@@ -165,6 +167,13 @@ class LocalCluster:
 
     def set_link(self, ordinal: int, up: bool) -> None:
         self.network.set_link(ordinal, up)
+
+    def training_pids(self, ordinal: int) -> list[int]:
+        """The pod's processes below its launcher: the training command and its children."""
+        proc = self.states[ordinal].proc
+        if proc is None or proc.poll() is not None:
+            return []
+        return [pid for pid in descendants(proc.pid) if pid != proc.pid]
 
     # -- shutdown ------------------------------------------------------------------
     def shutdown(self) -> None:

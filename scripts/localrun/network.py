@@ -11,7 +11,9 @@ address, so worker j listens on port+j (TFMW_LOOPBACK_PORTS=1 tells the launcher
 """
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -22,6 +24,7 @@ from typing import Sequence
 from .podspec import LocalPod, LocalRunError
 
 SUBNET = "198.18.{block}.{host}"
+_SERIAL = itertools.count()  # several networks, one after another, in one process
 
 
 def netns_available() -> bool:
@@ -37,9 +40,10 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 @dataclass
 class NetnsNetwork:
-    """A bridge plus one namespace per pod. Names carry a short tag so parallel runs and
-    leftovers of a killed run are told apart (`cleanup_stale` removes the latter)."""
-    tag: str
+    """A bridge plus one namespace per pod. Names carry the runner's PID, so parallel runs
+    never collide and leftovers of a killed run are known by their dead PID
+    (`cleanup_stale` removes those). Interface names stay within Linux's 15 characters."""
+    tag: str = field(default_factory=lambda: f"{os.getpid()}{chr(97 + next(_SERIAL) % 26)}")
     block: int = 0
     bridge: str = field(init=False)
     created: list[str] = field(default_factory=list)
@@ -97,14 +101,34 @@ class NetnsNetwork:
         self.created.clear()
 
 
-def cleanup_stale(tag: str) -> None:
-    """Remove namespaces/bridge a previous, killed run with the same tag left behind."""
-    listed = _ip("netns", "list", check=False).stdout.split()
-    for name in listed:
-        if name.startswith(f"tfmw{tag}p"):
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def cleanup_stale() -> list[str]:
+    """Remove namespaces, bridges and hosts files that a killed run left behind (their
+    owner PID is gone); a live run's are never touched. Returns what was removed."""
+    removed = []
+    names = _ip("netns", "list", check=False).stdout.split()
+    links = [l.split(":")[1].strip().split("@")[0]
+             for l in _ip("-o", "link", "show", check=False).stdout.splitlines() if ":" in l]
+    for name in set(names) | set(links) | {p.name for p in Path("/etc/netns").glob("tfmw*")}:
+        match = re.match(r"^tfmw(\d+)[a-z](p|v|br)", name)
+        if not match or _pid_alive(int(match.group(1))):
+            continue
+        if name in names:
             _ip("netns", "del", name, check=False)
-            shutil.rmtree(Path("/etc/netns") / name, ignore_errors=True)
-    _ip("link", "del", f"tfmw{tag}br", check=False)
+        elif name in links:
+            _ip("link", "del", name, check=False)
+        shutil.rmtree(Path("/etc/netns") / name, ignore_errors=True)
+        removed.append(name)
+    return removed
 
 
 @dataclass
