@@ -95,7 +95,7 @@ def test_retries_exhausted_exit_5_with_reason(tmp_path):
     # pod exits 5 with one clear line (the local runner reports it instead of crash-looping).
     proc = subprocess.run(
         [sys.executable, "-m", "scripts.local_run", "--runs-dir", str(tmp_path), "--release", "exhaust",
-         "--set", "training.command={python,-c,import sys; sys.exit(1)}",
+         "--set", "training.command={/bin/false}",
          "--set", "training.maxRestarts=2", "--timeout", "120"],
         cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 5, proc.stdout[-2000:]
