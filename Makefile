@@ -9,6 +9,11 @@ NAMESPACE ?= default
 SET ?=
 QUICK ?=
 FRESH ?=
+# Cluster targets: kube context (default: current), helm --timeout, DRY_RUN=1 renders and prints only.
+KUBE_CONTEXT ?=
+TIMEOUT ?=
+DRY_RUN ?=
+CTX_ARG = $(if $(KUBE_CONTEXT),--kube-context $(KUBE_CONTEXT))
 PYTEST_ARGS ?=
 
 PYTHON_BOOTSTRAP ?= python3
@@ -62,23 +67,23 @@ local: setup ## Train for real on this machine: the chart rendered with values/l
 
 .PHONY: deploy
 deploy: setup ## Install or upgrade ENV's release on the current kube context
-	$(PY) -m scripts.tfmw deploy --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)")
+	$(PY) -m scripts.tfmw deploy --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(CTX_ARG) $(if $(SET),--set "$(SET)") $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(DRY_RUN),--dry-run)
 
 .PHONY: diff
 diff: setup ## Show what deploy would change (rendered manifests vs. the deployed release)
-	$(PY) -m scripts.tfmw diff --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)")
+	$(PY) -m scripts.tfmw diff $(CTX_ARG) --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)")
 
 .PHONY: status
 status: setup ## Release state and per-worker progress
-	$(PY) -m scripts.tfmw status --release $(RELEASE) --namespace $(NAMESPACE)
+	$(PY) -m scripts.tfmw status $(CTX_ARG) --release $(RELEASE) --namespace $(NAMESPACE)
 
 .PHONY: logs
 logs: setup ## Follow every worker's log, each line prefixed with its pod
-	$(PY) -m scripts.tfmw logs --release $(RELEASE) --namespace $(NAMESPACE)
+	$(PY) -m scripts.tfmw logs $(CTX_ARG) --release $(RELEASE) --namespace $(NAMESPACE)
 
 .PHONY: undeploy
 undeploy: setup ## Uninstall the release (shared storage is kept)
-	$(PY) -m scripts.tfmw undeploy --release $(RELEASE) --namespace $(NAMESPACE)
+	$(PY) -m scripts.tfmw undeploy $(CTX_ARG) --release $(RELEASE) --namespace $(NAMESPACE)
 
 .PHONY: bench
 bench: setup ## Measure the performance figures into docs/benchmarks.md (QUICK=1 for a short run)
