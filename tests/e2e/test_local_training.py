@@ -5,7 +5,9 @@ run as root, as CI is). Slow: a few tens of seconds each.
 """
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -88,3 +90,46 @@ def test_user_command_reading_tf_config_like_the_tutorial(tmp_path):
     assert Path(chief["model"]).is_dir()
     # the launcher recorded completion for the user command
     assert (tmp_path / "user" / "shared" / "user" / "COMPLETED").is_file()
+
+
+def _processes_with_env(needle: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as fh:
+                    if needle.encode() in fh.read():
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def test_ctrl_c_stops_cleanly_keeps_the_checkpoint_and_resumes(tmp_path):
+    sets = ["--set", "training.config.steps=150", "--set", "training.config.checkpoint.everySteps=10",
+            "--set", "training.config.logEverySteps=10"]
+    argv = [sys.executable, "-m", "scripts.local_run", "--runs-dir", str(tmp_path), "--release", "intr", *sets]
+    proc = subprocess.Popen(argv + ["--fresh"], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "tfmw progress step=30/" in line:
+            break
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C sends to the runner (pods have their own sessions)
+    rest, _ = proc.communicate(timeout=180)
+    out = "".join(seen) + rest
+    assert proc.returncode == 130, out[-3000:]
+    assert "interrupted (Ctrl-C)" in out
+    match = re.search(r"tfmw stopped step=(\d+)/150 reason=sigterm", out)
+    assert match, "the trainer did not checkpoint on SIGTERM:\n" + out[-3000:]
+    assert _processes_with_env(str(tmp_path)) == [], "orphan pod processes left behind"
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"tfmw{proc.pid}" not in namespaces
+
+    # The next start picks up from the checkpoint written on the way out: no work lost.
+    resumed = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert f"resume_step={match.group(1)} " in resumed.stdout
+    done = pod_lines(resumed.stdout, "tfmw done ")
+    assert {kv(lines[-1])["steps"] for lines in done.values()} == {"150"}
