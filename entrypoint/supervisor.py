@@ -180,8 +180,10 @@ class Supervisor:
         detail = ""
         if marker is not None and marker.exists():
             try:
-                detail = " " + " ".join(f"{k}={v}" for k, v in json.loads(marker.read_text()).items()
-                                        if k in ("steps", "final_loss", "model"))
+                record = json.loads(marker.read_text())
+                detail = "".join(f" {name}={record[key]}" for key, name in
+                                 (("steps", "steps"), ("finalLoss", "final_loss"), ("model", "model"))
+                                 if key in record)
             except (OSError, ValueError):
                 detail = ""
         run = self.cfg.env.get("TFMW_RUN_ID", "")

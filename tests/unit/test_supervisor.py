@@ -87,7 +87,7 @@ def test_retries_exhausted_exit_5_with_reason(tmp_path):
 def test_completed_run_is_never_trained_again(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "COMPLETED").write_text(json.dumps({"steps": 10, "final_loss": 0.1, "model": "/m"}))
+    (run_dir / "COMPLETED").write_text(json.dumps({"steps": 10, "finalLoss": 0.1, "model": "/m"}))
     sup, logs = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])), run_dir=run_dir)
     assert sup.run() == 0
     assert not (tmp_path / "attempts").exists()
