@@ -60,7 +60,7 @@ def plan(quick: bool) -> list[Case]:
     ]
     if not quick:
         cases.append(Case("resnet-w32", "resnet", _resnet(32), IMAGE, 1, steps(16), "resnet width 32"))
-    ks = (4, 16) if not quick else (8,)
+    ks = (16,) if not quick else (8,)
     for k in ks:
         cases.append(Case(f"tiny-k{k}", "mlp", {"hidden": 8}, [8, 8], k, steps(160, k), f"tiny MLP, K={k}"))
         cases.append(Case(f"{MAIN_MODEL}-k{k}", "resnet", _resnet(16), IMAGE, k, steps(32, k),

@@ -11,7 +11,7 @@ MARKER = "tfmw bench pipeline="
 
 def measure(quick: bool, log=print) -> dict:
     opts = {"batch": 64, "batches": 15 if quick else 30, "examples": 4096, "shards": 4, "model": "cnn",
-            "rounds": 1 if quick else 3}
+            "rounds": 1 if quick else 2}
     log("  figure 5: input pipeline vs. training step (one process)")
     # One worker, no TF_CONFIG needed: run_workers sets a one-worker TF_CONFIG, which is unused.
     (out,) = run_workers(["scripts.bench.pipeline_worker", json.dumps(opts)], 1, 600)
