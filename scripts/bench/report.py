@@ -148,8 +148,11 @@ def fig_launcher(summary, table_rows, headers, load: str) -> str:
         "",
         f"**Reading it.** Through the launcher the first step comes {abs(s.overhead_percent):.1f}% "
         f"{'later' if s.overhead_percent >= 0 else 'earlier'} than by hand (median of the per-repeat differences; "
-        f"target: at most 5% later — {verdict} in this run; the spread between repeats, "
-        f"{s.overhead_min:+.0f}% to {s.overhead_max:+.0f}%, is this shared machine's noise, larger than the effect). "
+        f"target: at most 5% later — {verdict} in this run; the spread between repeats is "
+        f"{s.overhead_min:+.0f}% to {s.overhead_max:+.0f}%"
+        + (", this shared machine's noise, larger than the effect). "
+           if s.overhead_max - s.overhead_min > abs(s.overhead_percent) else "). ")
+        + 
         f"Importing TensorFlow and tf_keras alone (what the trainer imports) takes {s.import_tensorflow:.2f} s, "
         f"against {s.hand_first_step:.2f} s to the first step by hand (measured in separate processes on a shared "
         "machine: compare the magnitudes, not the difference); the launcher's own work (Python start, settings, TF_CONFIG validation, peer wait, spawning "
