@@ -20,7 +20,9 @@ What a fault means here (each is what a cluster does to a pod or a node):
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
 import signal
 import sys
 import time
@@ -87,7 +89,6 @@ def _inject(cluster: LocalCluster, scenario: str, partition_seconds: float) -> N
     elif scenario in ("kill-chief", "kill-during-checkpoint"):
         cluster.signal_pod(0, signal.SIGKILL)
     elif scenario == "hang-worker":
-        import os
         for pid in cluster.training_pids(1):
             try:
                 os.kill(pid, signal.SIGSTOP)
@@ -116,8 +117,9 @@ def run_scenario(scenario: str, runs_dir: Path = DEFAULT_RUNS, steps: int = 120,
             *extra_sets]
     rendered = render.prepare("local", sets, release=release, namespace="default")
     workload = find_workload(rendered.objects, "default")
-    run_dir = (runs_dir / release).resolve()
-    import shutil
+    # One folder per harness process: two harness runs at once (a test and `make bench`)
+    # must never share, or wipe, each other's shared storage.
+    run_dir = (runs_dir / f"faults-{os.getpid()}" / release).resolve()
     shutil.rmtree(run_dir, ignore_errors=True)
     pods = build_pods(workload, run_dir)
     if scenario == "kill-during-checkpoint":
