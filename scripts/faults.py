@@ -49,6 +49,7 @@ class FaultResult:
     checkpoint_every: int
     step_at_fault: int = -1
     resume_step: int = -1
+    seconds_to_detect: float = float("nan")   # fault -> first worker reports the group broken
     seconds_to_resume: float = float("nan")
     seconds_total: float = float("nan")
     final_steps: set = field(default_factory=set)
@@ -158,6 +159,11 @@ def run_scenario(scenario: str, runs_dir: Path = DEFAULT_RUNS, steps: int = 120,
             after = [i for i in range(first, len(chief.lines)) if _step_of(chief.lines[i]) is not None]
             if after:
                 result.seconds_to_resume = chief.times[after[0]] - fault_time
+        detected = [when for o, st in cluster.states.items()
+                    for when, line in zip(st.times[marks[o]:], st.lines[marks[o]:])
+                    if line.startswith(("tfmw error ", "tfmw launcher watchdog", "(local kubelet) container exited"))]
+        if detected:
+            result.seconds_to_detect = min(detected) - fault_time
         # Steps reached before the group broke can exceed the step at the fault moment.
         broke = chief.times[starts[0]] if starts else None
         result.step_at_fault = max(result.step_at_fault, _max_step(cluster, until=broke))
@@ -178,12 +184,13 @@ def run_scenario(scenario: str, runs_dir: Path = DEFAULT_RUNS, steps: int = 120,
 
 
 def table(results: list[FaultResult]) -> list[str]:
-    rows = ["| fault | completed | fault at step | resumed from | steps lost | fault → resumed (s) | "
-            "trainer restarts | identical weights |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| fault | completed | fault at step | resumed from | steps lost | fault → detected (s) | "
+            "fault → resumed (s) | trainer restarts | identical weights |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         rows.append(f"| {r.scenario} | {'yes' if r.completed else 'NO: ' + r.reason} | {r.step_at_fault} | "
-                    f"{r.resume_step} | {r.steps_lost} (≤ {r.checkpoint_every}) | {r.seconds_to_resume:.1f} | "
+                    f"{r.resume_step} | {r.steps_lost} (≤ {r.checkpoint_every}) | {r.seconds_to_detect:.1f} | "
+                    f"{r.seconds_to_resume:.1f} | "
                     f"{r.trainer_restarts} | {'yes' if r.identical_weights else 'NO'} |")
     return rows
 
@@ -194,12 +201,15 @@ def main(argv=None) -> int:
                         help="run only these (repeatable); default: all")
     parser.add_argument("--steps", type=int, default=120)
     parser.add_argument("--set", dest="sets", action="append", default=[])
+    parser.add_argument("--hang-timeout", type=int, default=20,
+                        help="training.hangTimeoutSeconds for the run (the watchdog that ends a hang)")
     parser.add_argument("--verbose", action="store_true", help="stream every pod's log")
     args = parser.parse_args(argv)
     results = []
     for scenario in args.scenario or SCENARIOS:
         print(f"running {scenario} ...", flush=True)
         results.append(run_scenario(scenario, steps=args.steps, extra_sets=tuple(args.sets),
+                                    hang_timeout_seconds=args.hang_timeout,
                                     out=print if args.verbose else (lambda line: None)))
     print("\n".join(table(results)))
     return 0 if all(r.completed for r in results) else 1
