@@ -147,35 +147,28 @@ class Cluster:
 
 
 def parse_tf_config(raw: str | None) -> Cluster:
-    """Check TF_CONFIG's shape (a bad one would otherwise fail deep inside TensorFlow)."""
+    """This worker's place in the group, from TF_CONFIG (a bad one would otherwise fail deep
+    inside TensorFlow). Validation is the launcher's own (entrypoint.cluster), so the trainer
+    and the launcher accept exactly the same TF_CONFIGs; the trainer adds that MWMS trains
+    with 'worker' (and optionally 'chief') tasks only."""
+    from ..cluster import parse_tf_config as validate_tf_config
+    from ..errors import ConfigError as LauncherConfigError
+
     if not raw:
         return Cluster(num_workers=1, worker_index=0)
     try:
-        spec = json.loads(raw)
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"TF_CONFIG: not valid JSON ({err.msg} at position {err.pos})") from None
-    if not isinstance(spec, dict):
-        raise ConfigError("TF_CONFIG: must be a JSON object with 'cluster' and 'task'")
-    cluster = spec.get("cluster")
-    task = spec.get("task")
-    if not isinstance(cluster, dict) or not isinstance(cluster.get("worker"), list) or not cluster["worker"]:
-        raise ConfigError("TF_CONFIG: cluster.worker must be a non-empty list of host:port")
-    if set(cluster) - {"worker", "chief"}:
-        raise ConfigError(f"TF_CONFIG: cluster has job types {sorted(cluster)}; "
-                          "MultiWorkerMirroredStrategy takes only 'worker' (and optionally 'chief')")
-    if not isinstance(task, dict) or task.get("type") not in ("worker", "chief") \
-            or not isinstance(task.get("index"), int) or isinstance(task.get("index"), bool):
-        raise ConfigError("TF_CONFIG: task must be {\"type\": \"worker\", \"index\": <int>}")
+        spec = validate_tf_config(raw)
+    except LauncherConfigError as err:
+        raise ConfigError(str(err)) from None
+    cluster, task = spec["cluster"], spec["task"]
+    if set(cluster) - {"worker", "chief"} or task["type"] not in ("worker", "chief"):
+        raise ConfigError(f"TF_CONFIG: cluster has job types {sorted(cluster)} and task type "
+                          f"{task['type']!r}; MultiWorkerMirroredStrategy trains 'worker' (and optionally "
+                          "'chief') tasks only")
     chiefs = cluster.get("chief") or []
-    total = len(cluster["worker"]) + len(chiefs)
-    if task["type"] == "chief":
-        index = 0
-    else:
-        if not 0 <= task["index"] < len(cluster["worker"]):
-            raise ConfigError(f"TF_CONFIG: task.index {task['index']} is outside cluster.worker "
-                              f"(0..{len(cluster['worker']) - 1})")
-        index = task["index"] + len(chiefs)
-    return Cluster(num_workers=total, worker_index=index)
+    workers = cluster.get("worker") or []
+    index = 0 if task["type"] == "chief" else task["index"] + len(chiefs)
+    return Cluster(num_workers=len(workers) + len(chiefs), worker_index=index)
 
 
 @dataclass(frozen=True)

@@ -72,11 +72,13 @@ def test_bad_config_exits_2_with_one_line_naming_the_key(tmp_path, text, message
 
 
 @pytest.mark.parametrize("env_extra,args,message", [
-    ({"TF_CONFIG": "{not json"}, [], "TF_CONFIG: not valid JSON"),
+    ({"TF_CONFIG": "{not json"}, [], "TF_CONFIG is not valid JSON"),
     ({"TF_CONFIG": json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}})}, [],
-     "TF_CONFIG: task.index 3 is outside cluster.worker (0..0)"),
+     "TF_CONFIG['task']['index']=3 is out of range: cluster has 1 'worker' task(s)"),
     ({"TF_CONFIG": json.dumps({"cluster": {"worker": ["a:1"], "ps": ["b:1"]},
-                               "task": {"type": "worker", "index": 0}})}, [], "takes only 'worker'"),
+                               "task": {"type": "worker", "index": 0}})}, [], "TF_CONFIG['cluster']"),
+    ({"TF_CONFIG": json.dumps({"cluster": {"worker": ["a:1"], "evaluator": ["b:1"]},
+                               "task": {"type": "worker", "index": 0}})}, [], "trains 'worker' (and optionally"),
     ({"TFMW_SHARED_DIR": ""}, [], "TFMW_SHARED_DIR is not set"),
     ({"TFMW_RUN_ID": "../escape"}, [], "TFMW_RUN_ID: '../escape' must be a plain name"),
     ({}, ["--set", "steps"], "--set 'steps': expected key=value"),
