@@ -6,7 +6,6 @@ Every refusal is a ConfigError whose message is one line naming the key, e.g.
 from __future__ import annotations
 
 import copy
-import json
 import os
 from dataclasses import dataclass
 
