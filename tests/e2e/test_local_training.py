@@ -133,3 +133,15 @@ def test_ctrl_c_stops_cleanly_keeps_the_checkpoint_and_resumes(tmp_path):
     assert f"resume_step={match.group(1)} " in resumed.stdout
     done = pod_lines(resumed.stdout, "tfmw done ")
     assert {kv(lines[-1])["steps"] for lines in done.values()} == {"150"}
+
+
+def test_loopback_network_mode_trains_without_namespaces(tmp_path):
+    # What a non-root developer gets: every worker on 127.0.0.1, worker j on port+j.
+    argv = [sys.executable, "-m", "scripts.local_run", "--runs-dir", str(tmp_path), "--release", "lo",
+            "--fresh", "--network", "loopback", "--set", "training.config.steps=10",
+            "--set", "training.config.checkpoint.everySteps=5"]
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "loopback 127.0.0.1 ports" in proc.stdout
+    done = pod_lines(proc.stdout, "tfmw done ")
+    assert len(done) == 2 and len({kv(l[-1])["weights_digest"] for l in done.values()}) == 1
