@@ -78,7 +78,7 @@ def run_figure1(args, machine_line: str, plots: Path) -> str:
 
 def run_figure2(args, machine_line: str, plots: Path) -> str:
     load = load_average()
-    results = fig_launcher.measure(3 if args.quick else 9, log=log)
+    results = fig_launcher.measure(2 if args.quick else 9, log=log)
     summary = fig_launcher.summarize(results)
     table_rows = fig_launcher.table_rows(summary)
     show("Figure 2: launcher overhead", fig_launcher.HEADERS, table_rows)
@@ -158,7 +158,7 @@ def main(argv=None) -> int:
         figure_started = time.monotonic()
         try:
             sections.append(runner(args, machine_line, plots)
-                            + f"*Measured in {(time.monotonic() - figure_started) / 60:.1f} min.*\n")
+                            + f"\n*Measured in {(time.monotonic() - figure_started) / 60:.1f} min.*\n")
             log(f"bench: {title} took {(time.monotonic() - figure_started) / 60:.1f} min")
         except BenchError as err:
             failures += 1

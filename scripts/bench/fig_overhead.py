@@ -47,7 +47,7 @@ def plan(quick: bool) -> list[Case]:
     collective becomes a smaller share of the step. `cnn` is the trainer's default model:
     little compute but 3.2 M parameters (a 12.9 MB gradient per step) — bandwidth-bound.
     """
-    scale = 0.4 if quick else 1.0
+    scale = 0.3 if quick else 1.0
 
     def steps(n: int, k: int = 1) -> int:
         return max(k, int(n * scale) // k * k)
