@@ -57,9 +57,10 @@ def plan(quick: bool) -> list[Case]:
         Case("cnn", "cnn", {}, IMAGE, 1, steps(40), "cnn (default model)"),
         Case("resnet-w8", "resnet", _resnet(8), IMAGE, 1, steps(60), "resnet width 8"),
         Case("resnet-w16", "resnet", _resnet(16), IMAGE, 1, steps(36), "resnet width 16"),
+        Case("resnet-w32", "resnet", _resnet(32), IMAGE, 1, steps(16), "resnet width 32"),
     ]
-    if not quick:
-        cases.append(Case("resnet-w32", "resnet", _resnet(32), IMAGE, 1, steps(16), "resnet width 32"))
+    if quick:  # the floor, the bandwidth-bound and one compute-bound model
+        cases = [c for c in cases if c.id in ("tiny", "cnn", MAIN_MODEL)]
     ks = (16,) if not quick else (8,)
     for k in ks:
         cases.append(Case(f"tiny-k{k}", "mlp", {"hidden": 8}, [8, 8], k, steps(160, k), f"tiny MLP, K={k}"))
