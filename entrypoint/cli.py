@@ -15,7 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .cluster import build_tf_config, cluster_hosts, parse_tf_config, task_is_chief
+from .cluster import (build_tf_config, check_tf_config_size, cluster_hosts, parse_tf_config,
+                      task_is_chief)
 from .errors import EXIT_OK, LauncherError
 from .identity import parse_pod_name
 from .peers import wait_for_peers
@@ -44,6 +45,8 @@ def cmd_tf_config(env: Mapping[str, str]) -> int:
 
 def cmd_run(env: Mapping[str, str], command: Sequence[str]) -> int:
     tf_config, settings, preset = resolve_tf_config(env)
+    encoded = json.dumps(tf_config, separators=(",", ":"))
+    check_tf_config_size(encoded)  # refuse now, not as an exec error of the training command
     task = tf_config["task"]
     log = lambda line: print(line, flush=True)  # noqa: E731 - one-liner sink
     log(f"tfmw launcher task={task['type']}:{task['index']} "
@@ -60,7 +63,7 @@ def cmd_run(env: Mapping[str, str], command: Sequence[str]) -> int:
     run_dir = (Path(settings.shared_dir) / settings.run_id
                if settings.shared_dir and settings.run_id and "://" not in settings.shared_dir
                else None)
-    child_env = dict(env, TF_CONFIG=json.dumps(tf_config, separators=(",", ":")))
+    child_env = dict(env, TF_CONFIG=encoded)
     heartbeat = Path(tempfile.gettempdir()) / f"tfmw-heartbeat-{os.getpid()}"
     supervisor = Supervisor(SupervisorConfig(
         command=list(command) or list(DEFAULT_TRAINING_COMMAND),

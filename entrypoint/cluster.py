@@ -69,6 +69,20 @@ def build_tf_config(settings: LauncherSettings, identity: PodIdentity) -> dict:
     }
 
 
+# Linux refuses to exec a program with one environment string over 32 pages (128 KiB,
+# MAX_ARG_STRLEN), and TensorFlow reads TF_CONFIG only from the environment.
+MAX_TF_CONFIG_BYTES = 128 * 1024 - len("TF_CONFIG=") - 1
+
+
+def check_tf_config_size(encoded: str) -> None:
+    size = len(encoded.encode())
+    if size > MAX_TF_CONFIG_BYTES:
+        raise ConfigError(
+            f"TF_CONFIG would be {size} bytes, over Linux's {MAX_TF_CONFIG_BYTES}-byte limit for one "
+            "environment variable: use shorter release/namespace names (fullnameOverride) or fewer "
+            "workers.replicas")
+
+
 def parse_tf_config(raw: str) -> dict:
     """Validate a TF_CONFIG injected by a platform (TFJob, Volcano, Run:ai) and return it."""
     try:

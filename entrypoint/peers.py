@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable
 
 from .errors import PeersNotFound
@@ -44,7 +45,7 @@ def wait_for_peers(hosts: Iterable[str], timeout_seconds: float,
     delay = first_delay
     last_log = None
     while True:
-        pending = [h for h in pending if not resolve(h)]
+        pending = _still_pending(pending, resolve)
         now = clock()
         if not pending:
             waited = now - start
@@ -61,6 +62,16 @@ def wait_for_peers(hosts: Iterable[str], timeout_seconds: float,
             last_log = now
         sleep(min(delay, max(deadline - now, 0.0)))
         delay = min(delay * 2, max_delay)
+
+
+def _still_pending(hosts: list[str], resolve: Resolver, parallel: int = 32) -> list[str]:
+    """The hosts that do not resolve yet, looked up concurrently: with 1,000 workers one
+    lookup at a time would make every pass cost N x the DNS latency."""
+    if len(hosts) <= 1:
+        return [h for h in hosts if not resolve(h)]
+    with ThreadPoolExecutor(max_workers=min(parallel, len(hosts))) as pool:
+        answers = list(pool.map(resolve, hosts))
+    return [h for h, ok in zip(hosts, answers) if not ok]
 
 
 def _names(hosts: list[str], limit: int = 5) -> str:

@@ -151,3 +151,21 @@ def test_tf_config_cli_prints_json(tmp_path):
 def test_parse_tf_config_accepts_rpc_layer():
     raw = '{"cluster":{"worker":["a:1"]},"task":{"type":"worker","index":0},"rpc_layer":"grpc"}'
     assert parse_tf_config(raw)["rpc_layer"] == "grpc"
+
+
+def test_tf_config_over_the_linux_env_limit_is_refused_up_front():
+    # 1,024 workers with long (but valid) names: over 128 KiB, which exec() would refuse.
+    env = dict(BASE_ENV, TFMW_REPLICAS="1024", TFMW_POD_NAME="r" * 40 + "-0",
+               TFMW_STATEFULSET="r" * 40, TFMW_SERVICE="s" * 50, TFMW_NAMESPACE="n" * 60)
+    proc = subprocess.run([sys.executable, "-m", "entrypoint", "run", "--", "true"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "over Linux's" in proc.stderr and "workers.replicas" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_tf_config_of_a_large_default_named_cluster_fits():
+    from entrypoint.cluster import check_tf_config_size
+    env = dict(BASE_ENV, TFMW_REPLICAS="1024")
+    tf_config, _, _ = resolve_tf_config(env)
+    check_tf_config_size(json.dumps(tf_config, separators=(",", ":")))

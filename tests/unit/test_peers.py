@@ -83,3 +83,25 @@ def test_launcher_exits_3_naming_missing_peer(tmp_path):
     assert proc.returncode == 3
     assert "w-0.nosuchsvc.ns.svc.invalid, w-1.nosuchsvc.ns.svc.invalid" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_lookups_run_concurrently():
+    import threading
+    import time as real_time
+    active = peak = 0
+    lock = threading.Lock()
+
+    def slow_resolve(host):
+        nonlocal active, peak
+        with lock:
+            active += 1
+            peak = max(peak, active)
+        real_time.sleep(0.02)
+        with lock:
+            active -= 1
+        return True
+
+    started = real_time.monotonic()
+    wait_for_peers([f"w{i}" for i in range(200)], 60, resolve=slow_resolve, log=lambda _: None)
+    assert peak > 1
+    assert real_time.monotonic() - started < 200 * 0.02 / 4  # far below one-at-a-time
