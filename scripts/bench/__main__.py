@@ -93,7 +93,11 @@ def run_figure3(args, machine_line: str, plots: Path) -> str:
         headers, rows = fig_recovery.parse_table(result["output"])
         plotted = fig_recovery.plot(headers, rows, plots / "fig3_recovery.png", machine_line)
     log(f"\nFigure 3: recovery — {result['status']}" + (f"\n{result['output']}" if result["output"] else ""))
-    return report.fig_recovery(result, plotted)
+    tuned = None
+    if not args.quick and result["status"] != "missing":
+        tuned = fig_recovery.run_harness(False, timeout=600, log=log, extra_args=fig_recovery.TUNED_ARGS)
+        log(f"\nFigure 3, tuned: {tuned['status']}" + (f"\n{tuned['output']}" if tuned["output"] else ""))
+    return report.fig_recovery(result, plotted, tuned)
 
 
 def run_figure4(args, machine_line: str, plots: Path) -> str:

@@ -23,6 +23,10 @@ def harness_path():
 
 
 QUICK_SCENARIO = "kill-worker"
+# The faults whose cost the heartbeat and the watchdog decide (a kill is seen at once through
+# the closed connection): re-run with a 3 s coordination heartbeat and a 10 s hang timeout.
+TUNED_ARGS = ("--scenario", "hang-worker", "--scenario", "partition-worker", "--hang-timeout", "10",
+              "--set", "training.config.heartbeatTimeoutSeconds=3")
 
 
 def harness_args(help_text: str, quick: bool) -> list[str]:
@@ -36,7 +40,7 @@ def harness_args(help_text: str, quick: bool) -> list[str]:
     return []
 
 
-def run_harness(quick: bool, timeout: float = 600.0, log=print) -> dict:
+def run_harness(quick: bool, timeout: float = 600.0, log=print, extra_args=()) -> dict:
     """{"status": "measured"|"missing"|"failed", "output": str, "command": str}"""
     path = harness_path()
     if path is None:
@@ -45,7 +49,7 @@ def run_harness(quick: bool, timeout: float = 600.0, log=print) -> dict:
     command = [PY, "-m", MODULE]
     try:
         helped = subprocess.run(command + ["--help"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
-        command += harness_args(helped.stdout, quick)
+        command += harness_args(helped.stdout, quick) + list(extra_args)
         log(f"  figure 3: {' '.join(command[1:])} (the fault-tolerance harness)")
         result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -163,7 +163,7 @@ def fig_launcher(summary, table_rows, headers, load: str) -> str:
     ])
 
 
-def fig_recovery(result: dict, plotted: bool) -> str:
+def fig_recovery(result: dict, plotted: bool, tuned: dict | None = None) -> str:
     lines = ["## Figure 3: recovery after a fault", ""]
     if result["status"] == "missing":
         lines += [
@@ -196,6 +196,20 @@ def fig_recovery(result: dict, plotted: bool) -> str:
         "```",
         "",
     ]
+    if tuned is not None:
+        lines += [
+            "**Tuned heartbeat and watchdog.** A killed worker is seen at once (its connection closes); a "
+            "stopped or cut-off one only when the coordination service's heartbeat times out on the survivors "
+            "and the launcher's watchdog (`training.hangTimeoutSeconds`) ends the silent side. The same harness "
+            "with a 3 s heartbeat (`training.config.heartbeatTimeoutSeconds=3`) and a 10 s watchdog, for those "
+            f"two faults (`{tuned['command']}`, status **{tuned['status']}**; the partition lasts 15 s, a floor "
+            "for its resume time):",
+            "",
+            "```",
+            tuned["output"] or "(no output)",
+            "```",
+            "",
+        ]
     return "\n".join(lines)
 
 
