@@ -192,4 +192,4 @@ def run_env(environ: dict, shared_dir: str | None = None, run_id: str | None = N
 def data_path(config: dict, shared_dir: str) -> str:
     """data.path, relative paths resolved against the shared storage directory."""
     path = config["data"]["path"]
-    return path if os.path.isabs(path) else os.path.join(shared_dir, path)
+    return path if os.path.isabs(path) or "://" in path else os.path.join(shared_dir, path)

@@ -10,7 +10,7 @@ same sequence by skipping the batches already trained on.
 """
 from __future__ import annotations
 
-import glob
+import io
 import os
 from dataclasses import dataclass
 from typing import Callable
@@ -36,12 +36,14 @@ class InputSpec:
 
 
 def list_files(path: str, fmt: str) -> list[str]:
-    """A directory (every *.npz / *.tfrecord in it) or a glob pattern."""
-    if os.path.isdir(path):
-        files = glob.glob(os.path.join(path, "*" + EXTENSIONS[fmt]))
+    """A directory (every *.npz / *.tfrecord in it) or a glob pattern; a local path or an
+    object-store URI alike (tf.io.gfile)."""
+    gfile = tf.io.gfile
+    if gfile.isdir(path):
+        files = gfile.glob(os.path.join(path, "*" + EXTENSIONS[fmt]))
     else:
-        files = glob.glob(path)
-    files = sorted(f for f in files if os.path.isfile(f))
+        files = gfile.glob(path)
+    files = sorted(f for f in files if not gfile.isdir(f))
     if not files:
         raise ConfigError(f"training config: data.path: no {fmt} files at {path}")
     return files
@@ -60,7 +62,7 @@ def _pipeline(ds: tf.data.Dataset, shuffle_buffer: int, seed: int, batch: int,
 def _load_npz(files) -> tuple[np.ndarray, np.ndarray]:
     xs, ys = [], []
     for name in files:
-        with np.load(name) as npz:
+        with tf.io.gfile.GFile(name, "rb") as fh, np.load(io.BytesIO(fh.read())) as npz:
             if "x" not in npz or "y" not in npz:
                 raise ConfigError(f"training config: data.path: {name} lacks arrays 'x' and 'y'")
             xs.append(npz["x"].astype(np.float32))

@@ -1,4 +1,10 @@
-"""The run directory in shared storage and the files the trainer writes atomically."""
+"""The run directory in shared storage and the files the trainer writes atomically.
+
+Shared storage is a mounted path or an object-store URI (`gs://bucket/prefix`, what the
+chart's storage.type=objectStore sets). Local paths use the os module (no TensorFlow
+import: "already completed" answers in well under a second); a URI goes through
+tf.io.gfile, which TensorFlow's own checkpoints and summaries use too.
+"""
 from __future__ import annotations
 
 import json
@@ -33,8 +39,33 @@ class RunDir:
         return os.path.join(self.root, "COMPLETED")
 
 
+def is_uri(path: str) -> bool:
+    return "://" in path
+
+
+def _gfile():
+    import tensorflow as tf  # only for object-store URIs
+    return tf.io.gfile
+
+
+def makedirs(path: str) -> None:
+    if is_uri(path):
+        _gfile().makedirs(path)
+    else:
+        os.makedirs(path, exist_ok=True)
+
+
 def write_atomic(path: str, text: str) -> None:
     """Write text to path so a reader sees either the old file or the whole new one."""
+    if is_uri(path):
+        # Object stores publish an object whole on close; write-then-rename keeps the same
+        # "old or whole new" promise on file systems behind a URI that do not.
+        gfile = _gfile()
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with gfile.GFile(tmp, "w") as f:
+            f.write(text)
+        gfile.rename(tmp, path, overwrite=True)
+        return
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
@@ -51,6 +82,15 @@ def write_atomic(path: str, text: str) -> None:
 
 
 def read_completed(run: RunDir) -> dict | None:
+    if is_uri(run.completed):
+        gfile = _gfile()
+        if not gfile.exists(run.completed):
+            return None
+        try:
+            with gfile.GFile(run.completed, "r") as f:
+                return json.loads(f.read())
+        except Exception:  # noqa: BLE001 - any read failure of a present marker still means "done"
+            return {}
     try:
         with open(run.completed, encoding="utf-8") as f:
             return json.load(f)

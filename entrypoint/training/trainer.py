@@ -25,7 +25,7 @@ from tensorflow.python.checkpoint import checkpoint_management  # noqa: E402
 from .config import Cluster, ConfigError, RunEnv  # noqa: E402
 from .data import build_input  # noqa: E402
 from .models import build_model  # noqa: E402
-from .rundir import Heartbeat, RunDir, write_completed  # noqa: E402
+from .rundir import Heartbeat, RunDir, is_uri, makedirs, write_completed  # noqa: E402
 
 
 def log(line: str) -> None:
@@ -185,6 +185,13 @@ def export_model(model, run: RunDir, cluster: Cluster) -> str:
     """Every worker saves (MWMS may need all of them); only the chief's copy lands in <run>/model,
     renamed into place so a reader never sees half a model."""
     target = run.model
+    if cluster.is_chief and is_uri(target):
+        # An object store has no atomic directory rename: the chief saves in place, and the
+        # COMPLETED marker, written only after this returns, is what says the model is whole.
+        if tf.io.gfile.exists(target):
+            tf.io.gfile.rmtree(target)
+        model.save(target, save_format="tf", include_optimizer=False)
+        return target
     parent = run.root if cluster.is_chief else tempfile.gettempdir()
     staging = tempfile.mkdtemp(prefix=".model-tmp-", dir=parent)
     model.save(staging, save_format="tf", include_optimizer=False)
@@ -259,7 +266,7 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
     log(f"tfmw connecting worker={cluster.worker_index}/{cluster.num_workers}")
     strategy, collective = make_strategy(config)
     run = RunDir.of(env.shared_dir, env.run_id)
-    os.makedirs(run.checkpoints, exist_ok=True)
+    makedirs(run.checkpoints)
     tf.random.set_seed(config["seed"])
     keras.utils.set_random_seed(config["seed"])
 
