@@ -11,6 +11,8 @@ EXIT_PEERS_NOT_FOUND = 3   # some peer DNS names never resolved before the deadl
 EXIT_TRAINING_FAILED = 4   # training command failed permanently (not retried)
 EXIT_RETRIES_EXHAUSTED = 5 # retryable failures went on past the restart limit
 EXIT_RETRYABLE = 75        # training command's "peer/collective failure, try again" (EX_TEMPFAIL)
+EXIT_UNEXPECTED = 1       # training command's unexpected error (retried up to the limit)
+EXIT_SIGTERM = 143        # stopped by SIGTERM (128 + 15) after the trainer checkpointed
 
 
 class LauncherError(Exception):

@@ -20,8 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .errors import (EXIT_BAD_CONFIG, EXIT_OK, EXIT_RETRIES_EXHAUSTED, EXIT_RETRYABLE,
+from .errors import (EXIT_BAD_CONFIG, EXIT_OK, EXIT_RETRIES_EXHAUSTED, EXIT_RETRYABLE, EXIT_SIGTERM,
                      EXIT_TRAINING_FAILED)
+# The trainer's write-then-rename (no TensorFlow import for a local path): one way to
+# publish the marker, whichever side writes it.
+from .training.rundir import RunDir, write_atomic
 
 DONE, PERMANENT, RETRY = "done", "permanent", "retry"
 
@@ -61,7 +64,7 @@ class SupervisorConfig:
 
 
 def completed_marker(run_dir: Path | None) -> Path | None:
-    return run_dir / "COMPLETED" if run_dir else None
+    return Path(RunDir(str(run_dir)).completed) if run_dir else None
 
 
 class Supervisor:
@@ -97,7 +100,7 @@ class Supervisor:
             returncode, progressed, reason = self._run_once()
             if self._stop.is_set():
                 self.cfg.log(f"tfmw launcher stopped by signal; training exited with {returncode}")
-                return 143 if returncode != 0 else EXIT_OK
+                return EXIT_SIGTERM if returncode != 0 else EXIT_OK
             outcome = classify_exit(returncode)
             if outcome == DONE:
                 self.cfg.log("tfmw launcher training finished")
@@ -105,9 +108,9 @@ class Supervisor:
                 if self.cfg.is_chief and marker is not None and not marker.exists():
                     # A user command knows nothing of the marker: record completion for it,
                     # so a restarted pod of this run never trains again either.
-                    write_marker(marker, {"by": "launcher", "command": " ".join(self.cfg.command),
-                                          "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                       time.gmtime())})
+                    record = {"by": "launcher", "command": " ".join(self.cfg.command),
+                              "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                    write_atomic(str(marker), json.dumps(record, indent=2, sort_keys=True) + "\n")
                 return self._idle_completed(marker)
             if outcome == PERMANENT:
                 self.cfg.log(f"tfmw launcher training refused its configuration (exit {returncode}); "
@@ -123,7 +126,7 @@ class Supervisor:
             if self._stop.wait(delay):
                 break
             self.cfg.regroup()
-        return 143
+        return EXIT_SIGTERM
 
     def _run_once(self) -> tuple[int, bool, str]:
         hb = self.cfg.heartbeat_file
@@ -196,14 +199,6 @@ class Supervisor:
                      "training.runId to train again")
         self._stop.wait()
         return EXIT_OK
-
-
-def write_marker(path: Path, record: dict) -> None:
-    """Write-then-rename: a reader sees no marker or a whole one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
 
 
 def _read_heartbeat(path: Path) -> int | None:

@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 
-from scripts.render import REPO, ToolError
+from scripts.render import REPO, ToolError, find_tool
 
 PINNED_KUBECTL = REPO / ".tools" / "bin" / "kubectl"
 PROGRESS = re.compile(r"\btfmw progress (?P<fields>.*)$")
@@ -23,20 +22,7 @@ DONE = re.compile(r"\btfmw done\b(?P<fields>.*)$")
 
 def find_kubectl(kubectl: str | None = None) -> str:
     """kubectl to use: argument, else $KUBECTL, else the pinned one, else PATH."""
-    for origin, candidate in (("argument", kubectl), ("KUBECTL", os.environ.get("KUBECTL"))):
-        if candidate:
-            path = shutil.which(str(candidate))
-            if not path:
-                raise ToolError(f"kubectl not found: {candidate} (from {origin}) is not an executable; "
-                                "run `make setup`, or set KUBECTL=/path/to/kubectl", exit_code=127)
-            return path
-    if os.access(PINNED_KUBECTL, os.X_OK):
-        return str(PINNED_KUBECTL)
-    found = shutil.which("kubectl")
-    if found:
-        return found
-    raise ToolError(f"kubectl not found: not at {PINNED_KUBECTL} nor on PATH; run `make setup`, "
-                    "or set KUBECTL=/path/to/kubectl", exit_code=127)
+    return find_tool("kubectl", kubectl, PINNED_KUBECTL)
 
 
 # ---------------------------------------------------------------- workload identity

@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts import render
+from scripts.loglines import key_values, progress_step
 from scripts.local_run import DEFAULT_RUNS, base_env, choose_network
 from scripts.localrun.cluster import LocalCluster
 from scripts.localrun.podspec import build_pods, find_workload
 
-_PROGRESS = re.compile(r"^tfmw progress step=(\d+)/(\d+)")
 _START = re.compile(r"^tfmw start .*resume_step=(\d+)")
 
 SCENARIOS = ("kill-worker", "kill-chief", "hang-worker", "partition-worker", "kill-during-checkpoint")
@@ -67,18 +67,13 @@ class FaultResult:
         return len(self.digests) == 1
 
 
-def _step_of(line: str) -> int | None:
-    match = _PROGRESS.match(line)
-    return int(match.group(1)) if match else None
-
-
 def _max_step(cluster: LocalCluster, until: float | None = None) -> int:
     best = 0
     for state in cluster.states.values():
         for when, line in zip(state.times, state.lines):
             if until is not None and when > until:
                 break
-            step = _step_of(line)
+            step = progress_step(line)
             if step is not None:
                 best = max(best, step)
     return best
@@ -139,7 +134,7 @@ def run_scenario(scenario: str, runs_dir: Path = DEFAULT_RUNS, steps: int = 120,
             trigger = lambda line: line.startswith("tfmw checkpoint writing") and \
                 int(re.search(r"step=(\d+)", line).group(1)) >= fault_after_step  # noqa: E731
         else:
-            trigger = lambda line: (_step_of(line) or 0) >= fault_after_step  # noqa: E731
+            trigger = lambda line: (progress_step(line) or 0) >= fault_after_step  # noqa: E731
         if cluster.wait_for_line(0, trigger, timeout=timeout) is None:
             result.reason = f"never reached step {fault_after_step} before the fault"
             return result
@@ -156,7 +151,7 @@ def run_scenario(scenario: str, runs_dir: Path = DEFAULT_RUNS, steps: int = 120,
         if starts:
             first = starts[-1]
             result.resume_step = int(_START.match(chief.lines[first]).group(1))
-            after = [i for i in range(first, len(chief.lines)) if _step_of(chief.lines[i]) is not None]
+            after = [i for i in range(first, len(chief.lines)) if progress_step(chief.lines[i]) is not None]
             if after:
                 result.seconds_to_resume = chief.times[after[0]] - fault_time
         detected = [when for o, st in cluster.states.items()
@@ -171,7 +166,7 @@ def run_scenario(scenario: str, runs_dir: Path = DEFAULT_RUNS, steps: int = 120,
         for state in cluster.states.values():
             done = [l for l in state.lines if l.startswith("tfmw done ")]
             if done:
-                kv = dict(w.split("=", 1) for w in done[-1].split()[2:] if "=" in w)
+                kv = key_values(done[-1])
                 result.final_steps.add(int(kv["steps"]))
                 result.digests.add(kv["weights_digest"])
                 if state.pod.ordinal == 0:

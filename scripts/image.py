@@ -118,7 +118,11 @@ def parse_dockerfile(text: str) -> Dockerfile:
         elif instruction == "FROM":
             parsed.from_images.append(rest.split()[0])
         elif instruction == "ENV":
-            parsed.env.update(_key_values(rest))
+            name, _, legacy_value = rest.partition(" ")
+            if "=" not in name:  # the legacy form `ENV <key> <value with spaces>`
+                parsed.env[name] = legacy_value.strip()
+            else:
+                parsed.env.update(_key_values(rest))
         elif instruction == "LABEL":
             parsed.labels.update(_key_values(rest))
         elif instruction == "USER":

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from scripts import render
+from scripts.loglines import key_values
 from scripts.localrun.cluster import LocalCluster, Outcome
 from scripts.localrun.network import (LoopbackNetwork, NetnsNetwork, cleanup_stale,
                                       free_port_range, netns_available)
@@ -72,13 +73,9 @@ def choose_network(mode: str, port: int, replicas: int):
     return LoopbackNetwork(base_port=base), f"loopback 127.0.0.1 ports {base}..{base + replicas - 1}"
 
 
-def parse_kv(line: str) -> dict[str, str]:
-    return dict(word.split("=", 1) for word in line.split()[2:] if "=" in word)
-
-
 def summary(cluster: LocalCluster, outcome: Outcome, elapsed: float, run_dir: Path) -> list[str]:
     states = sorted(cluster.states.values(), key=lambda s: s.pod.ordinal)
-    done = {s.pod.name: parse_kv(l) for s in states for l in s.lines if l.startswith("tfmw done ")}
+    done = {s.pod.name: key_values(l) for s in states for l in s.lines if l.startswith("tfmw done ")}
     restarts = ", ".join(f"{s.pod.name}={max(s.starts - 1, 0)}" for s in states)
     head = "completed" if outcome.ok else f"FAILED: {outcome.reason}"
     lines = [f"tf-multiworker local run {head} in {elapsed:.1f}s ({len(states)} workers)"]

@@ -61,28 +61,28 @@ class ToolError(Exception):
 
 # ---------------------------------------------------------------- helm binary
 
-def find_helm(helm: str | os.PathLike | None = None) -> str:
-    """The helm to use: explicit argument, else $HELM, else the pinned one, else PATH."""
-    for origin, candidate in (("argument", helm), ("HELM", os.environ.get("HELM"))):
+def find_tool(name: str, explicit: str | os.PathLike | None, pinned: Path) -> str:
+    """The `name` binary to use (helm, kubectl): explicit argument, else $NAME, else the pinned
+    one in .tools/bin, else PATH; a ToolError (exit 127) saying how to get one otherwise."""
+    variable = name.upper()
+    fix = f"run `make setup` to install the pinned {name}, or set {variable}=/path/to/{name}"
+    for origin, candidate in (("argument", explicit), (variable, os.environ.get(variable))):
         if candidate:
             path = shutil.which(str(candidate))
             if not path:
-                raise ToolError(
-                    f"helm not found: {candidate} (from {origin}) is not an executable; "
-                    "run `make setup` to install the pinned helm, or set HELM=/path/to/helm",
-                    exit_code=127,
-                )
+                raise ToolError(f"{name} not found: {candidate} (from {origin}) is not an executable; {fix}",
+                                exit_code=127)
             return path
-    if os.access(PINNED_HELM, os.X_OK):
-        return str(PINNED_HELM)
-    on_path = shutil.which("helm")
+    if os.access(pinned, os.X_OK):
+        return str(pinned)
+    on_path = shutil.which(name)
     if on_path:
         return on_path
-    raise ToolError(
-        f"helm not found: not at {PINNED_HELM} nor on PATH; run `make setup` to install "
-        "the pinned helm, or set HELM=/path/to/helm",
-        exit_code=127,
-    )
+    raise ToolError(f"{name} not found: not at {pinned} nor on PATH; {fix}", exit_code=127)
+
+
+def find_helm(helm: str | os.PathLike | None = None) -> str:
+    return find_tool("helm", helm, PINNED_HELM)
 
 
 def helm_error_line(stderr: str | bytes) -> str:

@@ -12,15 +12,10 @@ from dataclasses import dataclass
 import jsonschema
 import yaml
 
+# The launcher's ConfigError: a bad training config or environment is one line, exit code 2,
+# never retried, the same class on both sides of the launcher/trainer boundary.
+from ..errors import ConfigError  # noqa: F401 - imported from here by the trainer modules
 from .schema import BUILTIN_MODELS, DEFAULTS, MODEL_ARGS, SCHEMA
-
-EXIT_BAD_CONFIG = 2
-
-
-class ConfigError(Exception):
-    """A bad training config or environment: one line, exit code 2, never retried."""
-
-    exit_code = EXIT_BAD_CONFIG
 
 
 def load_file(path: str) -> dict:
@@ -151,14 +146,10 @@ def parse_tf_config(raw: str | None) -> Cluster:
     and the launcher accept exactly the same TF_CONFIGs; the trainer adds that MWMS trains
     with 'worker' (and optionally 'chief') tasks only."""
     from ..cluster import parse_tf_config as validate_tf_config
-    from ..errors import ConfigError as LauncherConfigError
 
     if not raw:
         return Cluster(num_workers=1, worker_index=0)
-    try:
-        spec = validate_tf_config(raw)
-    except LauncherConfigError as err:
-        raise ConfigError(str(err)) from None
+    spec = validate_tf_config(raw)
     cluster, task = spec["cluster"], spec["task"]
     if set(cluster) - {"worker", "chief"} or task["type"] not in ("worker", "chief"):
         raise ConfigError(f"TF_CONFIG: cluster has job types {sorted(cluster)} and task type "

@@ -5,11 +5,9 @@ tf.errors classes are named UnavailableError, DeadlineExceededError, ... .
 """
 from __future__ import annotations
 
-EXIT_DONE = 0
-EXIT_BAD_CONFIG = 2
-EXIT_FAILED = 1
-EXIT_RETRYABLE = 75   # EX_TEMPFAIL: a peer or collective failed; the launcher restarts the group
-EXIT_SIGTERM = 143
+from ..errors import EXIT_OK as EXIT_DONE  # noqa: F401 - the trainer's name for it
+from ..errors import EXIT_RETRYABLE, EXIT_SIGTERM  # noqa: F401 - re-exported for the trainer
+from ..errors import EXIT_UNEXPECTED as EXIT_FAILED
 
 # A peer died, restarted or timed out: training can resume from the last checkpoint.
 _RETRYABLE = {"UnavailableError", "DeadlineExceededError", "CancelledError", "AbortedError"}

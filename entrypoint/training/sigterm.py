@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 
-EXIT_SIGTERM = 143
+from ..errors import EXIT_SIGTERM
 
 
 class SigtermFlag:

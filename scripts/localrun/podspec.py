@@ -192,20 +192,9 @@ def build_pods(workload: Workload, run_dir: Path, python: str = sys.executable,
     return pods
 
 
+
 def image_env(dockerfile_text: str) -> dict[str, str]:
-    """The `ENV k=v ...` settings of the Dockerfile, so local pods see what the image sets
-    (TF_USE_LEGACY_KERAS=1 above all). Handles line continuations; `ENV k v` too."""
-    joined = dockerfile_text.replace("\\\n", " ")
-    env: dict[str, str] = {}
-    for line in joined.splitlines():
-        words = line.split()
-        if not words or words[0].upper() != "ENV":
-            continue
-        rest = words[1:]
-        if rest and "=" not in rest[0]:
-            env[rest[0]] = " ".join(rest[1:])
-            continue
-        for word in rest:
-            key, _, value = word.partition("=")
-            env[key] = value.strip('"')
-    return env
+    """The `ENV` settings of the Dockerfile, so local pods see what the image sets
+    (TF_USE_LEGACY_KERAS=1 above all); parsed by the image tooling's own Dockerfile reader."""
+    from scripts.image import parse_dockerfile
+    return parse_dockerfile(dockerfile_text).env
