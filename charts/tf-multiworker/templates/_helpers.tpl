@@ -38,14 +38,23 @@ Chart label value.
 {{- end }}
 
 {{/*
-Labels every resource carries.
+Labels every resource carries (pods take podLabels instead).
 */}}
 {{- define "tf-multiworker.labels" -}}
 helm.sh/chart: {{ include "tf-multiworker.chart" . }}
-{{ include "tf-multiworker.selectorLabels" . }}
+{{ include "tf-multiworker.podLabels" . }}
 {{- if .Chart.AppVersion }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- end }}
+{{- end }}
+
+{{/*
+Labels of pods and pod templates: the standard labels without helm.sh/chart and
+app.kubernetes.io/version. A pod template that changed with the chart's version would make
+an upgrade that bumps only the chart restart every worker mid-training.
+*/}}
+{{- define "tf-multiworker.podLabels" -}}
+{{ include "tf-multiworker.selectorLabels" . }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: tf-multiworker
 {{- end }}
@@ -77,6 +86,14 @@ app.kubernetes.io/component: worker
 {{- end }}
 
 {{/*
+Labels of the worker pods (the StatefulSet's pod template).
+*/}}
+{{- define "tf-multiworker.workerPodLabels" -}}
+{{ include "tf-multiworker.podLabels" . }}
+app.kubernetes.io/component: worker
+{{- end }}
+
+{{/*
 Name of the headless Service giving every worker a stable DNS name.
 */}}
 {{- define "tf-multiworker.serviceName" -}}
@@ -98,6 +115,14 @@ Where the training ConfigMap is mounted, and the file the trainer reads.
 {{- end }}
 {{- define "tf-multiworker.trainingConfigPath" -}}
 {{- printf "%s/training.yaml" (include "tf-multiworker.trainingConfigDir" .) }}
+{{- end }}
+
+{{/*
+The trainer's config as the ConfigMap holds it. The workers' checksum annotation hashes
+this, not the whole ConfigMap, whose labels carry the chart version.
+*/}}
+{{- define "tf-multiworker.trainingConfigYaml" -}}
+{{- toYaml .Values.training.config }}
 {{- end }}
 
 {{/*
