@@ -55,8 +55,11 @@ def overlay_path(env: str) -> Path:
     return VALUES_DIR / f"{env}.yaml"
 
 
-def run_helm(executable: str, args: Sequence[str]) -> HelmResult:
-    proc = subprocess.run([executable, *args], capture_output=True, text=True, timeout=120)
+def run_helm(executable: str, args: Sequence[str], env: dict[str, str] | None = None) -> HelmResult:
+    """`env` adds to (does not replace) the environment, e.g. private HELM_*_HOME dirs."""
+    full_env = {**os.environ, **env} if env else None
+    proc = subprocess.run([executable, *args], capture_output=True, text=True, timeout=120,
+                          env=full_env)
     return HelmResult(proc.returncode, proc.stdout, proc.stderr)
 
 
