@@ -79,17 +79,34 @@ def test_tensorboard_on_empty_dir_is_refused(helm):
     assert "tensorboard.enabled=true needs shared storage" in error and "storage.type" in error
 
 
-def test_notes_tell_how_to_follow_the_job():
-    # Helm 3's `install --dry-run=client` still wants a cluster; Helm 4 renders NOTES offline.
+def install_notes(*args: str) -> str:
+    """NOTES.txt as `helm install` prints it. Helm 3's `install --dry-run=client` still wants
+    a cluster; Helm 4 renders NOTES offline."""
     result = chartkit.run_helm(chartkit.helm4(), ["install", RELEASE, str(chartkit.CHART), "--dry-run=client",
-                                      "--namespace", "training", "-f", str(ALL_ON)])
+                                                  "--namespace", "training", *args])
     assert result.returncode == 0, result.stderr
-    notes = result.stdout.split("NOTES:", 1)[1]
-    assert "kubectl -n training logs -f -l" in notes
-    assert "make status RELEASE=tfmw NAMESPACE=training" in notes
+    return result.stdout.split("NOTES:", 1)[1]
+
+
+def test_notes_tell_how_to_follow_the_job():
+    notes = install_notes("-f", str(ALL_ON))
+    selector = ("app.kubernetes.io/name=tf-multiworker,app.kubernetes.io/instance=tfmw,"
+                "app.kubernetes.io/component=worker")
+    assert f"kubectl -n training logs -f -l {selector} --prefix" in notes
+    assert f"kubectl -n training get pods -l {selector} -o wide" in notes
     assert "/shared/all-on-run/model/" in notes
     assert f"kubectl -n training port-forward svc/{FULLNAME}-tensorboard 6006:6006" in notes
     assert "helm test tfmw -n training --logs" in notes
+
+
+@pytest.mark.parametrize("values", [(), ("-f", str(ALL_ON))])
+def test_notes_give_plain_helm_users_only_commands_they_have(values):
+    """`helm install` users have helm and kubectl, not this repository's Makefile."""
+    notes = install_notes(*values)
+    commands = [line.strip() for line in notes.splitlines() if line.startswith("  ")]
+    tools = {command.split()[0] for command in commands if command and command[0].isalpha()}
+    assert "kubectl" in tools and "helm" in tools
+    assert "make" not in tools and "make " not in notes, notes
 
 
 # -- the helm test pod --------------------------------------------------------------------
