@@ -1,0 +1,536 @@
+"""A real Kubernetes control plane on this machine: etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler (built from their upstream Go modules by
+scripts/kube/build.py), plus the node agent (scripts/kube/node) that runs bound pods.
+
+Network: each cluster takes a free "slot" s (0..15) and a Linux bridge `tfmwk<s>` with the
+host address 198.19.(16s).1/20 (RFC 2544's benchmarking range: nothing routes it). The API
+server listens on that address, so pods in their network namespaces on the bridge reach it
+as they would `kubernetes.default`; node k's pods get 198.19.(16s+k).x; Services get
+ClusterIPs from 198.19.(16s+8).0/21, which nothing routes (no kube-proxy: the workers use a
+headless Service and the API server's real address, which the node agent injects as
+KUBERNETES_SERVICE_HOST). etcd listens on 127.0.0.1 only, TLS with client certificates.
+
+Everything lives in one state folder (default `.cluster/` in the repo, git-ignored): pki/,
+etcd/, logs/, the admin kubeconfig, state.json (addresses, ports, PIDs). Processes are
+stopped by the PIDs recorded there, after checking each is still the program we started.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from scripts.kube import pki
+from scripts.kube.api import Api, ApiError, Credentials
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_STATE = REPO / ".cluster"
+KUBERNETES_VERSION = "v1.35.4"
+CLUSTER_DOMAIN = "cluster.local"
+SLOTS = 16
+STORAGE_CLASS = "local-shared"
+PROVISIONER = "tf-multiworker.local/hostpath"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+class ClusterError(Exception):
+    """One-line, operator-facing reason; exit code 2 bad input, 3 state, 4 a component failed."""
+
+    def __init__(self, message: str, exit_code: int = 4):
+        super().__init__(" ".join(message.split()))
+        self.exit_code = exit_code
+
+
+# ---------------------------------------------------------------- addresses (pure)
+
+def slot_network(slot: int) -> dict[str, str]:
+    """Addresses of cluster slot `slot`: the bridge/API address, its prefix, the service CIDR."""
+    if not 0 <= slot < SLOTS:
+        raise ValueError(f"slot {slot} outside 0..{SLOTS - 1}")
+    third = 16 * slot
+    return {
+        "bridge": f"tfmwk{slot}",
+        "address": f"198.19.{third}.1",
+        "prefix": "20",
+        "service_cidr": f"198.19.{third + 8}.0/21",
+        "service_ip": f"198.19.{third + 8}.1",
+    }
+
+
+def node_pod_prefix(slot: int, node_index: int) -> str:
+    """Node k (1-based, at most 7) gives its pods 198.19.(16s+k).2..254."""
+    if not 1 <= node_index <= 7:
+        raise ValueError("a cluster has at most 7 nodes")
+    return f"198.19.{16 * slot + node_index}"
+
+
+def node_names(count: int) -> list[str]:
+    return [f"node-{i}" for i in range(1, count + 1)]
+
+
+# ---------------------------------------------------------------- state
+
+@dataclass
+class ClusterState:
+    directory: str
+    slot: int
+    address: str
+    api_port: int
+    etcd_port: int
+    etcd_peer_port: int
+    nodes: list[str]
+    gpus_per_node: int = 0
+    kubelet_ports: dict[str, int] = field(default_factory=dict)
+    pids: dict[str, int] = field(default_factory=dict)
+    started_at: float = 0.0
+    ready_seconds: float = 0.0
+
+    @property
+    def dir(self) -> Path:
+        return Path(self.directory)
+
+    @property
+    def server(self) -> str:
+        return f"https://{self.address}:{self.api_port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / "kubeconfig"
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.dir / "pki"
+
+    def credentials(self, name: str) -> Credentials:
+        """Client credentials of one pki identity (admin, cluster-services, node-<n>, ...)."""
+        return Credentials(self.server, self.pki_dir / "ca.crt", self.pki_dir / f"{name}.crt",
+                           self.pki_dir / f"{name}.key")
+
+    def api(self, name: str = "admin", timeout: float = 10.0) -> Api:
+        return Api(self.credentials(name), timeout=timeout)
+
+    def save(self) -> None:
+        path = self.dir / "state.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2, sort_keys=True))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, directory: Path) -> "ClusterState | None":
+        path = Path(directory) / "state.json"
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+# ---------------------------------------------------------------- processes
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def is_ours(pid: int, marker: str) -> bool:
+    """pid is alive and still the program we started (its command line names `marker`):
+    a recycled PID is never signalled."""
+    return pid > 0 and any(marker in part for part in _cmdline(pid))
+
+
+def stop_pid(pid: int, marker: str, grace: float) -> bool:
+    """SIGTERM, wait up to `grace`, SIGKILL. Returns whether the process was ours and alive."""
+    if not is_ours(pid, marker):
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not is_ours(pid, marker) or _zombie(pid):
+            break
+        time.sleep(0.1)
+    else:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _reap(pid)
+    return True
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _spawn(argv: list[str], log: Path, env: dict | None = None) -> int:
+    """Start a daemon in its own session, output to `log`; it outlives this process."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=env, close_fds=True)
+    return proc.pid
+
+
+def free_port(host: str = "127.0.0.1", preferred: int = 0) -> int:
+    for candidate in ([preferred] if preferred else []) + [0]:
+        with socket.socket() as s:
+            try:
+                s.bind((host, candidate))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise ClusterError(f"no free TCP port on {host}")
+
+
+def log_tail(path: Path, lines: int = 3) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return " | ".join(l.strip()[:300] for l in text[-lines:])
+
+
+# ---------------------------------------------------------------- network
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise ClusterError(f"`ip {' '.join(args)}` failed: {proc.stderr.strip()}")
+    return proc
+
+
+def link_exists(name: str) -> bool:
+    return _ip("link", "show", name, check=False).returncode == 0
+
+
+def free_slot(directory: Path) -> int:
+    for slot in range(SLOTS):
+        if not link_exists(slot_network(slot)["bridge"]):
+            return slot
+    raise ClusterError(f"all {SLOTS} cluster slots are taken (bridges tfmwk0..tfmwk{SLOTS - 1}): "
+                       "stop a cluster with `make cluster-down`", exit_code=3)
+
+
+def create_bridge(slot: int) -> None:
+    net = slot_network(slot)
+    _ip("link", "add", net["bridge"], "type", "bridge")
+    _ip("addr", "add", f"{net['address']}/{net['prefix']}", "dev", net["bridge"])
+    _ip("link", "set", net["bridge"], "up")
+
+
+def delete_bridge(slot: int) -> None:
+    name = slot_network(slot)["bridge"]
+    if link_exists(name):
+        _ip("link", "del", name, check=False)
+
+
+# ---------------------------------------------------------------- kubeconfig
+
+def kubeconfig_text(state: ClusterState, identity: str, user: str) -> str:
+    import base64
+    import yaml
+
+    def b64(path: Path) -> str:
+        return base64.b64encode(path.read_bytes()).decode()
+
+    pki_dir = state.pki_dir
+    config = {
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "tfmw-local", "cluster": {
+            "server": state.server, "certificate-authority-data": b64(pki_dir / "ca.crt")}}],
+        "users": [{"name": user, "user": {
+            "client-certificate-data": b64(pki_dir / f"{identity}.crt"),
+            "client-key-data": b64(pki_dir / f"{identity}.key")}}],
+        "contexts": [{"name": "tfmw-local", "context": {"cluster": "tfmw-local", "user": user,
+                                                         "namespace": "default"}}],
+        "current-context": "tfmw-local",
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
+# ---------------------------------------------------------------- component command lines
+
+def etcd_args(bins: dict, state: ClusterState) -> list[str]:
+    p = state.pki_dir
+    return [str(bins["etcd"]), "--name", "tfmw", "--data-dir", str(state.dir / "etcd"),
+            "--listen-client-urls", f"https://127.0.0.1:{state.etcd_port}",
+            "--advertise-client-urls", f"https://127.0.0.1:{state.etcd_port}",
+            "--listen-peer-urls", f"http://127.0.0.1:{state.etcd_peer_port}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{state.etcd_peer_port}",
+            "--initial-cluster", f"tfmw=http://127.0.0.1:{state.etcd_peer_port}",
+            "--listen-metrics-urls", "",
+            "--cert-file", str(p / "etcd.crt"), "--key-file", str(p / "etcd.key"),
+            "--client-cert-auth", "--trusted-ca-file", str(p / "ca.crt"),
+            "--log-level", "warn", "--unsafe-no-fsync"]  # a disposable dev cluster: speed over durability
+
+
+def apiserver_args(bins: dict, state: ClusterState) -> list[str]:
+    p = state.pki_dir
+    net = slot_network(state.slot)
+    return [str(bins["kube-apiserver"]),
+            "--bind-address", state.address, "--advertise-address", state.address,
+            "--secure-port", str(state.api_port),
+            "--etcd-servers", f"https://127.0.0.1:{state.etcd_port}",
+            "--etcd-cafile", str(p / "ca.crt"), "--etcd-certfile", str(p / "apiserver-etcd-client.crt"),
+            "--etcd-keyfile", str(p / "apiserver-etcd-client.key"),
+            "--tls-cert-file", str(p / "apiserver.crt"), "--tls-private-key-file", str(p / "apiserver.key"),
+            "--client-ca-file", str(p / "ca.crt"),
+            "--authorization-mode", "Node,RBAC",
+            # PodSecurity is on by default; NodeRestriction limits each node to its own pods.
+            "--enable-admission-plugins", "NodeRestriction",
+            "--allow-privileged=false",
+            "--anonymous-auth=false",
+            "--service-account-issuer", f"https://kubernetes.default.svc.{CLUSTER_DOMAIN}",
+            "--service-account-key-file", str(p / "sa.pub"),
+            "--service-account-signing-key-file", str(p / "sa.key"),
+            "--service-cluster-ip-range", net["service_cidr"],
+            "--kubelet-client-certificate", str(p / "apiserver-kubelet-client.crt"),
+            "--kubelet-client-key", str(p / "apiserver-kubelet-client.key"),
+            "--kubelet-certificate-authority", str(p / "ca.crt"),
+            "--kubelet-preferred-address-types", "InternalIP",
+            "--profiling=false",
+            "--event-ttl", "2h"]
+
+
+def controller_manager_args(bins: dict, state: ClusterState) -> list[str]:
+    p = state.pki_dir
+    return [str(bins["kube-controller-manager"]),
+            "--kubeconfig", str(state.dir / "kubeconfigs" / "controller-manager"),
+            "--secure-port", "0", "--leader-elect=false",
+            "--use-service-account-credentials=true",
+            "--service-account-private-key-file", str(p / "sa.key"),
+            "--root-ca-file", str(p / "ca.crt"),
+            "--cluster-name", "tfmw-local",
+            "--profiling=false",
+            # Pods of a node that stops renewing its lease are evicted after this:
+            "--node-monitor-grace-period", "40s"]
+
+
+def scheduler_args(bins: dict, state: ClusterState) -> list[str]:
+    return [str(bins["kube-scheduler"]),
+            "--kubeconfig", str(state.dir / "kubeconfigs" / "scheduler"),
+            "--secure-port", "0", "--leader-elect=false", "--profiling=false"]
+
+
+def node_agent_args(state: ClusterState) -> list[str]:
+    return [sys.executable, "-m", "scripts.kube.node", "--state", str(state.dir)]
+
+
+MARKERS = {"etcd": "etcd", "kube-apiserver": "kube-apiserver",
+           "kube-controller-manager": "kube-controller-manager", "kube-scheduler": "kube-scheduler",
+           "node-agent": "scripts.kube.node"}
+
+
+# ---------------------------------------------------------------- bootstrap (pure objects)
+
+def bootstrap_objects() -> list[tuple[str, dict]]:
+    """(collection path, object) the cluster needs before it runs workloads: the default
+    StorageClass the node agent provisions (hostPath volumes under the state folder, shared
+    by every pod on the machine: ReadWriteMany works), and least-privilege RBAC for the
+    cluster services identity (hosts from EndpointSlices, the provisioner)."""
+    return [
+        ("/apis/storage.k8s.io/v1/storageclasses", {
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": STORAGE_CLASS, "annotations": {
+                "storageclass.kubernetes.io/is-default-class": "true"}},
+            "provisioner": PROVISIONER, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"}),
+        ("/apis/rbac.authorization.k8s.io/v1/clusterroles", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "tfmw:cluster-services"},
+            "rules": [
+                {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+                 "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["persistentvolumeclaims"],
+                 "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["persistentvolumes"],
+                 "verbs": ["get", "list", "watch", "create", "delete"]},
+                {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"],
+                 "verbs": ["get", "list", "watch"]},
+                {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+            ]}),
+        ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "tfmw:cluster-services"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "tfmw:cluster-services"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                          "name": "tfmw:cluster-services"}]}),
+    ]
+
+
+# ---------------------------------------------------------------- up / down
+
+def running(state: ClusterState | None) -> bool:
+    return bool(state) and is_ours(state.pids.get("kube-apiserver", 0), MARKERS["kube-apiserver"])
+
+
+def wait_until(check, timeout: float, what: str, logs: list[Path], interval: float = 0.2,
+               alive: dict[str, int] | None = None):
+    """Poll `check` until it returns something true; fail fast, naming the log, if one of
+    the `alive` processes (name -> pid) exits meanwhile."""
+    deadline = time.monotonic() + timeout
+    last_error = ""
+    while time.monotonic() < deadline:
+        for name, pid in (alive or {}).items():
+            if not is_ours(pid, MARKERS[name]) or _zombie(pid):
+                log = next((p for p in logs if p.name.startswith(name)), logs[0])
+                raise ClusterError(f"{name} exited while starting: {log_tail(log)}")
+        try:
+            result = check()
+            if result:
+                return result
+        except (ApiError, OSError) as exc:
+            last_error = str(exc)
+        time.sleep(interval)
+    tails = "; ".join(f"{p.name}: {log_tail(p)}" for p in logs)
+    raise ClusterError(f"{what} not ready after {timeout:g}s ({last_error or 'no answer'}); {tails}")
+
+
+def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, bins: dict | None = None,
+       say=print, api_port: int = 6443, timeout: float = 90.0) -> ClusterState:
+    """Start a cluster in `directory` (or report the one running there). Returns its state."""
+    directory = Path(directory).resolve()
+    if os.geteuid() != 0:
+        raise ClusterError("make cluster needs root: pods run in network namespaces on a bridge "
+                           "(ip netns / ip link); run it as root", exit_code=2)
+    if shutil.which("ip") is None:
+        raise ClusterError("make cluster needs iproute2 (`ip`): apt-get install iproute2", exit_code=2)
+    if not 1 <= nodes <= 7:
+        raise ClusterError(f"--nodes {nodes}: a local cluster has 1 to 7 nodes", exit_code=2)
+    if gpus_per_node < 0:
+        raise ClusterError(f"--gpus-per-node {gpus_per_node}: must be 0 or more", exit_code=2)
+    existing = ClusterState.load(directory)
+    if running(existing):
+        say(f"cluster: already running in {directory} (API server {existing.server}, pid "
+            f"{existing.pids.get('kube-apiserver')}); `make cluster-down` stops it")
+        return existing
+    if existing is not None or directory.exists():
+        down(directory, say=lambda line: None)  # leftovers of a cluster that died: clear them
+    if bins is None:
+        from scripts.kube.build import ensure_binaries
+        bins = ensure_binaries(progress=say)
+    started = time.monotonic()
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o700)
+    slot = free_slot(directory)
+    net = slot_network(slot)
+    names = node_names(nodes)
+    state = ClusterState(directory=str(directory), slot=slot, address=net["address"],
+                         api_port=0, etcd_port=free_port(), etcd_peer_port=free_port(),
+                         nodes=names, gpus_per_node=gpus_per_node, started_at=time.time())
+    state.save()  # from here on, `down` can clean up whatever was made
+    try:
+        create_bridge(slot)
+        state.api_port = free_port(state.address, api_port)
+        state.kubelet_ports = {n: free_port(state.address, 10250 + i) for i, n in enumerate(names)}
+        pki.make_cluster_pki(state.pki_dir, state.address, net["service_ip"], names, CLUSTER_DOMAIN)
+        _write_private(state.kubeconfig, kubeconfig_text(state, "admin", "tfmw-admin"))
+        _write_private(state.dir / "kubeconfigs" / "controller-manager",
+                       kubeconfig_text(state, "controller-manager", "system:kube-controller-manager"))
+        _write_private(state.dir / "kubeconfigs" / "scheduler",
+                       kubeconfig_text(state, "scheduler", "system:kube-scheduler"))
+        logs = state.dir / "logs"
+        say(f"cluster: starting etcd, kube-apiserver ({KUBERNETES_VERSION}) on {state.server}")
+        state.pids["etcd"] = _spawn(etcd_args(bins, state), logs / "etcd.log")
+        state.pids["kube-apiserver"] = _spawn(apiserver_args(bins, state), logs / "kube-apiserver.log")
+        state.save()
+        admin = state.api("admin", timeout=5)
+        wait_until(lambda: admin.request("GET", "/readyz", raw=True) == b"ok", timeout, "kube-apiserver",
+                   [logs / "kube-apiserver.log", logs / "etcd.log"],
+                   alive={k: state.pids[k] for k in ("etcd", "kube-apiserver")})
+        for path, obj in bootstrap_objects():
+            admin.create_or_keep(path, obj)
+        say("cluster: starting kube-controller-manager, kube-scheduler, node agent "
+            f"({nodes} node{'s' if nodes > 1 else ''}{f', {gpus_per_node} nvidia.com/gpu each' if gpus_per_node else ''})")
+        state.pids["kube-controller-manager"] = _spawn(controller_manager_args(bins, state),
+                                                       logs / "kube-controller-manager.log")
+        state.pids["kube-scheduler"] = _spawn(scheduler_args(bins, state), logs / "kube-scheduler.log")
+        state.save()
+        env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        state.pids["node-agent"] = _spawn(node_agent_args(state), logs / "node-agent.log", env=env)
+        state.save()
+
+        def nodes_ready():
+            ready = 0
+            for node in admin.items("/api/v1/nodes"):
+                conds = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
+                taints = [t for t in node.get("spec", {}).get("taints") or []
+                          if t.get("key", "").startswith("node.kubernetes.io/")]
+                ready += conds.get("Ready") == "True" and not taints
+            return ready == nodes
+
+        def default_sa():
+            return admin.get_or_none("/api/v1/namespaces/default/serviceaccounts/default") and \
+                admin.get_or_none("/api/v1/namespaces/default/configmaps/kube-root-ca.crt")
+
+        for pid_name in ("kube-controller-manager", "kube-scheduler", "node-agent"):
+            if not is_ours(state.pids[pid_name], MARKERS[pid_name]):
+                raise ClusterError(f"{pid_name} exited at start: {log_tail(logs / (pid_name + '.log'))}")
+        wait_until(nodes_ready, timeout, f"{nodes} node(s)",
+                   [logs / "node-agent.log", logs / "kube-controller-manager.log"],
+                   alive={k: state.pids[k] for k in ("kube-apiserver", "kube-controller-manager",
+                                                     "kube-scheduler", "node-agent")})
+        wait_until(default_sa, timeout, "the default ServiceAccount and kube-root-ca.crt",
+                   [logs / "kube-controller-manager.log"])
+        state.ready_seconds = round(time.monotonic() - started, 2)
+        state.save()
+        say(f"cluster: ready in {state.ready_seconds:.1f}s: Kubernetes {KUBERNETES_VERSION}, "
+            f"{nodes} node(s), API server {state.server}, logs in {logs}")
+        return state
+    except BaseException:
+        down(directory, say=lambda line: None)
+        raise
+
+
+def down(directory: Path = DEFAULT_STATE, say=print) -> bool:
+    """Stop the cluster in `directory`: node agent first (it stops its pods and removes their
+    network namespaces), then the control plane, then the bridge and the state folder.
+    Returns whether anything was running."""
+    directory = Path(directory).resolve()
+    state = ClusterState.load(directory)
+    if state is None:
+        if directory.exists():
+            shutil.rmtree(directory, ignore_errors=True)
+        say(f"cluster: none running in {directory}")
+        return False
+    stopped = []
+    for name, grace in (("node-agent", 90.0), ("kube-scheduler", 10.0), ("kube-controller-manager", 10.0),
+                        ("kube-apiserver", 15.0), ("etcd", 10.0)):
+        pid = state.pids.get(name, 0)
+        if stop_pid(pid, MARKERS[name], grace):
+            stopped.append(name)
+    from scripts.kube.node import podnet
+    podnet.remove_leftovers(state.slot)
+    delete_bridge(state.slot)
+    shutil.rmtree(directory, ignore_errors=True)
+    say(f"cluster: stopped ({', '.join(stopped) or 'nothing was running'}); removed {directory}")
+    return bool(stopped)

@@ -1,0 +1,5 @@
+import sys
+
+from scripts.kube.node.agent import main
+
+sys.exit(main())
