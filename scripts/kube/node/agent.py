@@ -50,7 +50,10 @@ def base_env(python: str) -> dict:
     from scripts.localrun.podspec import image_env
     env = {"PATH": os.pathsep.join([str(Path(python).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
            "LANG": os.environ.get("LANG", "C.UTF-8"), "PYTHONDONTWRITEBYTECODE": "1",
-           "TF_CPP_MIN_LOG_LEVEL": "2"}
+           "TF_CPP_MIN_LOG_LEVEL": "2",
+           # The "image" is this checkout: its code wins over whatever the venv's editable
+           # install points at (a second clone on the same machine runs its own code).
+           "PYTHONPATH": str(REPO)}
     for key in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # this machine's numpy needs them
         if key in os.environ:
             env[key] = os.environ[key]
