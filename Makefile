@@ -15,6 +15,9 @@ TIMEOUT ?=
 DRY_RUN ?=
 CTX_ARG = $(if $(KUBE_CONTEXT),--kube-context $(KUBE_CONTEXT))
 PYTEST_ARGS ?=
+# make cluster: nodes to register (1-7) and nvidia.com/gpu capacity each advertises (no GPU is used).
+NODES ?=
+GPUS ?=
 
 PYTHON_BOOTSTRAP ?= python3
 VENV := .venv
@@ -27,6 +30,9 @@ CHART := charts/tf-multiworker
 
 VENV_STAMP := $(VENV)/.installed-stamp
 TOOLS_STAMP := $(TOOLS)/.installed-stamp
+# etcd + kube-apiserver/-controller-manager/-scheduler, built once from pinned Go modules
+KUBE_STAMP := .tools/kube/.installed-stamp
+KUBE_GOMOD := $(wildcard scripts/kube/gomod/*/go.mod scripts/kube/gomod/*/go.sum scripts/kube/gomod/*/tools.go)
 
 .PHONY: help
 help: ## List the targets
@@ -42,8 +48,12 @@ $(TOOLS_STAMP): scripts/tools.py
 	$(PYTHON_BOOTSTRAP) scripts/tools.py --dest $(TOOLS)
 	@touch $@
 
+$(KUBE_STAMP): scripts/kube/build.py $(KUBE_GOMOD)
+	$(PYTHON_BOOTSTRAP) -m scripts.kube.build
+	@touch $@
+
 .PHONY: setup
-setup: $(VENV_STAMP) $(TOOLS_STAMP) ## Create the venv and install pinned, verified helm/helm3/kubectl (idempotent)
+setup: $(VENV_STAMP) $(TOOLS_STAMP) $(KUBE_STAMP) ## Create the venv, install pinned helm/helm3/kubectl, build the pinned control plane once (idempotent)
 
 .PHONY: test
 test: setup lint ## make lint, then every test (unit, chart, deploy, training, e2e with real TensorFlow)
@@ -64,6 +74,14 @@ template: setup ## Render the chart for ENV into build/<ENV>/manifests.yaml
 .PHONY: local
 local: setup ## Train for real on this machine: the chart rendered with values/local.yaml, one process per worker
 	$(PY) -m scripts.local_run --env $(ENV) $(if $(SET),--set "$(SET)") $(if $(FRESH),--fresh)
+
+.PHONY: cluster
+cluster: setup ## Start a real local Kubernetes control plane + node agent (root); prints `export KUBECONFIG=...`
+	$(PY) -m scripts.kube.cluster up $(if $(NODES),--nodes $(NODES)) $(if $(GPUS),--gpus-per-node $(GPUS))
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster: no process, mount or network namespace left
+	$(PY) -m scripts.kube.cluster down
 
 .PHONY: deploy
 deploy: setup ## Install or upgrade ENV's release on the current kube context
