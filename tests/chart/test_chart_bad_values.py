@@ -101,6 +101,23 @@ BAD_VALUES = {
     "priority-class-uppercase": Bad(("workers.priorityClassName=High",), "workers.priorityClassName"),
     "service-account-typo": Bad(("serviceAccount.automount=true",), "serviceAccount.automount",
                                 unknown=True),
+    # Finishing like a job (issue 11).
+    "on-success-unknown": Bad(("completion.onSuccess=delete",), "completion.onSuccess"),
+    "on-failure-case": Bad(("completion.onFailure=Idle",), "completion.onFailure"),
+    "completion-typo": Bad(("completion.onSucess=idle",), "completion.onSucess", unknown=True),
+    "token-expiry-below-api-minimum": Bad(("completion.tokenExpirationSeconds=599",),
+                                          "completion.tokenExpirationSeconds"),
+    "token-expiry-over-a-day": Bad(("completion.tokenExpirationSeconds=86401",),
+                                   "completion.tokenExpirationSeconds"),
+    "deadline-negative": Bad(("training.activeDeadlineSeconds=-1",), "training.activeDeadlineSeconds"),
+    "deadline-string": Bad(("training.activeDeadlineSeconds=1h",), "training.activeDeadlineSeconds"),
+    "rbac-switch": Bad(("rbac.create=maybe",), "rbac.create"),
+    "rbac-deleted": Bad(("rbac.create=null",), "rbac.create", missing=True),
+    # No ports would render an egress rule open to every port: the ports are required.
+    "api-server-ports-deleted": Bad(("networkPolicy.egress.apiServer.ports=null",),
+                                    "networkPolicy.egress.apiServer.ports", missing=True),
+    "api-server-port-range": Bad(("networkPolicy.egress.apiServer.ports={70000}",),
+                                 "networkPolicy.egress.apiServer.ports.0"),
 }
 
 # Refused by the templates (`fail`), with the same text on both helms.

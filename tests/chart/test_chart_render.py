@@ -66,7 +66,15 @@ def test_container_command_args_and_env_follow_the_contract(helm, render):
         "TFMW_TRAINING_CONFIG": "/etc/tf-multiworker/training.yaml",
         "TFMW_SHARED_DIR": "/shared",
         "TFMW_RUN_ID": "run-7",
+        "TFMW_ON_SUCCESS": "scaleToZero",
+        "TFMW_ON_FAILURE": "scaleToZero",
+        "TFMW_ACTIVE_DEADLINE_SECONDS": "0",
+        "TFMW_API_DIR": "/var/run/secrets/tf-multiworker/api",
+        "TFMW_STATUS_CONFIGMAP": f"{FULLNAME}-status",
     }
+    assert env["TFMW_POD_REVISION"] == {
+        "name": "TFMW_POD_REVISION",
+        "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['controller-revision-hash']"}}}
     assert container["ports"][0] == {"name": "grpc", "containerPort": 2222, "protocol": "TCP"}
 
 
@@ -97,7 +105,7 @@ def test_values_reach_the_env_and_ports(helm, tmp_path):
 def test_training_config_is_a_mounted_configmap(helm, render):
     objects = render(helm, sets=("training.config.model.name=mnist_cnn",
                                  "training.config.steps=20"))
-    cm = one(objects, "ConfigMap")
+    cm = one(objects, "ConfigMap", f"{FULLNAME}-training")
     assert yaml.safe_load(cm["data"]["training.yaml"]) == {"model": {"name": "mnist_cnn"},
                                                            "steps": 20}
     spec = one(objects, "StatefulSet")["spec"]["template"]["spec"]
@@ -214,5 +222,5 @@ def test_overlay_training_config_passes_the_trainers_own_validation(helm, render
     from entrypoint.training import config as trainer_config
 
     objects = render(helm, overlay_path(env))
-    rendered = yaml.safe_load(one(objects, "ConfigMap")["data"]["training.yaml"])
+    rendered = yaml.safe_load(one(objects, "ConfigMap", f"{FULLNAME}-training")["data"]["training.yaml"])
     trainer_config.validate(rendered)

@@ -154,13 +154,29 @@ def test_egress_is_restricted_to_peers_dns_and_extra_rules(helm, render):
     objects = render(helm, ALL_ON, sets=("workers.gpus=0",))
     policy = one(objects, "NetworkPolicy", f"{FULLNAME}-workers")
     egress = policy["spec"]["egress"]
-    to_workers, dns, extra = egress
+    to_workers, dns, extra, api_server = egress
     assert to_workers["ports"] == [{"port": 2222, "protocol": "TCP"}]
     assert selects(to_workers["to"][0]["podSelector"], pod_labels(one(objects, "StatefulSet")))
     assert {p["port"] for p in dns["ports"]} == {53} and "to" not in dns
     assert extra["ports"] == [{"port": 443, "protocol": "TCP"}]
+    # API access is on by default (completion: scaleToZero): the API server's ports.
+    assert api_server == {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]}
     test_policy = one(objects, "NetworkPolicy", f"{FULLNAME}-test")
     assert test_policy["spec"]["ingress"] == []
+    assert not any(rule["ports"][0]["port"] in (443, 6443) for rule in test_policy["spec"]["egress"])
+
+
+def test_only_workers_with_api_access_reach_the_api_server(helm, render):
+    def worker_egress(*sets):
+        objects = render(helm, sets=("workers.gpus=0", *sets))
+        return one(objects, "NetworkPolicy", f"{FULLNAME}-workers")["spec"]["egress"]
+    narrowed = worker_egress("networkPolicy.egress.apiServer.ports={6443}",
+                             "networkPolicy.egress.apiServer.to[0].ipBlock.cidr=10.0.0.1/32")
+    assert narrowed[-1] == {"ports": [{"port": 6443, "protocol": "TCP"}],
+                            "to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}]}
+    idle = worker_egress("completion.onSuccess=idle", "completion.onFailure=idle")
+    assert len(idle) == 2     # workers and DNS only
+    assert not any(p.get("port") in (443, 6443) for rule in idle for p in rule["ports"])
 
 
 def test_egress_unrestricted_and_policies_off_are_switches(helm, render):
@@ -178,7 +194,7 @@ def test_tensorboard_policy_default_is_the_namespace(helm, render):
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_service_account_without_token_and_no_rbac(helm, render, variant):
+def test_service_account_without_token_and_namespaced_rbac_only(helm, render, variant):
     files, sets = VARIANTS[variant]
     objects = render(helm, *files, sets=sets)
     sa = one(objects, "ServiceAccount")
@@ -188,7 +204,11 @@ def test_service_account_without_token_and_no_rbac(helm, render, variant):
         assert spec["automountServiceAccountToken"] is False, name
         assert spec["enableServiceLinks"] is False, name
     kinds = {o["kind"] for o in objects}
-    assert not kinds & {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+    # The completion Role (test_chart_completion.py) is namespaced: never cluster-wide RBAC.
+    assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
+    (binding,) = find(objects, "RoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
+                                    "namespace": chartkit.NAMESPACE}]
 
 
 def test_non_worker_pods_are_not_claimed_by_the_statefulset(helm, render):

@@ -21,14 +21,17 @@ NAMESPACE = chartkit.NAMESPACE
 
 def kubelet_env(container: dict, pod_name: str, namespace: str) -> dict[str, str]:
     """The env a kubelet gives the container (only what the chart may use: literal values
-    and metadata fieldRefs; anything else is a contract change and fails here)."""
+    and metadata fieldRefs; anything else is a contract change and fails here). The
+    StatefulSet controller labels each pod `controller-revision-hash=<sts>-<hash>`."""
+    statefulset = pod_name.rsplit("-", 1)[0]
     env = {}
     for item in container.get("env", []):
         if "value" in item:
             env[item["name"]] = str(item["value"])
             continue
         field = item["valueFrom"]["fieldRef"]["fieldPath"]
-        env[item["name"]] = {"metadata.name": pod_name, "metadata.namespace": namespace}[field]
+        env[item["name"]] = {"metadata.name": pod_name, "metadata.namespace": namespace,
+                             "metadata.labels['controller-revision-hash']": f"{statefulset}-5d4c7b9f8"}[field]
     return env
 
 

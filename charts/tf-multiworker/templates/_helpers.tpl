@@ -199,7 +199,7 @@ Empty means the cluster's default scheduler (the field is then not rendered).
 
 {{/*
 Pod-level settings every pod of the chart shares: its own ServiceAccount without an API
-token (the pods never talk to the API server), no service-link variables (a Service named
+token (only the worker container gets one, projected, with API access on), no service-link variables (a Service named
 like a TFMW_* prefix would otherwise inject look-alike variables), the restricted security
 context.
 */}}
@@ -311,4 +311,63 @@ TensorBoard's name and pod labels.
 {{- define "tf-multiworker.tensorboardSelectorLabels" -}}
 {{ include "tf-multiworker.selectorLabels" . }}
 app.kubernetes.io/component: tensorboard
+{{- end }}
+
+{{/*
+"API access": the workers talk to the Kubernetes API (record the run's status, create
+Events, scale their own StatefulSet) when rbac.create and a completion action is
+scaleToZero. "true" or empty.
+*/}}
+{{- define "tf-multiworker.apiAccess" -}}
+{{- $completion := .Values.completion }}
+{{- if and .Values.rbac.create (or (eq $completion.onSuccess "scaleToZero") (eq $completion.onFailure "scaleToZero")) -}}
+true
+{{- end }}
+{{- end }}
+
+{{/*
+The ConfigMap the chief records the run's status in (rendered without data: the chief
+patches it at run time, and rendered data would let `helm upgrade` overwrite the record).
+*/}}
+{{- define "tf-multiworker.statusConfigMapName" -}}
+{{- printf "%s-status" (include "tf-multiworker.fullname" .) }}
+{{- end }}
+
+{{/*
+Where the worker container finds its API credentials (token, ca.crt, namespace): apart
+from the conventional serviceaccount directory, which stays empty (no automount).
+*/}}
+{{- define "tf-multiworker.apiDir" -}}
+/var/run/secrets/tf-multiworker/api
+{{- end }}
+
+{{/*
+Every check of the values the schema cannot express, in one place: one `fail` listing each
+problem on a line of its own (rendered first thing by the StatefulSet, which is always there).
+*/}}
+{{- define "tf-multiworker.validateValues" -}}
+{{- $problems := list }}
+{{- /* Variables the chart or the entrypoint derives per pod: a user value would shadow them. */}}
+{{- $chartEnv := list "TFMW_POD_NAME" "TFMW_NAMESPACE" "TFMW_STATEFULSET" "TFMW_SERVICE" "TFMW_REPLICAS" "TFMW_PORT" "TFMW_CLUSTER_DOMAIN" "TFMW_PEER_TIMEOUT_SECONDS" "TFMW_MAX_RESTARTS" "TFMW_HANG_TIMEOUT_SECONDS" "TFMW_TRAINING_CONFIG" "TFMW_SHARED_DIR" "TFMW_RUN_ID" "TFMW_ON_SUCCESS" "TFMW_ON_FAILURE" "TFMW_ACTIVE_DEADLINE_SECONDS" "TFMW_POD_REVISION" "TFMW_API_DIR" "TFMW_STATUS_CONFIGMAP" "TF_CONFIG" }}
+{{- range $i, $env := .Values.workers.extraEnv }}
+{{- if has $env.name $chartEnv }}
+{{- $problems = append $problems (printf "workers.extraEnv[%d].name=%s: this variable is derived from values by the chart or the entrypoint (docs/contracts.md); set the matching value instead" $i $env.name) }}
+{{- end }}
+{{- end }}
+{{- if and .Values.tensorboard.enabled (eq .Values.storage.type "emptyDir") }}
+{{- $problems = append $problems "tensorboard.enabled=true needs shared storage: set storage.type to existingClaim, createClaim or objectStore (an emptyDir is private to each worker)" }}
+{{- end }}
+{{- if not .Values.rbac.create }}
+{{- range $key := list "onSuccess" "onFailure" }}
+{{- if eq (get $.Values.completion $key) "scaleToZero" }}
+{{- $problems = append $problems (printf "completion.%s=scaleToZero needs rbac.create=true (the workers scale their own StatefulSet): set rbac.create=true or completion.%s=idle" $key $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and (include "tf-multiworker.apiAccess" .) (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) }}
+{{- $problems = append $problems "serviceAccount.name is empty with serviceAccount.create=false: the workers' Role (completion.onSuccess/onFailure=scaleToZero) would be bound to the namespace's default ServiceAccount; set serviceAccount.name to an account of these workers' own, or serviceAccount.create=true" }}
+{{- end }}
+{{- if $problems }}
+{{- fail (join "\n" $problems) }}
+{{- end }}
 {{- end }}
