@@ -18,8 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "tf-multiworker"
 TOOLS = REPO / ".tools" / "bin"
 # Pods that only need to exist and keep running (lifecycle tests): the launcher runs this
-# user command instead of training, so a test costs seconds of CPU, not minutes.
-SLEEPER = ["training.command={python,-c,import time; time.sleep(3600)}"]
+# user command instead of training, so a test costs seconds of CPU, not minutes. It listens
+# on the workers' gRPC port (2222) as a training worker would, so `helm test` can pass.
+SLEEPER = ["training.command={python,-m,http.server,2222,--directory,/tmp}"]
 
 
 @dataclass

@@ -141,7 +141,7 @@ def test_chart_as_subchart_of_an_umbrella_with_global_values(cluster, namespace,
             (CHART / "Chart.yaml").read_text())["version"]}]}))
     (umbrella / "values.yaml").write_text(yaml.safe_dump({
         "global": {"team": "ml", "imageRegistry": "registry.example"},
-        "tf-multiworker": {"training": {"command": ["python", "-c", "import time; time.sleep(3600)"]},
+        "tf-multiworker": {"training": {"command": ["python", "-m", "http.server", "2222", "--directory", "/tmp"]},
                            "workers": {"replicas": 2, "resources": {"requests": {"cpu": "100m"}}}}}))
     wait = "--wait" if helm == "helm3" else "--wait=watcher"
     cluster.helm("install", "umb", str(umbrella), "-n", namespace, wait, "--timeout", "2m", helm=helm)
