@@ -19,8 +19,9 @@ CHART = REPO / "charts" / "tf-multiworker"
 TOOLS = REPO / ".tools" / "bin"
 # Pods that only need to exist and keep running (lifecycle tests): the launcher runs this
 # user command instead of training, so a test costs seconds of CPU, not minutes. It listens
-# on the workers' gRPC port (2222) as a training worker would, so `helm test` can pass.
-SLEEPER = ["training.command={python,-m,http.server,2222,--directory,/tmp}"]
+# on the workers' port as a training worker would, so `helm test` can pass (http.server's
+# default port 8000 is the workers' port here: a "2222" in --set would become a number).
+SLEEPER = ["training.command={python,-m,http.server,--directory,/tmp}", "workers.port=8000"]
 
 
 @dataclass

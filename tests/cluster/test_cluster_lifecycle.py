@@ -141,8 +141,8 @@ def test_chart_as_subchart_of_an_umbrella_with_global_values(cluster, namespace,
             (CHART / "Chart.yaml").read_text())["version"]}]}))
     (umbrella / "values.yaml").write_text(yaml.safe_dump({
         "global": {"team": "ml", "imageRegistry": "registry.example"},
-        "tf-multiworker": {"training": {"command": ["python", "-m", "http.server", "2222", "--directory", "/tmp"]},
-                           "workers": {"replicas": 2, "resources": {"requests": {"cpu": "100m"}}}}}))
+        "tf-multiworker": {"training": {"command": ["python", "-m", "http.server", "--directory", "/tmp"]},
+                           "workers": {"replicas": 2, "port": 8000, "resources": {"requests": {"cpu": "100m"}}}}}))
     wait = "--wait" if helm == "helm3" else "--wait=watcher"
     cluster.helm("install", "umb", str(umbrella), "-n", namespace, wait, "--timeout", "2m", helm=helm)
     pods = _wait_workers(cluster, namespace, "umb", 2)
