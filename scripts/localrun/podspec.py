@@ -7,7 +7,9 @@ share it. What a kubelet would do and what we do instead:
 - the shared-storage volume (the one mounted at TFMW_SHARED_DIR) and PVCs -> one folder
   shared by every local pod; other emptyDirs -> a folder per pod;
 - an env value under a volume's mountPath -> the same path under that volume's local folder;
-- a leading `python` in the command -> this venv's interpreter.
+- a leading `python` in the command -> this venv's interpreter;
+- the worker's API access (projected service-account token, TFMW_API_DIR,
+  TFMW_STATUS_CONFIGMAP) -> left out: no API server here (see API_ONLY_ENV).
 Anything we cannot honour locally (Secrets, unknown fieldRefs) is refused with one line.
 """
 from __future__ import annotations
@@ -101,10 +103,23 @@ def _volume_dirs(workload: Workload, pod_dir: Path, shared_dir: Path) -> dict[st
             if volume["emptyDir"] and volume["emptyDir"].get("medium") == "Memory":
                 continue  # /dev/shm and friends: the host's own are fine
             dirs[name] = pod_dir / "volumes" / name
+        elif "projected" in volume and _is_api_access(volume):
+            continue  # no API server here: see API_ONLY_ENV
         elif "secret" in volume or "projected" in volume:
             raise LocalRunError(f"volume {name!r} needs a Kubernetes Secret; the local run cannot "
                                 "provide one (use values/local.yaml storage without credentials)")
     return dirs
+
+
+# The worker's API access (docs/contracts.md): a projected service-account token and the
+# variables naming it. `make local` has no API server, so the workers run without API access:
+# no status object, no Events, no scale-to-zero (the launcher's API-off path), as on a
+# cluster with completion.onSuccess/onFailure=idle.
+API_ONLY_ENV = ("TFMW_API_DIR", "TFMW_STATUS_CONFIGMAP")
+
+
+def _is_api_access(volume: dict) -> bool:
+    return any("serviceAccountToken" in source for source in volume["projected"].get("sources") or [])
 
 
 def configmap_files(workload: Workload, shared_dir: Path) -> dict[Path, str]:
@@ -138,6 +153,8 @@ def _field_ref(path: str, pod: str, namespace: str, ip: str | None, workload: Wo
         "status.podIP": ip or "127.0.0.1",
         "spec.nodeName": "localhost",
         "spec.serviceAccountName": workload.pod_spec.get("serviceAccountName", "default"),
+        # the StatefulSet controller's label; one revision for a local run
+        "metadata.labels['controller-revision-hash']": f"{workload.name}-local",
     }
     if path not in values:
         raise LocalRunError(f"env fieldRef {path!r} is not supported by the local run")
@@ -164,6 +181,8 @@ def build_pods(workload: Workload, run_dir: Path, python: str = sys.executable,
         ip = (ips or {}).get(ordinal)
         env: dict[str, str] = {}
         for item in container.get("env", []):
+            if item.get("name") in API_ONLY_ENV:
+                continue
             if "value" in item:
                 env[item["name"]] = _rewrite_path(str(item["value"]), mounts)
             elif "fieldRef" in item.get("valueFrom", {}):

@@ -91,3 +91,25 @@ def test_local_run_refuses_bad_value_before_starting_anything():
     assert proc.returncode == 2
     assert "workers.replicas" in proc.stderr and "Traceback" not in proc.stderr
     assert "local run" not in proc.stdout
+
+
+def test_api_access_is_left_out_of_a_local_run(workload, tmp_path):
+    """The chart gives workers API access by default (a projected token, TFMW_API_DIR and
+    TFMW_STATUS_CONFIGMAP); `make local` has no API server, so its pods run without it."""
+    volumes = {v["name"] for v in workload.pod_spec["volumes"]}
+    env_names = {e["name"] for e in workload.container["env"]}
+    assert "api-access" in volumes and {"TFMW_API_DIR", "TFMW_STATUS_CONFIGMAP"} <= env_names
+    pod = build_pods(workload, tmp_path)[0]
+    assert "TFMW_API_DIR" not in pod.env and "TFMW_STATUS_CONFIGMAP" not in pod.env
+    assert pod.env["TFMW_POD_REVISION"] == f"{workload.name}-local"
+    assert pod.env["TFMW_ON_SUCCESS"] == "scaleToZero"
+
+
+def test_a_projected_volume_other_than_api_access_is_still_refused(workload, tmp_path):
+    import copy
+    sts = copy.deepcopy(workload.statefulset)
+    sts["spec"]["template"]["spec"]["volumes"].append(
+        {"name": "creds", "projected": {"sources": [{"secret": {"name": "s3"}}]}})
+    other = type(workload)(sts, workload.service, workload.configmaps, workload.namespace)
+    with pytest.raises(LocalRunError, match="volume 'creds' needs a Kubernetes Secret"):
+        build_pods(other, tmp_path)
