@@ -55,24 +55,28 @@ $(KUBE_STAMP): scripts/kube/build.py $(KUBE_GOMOD)
 .PHONY: setup
 setup: $(VENV_STAMP) $(TOOLS_STAMP) $(KUBE_STAMP) ## Create the venv, install pinned helm/helm3/kubectl, build the pinned control plane once (idempotent)
 
+# What the verbs that never start a local control plane need: no Go build on their first use.
+.PHONY: setup-tools
+setup-tools: $(VENV_STAMP) $(TOOLS_STAMP)
+
 .PHONY: test
 test: setup lint ## make lint, then every test (unit, chart, deploy, training, e2e with real TensorFlow)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 .PHONY: test-fast
-test-fast: setup ## Run the fast tests only (no real TensorFlow training)
+test-fast: setup-tools ## Run the fast tests only (no real TensorFlow training)
 	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
 
 .PHONY: lint
-lint: setup ## helm lint --strict (Helm 4+3), kubernetes-validate 1.30/1.35, checkov, hadolint, yamllint
+lint: setup-tools ## helm lint --strict (Helm 4+3), kubernetes-validate 1.30/1.35, checkov, hadolint, yamllint
 	$(PY) -m scripts.lint
 
 .PHONY: template
-template: setup ## Render the chart for ENV into build/<ENV>/manifests.yaml
+template: setup-tools ## Render the chart for ENV into build/<ENV>/manifests.yaml
 	$(PY) -m scripts.tfmw template --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)")
 
 .PHONY: local
-local: setup ## Train for real on this machine: the chart rendered with values/local.yaml, one process per worker
+local: setup-tools ## Train for real on this machine: the chart rendered with values/local.yaml, one process per worker
 	$(PY) -m scripts.local_run --env $(ENV) $(if $(SET),--set "$(SET)") $(if $(FRESH),--fresh)
 
 .PHONY: cluster
@@ -84,23 +88,23 @@ cluster-down: ## Stop the local cluster: no process, mount or network namespace 
 	$(PY) -m scripts.kube.cluster down
 
 .PHONY: deploy
-deploy: setup ## Install or upgrade ENV's release on the current kube context
+deploy: setup-tools ## Install or upgrade ENV's release on the current kube context
 	$(PY) -m scripts.tfmw deploy --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(CTX_ARG) $(if $(SET),--set "$(SET)") $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(DRY_RUN),--dry-run)
 
 .PHONY: diff
-diff: setup ## Show what deploy would change (rendered manifests vs. the deployed release)
+diff: setup-tools ## Show what deploy would change (rendered manifests vs. the deployed release)
 	$(PY) -m scripts.tfmw diff $(CTX_ARG) --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)")
 
 .PHONY: status
-status: setup ## Release state and per-worker progress
+status: setup-tools ## Release state and per-worker progress
 	$(PY) -m scripts.tfmw status $(CTX_ARG) --release $(RELEASE) --namespace $(NAMESPACE)
 
 .PHONY: logs
-logs: setup ## Follow every worker's log, each line prefixed with its pod
+logs: setup-tools ## Follow every worker's log, each line prefixed with its pod
 	$(PY) -m scripts.tfmw logs $(CTX_ARG) --release $(RELEASE) --namespace $(NAMESPACE)
 
 .PHONY: undeploy
-undeploy: setup ## Uninstall the release (shared storage is kept)
+undeploy: setup-tools ## Uninstall the release (shared storage is kept)
 	$(PY) -m scripts.tfmw undeploy $(CTX_ARG) --release $(RELEASE) --namespace $(NAMESPACE)
 
 .PHONY: bench
