@@ -1,0 +1,106 @@
+"""`make cluster` itself: the pinned versions it reports, its security defaults, what a
+node advertises, starting twice, and that `make cluster-down` leaves nothing behind."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterkit import REPO, wait_for
+from scripts.kube import controlplane
+from scripts.kube.api import ApiError, ns_path
+from scripts.kube.build import ensure_binaries
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+
+def test_server_reports_the_pinned_release(cluster):
+    version = cluster.api.get("/version")
+    assert version["gitVersion"] == controlplane.KUBERNETES_VERSION
+    assert (version["major"], version["minor"]) == ("1", "35")
+
+
+def test_starting_again_reports_the_running_cluster(cluster):
+    lines = []
+    state = controlplane.up(cluster.state.dir, bins={}, say=lines.append)
+    assert state.pids == cluster.state.pids
+    assert "already running" in lines[0] and cluster.state.server in lines[0]
+
+
+def test_node_advertises_gpus_and_is_ready(cluster):
+    node = cluster.api.get("/api/v1/nodes/node-1")
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "2"
+    ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"]
+    assert ready == "True"
+    lease = cluster.api.get(ns_path("kube-node-lease", "leases", "node-1", group="coordination.k8s.io/v1"))
+    assert lease["spec"]["holderIdentity"] == "node-1"
+
+
+def test_node_identity_is_limited_by_the_node_authorizer(cluster):
+    node = cluster.state.api("node-node-1")
+    with pytest.raises(ApiError) as info:
+        node.get("/api/v1/secrets")
+    assert info.value.status == 403
+    with pytest.raises(ApiError) as info:   # NodeRestriction: a node may not touch another Node
+        node.patch("/api/v1/nodes/node-2", {"metadata": {"labels": {"x": "y"}}})
+    assert info.value.status in (403, 404)
+
+
+def test_anonymous_requests_are_refused(cluster):
+    import ssl
+    import urllib.request
+    ctx = ssl.create_default_context(cafile=str(cluster.state.pki_dir / "ca.crt"))
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(f"{cluster.state.server}/api/v1/namespaces", context=ctx, timeout=10)
+    assert info.value.code == 401
+
+
+def _procs_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmdline and int(entry) != os.getpid():
+                found.append(int(entry))
+    return found
+
+
+def test_cluster_down_leaves_no_process_mount_or_namespace(cluster, tmp_path):
+    """A second cluster (its own slot) runs a pod, then `cluster down` removes everything."""
+    directory = tmp_path / "second"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    up = subprocess.run([sys.executable, "-m", "scripts.kube.cluster", "up", "--state", str(directory)],
+                        capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert up.returncode == 0, up.stderr
+    assert up.stdout.strip().splitlines()[-1] == f"export KUBECONFIG={directory / 'kubeconfig'}"
+    state = controlplane.ClusterState.load(directory)
+    assert state.slot != cluster.state.slot
+    api = state.api()
+    api.create(ns_path("default", "pods"), {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sleeper"},
+        "spec": {"containers": [{"name": "c", "image": "unused", "command": ["sleep", "600"]}]}})
+    wait_for(lambda: (api.get(ns_path("default", "pods", "sleeper")).get("status") or {}).get("phase") == "Running",
+             60, "the pod to run")
+    netns = f"tfmwk{state.slot}-"
+    assert any(n.startswith(netns) for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                                            text=True).stdout.split())
+    down = subprocess.run([sys.executable, "-m", "scripts.kube.cluster", "down", "--state", str(directory)],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert down.returncode == 0, down.stderr
+    assert "stopped" in down.stdout
+    assert not directory.exists()
+    assert not _procs_mentioning(str(directory))
+    assert not [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+                if n.startswith(netns)]
+    assert subprocess.run(["ip", "link", "show", f"tfmwk{state.slot}"], capture_output=True).returncode != 0
+    mounts = Path("/proc/mounts").read_text()
+    assert str(directory) not in mounts and netns not in mounts
+    again = subprocess.run([sys.executable, "-m", "scripts.kube.cluster", "down", "--state", str(directory)],
+                           capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
+    assert again.returncode == 0 and "none running" in again.stdout
