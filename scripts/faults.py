@@ -1,13 +1,14 @@
-"""Fault injection on `make local`'s runner: kill, hang or cut off a worker mid-training and
-measure what it costs. Used by tests/faults (assertions) and `make bench` (figures).
+"""Fault injection: kill, hang, cut off or delete a worker mid-training and measure what it
+costs. Used by tests/faults and tests/cluster (assertions) and `make bench` (figures).
 
     python -m scripts.faults [--scenario NAME ...] [--steps 120] [--set k=v ...]
+    python -m scripts.faults --cluster [--kubeconfig PATH] [--namespace NS] [--scenario NAME ...]
 
 prints a table: time from fault to training resumed, steps lost, total steps, identical
-weights. Every scenario is a real 2-worker MWMS run of the rendered chart (values/local.yaml)
-in network namespaces (root) or on loopback ports.
+weights. Every scenario is a real 2-worker MWMS run of the chart with values/local.yaml.
 
-What a fault means here (each is what a cluster does to a pod or a node):
+On `make local`'s runner (the default), in network namespaces (root) or on loopback ports.
+What a fault means there (each is what a cluster does to a pod or a node):
   kill-worker / kill-chief   SIGKILL every process of pod 1 / pod 0 (OOM kill, node loss);
                              the local kubelet restarts the pod, as restartPolicy Always does.
   hang-worker                SIGSTOP pod 1's training process (a hung driver or collective);
@@ -16,15 +17,29 @@ What a fault means here (each is what a cluster does to a pod or a node):
                              (network namespaces only).
   kill-during-checkpoint     SIGKILL pod 0 (the chief, which writes the shared checkpoint)
                              while it is writing a checkpoint.
+
+On a Kubernetes cluster (`--cluster`: `make cluster`'s, or any a kubeconfig reaches), the
+chart is installed with helm (storage.type=createClaim: a ReadWriteMany claim from the
+default StorageClass, so checkpoints are shared) in a namespace of its own, and:
+  delete-worker / delete-chief   `kubectl delete pod` of pod 1 / pod 0 once a checkpoint is
+                             published and training passed step 50: the pod gets SIGTERM and
+                             its grace period, the StatefulSet controller recreates it under
+                             the same name, and the group resumes from the checkpoint.
+Logs come from `kubectl logs -f` of every pod incarnation (kept after a finished run scales
+its StatefulSet to 0); the chief's COMPLETED marker is read from the claim's volume when that
+is a hostPath on this machine, and its weights digest must match every worker's.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +72,12 @@ class FaultResult:
     model: str = ""
     trainer_restarts: int = 0
     log_tail: list = field(default_factory=list)
+    # Cluster mode: the deleted pod, the pod the StatefulSet controller made in its place,
+    # and the digest in the chief's COMPLETED marker on shared storage (when readable here).
+    victim: str = ""
+    recreated_pod: str = ""
+    seconds_to_pod_running: float = float("nan")
+    marker_digest: str = ""
 
     @property
     def steps_lost(self) -> int:
@@ -64,19 +85,62 @@ class FaultResult:
 
     @property
     def identical_weights(self) -> bool:
-        return len(self.digests) == 1
+        """Every worker ended with the same weights (and, when read, the same as the model the
+        chief published)."""
+        return len(self.digests | ({self.marker_digest} if self.marker_digest else set())) == 1
 
 
-def _max_step(cluster: LocalCluster, until: float | None = None) -> int:
+def _max_step(streams: dict, until: float | None = None) -> int:
     best = 0
-    for state in cluster.states.values():
-        for when, line in zip(state.times, state.lines):
+    for stream in streams.values():
+        for when, line in zip(stream.times, stream.lines):
             if until is not None and when > until:
                 break
             step = progress_step(line)
             if step is not None:
                 best = max(best, step)
     return best
+
+
+# A line that shows the group knows about the fault: a surviving worker's failed collective,
+# the watchdog, or a deleted pod's trainer told to stop (SIGTERM).
+DETECTED = ("tfmw error ", "tfmw launcher watchdog", "tfmw sigterm", "tfmw stopped ")
+
+
+def fill_result(result: FaultResult, streams: dict, marks: dict[int, int], fault_time: float) -> None:
+    """The measurements of one faulted run from its pods' logs (pure).
+
+    streams: ordinal -> object with `lines` and `times` (the monotonic time each line arrived),
+    one pod's whole log in order (on a cluster: every incarnation of that pod name, in order);
+    marks: ordinal -> index of its first line after the fault; fault_time: when it was injected.
+    """
+    result.step_at_fault = max(result.step_at_fault, _max_step(streams, until=fault_time))
+    chief = streams[0]
+    # The run that finished: the chief's last `tfmw start` after the fault.
+    starts = [i for i in range(marks[0], len(chief.lines)) if _START.match(chief.lines[i])]
+    if starts:
+        first = starts[-1]
+        result.resume_step = int(_START.match(chief.lines[first]).group(1))
+        after = [i for i in range(first, len(chief.lines)) if progress_step(chief.lines[i]) is not None]
+        if after:
+            result.seconds_to_resume = chief.times[after[0]] - fault_time
+    detected = [when for o, st in streams.items()
+                for when, line in zip(st.times[marks[o]:], st.lines[marks[o]:])
+                if line.startswith(DETECTED)]
+    if detected:
+        result.seconds_to_detect = min(detected) - fault_time
+    # Steps reached before the group broke can exceed the step at the fault moment.
+    broke = chief.times[starts[0]] if starts else None
+    result.step_at_fault = max(result.step_at_fault, _max_step(streams, until=broke))
+    for ordinal, stream in streams.items():
+        done = [l for l in stream.lines if l.startswith("tfmw done ")]
+        if done:
+            kv = key_values(done[-1])
+            result.final_steps.add(int(kv["steps"]))
+            result.digests.add(kv["weights_digest"])
+            if ordinal == 0:
+                result.model = kv.get("model", "")
+        result.trainer_restarts += sum(l.startswith("tfmw launcher restarting training") for l in stream.lines)
 
 
 def _inject(cluster: LocalCluster, scenario: str, partition_seconds: float) -> None:
@@ -139,44 +203,371 @@ def run_scenario(scenario: str, runs_dir: Path = DEFAULT_RUNS, steps: int = 120,
             result.reason = f"never reached step {fault_after_step} before the fault"
             return result
         fault_time = time.monotonic()
-        result.step_at_fault = _max_step(cluster, until=fault_time)
         marks = {o: len(s.lines) for o, s in cluster.states.items()}
         _inject(cluster, scenario, partition_seconds)
         outcome = cluster.wait(timeout)
         result.completed, result.reason = outcome.ok, outcome.reason
         result.seconds_total = time.monotonic() - started
-        chief = cluster.states[0]
-        # The run that finished: the chief's last `tfmw start` after the fault.
-        starts = [i for i in range(marks[0], len(chief.lines)) if _START.match(chief.lines[i])]
-        if starts:
-            first = starts[-1]
-            result.resume_step = int(_START.match(chief.lines[first]).group(1))
-            after = [i for i in range(first, len(chief.lines)) if progress_step(chief.lines[i]) is not None]
-            if after:
-                result.seconds_to_resume = chief.times[after[0]] - fault_time
-        detected = [when for o, st in cluster.states.items()
-                    for when, line in zip(st.times[marks[o]:], st.lines[marks[o]:])
-                    # a surviving worker's failed collective, or a watchdog: the group knows
-                    if line.startswith(("tfmw error ", "tfmw launcher watchdog"))]
-        if detected:
-            result.seconds_to_detect = min(detected) - fault_time
-        # Steps reached before the group broke can exceed the step at the fault moment.
-        broke = chief.times[starts[0]] if starts else None
-        result.step_at_fault = max(result.step_at_fault, _max_step(cluster, until=broke))
-        for state in cluster.states.values():
-            done = [l for l in state.lines if l.startswith("tfmw done ")]
-            if done:
-                kv = key_values(done[-1])
-                result.final_steps.add(int(kv["steps"]))
-                result.digests.add(kv["weights_digest"])
-                if state.pod.ordinal == 0:
-                    result.model = kv.get("model", "")
-            result.trainer_restarts += sum(l.startswith("tfmw launcher restarting training")
-                                           for l in state.lines)
+        fill_result(result, cluster.states, marks, fault_time)
         result.log_tail = [f"[{s.pod.name}] {l}" for s in cluster.states.values() for l in s.lines[-15:]]
         return result
     finally:
         cluster.shutdown()
+
+
+# ---------------------------------------------------------------- real-cluster mode
+#
+# The same measurements on a Kubernetes cluster (the local control plane of `make cluster`,
+# or any cluster a kubeconfig reaches): the chart installed with helm, the fault done through
+# the API server, the pods' logs read with `kubectl logs -f`. Nothing here knows how the
+# cluster runs its pods.
+
+CLUSTER_SCENARIOS = ("delete-worker", "delete-chief")
+VICTIM = {"delete-worker": 1, "delete-chief": 0}
+CHART = Path(render.CHART_DIR)
+VALUES_LOCAL = Path(render.VALUES_DIR) / "local.yaml"
+DEFAULT_KUBECONFIG = Path(render.REPO) / ".cluster" / "kubeconfig"   # what `make cluster` writes
+
+
+class FaultError(Exception):
+    """One-line, operator-facing reason the harness could not run; exit 2 bad input, 3 cluster state."""
+
+    def __init__(self, message: str, exit_code: int = 3):
+        super().__init__(" ".join(message.split()))
+        self.exit_code = exit_code
+
+
+class Kube:
+    """kubectl and helm against one kubeconfig."""
+
+    def __init__(self, kubeconfig: Path, kubectl: str | None = None, helm: str | None = None):
+        self.kubeconfig = Path(kubeconfig)
+        self.kubectl_bin = render.find_tool("kubectl", kubectl, Path(render.REPO) / ".tools" / "bin" / "kubectl")
+        self.helm_bin = render.find_helm(helm)
+        self.env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
+
+    def run(self, argv: list[str], check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        proc = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise FaultError(f"`{Path(argv[0]).name} {' '.join(argv[1:4])} ...` exited {proc.returncode}: "
+                             f"{render.helm_error_line(proc.stderr)}")
+        return proc
+
+    def kubectl(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        return self.run([self.kubectl_bin, *args], check=check, timeout=timeout)
+
+    def helm(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+        return self.run([self.helm_bin, *args], check=check, timeout=timeout)
+
+    def get(self, *args: str) -> dict | None:
+        """`kubectl get ... -o json`, or None when the object does not exist."""
+        proc = self.kubectl("get", *args, "-o", "json", check=False)
+        if proc.returncode != 0:
+            if "NotFound" in proc.stderr or "not found" in proc.stderr:
+                return None
+            raise FaultError(f"kubectl get {' '.join(args)}: {render.helm_error_line(proc.stderr)}")
+        return json.loads(proc.stdout)
+
+
+@dataclass
+class Incarnation:
+    """One pod (one UID) and one container start of it: its log as it arrived."""
+    name: str
+    ordinal: int
+    uid: str
+    restart: int
+    first_seen: float
+    running_since: float = float("nan")
+    lines: list[str] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    follow: subprocess.Popen | None = None
+    ended: bool = False
+
+
+@dataclass
+class Stream:
+    lines: list[str] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+
+
+def merge_incarnations(incarnations: list[Incarnation]) -> dict[int, Stream]:
+    """One stream per ordinal: every incarnation's lines, in arrival order (pure)."""
+    merged: dict[int, list[tuple[float, int, str]]] = {}
+    for inc in incarnations:
+        merged.setdefault(inc.ordinal, []).extend(
+            (when, i, line) for i, (when, line) in enumerate(zip(inc.times, inc.lines)))
+    streams = {}
+    for ordinal, items in merged.items():
+        items.sort(key=lambda item: item[:2])
+        streams[ordinal] = Stream([line for _, _, line in items], [when for when, _, _ in items])
+    return streams
+
+
+def first_index_after(times: list[float], moment: float) -> int:
+    """Index of the first time at or after `moment` (len(times) if none) (pure)."""
+    return next((i for i, when in enumerate(times) if when >= moment), len(times))
+
+
+def pod_ordinal(name: str, statefulset: str) -> int | None:
+    """`<statefulset>-<n>` -> n; None for any other pod (pure)."""
+    head, _, tail = name.rpartition("-")
+    return int(tail) if head == statefulset and tail.isdigit() else None
+
+
+class PodLogs:
+    """Follows every incarnation of a StatefulSet's pods: a poll of the pod list every
+    `interval` seconds, and one `kubectl logs -f` per container start, line by line with the
+    time each line arrived. Logs are kept after the pods are gone (a finished run scales its
+    StatefulSet to 0)."""
+
+    def __init__(self, kube: Kube, namespace: str, statefulset: str, selector: str,
+                 out=lambda line: None, interval: float = 0.5):
+        self.kube, self.namespace, self.statefulset, self.selector = kube, namespace, statefulset, selector
+        self.out, self.interval = out, interval
+        self.incarnations: dict[tuple[str, int], Incarnation] = {}
+        self.current: dict[str, dict] = {}    # pod name -> its object in the last poll
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.last_error = ""
+        self.thread = threading.Thread(target=self._poll, name="pod-logs", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(10)
+        for inc in list(self.incarnations.values()):
+            if inc.follow is not None and inc.follow.poll() is None:
+                inc.follow.terminate()
+                try:
+                    inc.follow.wait(5)
+                except subprocess.TimeoutExpired:
+                    inc.follow.kill()
+                    inc.follow.wait()
+
+    def _poll(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                listed = self.kube.get("pods", "-n", self.namespace, "-l", self.selector) or {"items": []}
+                self.last_error = ""
+            except (FaultError, subprocess.TimeoutExpired, ValueError) as err:
+                self.last_error = str(err)
+                self.stopping.wait(self.interval)
+                continue
+            now = time.monotonic()
+            current = {}
+            for pod in listed["items"]:
+                name = pod["metadata"]["name"]
+                ordinal = pod_ordinal(name, self.statefulset)
+                if ordinal is None:
+                    continue
+                current[name] = pod
+                statuses = (pod.get("status") or {}).get("containerStatuses") or []
+                status = statuses[0] if statuses else {}
+                key = (pod["metadata"]["uid"], int(status.get("restartCount", 0)))
+                state = status.get("state") or {}
+                with self.lock:
+                    inc = self.incarnations.get(key)
+                    if inc is None:
+                        inc = self.incarnations[key] = Incarnation(name, ordinal, key[0], key[1], first_seen=now)
+                    running = "running" in state and (pod.get("status") or {}).get("phase") == "Running"
+                    if running and inc.running_since != inc.running_since:   # NaN: not yet
+                        inc.running_since = now
+                    # Follow once the container has started; follow again (skipping what was
+                    # read) if a stream broke while the container still runs.
+                    started = "running" in state or "terminated" in state
+                    if started and (inc.follow is None or (inc.ended and "running" in state)):
+                        self._follow(inc, pod["spec"]["containers"][0]["name"])
+            self.current = current
+            self.stopping.wait(self.interval)
+
+    def _follow(self, inc: Incarnation, container: str) -> None:
+        skip = len(inc.lines)
+        inc.ended = False
+        inc.follow = subprocess.Popen(
+            [self.kube.kubectl_bin, "logs", "-f", "-n", self.namespace, inc.name, "-c", container],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=self.kube.env)
+        threading.Thread(target=self._read, args=(inc, inc.follow, skip), daemon=True,
+                         name=f"logs-{inc.name}").start()
+
+    def _read(self, inc: Incarnation, proc: subprocess.Popen, skip: int) -> None:
+        for number, line in enumerate(proc.stdout):
+            if number < skip:
+                continue
+            line = line.rstrip("\n")
+            with self.lock:
+                inc.times.append(time.monotonic())
+                inc.lines.append(line)
+            self.out(f"[{inc.name}] {line}")
+        proc.wait()
+        inc.ended = True
+
+    # -- reading ------------------------------------------------------------------
+    def snapshot(self) -> list[Incarnation]:
+        with self.lock:
+            return sorted(self.incarnations.values(), key=lambda inc: (inc.ordinal, inc.first_seen))
+
+    def wait_for(self, predicate, timeout: float, interval: float = 0.2):
+        """Poll predicate(self) until truthy (returned) or `timeout` (None)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate(self)
+            if value:
+                return value
+            time.sleep(interval)
+        return None
+
+
+def install_sets(steps: int, checkpoint_every: int, hang_timeout_seconds: int,
+                 extra_sets: tuple[str, ...] = ()) -> list[str]:
+    """The harness's --set items for a cluster run: shared storage from the cluster's default
+    StorageClass (a ReadWriteMany claim), so a recreated pod finds the group's checkpoints (pure)."""
+    return ["storage.type=createClaim", "storage.createClaim.size=1Gi",
+            f"training.config.steps={steps}",
+            f"training.config.checkpoint.everySteps={checkpoint_every}",
+            "training.config.logEverySteps=1",
+            f"training.hangTimeoutSeconds={hang_timeout_seconds}", *extra_sets]
+
+
+def completed_marker(kube: Kube, namespace: str, statefulset: dict) -> dict | None:
+    """The chief's COMPLETED marker, read from the shared claim's PersistentVolume when that
+    is a hostPath on this machine (the local cluster's StorageClass); None otherwise."""
+    spec = statefulset["spec"]["template"]["spec"]
+    claims = [v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes") or []
+              if "persistentVolumeClaim" in v]
+    env = {e["name"]: e.get("value") for e in spec["containers"][0].get("env") or []}
+    run_id = env.get("TFMW_RUN_ID")
+    if not claims or not run_id:
+        return None
+    claim = kube.get("pvc", "-n", namespace, claims[0])
+    volume = (claim or {}).get("spec", {}).get("volumeName")
+    pv = kube.get("pv", volume) if volume else None
+    host_path = ((pv or {}).get("spec", {}).get("hostPath") or {}).get("path")
+    marker = Path(host_path, run_id, "COMPLETED") if host_path else None
+    if marker is None or not marker.is_file():
+        return None
+    try:
+        return json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def run_cluster_scenario(scenario: str, kubeconfig: Path, namespace: str | None = None,
+                         steps: int = 120, checkpoint_every: int = 20, fault_after_step: int = 50,
+                         hang_timeout_seconds: int = 20, extra_sets: tuple[str, ...] = (),
+                         timeout: float = 300, release: str | None = None,
+                         kube: Kube | None = None, out=lambda line: None) -> FaultResult:
+    """One real 2-worker run of the chart installed with helm on a cluster, with one pod
+    deleted through the API server once a checkpoint exists and training passed
+    `fault_after_step`. The StatefulSet controller recreates the pod under the same name;
+    the group resumes from the shared checkpoint. In `namespace` (default: a new one, deleted
+    afterwards). Never raises on a failed recovery: the result says what happened."""
+    if scenario not in CLUSTER_SCENARIOS:
+        raise FaultError(f"unknown cluster scenario {scenario!r}; known: {', '.join(CLUSTER_SCENARIOS)}", 2)
+    kube = kube or Kube(kubeconfig)
+    release = release or f"fault-{scenario}"[:40]
+    result = FaultResult(scenario, False, "", steps, checkpoint_every)
+    own_namespace = namespace is None
+    if own_namespace:
+        namespace = f"tfmw-faults-{os.getpid()}-{scenario}"[:63]
+        kube.kubectl("create", "namespace", namespace)
+    logs = None
+    started = time.monotonic()
+    try:
+        args = ["install", release, str(CHART), "-n", namespace, "-f", str(VALUES_LOCAL)]
+        for item in install_sets(steps, checkpoint_every, hang_timeout_seconds, extra_sets):
+            args += ["--set", item]
+        kube.helm(*args)
+        selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
+        statefulsets = (kube.get("statefulsets", "-n", namespace, "-l", selector) or {}).get("items") or []
+        if len(statefulsets) != 1:
+            result.reason = f"expected one worker StatefulSet for release {release}, found {len(statefulsets)}"
+            return result
+        sts = statefulsets[0]
+        sts_name = sts["metadata"]["name"]
+        logs = PodLogs(kube, namespace, sts_name, selector, out=out)
+        logs.start()
+        victim = f"{sts_name}-{VICTIM[scenario]}"
+        result.victim = victim
+
+        def checkpoint_and_step(pl: PodLogs):
+            chief = merge_incarnations(pl.snapshot()).get(0, Stream())
+            saved = any(l.startswith("tfmw checkpoint saved ") for l in chief.lines)
+            return saved and any((progress_step(l) or 0) >= fault_after_step for l in chief.lines)
+
+        if logs.wait_for(checkpoint_and_step, timeout) is None:
+            result.reason = (f"never reached a checkpoint and step {fault_after_step} before the fault"
+                             + (f" ({logs.last_error})" if logs.last_error else ""))
+            return result
+        before = {inc.uid for inc in logs.snapshot() if inc.name == victim}
+        fault_time = time.monotonic()
+        kube.kubectl("delete", "pod", "-n", namespace, victim, "--wait=false")
+
+        def recreated(pl: PodLogs):
+            return [inc for inc in pl.snapshot() if inc.name == victim and inc.uid not in before
+                    and inc.running_since == inc.running_since]
+
+        def finished(pl: PodLogs):
+            streams = merge_incarnations(pl.snapshot())
+            if len(streams) < 2:
+                return None
+            done = all(any(l.startswith("tfmw done ") for l in
+                           st.lines[first_index_after(st.times, fault_time):]) for st in streams.values())
+            failed = [l for st in streams.values() for l in st.lines if l.startswith("tfmw failed ")]
+            return "done" if done else (failed[0] if failed else None)
+
+        outcome = logs.wait_for(finished, timeout)
+        new = recreated(logs)
+        if new:
+            result.recreated_pod = new[0].name
+            result.seconds_to_pod_running = new[0].running_since - fault_time
+        status = kube.get("configmap", "-n", namespace, f"{sts_name}-status")
+        phase = ((status or {}).get("data") or {}).get("phase", "")
+        # Let a launcher's last lines (after `tfmw done`) arrive before the streams are read.
+        time.sleep(1.0)
+        result.seconds_total = time.monotonic() - started
+        streams = merge_incarnations(logs.snapshot())
+        marks = {o: first_index_after(st.times, fault_time) for o, st in streams.items()}
+        if 0 in streams:
+            fill_result(result, streams, marks, fault_time)
+        marker = completed_marker(kube, namespace, sts)
+        result.marker_digest = (marker or {}).get("weightsDigest", "")
+        if outcome == "done" and not new:
+            result.reason = f"pod {victim} was not recreated"
+        elif outcome == "done":
+            result.completed = True
+            result.reason = f"status phase {phase}" if phase else "every worker logged tfmw done"
+        else:
+            result.reason = outcome or f"no `tfmw done` from every worker within {timeout:g}s (status phase {phase or '-'})"
+        result.log_tail = [f"[{inc.name} {inc.uid[:8]}] {l}" for inc in logs.snapshot() for l in inc.lines[-12:]]
+        return result
+    except FaultError as err:
+        result.reason = str(err)
+        return result
+    finally:
+        if logs is not None:
+            logs.stop()
+        if own_namespace:
+            kube.kubectl("delete", "namespace", namespace, "--timeout=180s", check=False, timeout=200)
+        else:
+            kube.helm("uninstall", release, "-n", namespace, check=False)
+
+
+def check_cluster(kubeconfig: Path) -> Kube:
+    """A Kube for `kubeconfig` after checking the API server answers; FaultError otherwise."""
+    if not Path(kubeconfig).is_file():
+        raise FaultError(f"--kubeconfig {kubeconfig}: no such file; start a cluster with `make cluster` "
+                         "or pass the kubeconfig of one", exit_code=2)
+    try:
+        kube = Kube(kubeconfig)
+    except render.ToolError as err:
+        raise FaultError(str(err), exit_code=err.exit_code) from None
+    proc = kube.kubectl("get", "--raw", "/readyz", check=False, timeout=30)
+    if proc.returncode != 0 or proc.stdout.strip() != "ok":
+        raise FaultError(f"the cluster of {kubeconfig} does not answer: "
+                         f"{render.helm_error_line(proc.stderr) if proc.stderr.strip() else proc.stdout.strip()}")
+    return kube
 
 
 def table(results: list[FaultResult]) -> list[str]:
@@ -191,23 +582,71 @@ def table(results: list[FaultResult]) -> list[str]:
     return rows
 
 
-def main(argv=None) -> int:
+def cluster_table(results: list[FaultResult]) -> list[str]:
+    """What the cluster did about each deleted pod (cluster mode only)."""
+    rows = ["| fault | pod deleted | recreated as | fault → recreated pod Running (s) | "
+            "COMPLETED marker digest | total (s) |",
+            "|---|---|---|---|---|---|"]
+    for r in results:
+        marker = ("matches" if r.marker_digest in r.digests else "DIFFERS") if r.marker_digest else "not read"
+        rows.append(f"| {r.scenario} | {r.victim or '-'} | {r.recreated_pod or 'NOT recreated'} | "
+                    f"{r.seconds_to_pod_running:.1f} | {marker} | {r.seconds_total:.1f} |")
+    return rows
+
+
+def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m scripts.faults", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scenario", action="append", choices=SCENARIOS,
-                        help="run only these (repeatable); default: all")
+    parser.add_argument("--scenario", action="append",
+                        help=f"run only these (repeatable); default: all. Local: {', '.join(SCENARIOS)}; "
+                             f"--cluster: {', '.join(CLUSTER_SCENARIOS)}")
+    parser.add_argument("--cluster", action="store_true",
+                        help="run on a Kubernetes cluster (helm install, kubectl delete pod) instead of make local's runner")
+    parser.add_argument("--kubeconfig", type=Path,
+                        default=Path(os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG),
+                        help="--cluster: the cluster's kubeconfig (default: $KUBECONFIG, else make cluster's)")
+    parser.add_argument("--namespace", help="--cluster: install here (default: a new namespace, deleted afterwards)")
     parser.add_argument("--steps", type=int, default=120)
     parser.add_argument("--set", dest="sets", action="append", default=[])
     parser.add_argument("--hang-timeout", type=int, default=20,
                         help="training.hangTimeoutSeconds for the run (the watchdog that ends a hang)")
     parser.add_argument("--verbose", action="store_true", help="stream every pod's log")
     args = parser.parse_args(argv)
+    known = CLUSTER_SCENARIOS if args.cluster else SCENARIOS
+    for scenario in args.scenario or []:
+        if scenario not in known:
+            parser.exit(2, f"faults: --scenario {scenario}: not a {'cluster' if args.cluster else 'local'} "
+                           f"scenario; use one of {', '.join(known)}"
+                           + ("" if args.cluster else f" (or --cluster for {', '.join(CLUSTER_SCENARIOS)})") + "\n")
+    if args.steps < 60:
+        parser.exit(2, f"faults: --steps {args.steps}: the fault lands after step 50, so at least 60\n")
+    args.scenarios = args.scenario or list(known)
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    out = print if args.verbose else (lambda line: None)
     results = []
-    for scenario in args.scenario or SCENARIOS:
-        print(f"running {scenario} ...", flush=True)
-        results.append(run_scenario(scenario, steps=args.steps, extra_sets=tuple(args.sets),
-                                    hang_timeout_seconds=args.hang_timeout,
-                                    out=print if args.verbose else (lambda line: None)))
+    if args.cluster:
+        try:
+            kube = check_cluster(args.kubeconfig)
+        except FaultError as err:
+            print(f"faults: {err}", file=sys.stderr)
+            return err.exit_code
+        for scenario in args.scenarios:
+            print(f"running {scenario} on the cluster of {args.kubeconfig} ...", flush=True)
+            results.append(run_cluster_scenario(scenario, args.kubeconfig, namespace=args.namespace,
+                                                steps=args.steps, extra_sets=tuple(args.sets),
+                                                hang_timeout_seconds=args.hang_timeout,
+                                                kube=kube, out=out))
+    else:
+        for scenario in args.scenarios:
+            print(f"running {scenario} ...", flush=True)
+            results.append(run_scenario(scenario, steps=args.steps, extra_sets=tuple(args.sets),
+                                        hang_timeout_seconds=args.hang_timeout, out=out))
     print("\n".join(table(results)))
+    if args.cluster:
+        print("\n" + "\n".join(cluster_table(results)))
     return 0 if all(r.completed for r in results) else 1
 
 

@@ -1,0 +1,117 @@
+"""The fault harness's pure parts and refusals (fast): how a faulted run's logs become the
+measurements, the cluster mode's bookkeeping of pod incarnations, and the CLI's one-line
+errors. The real faults are in test_faults.py and tests/cluster/test_cluster_faults.py."""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+
+from scripts import faults
+from scripts.faults import FaultResult, Incarnation, Stream
+
+DONE = "tfmw done steps=100 final_loss=0.1 examples_per_sec=9 model=/m weights_digest={}"
+
+
+def start(resume: int) -> str:
+    return f"tfmw start run=r worker=0/2 replicas=2 model=cnn resume_step={resume} steps=100"
+
+
+def progress(step: int) -> str:
+    return f"tfmw progress step={step}/100 epoch=1 loss=0.5 examples_per_sec=10"
+
+
+def test_fill_result_measures_from_the_chiefs_restart():
+    # Fault at t=10 (step 50); the group goes on to 60 (a graceful stop at the boundary),
+    # the chief restarts at t=20 from 60 and steps again at t=23.
+    chief = Stream([start(0), progress(50), "tfmw stopped step=60/100 reason=sigterm", progress(60),
+                    "tfmw launcher restarting training in place in 1s: x", start(60), progress(61), DONE.format("d")],
+                   [1, 9, 12, 11.5, 13, 20, 23, 40])
+    worker = Stream([start(0), progress(50), "tfmw sigterm: will checkpoint and stop", start(60), DONE.format("d")],
+                    [1, 9, 10.5, 21, 40])
+    result = FaultResult("delete-worker", False, "", 100, 20)
+    faults.fill_result(result, {0: chief, 1: worker}, {0: 2, 1: 2}, fault_time=10.0)
+    assert (result.step_at_fault, result.resume_step, result.steps_lost) == (60, 60, 0)
+    assert result.seconds_to_resume == pytest.approx(13.0)
+    assert result.seconds_to_detect == pytest.approx(0.5)
+    assert result.final_steps == {100} and result.digests == {"d"} and result.model == "/m"
+    assert result.trainer_restarts == 1 and result.identical_weights
+
+
+def test_fill_result_without_a_restart_leaves_the_resume_unmeasured():
+    chief = Stream([start(0), progress(50), DONE.format("a")], [1, 9, 30])
+    worker = Stream([start(0), DONE.format("b")], [1, 30])
+    result = FaultResult("kill-worker", False, "", 100, 20)
+    faults.fill_result(result, {0: chief, 1: worker}, {0: 2, 1: 1}, fault_time=10.0)
+    assert result.resume_step == -1 and result.steps_lost == -1 and math.isnan(result.seconds_to_resume)
+    assert not result.identical_weights  # two digests
+
+
+def test_identical_weights_includes_the_published_marker():
+    result = FaultResult("delete-worker", True, "", 100, 20, digests={"d"})
+    assert result.identical_weights
+    result.marker_digest = "other"
+    assert not result.identical_weights
+
+
+def test_incarnations_merge_per_ordinal_in_arrival_order():
+    old = Incarnation("w-1", 1, "uid-a", 0, first_seen=0, lines=["a1", "a2"], times=[1, 5])
+    new = Incarnation("w-1", 1, "uid-b", 0, first_seen=6, lines=["b1", "b2"], times=[7, 8])
+    chief = Incarnation("w-0", 0, "uid-c", 0, first_seen=0, lines=["c1"], times=[2])
+    streams = faults.merge_incarnations([new, chief, old])
+    assert streams[1].lines == ["a1", "a2", "b1", "b2"] and streams[1].times == [1, 5, 7, 8]
+    assert streams[0].lines == ["c1"]
+    assert faults.first_index_after(streams[1].times, 6) == 2
+    assert faults.first_index_after(streams[1].times, 99) == 4
+
+
+def test_pod_ordinal_only_for_the_statefulsets_pods():
+    assert faults.pod_ordinal("rel-tf-multiworker-1", "rel-tf-multiworker") == 1
+    assert faults.pod_ordinal("rel-tf-multiworker-test-peers", "rel-tf-multiworker") is None
+    assert faults.pod_ordinal("other-0", "rel-tf-multiworker") is None
+
+
+def test_cluster_install_uses_a_shared_claim():
+    sets = faults.install_sets(100, 20, 20, ("training.runId=x",))
+    assert "storage.type=createClaim" in sets and "training.config.steps=100" in sets
+    assert "training.config.checkpoint.everySteps=20" in sets and sets[-1] == "training.runId=x"
+
+
+def test_cluster_table_says_what_the_controller_did():
+    ok = FaultResult("delete-worker", True, "", 100, 20, digests={"d"}, victim="w-1", recreated_pod="w-1",
+                     seconds_to_pod_running=4.25, marker_digest="d", seconds_total=80.0)
+    lost = FaultResult("delete-chief", False, "x", 100, 20, digests={"d"}, victim="w-0")
+    rows = faults.cluster_table([ok, lost])
+    assert rows[2] == "| delete-worker | w-1 | w-1 | 4.2 | matches | 80.0 |"
+    assert "NOT recreated" in rows[3] and "not read" in rows[3]
+    assert len(faults.table([ok, lost])) == 4
+
+
+@pytest.mark.parametrize("args, message, code", [
+    (["--scenario", "delete-worker"], "--scenario delete-worker: not a local scenario", 2),
+    (["--cluster", "--scenario", "kill-worker"], "--scenario kill-worker: not a cluster scenario", 2),
+    (["--steps", "30"], "--steps 30: the fault lands after step 50", 2),
+    (["--cluster", "--kubeconfig", "/nonexistent/kubeconfig"],
+     "--kubeconfig /nonexistent/kubeconfig: no such file; start a cluster with `make cluster`", 2),
+])
+def test_cli_refusals_are_one_line(repo, args, message, code):
+    proc = subprocess.run([sys.executable, "-m", "scripts.faults", *args], cwd=repo, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == code, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_cli_refuses_an_unreachable_cluster(repo, tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+        "users: [{name: u, user: {token: x}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+        "current-context: x\n")
+    proc = subprocess.run([sys.executable, "-m", "scripts.faults", "--cluster", "--kubeconfig", str(kubeconfig)],
+                          cwd=repo, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    assert f"the cluster of {kubeconfig} does not answer" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
