@@ -4,6 +4,7 @@ each test works in a namespace of its own and leaves nothing running behind it."
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -27,6 +28,10 @@ def cluster(tmp_path_factory) -> Cluster:
     try:
         yield Cluster(state)
     finally:
+        # The components' and the node agent's logs outlive the cluster, for a failed run.
+        logs = tmp_path_factory.getbasetemp() / "kube-logs"
+        shutil.copytree(state.dir / "logs", logs, dirs_exist_ok=True)
+        print(f"cluster logs kept in {logs}")
         controlplane.down(state.dir, say=print)
 
 

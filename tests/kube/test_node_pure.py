@@ -88,6 +88,7 @@ def test_resource_field_ref_rounds_up_and_defaults_limits_to_the_node():
     assert resource_field_value("limits.memory", "1Mi", container, node) == "2048"
     assert resource_field_value("limits.cpu", None, {}, node) == "2"           # unset limit: allocatable
     assert resource_field_value("requests.memory", None, {}, node) == "0"
+    assert resource_field_value("limits.cpu", "0", container, node) == "2"   # the API server's default divisor
     with pytest.raises(ValueError):
         resource_field_value("cpu", None, container, node)
 

@@ -436,6 +436,11 @@ class Pod:
             c.record.waiting_reason, c.record.waiting_message = exc.reason, str(exc)
             c.next_start = time.monotonic() + 5
             return
+        except (ValueError, KeyError, TypeError) as exc:  # a spec this agent cannot honour
+            c.record.waiting_reason = "CreateContainerConfigError"
+            c.record.waiting_message = f"{type(exc).__name__}: {exc}"
+            c.next_start = time.monotonic() + 5
+            return
         workdir = rewrite_path(c.spec.get("workingDir") or "", mounts) or str(self.dir)
         Path(workdir).mkdir(parents=True, exist_ok=True)
         log = self.log_file(c)

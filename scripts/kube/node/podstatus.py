@@ -153,5 +153,5 @@ def resource_field_value(resource: str, divisor: str | None, container: dict,
         amount = parse_quantity(allocatable.get(name, 0))
     else:
         amount = 0.0
-    div = parse_quantity(divisor or "1")
+    div = parse_quantity(divisor or "1") or 1.0   # the API server defaults an unset divisor to "0"
     return str(int(math.ceil(amount / div - 1e-9)))
