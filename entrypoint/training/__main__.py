@@ -12,7 +12,7 @@ import sys
 import traceback
 
 from .config import ConfigError, parse_tf_config, resolve, run_env
-from .failures import EXIT_DONE, EXIT_SIGTERM, exit_code_for, is_retryable, one_line
+from .failures import EXIT_DONE, EXIT_SIGTERM, TrainingError, exit_code_for, is_retryable, one_line
 from .rundir import RunDir, read_completed
 from .sigterm import SigtermFlag
 
@@ -60,10 +60,14 @@ def main(argv=None) -> int:
         print(str(err), file=sys.stderr, flush=True)
         return err.exit_code
     except Exception as err:  # noqa: BLE001 - every failure becomes an exit code the launcher understands
+        # retryable=true: exit 75, the launcher restarts training in place; retryable=false:
+        # exit 4, permanent (the launcher does not retry). A TrainingError is a known condition
+        # (corrupt data, a diverged loss) that its one line explains; anything else gets its traceback.
         if is_retryable(err):
             print(f"tfmw error retryable=true worker={cluster.worker_index} {one_line(err)}", flush=True)
         else:
-            traceback.print_exc()
+            if not isinstance(err, TrainingError):
+                traceback.print_exc()
             print(f"tfmw error retryable=false worker={cluster.worker_index} {one_line(err)}", flush=True)
         return exit_code_for(err)
     if outcome.stopped:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import io
 import os
+import zipfile
+import zlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -19,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from .config import ConfigError, data_path
+from .failures import TrainingError, one_line
 from .sharding import ShardPlan, plan_shards
 from .synthetic import make_synthetic, shard_arrays
 
@@ -62,11 +65,18 @@ def _pipeline(ds: tf.data.Dataset, shuffle_buffer: int, seed: int, batch: int,
 def _load_npz(files) -> tuple[np.ndarray, np.ndarray]:
     xs, ys = [], []
     for name in files:
-        with tf.io.gfile.GFile(name, "rb") as fh, np.load(io.BytesIO(fh.read())) as npz:
-            if "x" not in npz or "y" not in npz:
-                raise ConfigError(f"training config: data.path: {name} lacks arrays 'x' and 'y'")
-            xs.append(npz["x"].astype(np.float32))
-            ys.append(npz["y"].astype(np.int64))
+        try:
+            with tf.io.gfile.GFile(name, "rb") as fh, np.load(io.BytesIO(fh.read())) as npz:
+                if "x" not in npz or "y" not in npz:
+                    raise ConfigError(f"training config: data.path: {name} lacks arrays 'x' and 'y'")
+                xs.append(npz["x"].astype(np.float32))
+                ys.append(npz["y"].astype(np.int64))
+        except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError, tf.errors.OpError) as err:
+            # Corrupt data stays corrupt: a permanent failure (exit 4), not one to retry.
+            raise TrainingError(f"data.path: {name} is corrupt or truncated ({one_line(err, 200)})") from None
+        if len(xs[-1]) != len(ys[-1]):
+            raise TrainingError(f"data.path: {name} holds {len(xs[-1])} examples in 'x' but "
+                                f"{len(ys[-1])} labels in 'y'")
     return np.concatenate(xs), np.concatenate(ys)
 
 
@@ -122,14 +132,19 @@ def build_input(config: dict, shared_dir: str, num_workers: int, worker_index: i
             x, y = shard_arrays(x, y, plan.num_shards, plan.index)
         return _from_arrays(x, y, config, seed, describe, data["numClasses"])
 
-    shape = _tfrecord_shape(files[0])
-    parse = _tfrecord_parser(shape)
-
     def records() -> tf.data.Dataset:
         ds = tf.data.TFRecordDataset(list(plan.files))
         return ds.shard(plan.num_shards, plan.index) if plan.by == "data" else ds
 
-    count = int(records().reduce(np.int64(0), lambda n, _: n + 1).numpy())
+    try:
+        shape = _tfrecord_shape(files[0])
+        parse = _tfrecord_parser(shape)
+        # Counting reads every record of this worker's share: a corrupt file fails here, once,
+        # as a permanent failure, instead of in the middle of training.
+        count = int(records().reduce(np.int64(0), lambda n, _: n + 1).numpy())
+    except tf.errors.DataLossError as err:
+        raise TrainingError(f"data.path: a TFRecord file of {data_path(config, shared_dir)} is corrupt or "
+                            f"truncated ({one_line(err, 200)})") from None
     _refuse_empty(count, describe)
     shuffle = data["shuffleBuffer"]
 

@@ -1,5 +1,10 @@
 """Map an exception from training to the trainer's exit code (docs/contracts.md).
 
+Two outcomes only: a failure of the group (a peer died, restarted or timed out) is retryable
+(exit 75: the launcher restarts training in place from the last checkpoint); anything else
+is permanent (exit 4, logged `retryable=false`: corrupt data, a non-finite loss, a bug),
+and the launcher does not retry it: the same data and code would fail the same way.
+
 Matched by class name so this module (and its tests) need no TensorFlow import:
 tf.errors classes are named UnavailableError, DeadlineExceededError, ... .
 """
@@ -7,7 +12,7 @@ from __future__ import annotations
 
 from ..errors import EXIT_OK as EXIT_DONE  # noqa: F401 - the trainer's name for it
 from ..errors import EXIT_RETRYABLE, EXIT_SIGTERM  # noqa: F401 - re-exported for the trainer
-from ..errors import EXIT_UNEXPECTED as EXIT_FAILED
+from ..errors import EXIT_TRAINING_FAILED as EXIT_FAILED
 
 # A peer died, restarted or timed out: training can resume from the last checkpoint.
 _RETRYABLE = {"UnavailableError", "DeadlineExceededError", "CancelledError", "AbortedError"}
@@ -27,6 +32,10 @@ def is_retryable(err: BaseException) -> bool:
         text = str(err).lower()
         return any(word in text for word in _GROUP_WORDS)
     return False
+
+
+class TrainingError(Exception):
+    """A permanent training failure with a one-line reason (corrupt data, a non-finite loss)."""
 
 
 def exit_code_for(err: BaseException) -> int:

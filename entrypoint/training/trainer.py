@@ -9,6 +9,7 @@ Imported only after the config has been validated (TensorFlow takes seconds to i
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import shutil
 import tempfile
@@ -24,6 +25,7 @@ from tensorflow.python.checkpoint import checkpoint_management  # noqa: E402
 
 from .config import Cluster, ConfigError, RunEnv  # noqa: E402
 from .data import build_input  # noqa: E402
+from .failures import TrainingError  # noqa: E402
 from .models import build_model  # noqa: E402
 from .rundir import Heartbeat, RunDir, is_uri, makedirs, write_completed  # noqa: E402
 
@@ -204,6 +206,18 @@ def export_model(model, run: RunDir, cluster: Cluster) -> str:
     return target
 
 
+def require_finite(losses, step: int) -> float:
+    """The mean of a window of losses; a NaN or infinite one is a permanent failure (exit 4):
+    training diverged, and a restart from the last checkpoint would diverge again. Checked
+    before any checkpoint holds the step, so no checkpoint ever stores diverged weights."""
+    values = [float(v) for v in losses]
+    bad = next((v for v in values if not math.isfinite(v)), None)
+    if bad is not None:
+        raise TrainingError(f"loss is {bad} at or before step {step}: training diverged; lower "
+                            "training.config.learningRate or check the data")
+    return float(np.mean(values)) if values else float("nan")
+
+
 def steps_for_epochs(epochs: int, total_examples: int, global_batch: int) -> int:
     """Steps for `epochs` passes over the whole data set at the global batch size (at least 1)."""
     return max(1, -(-epochs * total_examples // global_batch))
@@ -343,7 +357,7 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
             step += 1
             heartbeat.beat(step)
             if step % every_log == 0 or step == total:
-                final_loss = float(np.mean([float(v) for v in window_losses]))
+                final_loss = require_finite(window_losses, step)
                 elapsed = max(time.monotonic() - window_start - paused, 1e-9)
                 throughput = (step - window_first) * global_batch / elapsed
                 steady.add((step - window_first) * global_batch, elapsed, warmup=window_first == start_step)
@@ -355,6 +369,7 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
                     write_scalar("examples_per_sec", throughput)
                 window_losses, window_start, window_first, paused = [], time.monotonic(), step, 0.0
             if step % every_ckpt == 0 or step == total:
+                require_finite(window_losses, step)  # the steps not logged yet: never save a diverged model
                 # One group-wide decision per boundary: every worker saves, then all stop or all go on.
                 stop = agreement.any_wants_stop(stop_requested()) if step < total else False
                 save_started = time.monotonic()

@@ -7,7 +7,8 @@ import os
 import numpy as np
 import pytest
 
-from entrypoint.training.failures import EXIT_FAILED, EXIT_RETRYABLE, exit_code_for, is_retryable, one_line
+from entrypoint.training.failures import (EXIT_FAILED, EXIT_RETRYABLE, TrainingError, exit_code_for, is_retryable,
+                                          one_line)
 from entrypoint.training.rundir import Heartbeat, RunDir, read_completed, write_atomic, write_completed
 from entrypoint.training.sharding import plan_shards
 from entrypoint.training.synthetic import make_synthetic, shard_arrays
@@ -100,10 +101,18 @@ class SubUnavailable(UnavailableError):
     (InternalError("cuDNN launch failure"), EXIT_FAILED),
     (ValueError("shapes differ"), EXIT_FAILED),
     (MemoryError(), EXIT_FAILED),
+    (TrainingError("data.path: a.npz is corrupt or truncated"), EXIT_FAILED),
 ])
 def test_error_mapping(err, code):
     assert exit_code_for(err) == code
     assert is_retryable(err) == (code == EXIT_RETRYABLE)
+
+
+def test_permanent_errors_exit_with_the_code_the_launcher_does_not_retry():
+    from entrypoint.errors import EXIT_TRAINING_FAILED
+    from entrypoint.supervisor import PERMANENT, classify_exit
+    assert EXIT_FAILED == EXIT_TRAINING_FAILED == 4
+    assert classify_exit(exit_code_for(ValueError("corrupt"))) == PERMANENT
 
 
 def test_error_mapping_matches_real_tensorflow_classes():
@@ -111,6 +120,7 @@ def test_error_mapping_matches_real_tensorflow_classes():
 
     assert exit_code_for(errors.UnavailableError(None, None, "peer down")) == EXIT_RETRYABLE
     assert exit_code_for(errors.InvalidArgumentError(None, None, "bad shape")) == EXIT_FAILED
+    assert exit_code_for(errors.DataLossError(None, None, "corrupted record at 12")) == EXIT_FAILED
 
 
 def test_one_line_flattens_multiline_messages():
