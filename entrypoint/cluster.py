@@ -46,25 +46,26 @@ TF_CONFIG_SCHEMA = {
 }
 
 
-def worker_host(settings: LauncherSettings, statefulset: str, ordinal: int) -> str:
-    """Stable DNS name of worker `ordinal`, as the headless Service publishes it."""
-    return (f"{statefulset}-{ordinal}.{settings.service}."
+def worker_host(settings: LauncherSettings, host_prefix: str, ordinal: int) -> str:
+    """Stable DNS name of worker `ordinal`, as the headless Service publishes it
+    (`host_prefix`: the StatefulSet's name, or an Indexed Job's)."""
+    return (f"{host_prefix}-{ordinal}.{settings.service}."
             f"{settings.namespace}.svc.{settings.cluster_domain}")
 
 
-def worker_addresses(settings: LauncherSettings, statefulset: str) -> list[str]:
+def worker_addresses(settings: LauncherSettings, host_prefix: str) -> list[str]:
     """Every worker's `host:port`, in ordinal order (the order is the task index)."""
     if settings.loopback_ports:
         # Local-only mapping (make local without network namespaces): TF's gRPC server
         # binds the wildcard address, so workers on one loopback need distinct ports.
         return [f"127.0.0.1:{settings.port + j}" for j in range(settings.replicas)]
-    return [f"{worker_host(settings, statefulset, j)}:{settings.port}"
+    return [f"{worker_host(settings, host_prefix, j)}:{settings.port}"
             for j in range(settings.replicas)]
 
 
 def build_tf_config(settings: LauncherSettings, identity: PodIdentity) -> dict:
     return {
-        "cluster": {"worker": worker_addresses(settings, identity.statefulset)},
+        "cluster": {"worker": worker_addresses(settings, identity.host_prefix)},
         "task": {"type": "worker", "index": identity.ordinal},
     }
 

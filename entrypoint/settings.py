@@ -6,7 +6,7 @@ here, before any DNS lookup or TensorFlow import, with one line naming the varia
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import jsonschema
 
@@ -16,10 +16,15 @@ _DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 _UINT = r"^(0|[1-9][0-9]*)$"
 _BOOL = r"^(0|1|true|false|yes|no)$"
+_LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+POLICIES = ("scaleToZero", "idle")
 
 # Only the variables the launcher derives TF_CONFIG from are "required"; they are not
 # needed when the platform (TFJob, Volcano, Run:ai) already injected TF_CONFIG.
 DERIVE_REQUIRED = ("TFMW_POD_NAME", "TFMW_NAMESPACE", "TFMW_SERVICE", "TFMW_REPLICAS")
+# An Indexed Job pod: the index and hostname come from the Job controller, the rest from the
+# manifest (examples/indexed-job.yaml).
+INDEXED_JOB_REQUIRED = ("TFMW_NAMESPACE", "TFMW_SERVICE", "TFMW_REPLICAS")
 
 ENV_SCHEMA = {
     "type": "object",
@@ -36,7 +41,13 @@ ENV_SCHEMA = {
         "TFMW_LOOPBACK_PORTS": {"type": "string", "pattern": _BOOL},
         "TFMW_MAX_RESTARTS": {"type": "string", "pattern": _UINT, "maxLength": 4},
         "TFMW_HANG_TIMEOUT_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 6},
-        "TFMW_EXIT_ON_COMPLETION": {"type": "string", "pattern": _BOOL},
+        "TFMW_ON_SUCCESS": {"enum": [*POLICIES, ""]},   # "": unset
+        "TFMW_ON_FAILURE": {"enum": [*POLICIES, ""]},
+        "TFMW_ACTIVE_DEADLINE_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 9},
+        "TFMW_POD_REVISION": {"type": "string", "pattern": _LABEL_VALUE, "maxLength": 63},
+        "TFMW_STATUS_CONFIGMAP": {"type": "string", "maxLength": 253, "pattern": _DNS1123_SUBDOMAIN},
+        "TFMW_API_DIR": {"type": "string", "pattern": r"^(/.*)?$", "maxLength": 4096},
+        "JOB_COMPLETION_INDEX": {"type": "string", "pattern": _UINT, "maxLength": 6},
     },
 }
 
@@ -53,7 +64,13 @@ _WHAT = {
     "TFMW_LOOPBACK_PORTS": "0 or 1",
     "TFMW_MAX_RESTARTS": "a whole number",
     "TFMW_HANG_TIMEOUT_SECONDS": "a whole number of seconds (0 disables the watchdog)",
-    "TFMW_EXIT_ON_COMPLETION": "0 or 1",
+    "TFMW_ON_SUCCESS": "scaleToZero or idle (completion.onSuccess)",
+    "TFMW_ON_FAILURE": "scaleToZero or idle (completion.onFailure)",
+    "TFMW_ACTIVE_DEADLINE_SECONDS": "a whole number of seconds (training.activeDeadlineSeconds; 0: none)",
+    "TFMW_POD_REVISION": "a label value (the pod's controller-revision-hash)",
+    "TFMW_STATUS_CONFIGMAP": "a DNS-1123 name (the chart's status ConfigMap)",
+    "TFMW_API_DIR": "an absolute path (the projected service-account token's directory)",
+    "JOB_COMPLETION_INDEX": "a whole number (the Job controller sets it)",
 }
 
 
@@ -72,7 +89,12 @@ class LauncherSettings:
     loopback_ports: bool
     max_restarts: int
     hang_timeout_seconds: int
-    exit_on_completion: bool
+    on_success: str                 # scaleToZero | idle (unset: idle, what older manifests get)
+    on_failure: str
+    active_deadline_seconds: int    # 0: none
+    pod_revision: str               # controller-revision-hash of the pod ("" unknown)
+    api_dir: str | None             # token, ca.crt, namespace; None: no API access
+    status_configmap: str | None
 
 
 def _truthy(value: str) -> bool:
@@ -87,17 +109,18 @@ def _check_schema(env: Mapping[str, str]) -> None:
         return
     key = error.path[0] if error.path else "environment"
     value = relevant.get(key, "")
-    if error.validator in ("pattern", "maxLength"):
+    if error.validator in ("pattern", "maxLength", "enum"):
         raise ConfigError(f"{key}={value!r} must be {_WHAT.get(key, 'valid')}")
     raise ConfigError(f"{key}={value!r}: {error.message}")
 
 
-def load_settings(env: Mapping[str, str], need_derivation: bool = True) -> LauncherSettings:
+def load_settings(env: Mapping[str, str], need_derivation: bool = True,
+                  required: Sequence[str] | None = None) -> LauncherSettings:
     """Validate the pod environment. `need_derivation`: TF_CONFIG is not preset, so the
-    variables it is derived from must all be there."""
+    variables it is derived from (`required`, default: a StatefulSet pod's) must all be there."""
     _check_schema(env)
     if need_derivation:
-        missing = [k for k in DERIVE_REQUIRED if not env.get(k)]
+        missing = [k for k in (DERIVE_REQUIRED if required is None else required) if not env.get(k)]
         if missing:
             raise ConfigError(
                 f"{', '.join(missing)} not set; the chart sets them (or preset TF_CONFIG)")
@@ -121,5 +144,10 @@ def load_settings(env: Mapping[str, str], need_derivation: bool = True) -> Launc
         loopback_ports=_truthy(env.get("TFMW_LOOPBACK_PORTS", "0")),
         max_restarts=int(env.get("TFMW_MAX_RESTARTS") or 20),
         hang_timeout_seconds=int(env.get("TFMW_HANG_TIMEOUT_SECONDS") or 0),
-        exit_on_completion=_truthy(env.get("TFMW_EXIT_ON_COMPLETION", "0")),
+        on_success=env.get("TFMW_ON_SUCCESS") or "idle",
+        on_failure=env.get("TFMW_ON_FAILURE") or "idle",
+        active_deadline_seconds=int(env.get("TFMW_ACTIVE_DEADLINE_SECONDS") or 0),
+        pod_revision=env.get("TFMW_POD_REVISION") or "",
+        api_dir=env.get("TFMW_API_DIR") or None,
+        status_configmap=env.get("TFMW_STATUS_CONFIGMAP") or None,
     )

@@ -4,8 +4,9 @@ Why in-process supervision: a StatefulSet pod's only restart policy is Always, a
 one MWMS worker dies the others fail their collective (UnavailableError after the
 coordination heartbeat, about 8 s). Letting the kubelet restart every container would add
 CrashLoopBackOff delays; restarting the training process in place, from the last
-checkpoint, re-forms the group in seconds. After success the launcher idles (it must not
-exit 0: the kubelet would start it again) and never retrains a completed run.
+checkpoint, re-forms the group in seconds. The supervisor ends with an Ending (Succeeded,
+Failed with a lifecycle reason, or stopped by a signal); what the pod does then (idle,
+scale to 0, exit) is the launcher's business (entrypoint.launcher).
 """
 from __future__ import annotations
 
@@ -20,27 +21,43 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .errors import (EXIT_BAD_CONFIG, EXIT_OK, EXIT_RETRIES_EXHAUSTED, EXIT_RETRYABLE, EXIT_SIGTERM,
-                     EXIT_TRAINING_FAILED)
+from .errors import (EXIT_BAD_CONFIG, EXIT_OK, EXIT_RETRYABLE, EXIT_SIGTERM, EXIT_TRAINING_FAILED)
+from .lifecycle import Phase, Reason
 # The trainer's write-then-rename (no TensorFlow import for a local path): one way to
 # publish the marker, whichever side writes it.
 from .training.rundir import RunDir, write_atomic
 
 DONE, PERMANENT, RETRY = "done", "permanent", "retry"
 
+# The training command's permanent exit codes and the run's terminal reason for each.
+PERMANENT_REASONS = {EXIT_BAD_CONFIG: Reason.BAD_CONFIG, EXIT_TRAINING_FAILED: Reason.TRAINING_FAILED}
+
 
 def classify_exit(returncode: int) -> str:
     """Map the training command's exit status to what the supervisor does next.
 
-    0 -> done; 2 -> a bad training config, retrying cannot help; 75 (EX_TEMPFAIL), a signal
-    (negative code), or any other failure -> retry (a user script dies with 1 on a lost peer
-    just as on a bug; the restart limit bounds the cost of guessing wrong).
+    0 -> done; 2 (a bad training config) and 4 (a permanent training error: corrupt data, a
+    non-finite loss, anything the trainer logs with retryable=false) -> permanent, retrying
+    cannot help; 75 (EX_TEMPFAIL: a lost peer), a signal (negative code) or any other failure
+    -> retry (a user script dies with 1 on a lost peer just as on a bug; the restart limit
+    bounds the cost of guessing wrong).
     """
     if returncode == EXIT_OK:
         return DONE
-    if returncode == EXIT_BAD_CONFIG:
+    if returncode in PERMANENT_REASONS:
         return PERMANENT
     return RETRY
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How supervision ended: phase Succeeded or Failed (with its reason), or None when a
+    signal stopped it (the pod is going away; not a state of the run)."""
+
+    phase: Phase | None
+    reason: Reason | None = None
+    message: str = ""
+    returncode: int = EXIT_OK  # only for a stop: what the launcher exits with
 
 
 def backoff_seconds(failures: int, first: float = 1.0, cap: float = 30.0) -> float:
@@ -55,16 +72,48 @@ class SupervisorConfig:
     heartbeat_file: Path
     max_restarts: int = 20
     hang_timeout_seconds: float = 0  # 0: watchdog off
-    exit_on_completion: bool = False
     poll_seconds: float = 0.5
     backoff_first_seconds: float = 1.0
-    regroup: Callable[[], None] = lambda: None  # re-check peers before a restart
+    regroup: Callable[[], None] = lambda: None  # before a restart: peers, the run's record (may raise)
     is_chief: bool = False          # the chief records completion if the command did not
     log: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
+    # activeDeadlineSeconds: a wall-clock time (epoch seconds) after which training is stopped
+    # (SIGTERM, so the trainer checkpoints; SIGKILL after stop_grace_seconds). None: no deadline.
+    deadline: float | None = None
+    deadline_seconds: int = 0       # for the message only
+    stop_grace_seconds: float = 120.0
+    wall_clock: Callable[[], float] = time.time
+    # hooks for the run's state (entrypoint.tracker): called from the supervisor's threads
+    on_attempt: Callable[[int], None] = lambda attempt: None      # a training attempt starts
+    on_restart: Callable[[str], None] = lambda cause: None        # it failed; restarting in place
+    on_output: Callable[[str], None] = lambda line: None          # every line the command prints
 
 
 def completed_marker(run_dir: Path | None) -> Path | None:
     return Path(RunDir(str(run_dir)).completed) if run_dir else None
+
+
+def completed_detail(marker: Path | None) -> str:
+    """' steps=315 final_loss=0.12 model=/...' from the COMPLETED record ('' if none)."""
+    if marker is None or not marker.exists():
+        return ""
+    try:
+        record = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(record, dict):
+        return ""
+    return "".join(f" {name}={record[key]}" for key, name in
+                   (("steps", "steps"), ("finalLoss", "final_loss"), ("model", "model")) if key in record)
+
+
+@dataclass
+class _Attempt:
+    returncode: int
+    progressed: bool
+    reason: str          # why it ended, for the log and the Restarted Event
+    deadline_hit: bool
+    last_error: str      # the command's last `tfmw error ...` text, else its last output line
 
 
 class Supervisor:
@@ -73,6 +122,8 @@ class Supervisor:
         self._stop = threading.Event()
         self._child: subprocess.Popen | None = None
         self._last_activity = time.monotonic()
+        self._last_line = ""
+        self._last_error = ""
 
     # -- signals -------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
@@ -86,21 +137,33 @@ class Supervisor:
             except ProcessLookupError:
                 pass
 
+    def _deadline_passed(self) -> bool:
+        return self.cfg.deadline is not None and self.cfg.wall_clock() >= self.cfg.deadline
+
+    def _deadline_ending(self, detail: str) -> Ending:
+        return Ending(Phase.FAILED, Reason.DEADLINE_EXCEEDED,
+                      f"training.activeDeadlineSeconds={self.cfg.deadline_seconds} passed; {detail}")
+
     # -- main loop -----------------------------------------------------------------
-    def run(self) -> int:
+    def run(self) -> Ending:
         failures_without_progress = 0
         attempt = 0
         while not self._stop.is_set():
             marker = completed_marker(self.cfg.run_dir)
             if marker is not None and marker.exists():
-                return self._idle_completed(marker)
+                return Ending(Phase.SUCCEEDED, Reason.COMPLETED,
+                              f"COMPLETED marker found:{completed_detail(marker) or ' the run finished'}")
+            if self._deadline_passed():
+                return self._deadline_ending("not restarting training")
             attempt += 1
+            self.cfg.on_attempt(attempt)
             self.cfg.log(f"tfmw launcher starting training (attempt {attempt}): "
                          f"{' '.join(self.cfg.command)}")
-            returncode, progressed, reason = self._run_once()
+            result = self._run_once()
+            returncode = result.returncode
             if self._stop.is_set():
                 self.cfg.log(f"tfmw launcher stopped by signal; training exited with {returncode}")
-                return EXIT_SIGTERM if returncode != 0 else EXIT_OK
+                return Ending(None, returncode=EXIT_SIGTERM if returncode != 0 else EXIT_OK)
             outcome = classify_exit(returncode)
             if outcome == DONE:
                 self.cfg.log("tfmw launcher training finished")
@@ -111,37 +174,59 @@ class Supervisor:
                     record = {"by": "launcher", "command": " ".join(self.cfg.command),
                               "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
                     write_atomic(str(marker), json.dumps(record, indent=2, sort_keys=True) + "\n")
-                return self._idle_completed(marker)
+                return Ending(Phase.SUCCEEDED, Reason.COMPLETED,
+                              f"training finished:{completed_detail(marker) or ' exit 0'}")
+            if result.deadline_hit:
+                return self._deadline_ending(f"training stopped (exit {returncode})")
             if outcome == PERMANENT:
-                self.cfg.log(f"tfmw launcher training refused its configuration (exit {returncode}); "
-                             "not retrying: fix training.config")
-                return EXIT_BAD_CONFIG
-            failures_without_progress = 1 if progressed else failures_without_progress + 1
+                reason = PERMANENT_REASONS[returncode]
+                what = ("training refused its configuration" if reason is Reason.BAD_CONFIG
+                        else "training failed permanently")
+                self.cfg.log(f"tfmw launcher {what} (exit {returncode}); not retrying"
+                             + (": fix training.config" if reason is Reason.BAD_CONFIG else ""))
+                return Ending(Phase.FAILED, reason, result.last_error or f"training exited with {returncode}")
+            failures_without_progress = 1 if result.progressed else failures_without_progress + 1
             if failures_without_progress > self.cfg.max_restarts:
                 self.cfg.log(f"tfmw launcher giving up: {failures_without_progress - 1} restarts "
-                             f"without progress (limit {self.cfg.max_restarts}); last failure: {reason}")
-                return EXIT_RETRIES_EXHAUSTED
+                             f"without progress (limit {self.cfg.max_restarts}); last failure: {result.reason}")
+                return Ending(Phase.FAILED, Reason.RESTART_LIMIT,
+                              f"{failures_without_progress - 1} restarts without progress "
+                              f"(training.maxRestarts={self.cfg.max_restarts}); last failure: {result.reason}"
+                              + (f": {result.last_error}" if result.last_error else ""))
             delay = backoff_seconds(failures_without_progress, first=self.cfg.backoff_first_seconds)
-            self.cfg.log(f"tfmw launcher restarting training in place in {delay:.0f}s: {reason}")
-            if self._stop.wait(delay):
+            self.cfg.on_restart(result.reason)
+            self.cfg.log(f"tfmw launcher restarting training in place in {delay:.0f}s: {result.reason}")
+            if self._stop.wait(self._until_deadline(delay)):
                 break
+            if self._deadline_passed():
+                return self._deadline_ending("not restarting training")
             self.cfg.regroup()
-        return EXIT_SIGTERM
+        return Ending(None, returncode=EXIT_SIGTERM)
 
-    def _run_once(self) -> tuple[int, bool, str]:
+    def _until_deadline(self, delay: float) -> float:
+        if self.cfg.deadline is None:
+            return delay
+        return max(0.0, min(delay, self.cfg.deadline - self.cfg.wall_clock()))
+
+    def _run_once(self) -> _Attempt:
         hb = self.cfg.heartbeat_file
         hb.unlink(missing_ok=True)
         env = dict(self.cfg.env, TFMW_HEARTBEAT_FILE=str(hb))
+        self._last_line = self._last_error = ""
         child = subprocess.Popen(
             list(self.cfg.command), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             start_new_session=True)  # own process group: a kill reaches every descendant
         self._child = child
+        if self._stop.is_set():  # a SIGTERM between the check and the start: pass it on
+            self.request_stop()
         self._last_activity = time.monotonic()
         pump = threading.Thread(target=self._pump_output, args=(child,), daemon=True)
         pump.start()
         last_beat = None
         progressed = False
         hung = False
+        deadline_hit = False
+        term_sent = 0.0
         while child.poll() is None:
             time.sleep(self.cfg.poll_seconds)
             beat = _read_heartbeat(hb)
@@ -149,12 +234,25 @@ class Supervisor:
                 progressed = progressed or last_beat is not None or beat > 0
                 last_beat = beat
                 self._last_activity = time.monotonic()
+            if not deadline_hit and not self._stop.is_set() and self._deadline_passed():
+                deadline_hit = True
+                term_sent = time.monotonic()
+                self.cfg.log(f"tfmw launcher deadline: training.activeDeadlineSeconds="
+                             f"{self.cfg.deadline_seconds} passed; stopping training (SIGTERM: the trainer "
+                             f"checkpoints at its next checkpoint boundary, SIGKILL after "
+                             f"{self.cfg.stop_grace_seconds:g}s)")
+                _signal_group(child, signal.SIGTERM)
+            if deadline_hit and child.poll() is None and \
+                    time.monotonic() - term_sent > self.cfg.stop_grace_seconds:
+                self.cfg.log("tfmw launcher deadline: training did not stop in time; killing it")
+                _signal_group(child, signal.SIGKILL)
+                term_sent = float("inf")
             idle = time.monotonic() - self._last_activity
             if (self.cfg.hang_timeout_seconds and idle > self.cfg.hang_timeout_seconds
-                    and not self._stop.is_set()):
+                    and not self._stop.is_set() and not hung):
                 self.cfg.log(f"tfmw launcher watchdog: no training progress for {idle:.0f}s "
                              f"(hang timeout {self.cfg.hang_timeout_seconds:g}s); killing training")
-                _kill_group(child)
+                _signal_group(child, signal.SIGKILL)
                 hung = True
         pump.join(timeout=5)
         self._child = None
@@ -167,38 +265,30 @@ class Supervisor:
             reason = "a peer failed or the group broke (exit 75)"
         else:
             reason = f"training exited with {returncode}"
-        return (returncode if not hung else -signal.SIGKILL), progressed, reason
+        return _Attempt(returncode if not hung else -signal.SIGKILL, progressed, reason, deadline_hit,
+                        self._last_error or self._last_line)
 
     def _pump_output(self, child: subprocess.Popen) -> None:
-        # Pass every line through unchanged (kubectl logs shows the trainer as is) and
-        # treat output as a sign of life for commands that do not write the heartbeat.
+        # Pass every line through unchanged (kubectl logs shows the trainer as is), treat
+        # output as a sign of life for commands that do not write the heartbeat, and let the
+        # run's tracker follow progress (it never blocks: recording is another thread's job).
         out = sys.stdout.buffer
-        for line in iter(child.stdout.readline, b""):
+        for raw in iter(child.stdout.readline, b""):
             self._last_activity = time.monotonic()
-            out.write(line)
+            out.write(raw)
             out.flush()
-        child.stdout.close()
-
-    def _idle_completed(self, marker: Path | None) -> int:
-        detail = ""
-        if marker is not None and marker.exists():
+            line = raw.decode(errors="replace").strip()
+            if not line:
+                continue
+            self._last_line = line
+            if line.startswith("tfmw error "):
+                self._last_error = line.split(" ", 4)[-1] if line.count(" ") >= 4 else line
             try:
-                record = json.loads(marker.read_text())
-                detail = "".join(f" {name}={record[key]}" for key, name in
-                                 (("steps", "steps"), ("finalLoss", "final_loss"), ("model", "model"))
-                                 if key in record)
-            except (OSError, ValueError):
-                detail = ""
-        run = self.cfg.env.get("TFMW_RUN_ID", "")
-        self.cfg.log(f"tfmw completed run={run}{detail}")
-        if self.cfg.exit_on_completion:
-            return EXIT_OK
-        # A StatefulSet restarts a container that exits, even with 0: stay up, idle,
-        # until the pod is deleted (helm uninstall) so the run is never trained twice.
-        self.cfg.log("tfmw launcher idle: this run is complete; uninstall the release or set a new "
-                     "training.runId to train again")
-        self._stop.wait()
-        return EXIT_OK
+                self.cfg.on_output(line)
+            except Exception as err:  # noqa: BLE001 - following progress must never stop the output
+                print(f"tfmw launcher status: cannot follow training output ({type(err).__name__}: {err})",
+                      flush=True)
+        child.stdout.close()
 
 
 def _read_heartbeat(path: Path) -> int | None:
@@ -208,8 +298,8 @@ def _read_heartbeat(path: Path) -> int | None:
         return None
 
 
-def _kill_group(child: subprocess.Popen) -> None:
+def _signal_group(child: subprocess.Popen, sig: int) -> None:
     try:
-        os.killpg(child.pid, signal.SIGKILL)
+        os.killpg(child.pid, sig)
     except ProcessLookupError:
         pass

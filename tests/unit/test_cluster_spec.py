@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 
@@ -25,8 +26,8 @@ BASE_ENV = {
 
 def test_ordinal_from_pod_name():
     ident = parse_pod_name("web-12", replicas=13)
-    assert (ident.statefulset, ident.ordinal, ident.is_chief) == ("web", 12, False)
-    assert parse_pod_name("a-b-c-0", replicas=1).statefulset == "a-b-c"
+    assert (ident.host_prefix, ident.ordinal, ident.is_chief) == ("web", 12, False)
+    assert parse_pod_name("a-b-c-0", replicas=1).host_prefix == "a-b-c"
     assert parse_pod_name("a-b-c-0", replicas=1).is_chief
 
 
@@ -48,8 +49,8 @@ def test_pod_name_must_match_statefulset():
 
 
 def test_tf_config_lists_every_worker_fqdn_in_ordinal_order():
-    tf_config, settings, preset = resolve_tf_config(BASE_ENV)
-    assert not preset
+    tf_config, settings, kind = resolve_tf_config(BASE_ENV)
+    assert kind == "statefulset"
     assert tf_config == {
         "cluster": {"worker": [
             f"train-tf-multiworker-{j}.train-tf-multiworker-headless.ml.svc.cluster.local:2222"
@@ -90,8 +91,8 @@ def test_worker_zero_is_chief_unless_platform_names_a_chief():
 def test_preset_tf_config_is_validated_and_kept():
     preset = {"cluster": {"chief": ["job-chief-0.job:2222"], "worker": ["job-worker-0.job:2222"]},
               "task": {"type": "worker", "index": 0}}
-    tf_config, _, was_preset = resolve_tf_config({"TF_CONFIG": json.dumps(preset)})
-    assert was_preset and tf_config == preset
+    tf_config, _, kind = resolve_tf_config({"TF_CONFIG": json.dumps(preset)})
+    assert kind == "preset-tf-config" and tf_config == preset
     assert cluster_hosts(tf_config) == ["job-chief-0.job", "job-worker-0.job"]
 
 
@@ -141,6 +142,27 @@ def test_launcher_never_imports_tensorflow():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
+def test_bad_environment_in_the_statefulset_fails_the_run_and_idles(tmp_path):
+    # `run` in the chart's StatefulSet: one line naming the variable, the run Failed (BadConfig),
+    # then idle (an exit would only crash-loop on the same values); SIGTERM ends it with 0.
+    env = dict(BASE_ENV, TFMW_REPLICAS="1024", TFMW_POD_NAME="r" * 40 + "-0", TFMW_RUN_ID="r1",
+               TFMW_STATEFULSET="r" * 40, TFMW_SERVICE="s" * 50, TFMW_NAMESPACE="n" * 60)
+    proc = subprocess.Popen([sys.executable, "-m", "entrypoint", "run", "--", "true"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line.rstrip("\n"))
+        if line.startswith("tfmw launcher idle:"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert [l for l in lines if l.startswith("tfmw failed ")] == [
+        next(l for l in lines if l.startswith("tfmw failed run=r1 reason=BadConfig exit_code=2 message="))]
+    assert "the run failed (BadConfig); not retrying" in lines[-1]
+    assert len(err.strip().splitlines()) == 1 and "over Linux's" in err and "Traceback" not in err
+
+
 def test_tf_config_cli_prints_json(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "entrypoint", "tf-config"], env=BASE_ENV,
                           capture_output=True, text=True, timeout=60)
@@ -157,7 +179,7 @@ def test_tf_config_over_the_linux_env_limit_is_refused_up_front():
     # 1,024 workers with long (but valid) names: over 128 KiB, which exec() would refuse.
     env = dict(BASE_ENV, TFMW_REPLICAS="1024", TFMW_POD_NAME="r" * 40 + "-0",
                TFMW_STATEFULSET="r" * 40, TFMW_SERVICE="s" * 50, TFMW_NAMESPACE="n" * 60)
-    proc = subprocess.run([sys.executable, "-m", "entrypoint", "run", "--", "true"], env=env,
+    proc = subprocess.run([sys.executable, "-m", "entrypoint", "tf-config"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "over Linux's" in proc.stderr and "workers.replicas" in proc.stderr

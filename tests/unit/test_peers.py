@@ -74,15 +74,18 @@ def test_real_resolver_on_loopback_names():
 
 
 def test_launcher_exits_3_naming_missing_peer(tmp_path):
+    # An Indexed Job pod (the Job controller owns the lifecycle): PeersNotFound is exit 3.
     import subprocess
     import sys
-    env = {"TFMW_POD_NAME": "w-0", "TFMW_NAMESPACE": "ns", "TFMW_SERVICE": "nosuchsvc",
+    env = {"JOB_COMPLETION_INDEX": "0", "HOSTNAME": "w-0", "TFMW_NAMESPACE": "ns", "TFMW_SERVICE": "nosuchsvc",
            "TFMW_REPLICAS": "2", "TFMW_CLUSTER_DOMAIN": "invalid", "TFMW_PEER_TIMEOUT_SECONDS": "1"}
     proc = subprocess.run([sys.executable, "-m", "entrypoint", "run", "--", "true"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 3
     assert "w-0.nosuchsvc.ns.svc.invalid, w-1.nosuchsvc.ns.svc.invalid" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("tfmw: PeersNotFound: peers not found after 1s")
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert "tfmw failed run=default reason=PeersNotFound exit_code=3" in proc.stdout
 
 
 def test_lookups_run_concurrently():

@@ -1,5 +1,5 @@
 """Supervisor: restart in place on retryable failures, stop on permanent ones, watchdog,
-completion, signal forwarding. Real child processes (small Python scripts), no TF."""
+deadline, completion, signal forwarding. Real child processes (small Python scripts), no TF."""
 from __future__ import annotations
 
 import json
@@ -14,16 +14,30 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint.supervisor import (DONE, PERMANENT, RETRY, Supervisor, SupervisorConfig,
+from entrypoint.errors import EXIT_BAD_CONFIG, EXIT_RETRYABLE, EXIT_TRAINING_FAILED, EXIT_UNEXPECTED
+from entrypoint.lifecycle import Phase, Reason
+from entrypoint.supervisor import (DONE, PERMANENT, PERMANENT_REASONS, RETRY, Supervisor, SupervisorConfig,
                                    backoff_seconds, classify_exit)
 
+# The supervisor's classification table: what each exit status of the training command means.
+CLASSIFICATION = [
+    (0, DONE),
+    (EXIT_BAD_CONFIG, PERMANENT),       # 2: a bad training config
+    (EXIT_TRAINING_FAILED, PERMANENT),  # 4: corrupt data, a non-finite loss, retryable=false
+    (EXIT_RETRYABLE, RETRY),            # 75: a lost peer, restarted in place
+    (EXIT_UNEXPECTED, RETRY),           # 1: a user script's failure or a crash
+    (3, RETRY), (5, RETRY), (143, RETRY),
+    (-9, RETRY), (-15, RETRY),          # killed by a signal
+]
 
-def test_classify_exit():
-    assert classify_exit(0) == DONE
-    assert classify_exit(2) == PERMANENT
-    assert classify_exit(75) == RETRY
-    assert classify_exit(1) == RETRY
-    assert classify_exit(-9) == RETRY
+
+@pytest.mark.parametrize("code,outcome", CLASSIFICATION)
+def test_classify_exit(code, outcome):
+    assert classify_exit(code) == outcome
+
+
+def test_permanent_exits_name_their_terminal_reason():
+    assert PERMANENT_REASONS == {2: Reason.BAD_CONFIG, 4: Reason.TRAINING_FAILED}
 
 
 def test_backoff_is_exponential_and_capped():
@@ -41,8 +55,7 @@ def make(tmp_path, command, **kw):
     cfg = SupervisorConfig(command=command, env=dict(os.environ, TFMW_RUN_ID="r1"),
                            run_dir=kw.pop("run_dir", tmp_path / "run"),
                            heartbeat_file=tmp_path / "hb", poll_seconds=0.05,
-                           backoff_first_seconds=0.01, exit_on_completion=True,
-                           log=logs.append, **kw)
+                           backoff_first_seconds=0.01, log=logs.append, **kw)
     return Supervisor(cfg), logs
 
 
@@ -62,23 +75,43 @@ def attempts(tmp_path):
 
 
 def test_retryable_failures_restart_in_place_until_success(tmp_path):
-    sup, logs = make(tmp_path, script(tmp_path, FLAKY.format(codes=[75, 1])))
-    assert sup.run() == 0
+    causes = []
+    sup, logs = make(tmp_path, script(tmp_path, FLAKY.format(codes=[75, 1])), on_restart=causes.append)
+    assert sup.run().phase is Phase.SUCCEEDED
     assert attempts(tmp_path) == 3
     assert any("restarting training in place" in l and "exit 75" in l for l in logs)
-    assert any(l.startswith("tfmw completed run=r1") for l in logs)
+    assert causes == ["a peer failed or the group broke (exit 75)", "training exited with 1"]
 
 
-def test_bad_training_config_is_not_retried(tmp_path):
-    sup, logs = make(tmp_path, script(tmp_path, FLAKY.format(codes=[2])))
-    assert sup.run() == 2
+@pytest.mark.parametrize("code,reason", [(2, Reason.BAD_CONFIG), (4, Reason.TRAINING_FAILED)])
+def test_permanent_failures_are_not_retried(tmp_path, code, reason):
+    body = FLAKY.format(codes=[code]).replace("sys.exit(", "print('training config: steps: -1 is bad', flush=True); sys.exit(")
+    sup, logs = make(tmp_path, script(tmp_path, body))
+    ending = sup.run()
+    assert (ending.phase, ending.reason) == (Phase.FAILED, reason)
+    assert ending.message == "training config: steps: -1 is bad"  # the command's own last line
     assert attempts(tmp_path) == 1
     assert "not retrying" in logs[-1]
 
 
-def test_retries_exhausted_exit_5_with_reason(tmp_path):
+def test_permanent_failure_message_is_the_trainers_error_line(tmp_path):
+    body = """
+        import sys
+        print("Traceback (most recent call last): ...", flush=True)
+        print("tfmw error retryable=false worker=0 DataError: data.path: a.npz is corrupt", flush=True)
+        print("some later noise", flush=True)
+        sys.exit(4)
+    """
+    ending, _ = make(tmp_path, script(tmp_path, body))[0].run(), None
+    assert ending.reason is Reason.TRAINING_FAILED
+    assert ending.message == "DataError: data.path: a.npz is corrupt"
+
+
+def test_retries_exhausted_is_restart_limit_with_reason(tmp_path):
     sup, logs = make(tmp_path, script(tmp_path, FLAKY.format(codes=[1] * 10)), max_restarts=2)
-    assert sup.run() == 5
+    ending = sup.run()
+    assert (ending.phase, ending.reason) == (Phase.FAILED, Reason.RESTART_LIMIT)
+    assert "training.maxRestarts=2" in ending.message and "training exited with 1" in ending.message
     assert attempts(tmp_path) == 3
     assert "giving up: 2 restarts without progress (limit 2)" in logs[-1]
     assert "training exited with 1" in logs[-1]
@@ -89,9 +122,11 @@ def test_completed_run_is_never_trained_again(tmp_path):
     run_dir.mkdir()
     (run_dir / "COMPLETED").write_text(json.dumps({"steps": 10, "finalLoss": 0.1, "model": "/m"}))
     sup, logs = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])), run_dir=run_dir)
-    assert sup.run() == 0
+    ending = sup.run()
+    assert (ending.phase, ending.reason) == (Phase.SUCCEEDED, Reason.COMPLETED)
+    assert ending.message == "COMPLETED marker found: steps=10 final_loss=0.1 model=/m"
     assert not (tmp_path / "attempts").exists()
-    assert logs[0] == "tfmw completed run=r1 steps=10 final_loss=0.1 model=/m"
+    assert logs == []
 
 
 def test_hang_watchdog_kills_and_restarts(tmp_path):
@@ -104,9 +139,7 @@ def test_hang_watchdog_kills_and_restarts(tmp_path):
             time.sleep(60)  # silent, no heartbeat: a hang
     """
     sup, logs = make(tmp_path, script(tmp_path, body), hang_timeout_seconds=1, max_restarts=2)
-    start = time.monotonic()
-    assert sup.run() == 0
-    assert time.monotonic() - start < 20
+    assert sup.run().phase is Phase.SUCCEEDED
     assert attempts(tmp_path) == 2
     assert any("watchdog: no training progress" in l for l in logs)
     assert any("hang: no progress for 1s" in l for l in logs)
@@ -121,7 +154,7 @@ def test_heartbeat_counts_as_progress(tmp_path):
             hb.write_text(str(step)); time.sleep(0.25)
     """
     sup, logs = make(tmp_path, script(tmp_path, body), hang_timeout_seconds=1)
-    assert sup.run() == 0
+    assert sup.run().phase is Phase.SUCCEEDED
     assert not any("watchdog" in l for l in logs)
 
 
@@ -138,7 +171,7 @@ def test_progress_resets_the_restart_budget(tmp_path):
         sys.exit(75 if n < 4 else 0)
     """
     sup, _ = make(tmp_path, script(tmp_path, body), max_restarts=1)
-    assert sup.run() == 0
+    assert sup.run().phase is Phase.SUCCEEDED
     assert attempts(tmp_path) == 5
 
 
@@ -154,7 +187,8 @@ def test_sigterm_is_forwarded_and_nothing_restarts(tmp_path):
     """
     sup, logs = make(tmp_path, script(tmp_path, body))
     threading.Timer(1.5, sup.request_stop).start()
-    assert sup.run() == 143
+    ending = sup.run()
+    assert (ending.phase, ending.returncode) == (None, 143)
     assert (tmp_path / "got-term").read_text() == "yes"
     assert sum("starting training" in l for l in logs) == 1
 
@@ -181,17 +215,93 @@ def test_launcher_cli_supervises_and_forwards_sigterm(tmp_path):
 
 def test_chief_records_completion_for_a_user_command(tmp_path):
     sup, _ = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])), is_chief=True)
-    assert sup.run() == 0
+    assert sup.run().phase is Phase.SUCCEEDED
     record = json.loads((tmp_path / "run" / "COMPLETED").read_text())
     assert record["by"] == "launcher"
     # ... and the next start of any pod of this run trains nothing.
     again, logs = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])))
-    assert again.run() == 0
+    ending = again.run()
+    assert ending.phase is Phase.SUCCEEDED and ending.message.startswith("COMPLETED marker found")
     assert attempts(tmp_path) == 1
-    assert logs[0].startswith("tfmw completed run=r1")
+    assert logs == []
 
 
 def test_non_chief_does_not_record_completion(tmp_path):
     sup, _ = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])), is_chief=False)
-    assert sup.run() == 0
+    assert sup.run().phase is Phase.SUCCEEDED
     assert not (tmp_path / "run" / "COMPLETED").exists()
+
+
+# -- activeDeadlineSeconds: a wall clock the test moves, never real time ---------------------
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_deadline_stops_training_with_sigterm_and_fails_the_run(tmp_path):
+    body = """
+        import pathlib, signal, sys, time
+        counter = pathlib.Path(sys.argv[0]).with_name("attempts")
+        counter.write_text(str(int(counter.read_text()) + 1 if counter.exists() else 1))
+        def stop(*_):
+            pathlib.Path(sys.argv[0]).with_name("got-term").write_text("checkpointed")
+            sys.exit(143)
+        signal.signal(signal.SIGTERM, stop)
+        print("ready", flush=True)
+        time.sleep(60)
+    """
+    clock = Clock()
+    passed = lambda line: setattr(clock, "now", 2000.0) if line == "ready" else None  # noqa: E731
+    sup, logs = make(tmp_path, script(tmp_path, body), deadline=1500.0, deadline_seconds=500,
+                     wall_clock=clock, on_output=passed)
+    ending = sup.run()
+    assert (ending.phase, ending.reason) == (Phase.FAILED, Reason.DEADLINE_EXCEEDED)
+    assert ending.message.startswith("training.activeDeadlineSeconds=500 passed; training stopped (exit 143)")
+    assert (tmp_path / "got-term").read_text() == "checkpointed"  # SIGTERM, so the trainer could save
+    assert attempts(tmp_path) == 1
+    assert any(l.startswith("tfmw launcher deadline: training.activeDeadlineSeconds=500 passed") for l in logs)
+
+
+def test_deadline_kills_a_command_that_ignores_sigterm(tmp_path):
+    body = """
+        import signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("ready", flush=True)
+        time.sleep(60)
+    """
+    clock = Clock()
+    sup, logs = make(tmp_path, script(tmp_path, body), deadline=1500.0, deadline_seconds=500,
+                     wall_clock=clock, stop_grace_seconds=0.3,
+                     on_output=lambda line: setattr(clock, "now", 2000.0))
+    ending = sup.run()
+    assert ending.reason is Reason.DEADLINE_EXCEEDED and "exit -9" in ending.message
+    assert any("did not stop in time; killing it" in l for l in logs)
+
+
+def test_deadline_passing_during_the_back_off_means_no_restart(tmp_path):
+    clock = Clock()
+    sup, logs = make(tmp_path, script(tmp_path, FLAKY.format(codes=[75, 75])), deadline=1500.0,
+                     deadline_seconds=500, wall_clock=clock,
+                     on_restart=lambda cause: setattr(clock, "now", 2000.0))
+    ending = sup.run()
+    assert ending.reason is Reason.DEADLINE_EXCEEDED and "not restarting training" in ending.message
+    assert attempts(tmp_path) == 1
+
+
+def test_deadline_already_passed_starts_nothing(tmp_path):
+    clock = Clock()
+    sup, _ = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])), deadline=999.0, wall_clock=clock)
+    assert sup.run().reason is Reason.DEADLINE_EXCEEDED
+    assert not (tmp_path / "attempts").exists()
+
+
+def test_attempt_and_output_hooks_see_every_attempt_and_line(tmp_path):
+    seen, lines = [], []
+    body = FLAKY.format(codes=[75]).replace("    codes = ", "    print('tfmw progress step=1/2 loss=0.5', flush=True)\n    codes = ")
+    sup, _ = make(tmp_path, script(tmp_path, body), on_attempt=seen.append, on_output=lines.append)
+    assert sup.run().phase is Phase.SUCCEEDED
+    assert seen == [1, 2]
+    assert lines == ["tfmw progress step=1/2 loss=0.5"] * 2

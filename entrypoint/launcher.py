@@ -1,0 +1,309 @@
+"""`python -m entrypoint run`: from the pod's environment to a finished run (docs/lifecycle.md).
+
+1. identity and TF_CONFIG (a StatefulSet pod, an Indexed Job pod, or a platform's TF_CONFIG);
+2. the run's record: the chief's COMPLETED marker and the status ConfigMap decide whether
+   to train at all (a redeployed finished or failed run does not train again);
+3. peers, then supervision (entrypoint.supervisor), with the activeDeadlineSeconds;
+4. the end: where a platform owns the lifecycle (TF_CONFIG preset, an Indexed Job or a
+   JobSet) exit 0 or a permanent non-zero code; in the chart's StatefulSet record the
+   terminal state, scale the StatefulSet to 0 if the policy says so, and idle until the pod
+   is deleted (an exited container would be restarted: CrashLoopBackOff, resources held).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from .cluster import build_tf_config, check_tf_config_size, cluster_hosts, parse_tf_config, task_is_chief
+from .errors import EXIT_OK, EXIT_SIGTERM, ConfigError, PeersNotFound
+from .identity import (INDEXED_JOB, PRESET_TF_CONFIG, STATEFULSET, parse_indexed_hostname, parse_pod_name,
+                       platform_owns_lifecycle, pod_kind)
+from .kubeapi import KubeAPI
+from .lifecycle import (FAILED_ALREADY, SUCCEEDED_ALREADY, Phase, Reason, RunState, deadline_epoch,
+                        exit_code, fresh, one_line, plan_start, recorded_final, rfc3339)
+from .peers import wait_for_peers
+from .settings import INDEXED_JOB_REQUIRED, POLICIES, LauncherSettings, load_settings
+from .status import StatusRecorder
+from .supervisor import Supervisor, SupervisorConfig, completed_detail, completed_marker
+from .tracker import RunTracker, _quote
+
+DEFAULT_TRAINING_COMMAND = ("python", "-m", "entrypoint.training")
+FLUSH_SECONDS = 30.0          # at the end: how long the status, Events and scale may take
+IDLE_RETRY_SECONDS = (10.0, 300.0)  # while idle: retry a failed terminal write / scale, backing off
+
+IDENTITY = {STATEFULSET: "statefulset", PRESET_TF_CONFIG: "preset", INDEXED_JOB: "indexed-job"}
+
+
+def resolve_tf_config(env: Mapping[str, str], hostname: str | None = None
+                      ) -> tuple[dict, LauncherSettings, str]:
+    """(TF_CONFIG, settings, pod kind) — a platform's TF_CONFIG is validated and kept; an
+    Indexed Job pod's is derived from its hostname and JOB_COMPLETION_INDEX; a StatefulSet
+    pod's from its name."""
+    kind = pod_kind(env)
+    if kind == PRESET_TF_CONFIG:
+        return parse_tf_config(env["TF_CONFIG"].strip()), load_settings(env, need_derivation=False), kind
+    if kind == INDEXED_JOB:
+        settings = load_settings(env, required=INDEXED_JOB_REQUIRED)
+        # The container runtime sets HOSTNAME to the pod's hostname; the UTS name is the same.
+        host = hostname or env.get("HOSTNAME") or socket.gethostname()
+        identity = parse_indexed_hostname(host, env["JOB_COMPLETION_INDEX"], settings.replicas)
+        return build_tf_config(settings, identity), settings, kind
+    settings = load_settings(env)
+    identity = parse_pod_name(settings.pod_name, settings.replicas, settings.statefulset)
+    return build_tf_config(settings, identity), settings, kind
+
+
+class _Stopped(Exception):
+    """SIGTERM while waiting (for peers): the pod is going away."""
+
+
+class _Failure(Exception):
+    def __init__(self, reason: Reason, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class _EndedElsewhere(Exception):
+    def __init__(self, state: RunState):
+        super().__init__(state.phase)
+        self.state = state
+
+
+def _env_name(env: Mapping[str, str], key: str) -> str | None:
+    """A name from the environment, only if it is a plausible Kubernetes name (used when the
+    settings themselves were refused, to still record the failure)."""
+    value = env.get(key, "")
+    return value if re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", value) else None
+
+
+class Launcher:
+    def __init__(self, env: Mapping[str, str], command: Sequence[str], *,
+                 log: Callable[[str], None] | None = None, hostname: str | None = None,
+                 flush_seconds: float = FLUSH_SECONDS, idle_retry: tuple[float, float] = IDLE_RETRY_SECONDS,
+                 api_timeout: float = 5.0):
+        self.env = dict(env)
+        self.command = list(command) or list(DEFAULT_TRAINING_COMMAND)
+        self.log = log or (lambda line: print(line, flush=True))
+        self.hostname = hostname
+        self.flush_seconds = flush_seconds
+        self.idle_retry = idle_retry
+        self.api_timeout = api_timeout
+        self.stopping = threading.Event()
+        self.supervisor: Supervisor | None = None
+
+    # -- signals -------------------------------------------------------------------------
+    def request_stop(self, signum: int = signal.SIGTERM) -> None:
+        self.stopping.set()
+        if self.supervisor is not None:
+            self.supervisor.request_stop(signum)
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda signum, _frame: self.request_stop(signum))
+
+    # -- the run -------------------------------------------------------------------------
+    def run(self) -> int:
+        self._install_signals()
+        platform = platform_owns_lifecycle(pod_kind(self.env))
+        try:
+            tf_config, settings, kind = resolve_tf_config(self.env, self.hostname)
+            encoded = json.dumps(tf_config, separators=(",", ":"))
+            check_tf_config_size(encoded)  # refuse now, not as an exec error of the training command
+        except ConfigError as err:
+            if platform:
+                raise  # one line and exit 2: the platform's failure policy takes it from here
+            return self._refused(err)
+        task = tf_config["task"]
+        workers = sum(len(v) for v in tf_config["cluster"].values())
+        self.log(f"tfmw launcher task={task['type']}:{task['index']} workers={workers} "
+                 f"identity={IDENTITY[kind]} lifecycle={'platform' if platform else 'launcher'}")
+        is_chief = task_is_chief(tf_config)
+        run_id = settings.run_id or "default"
+        # An object-store URI (gs://, s3://) is the trainer's business (tf.io.gfile); the
+        # launcher never imports TF, so it looks for the completion marker on mounted paths only.
+        run_dir = (Path(settings.shared_dir) / settings.run_id
+                   if settings.shared_dir and settings.run_id and "://" not in settings.shared_dir else None)
+        recorder = self._recorder(settings if not platform else None)
+        launched = time.time()
+        recorded = recorder.read()
+        marker = completed_marker(run_dir)
+        plan = plan_start(recorded, run_id, settings.pod_revision, marker is not None and marker.exists(),
+                          rfc3339(launched))
+        tracker = RunTracker(plan.state, recorder, is_chief=is_chief, worker_index=task["index"], log=self.log)
+        self.log(f"tfmw launcher run={run_id} revision={settings.pod_revision or '-'}: {plan.why}")
+        if plan.action == SUCCEEDED_ALREADY:
+            if plan.state != recorded:  # the marker is there, the status lags behind: record it
+                tracker.record_now(("Succeeded", "Normal", f"run {run_id} already completed: not training again"))
+            return self._finish(tracker, settings, platform, marker)
+        if plan.action == FAILED_ALREADY:
+            if is_chief:
+                recorder.event("Failed", "Warning",
+                               f"run {run_id} already Failed ({plan.state.reason}: {plan.state.message}) at "
+                               f"revision {settings.pod_revision}; not retrying: fix the values (a changed pod "
+                               "template trains again) or set a new training.runId")
+            return self._finish(tracker, settings, platform, marker)
+
+        deadline = deadline_epoch(plan.state.started_at, settings.active_deadline_seconds, launched)
+        hosts = cluster_hosts(tf_config)
+        try:
+            if deadline is not None and time.time() >= deadline:
+                raise _Failure(Reason.DEADLINE_EXCEEDED,
+                               f"training.activeDeadlineSeconds={settings.active_deadline_seconds} passed "
+                               f"(run started {plan.state.started_at}); not starting training")
+            tracker.record_now(("Restarted", "Warning", f"worker {task['index']}'s pod restarted, resuming from "
+                                f"step {plan.state.last_checkpoint_step or 0}") if plan.resumed else None)
+            self._wait_for_peers(hosts, settings, deadline)
+            heartbeat = Path(tempfile.gettempdir()) / f"tfmw-heartbeat-{os.getpid()}"
+            self.supervisor = Supervisor(SupervisorConfig(
+                command=self.command, env=dict(self.env, TF_CONFIG=encoded), run_dir=run_dir,
+                heartbeat_file=heartbeat, max_restarts=settings.max_restarts,
+                hang_timeout_seconds=settings.hang_timeout_seconds, is_chief=is_chief, log=self.log,
+                regroup=lambda: self._regroup(hosts, settings, deadline, tracker, recorder),
+                deadline=deadline, deadline_seconds=settings.active_deadline_seconds,
+                on_attempt=lambda attempt: self._attempt(tracker, attempt, workers),
+                on_restart=lambda cause: tracker.transition(Phase.RESTARTING, message=tracker.restart_message(cause)),
+                on_output=tracker.on_line))
+            if self.stopping.is_set():
+                return EXIT_SIGTERM
+            try:
+                ending = self.supervisor.run()
+            finally:
+                heartbeat.unlink(missing_ok=True)
+        except _Stopped:
+            self.log("tfmw launcher stopped by signal while waiting for peers")
+            return EXIT_SIGTERM
+        except _Failure as failure:
+            tracker.transition(Phase.FAILED, failure.reason, failure.message)
+            return self._finish(tracker, settings, platform, marker)
+        except _EndedElsewhere as ended:
+            tracker.adopt(ended.state)
+            return self._finish(tracker, settings, platform, marker)
+        if ending.phase is None:
+            return ending.returncode
+        tracker.transition(ending.phase, ending.reason, ending.message)
+        return self._finish(tracker, settings, platform, marker)
+
+    def _attempt(self, tracker: RunTracker, attempt: int, workers: int) -> None:
+        tracker.attempt_started()
+        phase = tracker.state.phase
+        if phase is Phase.PENDING:
+            tracker.transition(Phase.RUNNING, message=f"run {tracker.state.run_id}: {workers} workers training")
+        elif phase is Phase.RESTARTING:
+            tracker.transition(Phase.RUNNING, message=f"attempt {attempt}")
+
+    def _wait_for_peers(self, hosts: list[str], settings: LauncherSettings, deadline: float | None) -> None:
+        timeout, bounded = float(settings.peer_timeout_seconds), False
+        if deadline is not None and deadline - time.time() < timeout:
+            timeout, bounded = max(deadline - time.time(), 0.0), True
+
+        def sleep(seconds: float) -> None:
+            if self.stopping.wait(seconds):
+                raise _Stopped()
+        try:
+            wait_for_peers(hosts, timeout, log=self.log, sleep=sleep)
+        except PeersNotFound as err:
+            if bounded:
+                raise _Failure(Reason.DEADLINE_EXCEEDED,
+                               f"training.activeDeadlineSeconds={settings.active_deadline_seconds} passed "
+                               f"while waiting for peers: {err}") from None
+            raise _Failure(Reason.PEERS_NOT_FOUND, str(err)) from None
+
+    def _regroup(self, hosts, settings, deadline, tracker: RunTracker, recorder: StatusRecorder) -> None:
+        """Before a restart in place: has the run ended elsewhere (a peer recorded Failed)?
+        Then stop, do not wait for a group that will never form. Else wait for the peers."""
+        recorded = recorder.read()
+        if recorded_final(recorded, tracker.state):
+            raise _EndedElsewhere(recorded)
+        self._wait_for_peers(hosts, settings, deadline)
+
+    # -- the end -------------------------------------------------------------------------
+    def _recorder(self, settings: LauncherSettings | None) -> StatusRecorder:
+        if settings is None:  # a platform owns the lifecycle: it records the run itself
+            return StatusRecorder(None, namespace=None, configmap=None, statefulset=None, pod_name=None,
+                                  log=self.log)
+        return StatusRecorder(KubeAPI.from_env(self.env, settings.api_dir, timeout=self.api_timeout),
+                              namespace=settings.namespace, configmap=settings.status_configmap,
+                              statefulset=settings.statefulset, pod_name=settings.pod_name, log=self.log)
+
+    def _refused(self, err: ConfigError) -> int:
+        """A bad environment in the chart's StatefulSet: Failed (BadConfig), recorded with what
+        can still be trusted, then idle: exiting would only crash-loop on the same values."""
+        env = self.env
+        api_dir = env.get("TFMW_API_DIR") if env.get("TFMW_API_DIR", "").startswith("/") else None
+        recorder = StatusRecorder(KubeAPI.from_env(env, api_dir, timeout=self.api_timeout),
+                                  namespace=_env_name(env, "TFMW_NAMESPACE"),
+                                  configmap=_env_name(env, "TFMW_STATUS_CONFIGMAP"),
+                                  statefulset=_env_name(env, "TFMW_STATEFULSET"),
+                                  pod_name=_env_name(env, "TFMW_POD_NAME"), log=self.log)
+        run_id = _env_name(env, "TFMW_RUN_ID") or "default"
+        now = rfc3339(time.time())
+        revision = env.get("TFMW_POD_REVISION", "")[:63]
+        tracker = RunTracker(fresh(run_id, revision, now), recorder, is_chief=False, worker_index=-1, log=self.log)
+        tracker.transition(Phase.FAILED, Reason.BAD_CONFIG, str(err))
+        on_failure = env.get("TFMW_ON_FAILURE") if env.get("TFMW_ON_FAILURE") in POLICIES else "idle"
+        return self._end(tracker, recorder, on_failure, release=on_failure == "scaleToZero", marker=None)
+
+    def _finish(self, tracker: RunTracker, settings: LauncherSettings, platform: bool,
+                marker: Path | None) -> int:
+        state = tracker.state
+        if platform:
+            self._log_end(state, marker)
+            return exit_code(state)
+        succeeded = state.phase is Phase.SUCCEEDED
+        policy = settings.on_success if succeeded else settings.on_failure
+        # Succeeded is the chief's to decide and release; a Failed run is released by any
+        # worker that knows of it (a crash-looping or idle group would hold its GPUs).
+        release = policy == "scaleToZero" and (not succeeded or tracker.is_chief)
+        return self._end(tracker, tracker.recorder, policy, release, marker)
+
+    def _log_end(self, state: RunState, marker: Path | None) -> None:
+        if state.phase is Phase.SUCCEEDED:
+            self.log(f"tfmw completed run={state.run_id}{completed_detail(marker)}")
+        else:
+            self.log(f"tfmw failed run={state.run_id} reason={state.reason} exit_code={exit_code(state)} "
+                     f"message={_quote(state.message)}")
+            print(f"tfmw: {state.reason}: {one_line(state.message)}", file=sys.stderr, flush=True)
+
+    def _end(self, tracker: RunTracker, recorder: StatusRecorder, policy: str, release: bool,
+             marker: Path | None) -> int:
+        state = tracker.state
+        self._log_end(state, marker)
+        if release:
+            recorder.scale_to_zero()  # without API access: says so once, and nothing to retry
+            release = recorder.can_release
+        recorder.flush(self.flush_seconds)
+        what = "this run is complete" if state.phase is Phase.SUCCEEDED else f"the run failed ({state.reason}); not retrying"
+        if policy == "scaleToZero":
+            by = "this worker" if release else ("the chief" if state.phase is Phase.SUCCEEDED else "a worker")
+            how = (f"waiting for the StatefulSet controller to delete this pod (scaled to 0 by {by}, "
+                   f"completion.{'onSuccess' if state.phase is Phase.SUCCEEDED else 'onFailure'}: scaleToZero)")
+        elif state.phase is Phase.SUCCEEDED:
+            how = "uninstall the release or set a new training.runId to train again"
+        else:
+            how = ("fix the cause, then helm upgrade (a changed pod template trains again) or set a new "
+                   "training.runId; uninstall the release to free its resources")
+        self.log(f"tfmw launcher idle: {what}; {how}")
+        self._idle(recorder, release)
+        return EXIT_OK
+
+    def _idle(self, recorder: StatusRecorder, release: bool) -> None:
+        """Sleep until SIGTERM (the pod is deleted); meanwhile retry, with back-off, a terminal
+        status write or a scale to 0 that failed (an API server that was restarting)."""
+        delay, cap = self.idle_retry
+        while True:
+            retry = (release and not recorder.released) or recorder.status_ok is False
+            if self.stopping.wait(delay if retry else None):
+                return
+            recorder.retry_unsent()
+            delay = min(delay * 2, cap)
