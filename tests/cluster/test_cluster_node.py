@@ -84,7 +84,7 @@ def test_projected_token_is_accepted_by_the_api_server_as_the_pods_service_accou
         {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}}]}}
     code = """
 import json, os, ssl, urllib.request, urllib.error
-d = '/var/run/api'
+d = os.environ['API_DIR']   # the node rewrites env values under a mountPath to the volume's folder
 ns = open(d + '/namespace').read()
 ctx = ssl.create_default_context(cafile=d + '/ca.crt')
 base = 'https://%s:%s' % (os.environ['KUBERNETES_SERVICE_HOST'], os.environ['KUBERNETES_SERVICE_PORT'])
@@ -98,6 +98,7 @@ print('configmap', get('/api/v1/namespaces/%s/configmaps/readable' % ns))
 print('secrets', get('/api/v1/namespaces/%s/secrets' % ns))
 """
     _run(cluster, namespace, _pod("token", code, sa="reader", volumes=[volume],
+                                  env=[{"name": "API_DIR", "value": "/var/run/api"}],
                                   mounts=[{"name": "api", "mountPath": "/var/run/api", "readOnly": True}]))
     out = cluster.logs(namespace, "token").split("\n")
     assert "configmap 200" in out and "secrets 403" in out

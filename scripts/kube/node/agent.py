@@ -88,6 +88,7 @@ class Node:
         self.last_node_status = 0.0
         self.port = state.kubelet_ports[name]
         self.server = None
+        self.errors: dict[str, str] = {}   # pod uid -> last agent error logged for it
 
     # ---------------------------------------------------------------- node object
     def node_status(self) -> dict:
@@ -178,51 +179,60 @@ class Node:
         listed = self.api.items("/api/v1/pods", fieldSelector=f"spec.nodeName={self.name}")
         seen = set()
         for obj in listed:
-            uid = obj["metadata"]["uid"]
-            seen.add(uid)
-            pod = self.pods.get(uid)
-            if pod is None:
-                if obj["metadata"].get("deletionTimestamp") and not self._has_processes(obj):
-                    self._final_delete(obj)
-                    continue
-                if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                    continue  # a finished pod from before this agent started: nothing to run
-                if not self.free_ips:
-                    continue
-                pod = Pod(obj, self.ctx, self.api, self.free_ips.pop(0))
-                self.pods[uid] = pod
-                log(f"[{self.name}] pod {pod.namespace}/{pod.name} bound here: ip {pod.ip}")
-            pod.obj = obj
-            meta = obj["metadata"]
-            if meta.get("deletionTimestamp") and pod.terminating_since is None:
-                grace = meta.get("deletionGracePeriodSeconds")
-                grace = float(grace if grace is not None else pod.spec.get("terminationGracePeriodSeconds", 30))
-                log(f"[{self.name}] pod {pod.namespace}/{pod.name} deleted: stopping (grace {grace:g}s)")
-                pod.terminate(grace)
-            if not pod.ready_for_containers and pod.terminating_since is None and now >= pod.next_setup_try:
-                try:
-                    pod.setup(pod.hosts_text(cluster_lines))
-                    pod.setup_error = None
-                except PodSetupError as exc:
-                    if str(exc) != str(pod.setup_error or ""):
-                        log(f"[{self.name}] pod {pod.namespace}/{pod.name}: {exc.reason}: {exc}")
-                        pod.events.append(("Warning", exc.reason, str(exc)))
-                    pod.setup_error = exc
-                    pod.next_setup_try = now + 2
-            pod.tick()
-            if pod.finished:
-                self._final_delete(obj)
-                self._forget(pod)
-                continue
-            self._report(pod)
+            seen.add(obj["metadata"]["uid"])
+            try:
+                self._sync_pod(obj, cluster_lines, now)
+            except ApiError:
+                raise
+            except Exception:  # noqa: BLE001 - one pod's bug must not stop the node's other pods
+                meta = obj["metadata"]
+                message = traceback.format_exc()
+                if message != self.errors.get(meta["uid"]):
+                    log(f"[{self.name}] pod {meta['namespace']}/{meta['name']}: agent error:\n{message}")
+                    self.errors[meta["uid"]] = message
         for uid in list(self.pods):
             if uid not in seen:  # deleted with grace 0, or gone: nothing left to report
                 pod = self.pods[uid]
                 log(f"[{self.name}] pod {pod.namespace}/{pod.name} is gone from the API: stopping it")
                 self._forget(pod)
 
-    def _has_processes(self, obj) -> bool:
-        return obj["metadata"]["uid"] in self.pods
+    def _sync_pod(self, obj: dict, cluster_lines: list[str], now: float) -> None:
+        uid = obj["metadata"]["uid"]
+        pod = self.pods.get(uid)
+        if pod is None:
+            if obj["metadata"].get("deletionTimestamp"):
+                self._final_delete(obj)  # nothing of it runs here
+                return
+            if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                return  # a finished pod from before this agent started: nothing to run
+            if not self.free_ips:
+                return
+            pod = Pod(obj, self.ctx, self.api, self.free_ips.pop(0))
+            self.pods[uid] = pod
+            log(f"[{self.name}] pod {pod.namespace}/{pod.name} bound here: ip {pod.ip}")
+        pod.obj = obj
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp") and pod.terminating_since is None:
+            grace = meta.get("deletionGracePeriodSeconds")
+            grace = float(grace if grace is not None else pod.spec.get("terminationGracePeriodSeconds", 30))
+            log(f"[{self.name}] pod {pod.namespace}/{pod.name} deleted: stopping (grace {grace:g}s)")
+            pod.terminate(grace)
+        if not pod.ready_for_containers and pod.terminating_since is None and now >= pod.next_setup_try:
+            try:
+                pod.setup(pod.hosts_text(cluster_lines))
+                pod.setup_error = None
+            except PodSetupError as exc:
+                if str(exc) != str(pod.setup_error or ""):
+                    log(f"[{self.name}] pod {pod.namespace}/{pod.name}: {exc.reason}: {exc}")
+                    pod.events.append(("Warning", exc.reason, str(exc)))
+                pod.setup_error = exc
+                pod.next_setup_try = now + 2
+        pod.tick()
+        if pod.finished:
+            self._final_delete(obj)
+            self._forget(pod)
+            return
+        self._report(pod)
 
     def _report(self, pod: Pod) -> None:
         status = pod.status()
