@@ -428,6 +428,19 @@ def test_platform_tf_config_exits_with_the_reasons_code_and_never_calls_the_api(
     assert fake_api.requests == []
 
 
+def test_platform_exit_codes_for_restart_limit_and_deadline(tmp_path):
+    env = {"TF_CONFIG": '{"cluster":{"worker":["localhost:2222"]},"task":{"type":"worker","index":0}}',
+           "TFMW_RUN_ID": "r1", "PATH": os.environ["PATH"]}
+    logs = []
+    assert Launcher(dict(env, TFMW_MAX_RESTARTS="0"), command(tmp_path, fails_with(1, "boom")),
+                    log=logs.append).run() == 5
+    assert "reason=RestartLimit exit_code=5" in next(l for l in logs if l.startswith("tfmw failed"))
+    sleeps = command(tmp_path, 'import time\nprint("ready", flush=True)\ntime.sleep(120)\n')
+    logs.clear()
+    assert Launcher(dict(env, TFMW_ACTIVE_DEADLINE_SECONDS="1"), sleeps, log=logs.append).run() == 6
+    assert "reason=DeadlineExceeded exit_code=6" in next(l for l in logs if l.startswith("tfmw failed"))
+
+
 def test_cli_in_the_statefulset_idles_after_failure_and_exits_0_on_sigterm(fake_api, tmp_path):
     env = pod_env(fake_api, tmp_path, TFMW_ON_FAILURE="scaleToZero", PYTHONPATH=str(REPO))
     proc = subprocess.Popen([sys.executable, "-m", "entrypoint", "run", "--",

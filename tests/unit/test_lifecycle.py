@@ -11,7 +11,7 @@ import pytest
 
 from entrypoint.errors import (EXIT_BAD_CONFIG, EXIT_DEADLINE_EXCEEDED, EXIT_PEERS_NOT_FOUND,
                                EXIT_RETRIES_EXHAUSTED, EXIT_TRAINING_FAILED)
-from entrypoint.lifecycle import (EDGES, FAILED_ALREADY, STATUS_KEYS, SUCCEEDED_ALREADY, TERMINAL_KEYS, TRAIN,
+from entrypoint.lifecycle import (EDGES, EXIT_CODE, FAILED_ALREADY, STATUS_KEYS, SUCCEEDED_ALREADY, TERMINAL_KEYS, TRAIN,
                                   IllegalTransition, Phase, Reason, RunState, advance, deadline_epoch,
                                   event_for, exit_code, fresh, from_data, markdown_table, parse_rfc3339,
                                   plan_start, reasons_table, recorded_final, rfc3339, to_data)
@@ -176,6 +176,15 @@ def test_deadline_counts_from_the_recorded_start():
 
 
 # -- docs/lifecycle.md is generated from / checked against the module ---------------------------
+def test_documented_exit_codes_are_the_ones_the_launcher_produces():
+    doc = (REPO / "docs" / "contracts.md").read_text()
+    section = doc.split("## Exit codes of `python -m entrypoint`", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\d+) \| `(\w+)` \|", section, re.M)
+    assert {Reason(reason): int(code) for code, reason in rows} == EXIT_CODE
+    epilog = __import__("entrypoint.cli", fromlist=["build_parser"]).build_parser().epilog
+    assert all(f"{code} " in epilog for code in EXIT_CODE.values())
+
+
 def test_docs_show_the_machine_as_the_code_has_it():
     doc = (REPO / "docs" / "lifecycle.md").read_text()
     assert markdown_table() in doc, "docs/lifecycle.md: regenerate the transitions table from markdown_table()"
