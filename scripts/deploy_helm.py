@@ -101,18 +101,37 @@ def refuse_pending(release: str, namespace: str, status: dict) -> None:
 _UNREACHABLE = re.compile(
     r"cluster unreachable|connection refused|no such host|i/o timeout|network is unreachable|"
     r"dial tcp|tls: |x509: |the server has asked for the client to provide credentials|"
-    r"unable to connect to the server|current-context|invalid configuration|no configuration",
+    r"unable to connect to the server|current-context|invalid configuration|no configuration|"
+    r"context \S+ does not exist",
     re.IGNORECASE,
 )
+_MISSING_CONTEXT = re.compile(r'context "?(?P<name>[^"\s]+)"? (does not exist|not found)', re.IGNORECASE)
+LOCAL_CONTEXT = "tfmw-local"   # the context `make cluster` writes (scripts/kube/controlplane.py)
 
 
 def is_unreachable(stderr: str) -> bool:
     return bool(_UNREACHABLE.search(stderr))
 
 
+def _kubeconfig_in_use() -> str:
+    import os
+    return f"KUBECONFIG={os.environ['KUBECONFIG']}" if os.environ.get("KUBECONFIG") else "~/.kube/config"
+
+
+def kube_contexts(kubectl: str | None) -> list[str]:
+    """The context names of the kubeconfig in use, read offline by kubectl ([] if unknown)."""
+    if not kubectl:
+        return []
+    try:
+        proc = subprocess.run([kubectl, "config", "get-contexts", "--output", "name"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return proc.stdout.split() if proc.returncode == 0 else []
+
+
 def kube_target(kubectl: str | None, context: str | None = None) -> str:
     """"kube context 'X', server Y" for the kubeconfig in use, read offline by kubectl."""
-    import os
     if not kubectl:
         return f"kube context '{context}'" if context else "the current kube context"
     cmd = [kubectl, "config", "view", "--minify", "--output", "json"]
@@ -124,8 +143,7 @@ def kube_target(kubectl: str | None, context: str | None = None) -> str:
     except (OSError, ValueError, subprocess.TimeoutExpired):
         config = None
     if not config:
-        where = f"KUBECONFIG={os.environ['KUBECONFIG']}" if os.environ.get("KUBECONFIG") \
-            else "~/.kube/config"
+        where = _kubeconfig_in_use()
         return (f"kube context '{context}', which is not in {where}" if context
                 else f"no current kube context in {where}")
     ctx = (config.get("contexts") or [{}])[0].get("name", "?")
@@ -133,12 +151,125 @@ def kube_target(kubectl: str | None, context: str | None = None) -> str:
     return f"kube context '{ctx}', server {server}"
 
 
+def missing_context_message(stderr: str, contexts: list[str], kubeconfig: str) -> str | None:
+    """One line when the kube context asked for is not in the kubeconfig (None otherwise)."""
+    match = _MISSING_CONTEXT.search(stderr)
+    if not match:
+        return None
+    known = (f"its contexts are {', '.join(contexts)}" if contexts else "it has no contexts")
+    return (f"kube context '{match.group('name')}' does not exist in {kubeconfig} ({known}); "
+            "pass --kube-context / KUBE_CONTEXT= one of them, or point KUBECONFIG at the right file")
+
+
 def unreachable_message(stderr: str, target: str) -> str:
     """One line: which cluster was tried and why it failed."""
     reason = re.sub(r"^kubernetes cluster unreachable:\s*", "", helm_error_line(stderr),
                     flags=re.IGNORECASE)
-    return (f"cluster unreachable ({target}): {reason}; check KUBECONFIG / "
-            "`kubectl config current-context`, or pass --kube-context")
+    hint = ("check KUBECONFIG / `kubectl config current-context`, or pass --kube-context")
+    if f"'{LOCAL_CONTEXT}'" in target and re.search(r"connection refused|no route|timeout", reason, re.I):
+        hint = "is the local cluster running? `make cluster` starts it (`make cluster-down` stopped it)"
+    return f"cluster unreachable ({target}): {reason}; {hint}"
+
+
+# ---------------------------------------------------------------- failed installs and upgrades
+
+_REFUSED = re.compile(r'(?P<kind>[A-Za-z]+)(?:\.[a-z0-9.-]+)? "(?P<name>[^"]+)" is (?P<how>invalid|forbidden): '
+                      r'(?P<causes>.+)$')
+_FIELD = re.compile(r"^\[?(?P<field>[A-Za-z][\w.\[\]/-]*(?:\[[^\]]*\])?[\w.\[\]/-]*): ")
+
+# Where a field of the worker StatefulSet comes from in values.yaml, most specific first:
+# the API server names the field, this names the value to change.
+STATEFULSET_FIELD_VALUES = (
+    ("spec.template.spec.containers[0].resources", "workers.resources / workers.gpus"),
+    ("spec.template.spec.containers[0].securityContext", "containerSecurityContext"),
+    ("spec.template.spec.containers[0].env", "workers.extraEnv / workers.nccl"),
+    ("spec.template.spec.containers[0].image", "image"),
+    ("spec.template.spec.securityContext", "podSecurityContext"),
+    ("spec.template.spec.nodeSelector", "workers.nodeSelector"),
+    ("spec.template.spec.tolerations", "workers.tolerations"),
+    ("spec.template.spec.affinity", "workers.affinity"),
+    ("spec.template.spec.topologySpreadConstraints", "workers.topologySpreadConstraints"),
+    ("spec.template.spec.priorityClassName", "workers.priorityClassName"),
+    ("spec.template.spec.imagePullSecrets", "imagePullSecrets"),
+    ("spec.template.labels", "workers.podLabels"),
+    ("spec.template.metadata.labels", "workers.podLabels"),
+    ("spec.template.annotations", "workers.podAnnotations"),
+    ("spec.template.metadata.annotations", "workers.podAnnotations"),
+    ("spec.replicas", "workers.replicas"),
+)
+
+
+def api_refusal(helm_line: str) -> tuple[str, bool] | None:
+    """helm's one-line error reduced to what the API server refused, or None if it is not a refusal.
+
+    'release x failed, ...: failed to create resource: StatefulSet.apps "w" is invalid:
+    spec.template.labels: Invalid value: "-bad-": a valid label must ...' ->
+    ('the API server refused StatefulSet w: field spec.template.labels (values: workers.podLabels):
+    Invalid value: "-bad-": a valid label must ...', True). The flag says whether it is invalid
+    input (as opposed to forbidden: admission, quota, RBAC)."""
+    match = _REFUSED.search(helm_line)
+    if not match:
+        return None
+    kind, name, causes = match.group("kind"), match.group("name"), match.group("causes").strip()
+    field = _FIELD.match(causes)
+    where = ""
+    if field:
+        path = field.group("field")
+        causes = causes[field.end():]
+        hint = next((values for prefix, values in STATEFULSET_FIELD_VALUES
+                     if kind == "StatefulSet" and path.startswith(prefix)), None)
+        where = f" field {path}" + (f" (values: {hint})" if hint else "")
+    verdict = "refused" if match.group("how") == "invalid" else "forbade"
+    where = f":{where}" if where else ""
+    return f"the API server {verdict} {kind} {name}{where}: {causes.rstrip(']')}", match.group("how") == "invalid"
+
+
+def helm_failure_cause(helm_line: str) -> str:
+    """helm's error without the rollback preamble (the caller reports what was rolled back)."""
+    line = re.sub(r"^release \S+ failed, and has been (uninstalled|rolled back) due to "
+                  r"(rollback-on-failure|atomic) being set:\s*", "", helm_line)
+    line = re.sub(r"^(UPGRADE|INSTALLATION) FAILED:\s*", "", line, flags=re.IGNORECASE)
+    return line
+
+
+def kept_claims(objects: list[dict]) -> list[str]:
+    """Names of the PersistentVolumeClaims that `helm uninstall` keeps (helm.sh/resource-policy: keep)."""
+    return [(o.get("metadata") or {}).get("name", "?") for o in objects
+            if o.get("kind") == "PersistentVolumeClaim"
+            and ((o.get("metadata") or {}).get("annotations") or {}).get("helm.sh/resource-policy") == "keep"]
+
+
+def after_failure(release: str, namespace: str, *, previous: dict | None, now: dict | None,
+                  rollback: bool, namespace_created: bool, pods_left: int, kept: list[str] = ()) -> str:
+    """What a failed `helm upgrade --install` left behind, as one clause.
+
+    previous / now: `helm status -o json` before the deploy and after the failure (None: no release);
+    kept: claims of the release that exist after it was uninstalled (resource-policy keep)."""
+    ns = f"-n {namespace}"
+    if now is None:
+        what = (f"the failed install was rolled back: release {release} was uninstalled"
+                if previous is None else f"release {release} is gone")
+        left = (f", {pods_left} worker pod{'s' if pods_left != 1 else ''} still terminating" if pods_left
+                else " with its objects, no worker pod is left")
+        for claim in kept:
+            left += (f"; kept by helm.sh/resource-policy: PersistentVolumeClaim {claim} (the shared storage; "
+                     f"a later deploy reuses it, `kubectl delete pvc {claim} {ns}` removes it)")
+        if namespace_created:
+            left += (f"; namespace {namespace}, created by this deploy, is left{'' if kept else ' (empty)'}: "
+                     f"`kubectl delete namespace {namespace}` removes it")
+        return what + left
+    state = (now.get("info") or {}).get("status", "?")
+    revision = int(now.get("version") or 0)
+    before = int((previous or {}).get("version") or 0)
+    if state == "deployed" and previous is not None and revision > before:
+        return (f"rolled back: release {release} is deployed again as revision {revision}, "
+                f"the configuration of revision {before} that ran before this deploy")
+    if state == "failed" and not rollback:
+        back = (f"`helm rollback {release} {before} {ns}`" if previous is not None
+                else f"`make undeploy` / `helm uninstall {release} {ns}`")
+        return (f"kept for debugging (--no-rollback): release {release} revision {revision} is failed and its "
+                f"objects stay as created; look with `make status`, then {back}")
+    return f"release {release} is {state} at revision {revision}"
 
 
 # ---------------------------------------------------------------- manifests (diff, uninstall)

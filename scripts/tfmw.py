@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import time
@@ -38,13 +39,34 @@ def _helm_command(helm: str, context: str | None):
     return pyhelm3.Command(executable=helm, kubecontext=context)
 
 
+def _cluster_failure(stderr: str, context: str | None) -> ToolError | None:
+    """The kube context is missing or the cluster does not answer: one line naming which, or None."""
+    kubectl = _kubectl_or_none()
+    missing = deploy_helm.missing_context_message(stderr, deploy_helm.kube_contexts(kubectl),
+                                                  deploy_helm._kubeconfig_in_use())
+    if missing:
+        return ToolError(missing, exit_code=3)
+    if deploy_helm.is_unreachable(stderr):
+        target = deploy_helm.kube_target(kubectl, context)
+        return ToolError(deploy_helm.unreachable_message(stderr, target), exit_code=3)
+    return None
+
+
+def _stderr_text(stderr) -> str:
+    return stderr.decode(errors="replace") if isinstance(stderr, bytes) else str(stderr or "")
+
+
 def _helm_failure(exc, what: str, context: str | None) -> ToolError:
     """Turn a pyhelm3 error into one operator-facing line."""
-    stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr)
-    if deploy_helm.is_unreachable(stderr):
-        target = deploy_helm.kube_target(_kubectl_or_none(), context)
-        return ToolError(deploy_helm.unreachable_message(stderr, target), exit_code=3)
-    return ToolError(f"{what} failed: {render.helm_error_line(stderr)}", exit_code=4)
+    stderr = _stderr_text(exc.stderr)
+    return _cluster_failure(stderr, context) or \
+        ToolError(f"{what} failed: {render.helm_error_line(stderr)}", exit_code=4)
+
+
+def _kubectl_failure(exc: subprocess.CalledProcessError, what: str, context: str | None) -> ToolError:
+    stderr = _stderr_text(exc.stderr)
+    return _cluster_failure(stderr, context) or \
+        ToolError(f"{what} failed: {render.helm_error_line(stderr)}", exit_code=4)
 
 
 def _kubectl_or_none() -> str | None:
@@ -80,6 +102,23 @@ def _not_installed(release: str, namespace: str) -> ToolError:
                      exit_code=3)
 
 
+def _namespace_missing(namespace: str, context: str | None) -> str | None:
+    """'namespace x does not exist on <cluster>' when the API says so (None: it exists, or unknown)."""
+    kubectl = _kubectl_or_none()
+    if kubectl and deploy_pods.namespace_exists(kubectl, context, namespace) is False:
+        return f"namespace {namespace} does not exist on {deploy_helm.kube_target(kubectl, context)}"
+    return None
+
+
+def _missing_release(release: str, namespace: str, context: str | None) -> ToolError:
+    """No such release: say whether the namespace itself is missing (a typo in NAMESPACE=)."""
+    missing = _namespace_missing(namespace, context)
+    if missing:
+        return ToolError(f"{missing}, so release {release} is not there: check NAMESPACE= "
+                         "(`kubectl get namespaces` lists them)", exit_code=3)
+    return _not_installed(release, namespace)
+
+
 # ---------------------------------------------------------------- template
 
 def _prepare(args) -> render.Rendered:
@@ -107,14 +146,17 @@ def cmd_template(args) -> int:
 # ---------------------------------------------------------------- deploy
 
 async def _watch_pods(kubectl: str | None, context: str | None, workers: deploy_pods.Workers,
-                      started: float, interval: float) -> None:
-    """Print a progress line whenever the scheduled/running/ready counts change."""
+                      started: float, interval: float, seen: list | None = None) -> None:
+    """Print a progress line whenever the scheduled/running/ready counts (or the reasons why
+    not) change; keep the latest pod list in `seen` for the failure report."""
     last = None
     while kubectl:
         try:
             items = await asyncio.to_thread(deploy_pods.list_pods, kubectl, context, workers)
-            line = deploy_pods.progress_line([deploy_pods.pod_state(p) for p in items],
-                                             workers.replicas)
+            states = [deploy_pods.pod_state(p) for p in items]
+            line = deploy_pods.progress_line(states, workers.replicas)
+            if seen is not None:
+                seen[:] = states
         except (subprocess.SubprocessError, OSError, ValueError):
             line = None  # transient API hiccups: helm reports real failures
         if line and line != last:
@@ -129,6 +171,82 @@ def _upgrade_args(args, major: int) -> list[str]:
                                     rollback_on_failure=not args.no_rollback)
 
 
+async def _deploy_failure(exc, args, cmd, kubectl: str | None, rendered: render.Rendered,
+                          previous: dict | None, namespace_created: bool, seen: list,
+                          started_wall: float) -> ToolError:
+    """One line for a failed `helm upgrade --install`: what helm or the API server refused, why
+    the workers were not ready (pods, scheduler and controller Events), and what is left."""
+    stderr = _stderr_text(exc.stderr)
+    cluster = _cluster_failure(stderr, args.kube_context)
+    if cluster:
+        return cluster
+    workers = deploy_pods.workers_of(rendered.objects, args.namespace)
+    cause = deploy_helm.helm_failure_cause(render.helm_error_line(stderr))
+    refusal = deploy_helm.api_refusal(cause)
+    parts, code = [], 4
+    if refusal:
+        parts.append(refusal[0])
+        code = 2 if refusal[1] else 4
+    elif re.search(r"context deadline exceeded|timed out waiting", cause):
+        parts.append(f"helm upgrade --install did not finish within --timeout {args.timeout} ({cause})")
+    else:
+        parts.append(f"helm upgrade --install failed: {cause}")
+    pods_now: list = []
+    if kubectl:
+        events: list = []
+        try:
+            pods_now = [deploy_pods.pod_state(p) for p in
+                        await asyncio.to_thread(deploy_pods.list_pods, kubectl, args.kube_context, workers)]
+            events = await asyncio.to_thread(deploy_pods.list_events, kubectl, args.kube_context, args.namespace)
+        except (subprocess.SubprocessError, OSError, ValueError):
+            pass
+        if not refusal:
+            # The pods as last seen while helm waited (a rollback may have deleted them since).
+            live = [p for p in pods_now if p.phase != "Terminating"]
+            reasons = deploy_pods.not_ready_reasons(live or seen, events, workers, since=started_wall - 5)
+            if reasons:
+                parts.append("workers not ready: " + "; ".join(reasons))
+    import pyhelm3
+    try:
+        now = await cmd.status(args.release, namespace=args.namespace)
+    except pyhelm3.errors.Error:
+        now = None
+    kept: list[str] = []
+    claims = deploy_helm.kept_claims(rendered.objects)
+    if now is None and kubectl and claims:
+        try:
+            found = await asyncio.to_thread(deploy_pods.get_objects, kubectl, args.kube_context, args.namespace,
+                                            [f"persistentvolumeclaim/{c}" for c in claims])
+            kept = [ref.split("/", 1)[1] for ref in found]
+        except (subprocess.SubprocessError, OSError, ValueError):
+            kept = claims  # cannot look: say what helm keeps by policy
+    parts.append(deploy_helm.after_failure(
+        args.release, args.namespace, previous=previous, now=now, rollback=not args.no_rollback,
+        namespace_created=namespace_created, pods_left=len(pods_now) if now is None else 0, kept=kept))
+    return ToolError("; ".join(parts), exit_code=code)
+
+
+def _run_after_deploy(kubectl: str | None, context: str | None, workers: deploy_pods.Workers,
+                      release: str, revision) -> None:
+    """Say where the run stands once helm is done (it may have finished during the wait, and
+    its workers scaled to 0); refuse, exit 3, when this revision's run is recorded Failed."""
+    if not kubectl or not workers.status_configmap:
+        return
+    refs = [f"statefulset/{workers.name}", f"configmap/{workers.status_configmap}"]
+    try:
+        found = deploy_pods.get_objects(kubectl, context, workers.namespace, refs)
+    except (subprocess.SubprocessError, OSError, ValueError):
+        return  # the deploy itself succeeded; `make status` will tell
+    sts, record = found.get(refs[0]), deploy_pods.run_record(found.get(refs[1]))
+    run = deploy_pods.run_summary(record, workers)
+    if deploy_pods.run_failed_here(record, workers, sts):
+        raise ToolError(f"release {release} revision {revision} is deployed, but {run}; "
+                        f"{deploy_pods.workers_summary(workers, sts, record)}. It does not train again "
+                        "with this pod template: fix the values and deploy again (a changed template "
+                        "retries the run), or set a new training.runId", exit_code=3)
+    say(f"{run}; {deploy_pods.workers_summary(workers, sts, record)}")
+
+
 async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
     import pyhelm3
     cmd = _helm_command(helm, args.kube_context)
@@ -139,22 +257,27 @@ async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
     workers = deploy_pods.workers_of(rendered.objects, args.namespace)
     kubectl = _kubectl_or_none()
     target = deploy_helm.kube_target(kubectl, args.kube_context)
+    namespace_created = bool(not current and kubectl
+                             and deploy_pods.namespace_exists(kubectl, args.kube_context, args.namespace) is False)
     action = (f"upgrading {args.release} from revision {current.get('version')}" if current
               else f"installing {args.release}")
     wait = (f"waiting up to {args.timeout} for {workers.replicas} workers to be ready"
             + (", rolling back on failure" if not args.no_rollback else "")) if not args.no_wait \
         else "not waiting"
-    say(f"helm {major}: {action} in namespace {args.namespace} on {target}; {wait}")
+    where = f"namespace {args.namespace}" + (" (created now)" if namespace_created else "")
+    say(f"helm {major}: {action} in {where} on {target}; {wait}")
 
     helm_args = _upgrade_args(args, major)
-    started = time.monotonic()
+    started, started_wall = time.monotonic(), time.time()
+    seen: list = []
     watcher = asyncio.create_task(_watch_pods(None if args.no_wait else kubectl, args.kube_context,
-                                              workers, started, args.poll_seconds))
+                                              workers, started, args.poll_seconds, seen))
     try:
         out = await cmd.run(helm_args, json.dumps(rendered.user_values).encode())
     except pyhelm3.errors.Error as exc:
-        rolled = "" if args.no_wait or args.no_rollback else " (rolled back to the previous state)"
-        raise _helm_failure(exc, f"helm upgrade --install{rolled}", args.kube_context) from None
+        watcher.cancel()
+        raise await _deploy_failure(exc, args, cmd, kubectl, rendered, current, namespace_created,
+                                    seen, started_wall) from None
     finally:
         watcher.cancel()
     text = out.decode(errors="replace")
@@ -162,9 +285,11 @@ async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
         release = json.loads(text[text.index("{"):])
     except ValueError:
         release = {}
-    say(f"deployed: release {args.release} revision {release.get('version', '?')}, "
+    revision = release.get("version", "?")
+    say(f"deployed: release {args.release} revision {revision}, "
         f"{(release.get('info') or {}).get('status', 'deployed')}, "
         f"{int(time.monotonic() - started)}s; follow with `make status` and `make logs`")
+    _run_after_deploy(None if args.no_wait else kubectl, args.kube_context, workers, args.release, revision)
     return 0
 
 
@@ -202,7 +327,9 @@ def cmd_diff(args) -> int:
 
     old = asyncio.run(recorded())
     if old is None:
-        say(f"release {args.release} is not installed in namespace {args.namespace}; deploy would create:")
+        missing = _namespace_missing(args.namespace, args.kube_context)
+        say(f"{missing}; deploy would create it and:" if missing else
+            f"release {args.release} is not installed in namespace {args.namespace}; deploy would create:")
         for obj in deploy_helm.manifest_objects(rendered.objects):
             say(f"  + {deploy_helm.object_key(obj)}")
         return 0
@@ -217,28 +344,44 @@ async def _workers_of_release(args, helm: str) -> tuple[dict, deploy_pods.Worker
     cmd = _helm_command(helm, args.kube_context)
     status = await _release_status(cmd, args.release, args.namespace, args.kube_context)
     if status is None:
-        raise _not_installed(args.release, args.namespace)
+        raise _missing_release(args.release, args.namespace, args.kube_context)
     objects = await _release_objects(cmd, args.release, args.namespace, args.kube_context)
     return status, deploy_pods.workers_of(objects, args.namespace)
+
+
+def _run_objects(kubectl: str, context: str | None, workers: deploy_pods.Workers) -> tuple[dict | None, dict | None]:
+    """(the worker StatefulSet, the status ConfigMap) as they are now; None for what does not exist
+    (the ConfigMap also when the release records no status)."""
+    refs = [f"statefulset/{workers.name}"] + ([f"configmap/{workers.status_configmap}"]
+                                               if workers.status_configmap else [])
+    try:
+        found = deploy_pods.get_objects(kubectl, context, workers.namespace, refs)
+    except subprocess.CalledProcessError as exc:
+        raise _kubectl_failure(exc, "kubectl get", context) from None
+    return found.get(refs[0]), (found.get(refs[1]) if len(refs) > 1 else None)
 
 
 def cmd_status(args) -> int:
     helm = render.find_helm(args.helm)
     status, workers = asyncio.run(_workers_of_release(args, helm))
     kubectl = deploy_pods.find_kubectl()
+    sts, status_object = _run_objects(kubectl, args.kube_context, workers)
     try:
         items = deploy_pods.list_pods(kubectl, args.kube_context, workers)
     except subprocess.CalledProcessError as exc:
-        raise ToolError(f"kubectl get pods failed: {render.helm_error_line(exc.stderr)}", exit_code=4) from None
+        raise _kubectl_failure(exc, "kubectl get pods", args.kube_context) from None
     reports = []
     for item in items:
         pod = deploy_pods.pod_state(item)
+        if status_object is not None:
+            reports.append(deploy_pods.WorkerReport(pod))
+            continue
+        # No status object (API access off): the logs are the only record of progress.
         log = deploy_pods.pod_log(kubectl, args.kube_context, workers.namespace, pod.name)
-        reports.append(deploy_pods.WorkerReport(pod, deploy_pods.last_progress(log),
-                                                deploy_pods.completion(log)))
-    for line in deploy_pods.status_lines(args.release, args.namespace, int(status.get("version", 0)),
-                                         (status.get("info") or {}).get("status", "?"), workers.chart,
-                                         workers.replicas, reports):
+        reports.append(deploy_pods.WorkerReport(pod, deploy_pods.last_progress(log), deploy_pods.completion(log)))
+    release = deploy_pods.ReleaseInfo(args.release, args.namespace, int(status.get("version", 0)),
+                                      (status.get("info") or {}).get("status", "?"))
+    for line in deploy_pods.status_lines(release, workers, sts, status_object, reports):
         say(line)
     return 0
 
@@ -247,6 +390,22 @@ def cmd_logs(args) -> int:
     helm = render.find_helm(args.helm)
     _, workers = asyncio.run(_workers_of_release(args, helm))
     kubectl = deploy_pods.find_kubectl()
+    try:
+        pods = deploy_pods.list_pods(kubectl, args.kube_context, workers)
+    except subprocess.CalledProcessError as exc:
+        raise _kubectl_failure(exc, "kubectl get pods", args.kube_context) from None
+    if not pods:
+        sts, status_object = _run_objects(kubectl, args.kube_context, workers)
+        record = deploy_pods.run_record(status_object)
+        summary = deploy_pods.workers_summary(workers, sts, record)
+        mine = deploy_pods.current_record(record, workers)
+        if mine is not None and mine.terminal and sts is not None and not (sts.get("spec") or {}).get("replicas"):
+            # Scaled to 0 at the end of the run: the logs went with the pods, by design.
+            say(f"no worker pods to follow: {summary}; {deploy_pods.run_summary(record, workers)}; "
+                "their logs went with the pods (`make status` has the outcome)")
+            return 0
+        raise ToolError(f"no worker pods of release {args.release} in namespace {args.namespace}: {summary}; "
+                        "see `make status`", exit_code=3)
     cmd = deploy_pods.kubectl_base(kubectl, args.kube_context) + \
         deploy_pods.logs_args(workers, follow=not args.no_follow, tail=args.tail)
     try:
@@ -263,6 +422,10 @@ def cmd_undeploy(args) -> int:
         cmd = _helm_command(helm, args.kube_context)
         status = await _release_status(cmd, args.release, args.namespace, args.kube_context)
         if status is None:
+            missing = _namespace_missing(args.namespace, args.kube_context)
+            if missing:
+                raise ToolError(f"{missing}: nothing to uninstall; check NAMESPACE= "
+                                "(`kubectl get namespaces` lists them)", exit_code=3)
             say(f"release {args.release} is not installed in namespace {args.namespace}: nothing to do")
             return 0
         objects = await _release_objects(cmd, args.release, args.namespace, args.kube_context)
