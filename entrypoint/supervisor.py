@@ -124,6 +124,7 @@ class Supervisor:
         self._last_activity = time.monotonic()
         self._last_line = ""
         self._last_error = ""
+        self._output_error = False
 
     # -- signals -------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
@@ -286,8 +287,10 @@ class Supervisor:
             try:
                 self.cfg.on_output(line)
             except Exception as err:  # noqa: BLE001 - following progress must never stop the output
-                print(f"tfmw launcher status: cannot follow training output ({type(err).__name__}: {err})",
-                      flush=True)
+                if not self._output_error:
+                    self._output_error = True
+                    self.cfg.log(f"tfmw launcher status: cannot follow training output "
+                                 f"({type(err).__name__}: {err}); training goes on")
         child.stdout.close()
 
 

@@ -84,15 +84,16 @@ class RunTracker:
         with self._lock:
             src = self._state.phase
             self._state = state = advance(self._state, to, now=self.now(), reason=reason, message=message)
+            # Queued under the lock (record() never blocks), so the recorder sees states in the
+            # order they happened, never an older snapshot after a newer one.
+            if self.is_chief or to is Phase.FAILED:
+                self.recorder.record(state, None if self.is_chief else TERMINAL_KEYS)
+                event = event_for(src, to)
+                if event is not None:
+                    self.recorder.event(event[0], event[1], state.message or f"{to}")
         self.log(f"tfmw lifecycle phase={to} from={src} run={state.run_id} worker={self.worker_index}"
                  + (f" reason={state.reason}" if state.reason else "") + f" restarts={state.restarts}"
                  + (f" message={_quote(state.message)}" if state.message else ""))
-        records = self.is_chief or to is Phase.FAILED
-        if records:
-            self.recorder.record(state, None if self.is_chief else TERMINAL_KEYS)
-            event = event_for(src, to)
-            if event is not None:
-                self.recorder.event(event[0], event[1], state.message or f"{to}")
         return state
 
     def adopt(self, recorded: RunState) -> None:
@@ -106,10 +107,10 @@ class RunTracker:
         """The chief writes the current state (start of a launcher), optionally with an Event."""
         if not self.is_chief:
             return
-        state = self.state
-        self.recorder.record(state, None)
-        if event is not None:
-            self.recorder.event(*event)
+        with self._lock:
+            self.recorder.record(self._state, None)
+            if event is not None:
+                self.recorder.event(*event)
 
     # -- the trainer's output -----------------------------------------------------------
     def attempt_started(self) -> None:
@@ -143,8 +144,8 @@ class RunTracker:
             if checkpoint:
                 s = replace(s, updated_at=self.now())
             self._state = s
-        if checkpoint and self.is_chief:
-            self.recorder.record(s, None)  # coalesced: at most one write in flight
+            if checkpoint and self.is_chief:
+                self.recorder.record(s, None)  # coalesced: at most one write in flight
 
     def restart_message(self, cause: str) -> str:
         """'worker 1 lost: UnavailableError: ..., resuming from step 20' (the Restarted Event)."""
