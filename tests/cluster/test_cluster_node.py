@@ -111,10 +111,11 @@ def test_exit_codes_and_restart_policies(cluster, namespace):
     # OnFailure: restarted until it succeeds; the second try sees the first one's file.
     volumes = [{"name": "scratch", "emptyDir": {}}]
     mounts = [{"name": "scratch", "mountPath": "/scratch"}]
-    code = ("import os,sys; p='/scratch/tried'\n"
+    code = ("import os,sys; p=os.environ['SCRATCH']+'/tried'\n"
             "if os.path.exists(p): print('second try'); sys.exit(0)\n"
             "open(p,'w').write('x'); print('first try'); sys.exit(7)")
-    pod = _run(cluster, namespace, _pod("onfailure", code, policy="OnFailure", volumes=volumes, mounts=mounts),
+    pod = _run(cluster, namespace, _pod("onfailure", code, policy="OnFailure", volumes=volumes, mounts=mounts,
+                                        env=[{"name": "SCRATCH", "value": "/scratch"}]),
                timeout=90)
     status = pod["status"]["containerStatuses"][0]
     assert status["restartCount"] == 1 and status["lastState"]["terminated"]["exitCode"] == 7
