@@ -35,6 +35,7 @@ from scripts.kube.node.podstatus import now_rfc3339, parse_quantity
 from scripts.kube.node.pods import NodeContext, Pod, PodSetupError, interpreter_reachable_by_others
 
 TICK = 0.25
+SERVICES_TICK = 0.5
 LEASE_SECONDS = 40
 STOP_GRACE = 60.0
 REPO = Path(__file__).resolve().parents[3]
@@ -232,6 +233,9 @@ class Node:
             self._final_delete(obj)
             self._forget(pod)
             return
+        if pod.net is not None and pod.terminating_since is None and \
+                all(c.record.done for c in pod.containers) and pod.containers:
+            pod.release_network()   # Succeeded/Failed: nothing runs; its logs stay readable
         self._report(pod)
 
     def _report(self, pod: Pod) -> None:
@@ -311,15 +315,19 @@ def run(state: ClusterState) -> int:
     prov = provisioner.Provisioner(services, state.dir / "volumes", STORAGE_CLASS, PROVISIONER, log)
     cluster_lines: list[str] = []
     last_error = ""
+    last_services = 0.0
     while not stopping.is_set():
         try:
-            lines = hosts_mod.hosts_lines(services.items("/apis/discovery.k8s.io/v1/endpointslices"),
-                                          services.items("/api/v1/services"), CLUSTER_DOMAIN)
-            if lines != cluster_lines:
-                cluster_lines = lines
-                for node in nodes:
-                    node.update_hosts(cluster_lines)
-            prov.sync()
+            # Names and volumes change rarely: every SERVICES_TICK; pods every TICK.
+            if time.monotonic() - last_services >= SERVICES_TICK:
+                lines = hosts_mod.hosts_lines(services.items("/apis/discovery.k8s.io/v1/endpointslices"),
+                                              services.items("/api/v1/services"), CLUSTER_DOMAIN)
+                if lines != cluster_lines:
+                    cluster_lines = lines
+                    for node in nodes:
+                        node.update_hosts(cluster_lines)
+                prov.sync()
+                last_services = time.monotonic()
             for node in nodes:
                 node.sync(cluster_lines)
             last_error = ""

@@ -144,6 +144,7 @@ class Pod:
         self.last_status: dict | None = None
         self.finished = False     # every process gone after deletion: final delete pending
         self.events: list[tuple[str, str, str]] = []   # (type, reason, message) to post
+        self.network_released = False   # finished: its address is still reported, not held
 
     # ---------------------------------------------------------------- setup
     def setup(self, hosts: str) -> None:
@@ -551,6 +552,13 @@ class Pod:
                     pass
                 c.proc = None
 
+    def release_network(self) -> None:
+        """A finished pod keeps its status and logs, not its namespace and veth."""
+        if self.net is not None:
+            podnet.delete(self.net)
+            self.net = None
+            self.network_released = True
+
     def teardown(self) -> None:
         self.kill_now()
         if self.net is not None:
@@ -567,7 +575,8 @@ class Pod:
                           init_records=[c.record for c in self.inits], ever_started=self.ever_started,
                           initialized=all(c.record.done for c in self.inits),
                           network_ready=self.net is not None,
-                          pod_ip=self.ip if self.net is not None else None, host_ip=self.ctx.host_ip,
+                          pod_ip=self.ip if (self.net is not None or self.network_released) else None,
+                          host_ip=self.ctx.host_ip,
                           start_time=self.start_time, transitions=self.transitions)
 
 
