@@ -143,8 +143,10 @@ class Launcher:
         tracker = RunTracker(plan.state, recorder, is_chief=is_chief, worker_index=task["index"], log=self.log)
         self.log(f"tfmw launcher run={run_id} revision={settings.pod_revision or '-'}: {plan.why}")
         if plan.action == SUCCEEDED_ALREADY:
-            if plan.state != recorded:  # the marker is there, the status lags behind: record it
-                tracker.record_now(("Succeeded", "Normal", f"run {run_id} already completed: not training again"))
+            if is_chief:  # say why the workers came back and go away again
+                if plan.state != recorded:  # the marker is there, the status lags behind: record it
+                    recorder.record(plan.state)
+                recorder.event("Succeeded", "Normal", f"run {run_id} already completed: not training again")
             return self._finish(tracker, settings, platform, marker)
         if plan.action == FAILED_ALREADY:
             if is_chief:

@@ -454,3 +454,16 @@ def test_cli_in_the_statefulset_idles_after_failure_and_exits_0_on_sigterm(fake_
     assert proc.returncode == 0
     assert err.strip() == "tfmw: BadConfig: training config: steps: -1 is bad"
     assert fake_api.replicas["train"] == 0 and fake_api.status("train-status")["reason"] == "BadConfig"
+
+
+def test_redeploy_of_a_recorded_success_says_so_again_and_leaves_the_status(fake_api, tmp_path):
+    done = to_data(advance(replace(fresh("r1", "rev-a", "2026-11-30T10:00:00Z"), phase=Phase.RUNNING),
+                           Phase.SUCCEEDED, now="2026-11-30T10:30:00Z", reason=Reason.COMPLETED))
+    fake_api.configmaps["train-status"]["data"] = dict(done)
+    run = Run(pod_env(fake_api, tmp_path, TFMW_ON_SUCCESS="scaleToZero", TFMW_POD_REVISION="rev-b"),
+              command(tmp_path, SUCCEEDS))
+    run.until("tfmw launcher idle:")
+    assert not any(l.startswith("tfmw launcher starting") for l in run.logs)  # trained nothing
+    assert fake_api.status("train-status") == done
+    assert [e["reason"] for e in fake_api.events] == ["Succeeded"] and fake_api.replicas["train"] == 0
+    assert run.stop() == 0
