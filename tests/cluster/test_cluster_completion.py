@@ -151,8 +151,10 @@ def test_a_killed_worker_is_restarted_in_place_and_the_run_succeeds(cluster, nam
              "a first checkpoint", describe=_describe(cluster, namespace))
     pod = cluster.api.get(ns_path(namespace, "pods", "kill-tf-multiworker-1"))
     container_pid = int(pod["status"]["containerStatuses"][0]["containerID"].split("://")[1])
+    # The trainer, not the launcher (whose command line names the trainer too): its argv is
+    # `python -m entrypoint.training`.
     trainers = [pid for pid in descendants(container_pid)
-                if b"entrypoint.training" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+                if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:3] == [b"-m", b"entrypoint.training"]]
     assert trainers, "worker 1's training process"
     import os
     import signal
