@@ -1,11 +1,13 @@
 """`make bench` — measure the performance figures into docs/benchmarks.md and docs/bench/*.png.
 
-    python -m scripts.bench [--quick] [--only 1,2,3,4,5] [--workers N] [--gpus G]
+    python -m scripts.bench [--quick] [--only 1,2,3,4,5,6] [--workers N] [--gpus G]
                             [--out docs/benchmarks.md]
 
 Prints each figure's table as it is measured, then writes the document and the plots.
 A figure that fails is reported in the document as not measured (with the reason) and
-the exit code is 1; the other figures are still written.
+the exit code is 1; the other figures are still written. With --only, an existing document
+keeps its other figures: only the measured figures' sections are replaced, and its header
+says which run they came from.
 """
 from __future__ import annotations
 
@@ -15,21 +17,21 @@ import sys
 import time
 from pathlib import Path
 
-from . import fig_control, fig_launcher, fig_overhead, fig_pipeline, fig_recovery, report
+from . import fig_cluster, fig_control, fig_launcher, fig_overhead, fig_pipeline, fig_recovery, report
 from .machine import load_average, probe
 from .procs import REPO, BenchError
 from .table import console_table
 
-FIGURES = (1, 2, 3, 4, 5)
+FIGURES = (1, 2, 3, 4, 5, 6)
 
 
 def parse_figures(text: str) -> list[int]:
-    """"1,4" -> [1, 4]; refuses anything but figure numbers 1-5 (one-line message)."""
+    """"1,4" -> [1, 4]; refuses anything but figure numbers (one-line message)."""
     figures = []
     for part in text.split(","):
         part = part.strip()
         if not part.isdigit() or int(part) not in FIGURES:
-            raise ValueError(f"--only {text!r}: {part!r} is not a figure number; use numbers from 1 to 5, e.g. --only 1,4")
+            raise ValueError(f"--only {text!r}: {part!r} is not a figure number; use numbers from 1 to {FIGURES[-1]}, e.g. --only 1,4")
         figures.append(int(part))
     return sorted(set(figures))
 
@@ -130,11 +132,21 @@ def run_figure5(args, machine_line: str, plots: Path) -> str:
     return report.fig_pipeline(result, table_rows, fig_pipeline.HEADERS, load)
 
 
+def run_figure6(args, machine_line: str, plots: Path) -> str:
+    load = load_average()
+    summary = fig_cluster.measure(args.quick, log=log)
+    table_rows = fig_cluster.table_rows(summary)
+    show("Figure 6: the local cluster", fig_cluster.HEADERS, table_rows)
+    fig_cluster.plot(summary, plots / "fig6_cluster.png", machine_line)
+    return report.fig_cluster(summary, table_rows, fig_cluster.HEADERS, load)
+
+
 RUNNERS = {1: ("Figure 1: distribution overhead", run_figure1),
            2: ("Figure 2: launcher overhead", run_figure2),
            3: ("Figure 3: recovery after a fault", run_figure3),
            4: ("Figure 4: scale of the control path", run_figure4),
-           5: ("Figure 5: input pipeline", run_figure5)}
+           5: ("Figure 5: input pipeline", run_figure5),
+           6: ("Figure 6: the local Kubernetes cluster", run_figure6)}
 
 
 def main(argv=None) -> int:
@@ -155,24 +167,31 @@ def main(argv=None) -> int:
     out = Path(args.out)
     plots = out.parent / "bench"
     plots.mkdir(parents=True, exist_ok=True)
-    sections, failures = [], 0
+    sections, failures = {}, 0
     for number in args.figures:
         title, runner = RUNNERS[number]
         log(f"bench: {title}")
         figure_started = time.monotonic()
         try:
-            sections.append(runner(args, machine_line, plots)
-                            + f"\n*Measured in {(time.monotonic() - figure_started) / 60:.1f} min.*\n")
+            sections[number] = runner(args, machine_line, plots) \
+                + f"\n*Measured in {(time.monotonic() - figure_started) / 60:.1f} min.*\n"
             log(f"bench: {title} took {(time.monotonic() - figure_started) / 60:.1f} min")
         except BenchError as err:
             failures += 1
             log(f"bench: {title} failed: {err}")
-            sections.append(report.failed(title, str(err)))
+            sections[number] = report.failed(title, str(err))
     seconds = time.monotonic() - started
-    command = "make bench" + (" QUICK=1" if args.quick else "") if args.only == ",".join(map(str, FIGURES)) \
-        else "python -m scripts.bench " + " ".join(sys.argv[1:] if argv is None else argv)
-    document = report.header(machine, command, started_wall, seconds, args.quick) + "\n" + "\n".join(sections) \
-        + "\n" + report.footer(args.quick)
+    partial = tuple(args.figures) != FIGURES
+    command = ("python -m scripts.bench " + " ".join(sys.argv[1:] if argv is None else argv)) if partial \
+        else "make bench" + (" QUICK=1" if args.quick else "")
+    if partial and out.is_file() and "## Figure " in out.read_text():
+        note = (f"`{command}`, started {started_wall}, took {seconds / 60:.1f} min"
+                + (" (quick mode)" if args.quick else "") + f", on {machine.describe()}; "
+                "the other figures are from the run above.")
+        document = report.merge(out.read_text(), sections, note, args.quick)
+    else:
+        document = report.header(machine, command, started_wall, seconds, args.quick) + "\n" \
+            + "\n".join(sections[n] for n in sorted(sections)) + "\n" + report.footer(args.quick)
     out.write_text(document)
     log(f"bench: wrote {out} and {plots}/*.png in {seconds / 60:.1f} min"
         + (f"; {failures} figure(s) failed" if failures else ""))

@@ -38,9 +38,11 @@ class Timing:
     first_step: float  # seconds to `tfmw progress step=1/..`
 
 
-def time_to_first_step(command: list[str], env: dict, timeout: float = 180.0) -> Timing:
-    """Seconds to the start line and to the first step; the process (group) is killed as soon as
-    the first step is seen or at `timeout` — what happens after the first step is not measured."""
+def time_to_first_step(command: list[str], env: dict, timeout: float = 180.0, stop=None,
+                       figure: str = "figure 2") -> Timing:
+    """Seconds to the start line and to the first step. Then `stop(proc)` ends the process
+    (default: its process group is killed at once); at `timeout` it is killed. What happens
+    after the first step is not measured."""
     started = time.perf_counter()
     proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -58,10 +60,14 @@ def time_to_first_step(command: list[str], env: dict, timeout: float = 180.0) ->
                 first_step = now
                 break
     finally:
+        if first_step is not None and stop is not None:
+            # Keep the pipe drained while it finishes, or a chatty process blocks on it.
+            threading.Thread(target=lambda: sum(1 for _ in proc.stdout), daemon=True).start()
+            stop(proc)
         watchdog.cancel()
         _kill_group(proc)
     if start_line is None or first_step is None:
-        raise BenchError(f"figure 2: {' '.join(command[1:4])} exited {proc.returncode} without a first step "
+        raise BenchError(f"{figure}: {' '.join(command[1:4])} exited {proc.returncode} without a first step "
                          f"within {timeout:.0f}s: " + " | ".join(tail))
     return Timing(start_line, first_step)
 
