@@ -226,10 +226,9 @@ def api_refusal(helm_line: str) -> tuple[str, bool] | None:
 
 def helm_failure_cause(helm_line: str) -> str:
     """helm's error without the rollback preamble (the caller reports what was rolled back)."""
-    line = re.sub(r"^release \S+ failed, and has been (uninstalled|rolled back) due to "
-                  r"(rollback-on-failure|atomic) being set:\s*", "", helm_line)
-    line = re.sub(r"^(UPGRADE|INSTALLATION) FAILED:\s*", "", line, flags=re.IGNORECASE)
-    return line
+    line = re.sub(r"^(UPGRADE|INSTALLATION) FAILED:\s*", "", helm_line, flags=re.IGNORECASE)
+    return re.sub(r"^release \S+ failed, and has been (uninstalled|rolled back) due to "
+                  r"(rollback-on-failure|atomic) being set:\s*", "", line)
 
 
 def kept_claims(objects: list[dict]) -> list[str]:

@@ -148,14 +148,15 @@ def cmd_template(args) -> int:
 async def _watch_pods(kubectl: str | None, context: str | None, workers: deploy_pods.Workers,
                       started: float, interval: float, seen: list | None = None) -> None:
     """Print a progress line whenever the scheduled/running/ready counts (or the reasons why
-    not) change; keep the latest pod list in `seen` for the failure report."""
+    not) change. `seen` keeps the latest pod list that says why a worker is not ready, for the
+    failure report: by the time helm gives up and rolls back, the pods may be gone or replaced."""
     last = None
     while kubectl:
         try:
             items = await asyncio.to_thread(deploy_pods.list_pods, kubectl, context, workers)
             states = [deploy_pods.pod_state(p) for p in items]
             line = deploy_pods.progress_line(states, workers.replicas)
-            if seen is not None:
+            if seen is not None and (deploy_pods.pod_problems(states) or not seen):
                 seen[:] = states
         except (subprocess.SubprocessError, OSError, ValueError):
             line = None  # transient API hiccups: helm reports real failures
@@ -187,7 +188,7 @@ async def _deploy_failure(exc, args, cmd, kubectl: str | None, rendered: render.
     if refusal:
         parts.append(refusal[0])
         code = 2 if refusal[1] else 4
-    elif re.search(r"context deadline exceeded|timed out waiting", cause):
+    elif re.search(r"context deadline exceeded|timed out waiting|not ready\. status: ", cause):
         parts.append(f"helm upgrade --install did not finish within --timeout {args.timeout} ({cause})")
     else:
         parts.append(f"helm upgrade --install failed: {cause}")
@@ -201,9 +202,10 @@ async def _deploy_failure(exc, args, cmd, kubectl: str | None, rendered: render.
         except (subprocess.SubprocessError, OSError, ValueError):
             pass
         if not refusal:
-            # The pods as last seen while helm waited (a rollback may have deleted them since).
+            # The pods as last seen while helm waited: since then a rollback may have deleted them
+            # or put the previous revision's back.
             live = [p for p in pods_now if p.phase != "Terminating"]
-            reasons = deploy_pods.not_ready_reasons(live or seen, events, workers, since=started_wall - 5)
+            reasons = deploy_pods.not_ready_reasons(seen or live, events, workers, since=started_wall - 5)
             if reasons:
                 parts.append("workers not ready: " + "; ".join(reasons))
     import pyhelm3

@@ -53,6 +53,8 @@ def test_a_timeout_is_no_refusal_and_loses_only_the_rollback_preamble():
     assert cause == "resource StatefulSet/ml/gpu-tf-multiworker not ready. status: InProgress, message: Ready: 0/2"
     assert deploy_helm.api_refusal(cause) is None
     assert deploy_helm.helm_failure_cause("context deadline exceeded") == "context deadline exceeded"
+    upgrade = f"UPGRADE FAILED: {helm4.replace('uninstalled', 'rolled back')}"
+    assert deploy_helm.helm_failure_cause(upgrade) == cause
 
 
 def status(version: int, state: str) -> dict:

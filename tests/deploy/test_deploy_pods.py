@@ -374,5 +374,6 @@ def test_deploy_progress_prints_a_line_only_when_counts_change(monkeypatch, caps
         "workers: 2/2 scheduled, 1/2 running, 0/2 ready (w-1 Pending: ContainerCreating)",
         "workers: 2/2 scheduled, 2/2 running, 2/2 ready",
     ]
-    # The last pod list seen is kept for the failure report (failed polls do not erase it).
-    assert [p.ready for p in seen] == [True, True]
+    # The last pod list that said why a worker was not ready is kept for the failure report
+    # (neither later healthy lists nor failed polls replace it).
+    assert [(p.name, p.reason) for p in seen] == [("w-0", ""), ("w-1", "ContainerCreating")]
