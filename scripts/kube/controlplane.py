@@ -214,10 +214,8 @@ def log_tail(path: Path, lines: int = 3) -> str:
 # ---------------------------------------------------------------- network
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["ip", *args], capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise ClusterError(f"`ip {' '.join(args)}` failed: {proc.stderr.strip()}")
-    return proc
+    from scripts.localrun.network import ip_command
+    return ip_command(*args, check=check, error=ClusterError)
 
 
 def link_exists(name: str) -> bool:

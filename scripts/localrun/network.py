@@ -31,11 +31,16 @@ def netns_available() -> bool:
     return os.geteuid() == 0 and shutil.which("ip") is not None
 
 
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+def ip_command(*args: str, check: bool = True, error: type[Exception] = LocalRunError) -> subprocess.CompletedProcess:
+    """Run `ip ARGS` (iproute2); a failure with check raises `error` naming the command.
+    The one way host tools change links and namespaces (make local, the cluster's node)."""
     proc = subprocess.run(["ip", *args], capture_output=True, text=True)
     if check and proc.returncode != 0:
-        raise LocalRunError(f"`ip {' '.join(args)}` failed: {proc.stderr.strip()}")
+        raise error(f"`ip {' '.join(args)}` failed: {proc.stderr.strip()}")
     return proc
+
+
+_ip = ip_command
 
 
 @dataclass

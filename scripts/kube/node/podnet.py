@@ -13,6 +13,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from scripts.localrun.network import ip_command
+
 NETNS_ETC = Path("/etc/netns")
 
 
@@ -21,10 +23,7 @@ class NetError(Exception):
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["ip", *args], capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise NetError(f"`ip {' '.join(args)}` failed: {proc.stderr.strip()}")
-    return proc
+    return ip_command(*args, check=check, error=NetError)
 
 
 @dataclass

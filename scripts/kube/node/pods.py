@@ -222,24 +222,25 @@ class Pod:
         raise PodSetupError("FailedMount", f"volume {name}: {kind} volumes are not supported by the local node")
 
     def _configmap(self, name: str, optional: bool | None) -> dict:
-        try:
-            cm = self.api.get(ns_path(self.namespace, "configmaps", name))
-        except ApiError as err:
-            if err.status == 404 and optional:
-                return {}
-            raise PodSetupError("FailedMount", f"configmap {name!r}: {err}") from None
-        data = dict(cm.get("data") or {})
-        data.update({k: base64.b64decode(v) for k, v in (cm.get("binaryData") or {}).items()})
-        return data
+        return self._read_data("configmaps", name, optional)
 
     def _secret(self, name: str, optional: bool | None) -> dict:
+        return self._read_data("secrets", name, optional)
+
+    def _read_data(self, resource: str, name: str, optional: bool | None) -> dict:
+        """A ConfigMap's or Secret's keys (Secret values and binaryData decoded); an
+        optional one that does not exist is empty."""
         try:
-            secret = self.api.get(ns_path(self.namespace, "secrets", name))
+            obj = self.api.get(ns_path(self.namespace, resource, name))
         except ApiError as err:
             if err.status == 404 and optional:
                 return {}
-            raise PodSetupError("FailedMount", f"secret {name!r}: {err}") from None
-        return {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+            raise PodSetupError("FailedMount", f"{resource[:-1]} {name!r}: {err}") from None
+        if resource == "secrets":
+            return {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
+        data = dict(obj.get("data") or {})
+        data.update({k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()})
+        return data
 
     @staticmethod
     def _write_items(local: Path, data: dict, items: list | None, mode: int | None, clear: bool = True) -> None:
@@ -371,21 +372,15 @@ class Pod:
                 target = next((c for c in self.spec["containers"] if c["name"] == ref.get("containerName")),
                               container)
                 env[name] = resource_field_value(ref["resource"], ref.get("divisor"), target, self.ctx.allocatable)
-            elif "configMapKeyRef" in source:
-                ref = source["configMapKeyRef"]
-                data = self._configmap(ref["name"], ref.get("optional"))
+            elif "configMapKeyRef" in source or "secretKeyRef" in source:
+                resource = "configmaps" if "configMapKeyRef" in source else "secrets"
+                ref = source.get("configMapKeyRef") or source["secretKeyRef"]
+                data = self._read_data(resource, ref["name"], ref.get("optional"))
                 if ref["key"] not in data and not ref.get("optional"):
                     raise PodSetupError("CreateContainerConfigError",
-                                        f"configmap {ref['name']!r} has no key {ref['key']!r}")
+                                        f"{resource[:-1]} {ref['name']!r} has no key {ref['key']!r}")
                 value = data.get(ref["key"], "")
                 env[name] = value.decode() if isinstance(value, bytes) else value
-            elif "secretKeyRef" in source:
-                ref = source["secretKeyRef"]
-                data = self._secret(ref["name"], ref.get("optional"))
-                if ref["key"] not in data and not ref.get("optional"):
-                    raise PodSetupError("CreateContainerConfigError",
-                                        f"secret {ref['name']!r} has no key {ref['key']!r}")
-                env[name] = data.get(ref["key"], b"").decode()
             else:
                 env[name] = ""
         for key, value in list(env.items()):
