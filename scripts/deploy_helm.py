@@ -224,6 +224,21 @@ def api_refusal(helm_line: str) -> tuple[str, bool] | None:
     return f"the API server {verdict} {kind} {name}{where}: {causes.rstrip(']')}", match.group("how") == "invalid"
 
 
+def helm_error_text(stderr: str | bytes) -> str:
+    """helm's error as one line, continuation lines included: Helm 3 reports several errors as
+    'Error: ...: 1 error occurred:' followed by tab-indented '* <error>' lines, which
+    render.helm_error_line (the last 'Error:' line alone) would drop."""
+    if isinstance(stderr, bytes):
+        stderr = stderr.decode(errors="replace")
+    lines = stderr.splitlines()
+    starts = [i for i, ln in enumerate(lines) if ln.strip().lower().startswith("error:")]
+    if not starts:
+        return helm_error_line(stderr)
+    tail = [ln.strip() for ln in lines[starts[-1]:] if ln.strip()]
+    tail[0] = tail[0][len("error:"):].strip()
+    return " ".join(" ".join(re.sub(r"^\*\s*", "", ln) for ln in tail).split())
+
+
 def helm_failure_cause(helm_line: str) -> str:
     """helm's error without the rollback preamble (the caller reports what was rolled back)."""
     line = re.sub(r"^(UPGRADE|INSTALLATION) FAILED:\s*", "", helm_line, flags=re.IGNORECASE)

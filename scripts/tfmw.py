@@ -60,7 +60,7 @@ def _helm_failure(exc, what: str, context: str | None) -> ToolError:
     """Turn a pyhelm3 error into one operator-facing line."""
     stderr = _stderr_text(exc.stderr)
     return _cluster_failure(stderr, context) or \
-        ToolError(f"{what} failed: {render.helm_error_line(stderr)}", exit_code=4)
+        ToolError(f"{what} failed: {deploy_helm.helm_error_text(stderr)}", exit_code=4)
 
 
 def _kubectl_failure(exc: subprocess.CalledProcessError, what: str, context: str | None) -> ToolError:
@@ -182,7 +182,7 @@ async def _deploy_failure(exc, args, cmd, kubectl: str | None, rendered: render.
     if cluster:
         return cluster
     workers = deploy_pods.workers_of(rendered.objects, args.namespace)
-    cause = deploy_helm.helm_failure_cause(render.helm_error_line(stderr))
+    cause = deploy_helm.helm_failure_cause(deploy_helm.helm_error_text(stderr))
     refusal = deploy_helm.api_refusal(cause)
     parts, code = [], 4
     if refusal:

@@ -33,6 +33,17 @@ def test_api_refusal_names_the_object_the_field_and_the_value_to_change(helm_lin
                     'workers.gpus): Invalid value: "2": must be less than or equal to cpu limit of 1')
 
 
+def test_helm3s_list_of_errors_is_kept_on_the_one_line():
+    stderr = ("Error: release bad failed, and has been uninstalled due to atomic being set: 1 error occurred:\n"
+              f"\t* {REQUESTS_OVER_LIMIT}\n\n")
+    text = deploy_helm.helm_error_text(stderr)
+    assert text == ("release bad failed, and has been uninstalled due to atomic being set: 1 error occurred: "
+                    f"{REQUESTS_OVER_LIMIT}")
+    line, _ = deploy_helm.api_refusal(deploy_helm.helm_failure_cause(text))
+    assert line.startswith("the API server refused StatefulSet bad-tf-multiworker: field spec.template.spec")
+    assert deploy_helm.helm_error_text("Error: one line\n") == "one line"
+
+
 def test_api_refusal_of_a_pod_label_points_at_workers_pod_labels():
     line, _ = deploy_helm.api_refusal(BAD_LABEL)
     assert "StatefulSet bad-tf-multiworker: field spec.template.labels (values: workers.podLabels)" in line
