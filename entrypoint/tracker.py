@@ -18,7 +18,7 @@ from .lifecycle import (TERMINAL_KEYS, Phase, Reason, RunState, advance, event_f
                         rfc3339)
 
 _KV = re.compile(r'(\w+)=("[^"]*"|\S+)')
-_TASK = re.compile(r"/job:(?:worker|chief)/replica:\d+/task:(\d+)")
+_TASK = re.compile(r"/job:worker(?:/replica:\d+)?/task:(\d+)")
 
 
 def key_values(line: str) -> dict[str, str]:

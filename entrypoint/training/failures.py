@@ -42,8 +42,30 @@ def exit_code_for(err: BaseException) -> int:
     return EXIT_RETRYABLE if is_retryable(err) else EXIT_FAILED
 
 
+def _without_graph_trace(message: str) -> str:
+    """Drop TensorFlow's "Graph execution error: Detected at node X defined at (most recent
+    call last): File ..." preamble and the trailing "[[{{node X}}]] [Op:...]": what is left
+    is the cause, e.g. "Collective ops is aborted by: ... /job:worker/replica:0/task:1 ...",
+    which names the lost peer (the Restarted Event quotes it)."""
+    lines = message.splitlines()
+    if not lines or not lines[0].startswith("Graph execution error"):
+        return message
+    kept, in_trace = [], False
+    for line in lines[1:]:
+        if line.startswith("Detected at node"):
+            in_trace = True
+            continue
+        if in_trace and (not line.strip() or line[:1].isspace()):
+            continue  # the frames ("  File ...") and the blank lines between them
+        in_trace = False
+        if line.strip().startswith("[[{{node"):
+            continue
+        kept.append(line)
+    return "\n".join(kept) or message
+
+
 def one_line(err: BaseException, limit: int = 300) -> str:
-    """The first meaningful line of a (often multi-line) TF error message."""
-    text = " ".join(str(err).split())
+    """The meaningful part of a (often multi-line) TF error message, on one line."""
+    text = " ".join(_without_graph_trace(str(err)).split())
     kind = type(err).__name__
     return f"{kind}: {text[:limit]}" if text else kind

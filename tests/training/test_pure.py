@@ -123,6 +123,31 @@ def test_error_mapping_matches_real_tensorflow_classes():
     assert exit_code_for(errors.DataLossError(None, None, "corrupted record at 12")) == EXIT_FAILED
 
 
+# What a survivor's collective raised when its peer was killed (TensorFlow 2.21, captured).
+PEER_LOST = """Graph execution error:
+
+Detected at node CollectiveReduceV2_1 defined at (most recent call last):
+  File "<string>", line 1, in <module>
+
+  File "/work/main/entrypoint/training/__main__.py", line 58, in main
+
+  File "/work/main/entrypoint/training/trainer.py", line 327, in train_step
+
+Collective ops is aborted by: Error reported from /job:worker/task:1: The following tasks are unhealthy (stopped sending heartbeats):
+/job:worker/replica:0/task:1
+The tasks have crashed. Check the task logs for an earlier error, or scheduler events (e.g. preemption, eviction) to debug further.
+The error could be from a previous operation. Restart your program to reset.
+\t [[{{node CollectiveReduceV2_1}}]] [Op:__inference_train_step_797]"""
+
+
+def test_one_line_keeps_the_cause_of_a_graph_execution_error():
+    line = one_line(UnavailableError(PEER_LOST))
+    assert line.startswith("UnavailableError: Collective ops is aborted by: Error reported from /job:worker/task:1: "
+                           "The following tasks are unhealthy (stopped sending heartbeats): /job:worker/replica:0/task:1")
+    assert "File " not in line and "[[{{node" not in line
+    assert one_line(UnavailableError("Graph execution error:")) == "UnavailableError: Graph execution error:"
+
+
 def test_one_line_flattens_multiline_messages():
     assert one_line(UnavailableError("a\n  b\n\nc")) == "UnavailableError: a b c"
     assert "\n" not in one_line(ValueError("x" * 1000)) and len(one_line(ValueError("x" * 1000))) < 400

@@ -86,6 +86,9 @@ def test_restart_message_names_the_lost_worker_and_the_resume_step():
     t.on_line("tfmw error retryable=true worker=0 UnavailableError: from /job:worker/replica:0/task:1: socket closed")
     assert t.restart_message("a peer failed (exit 75)") == \
         "worker 1 lost: UnavailableError: from /job:worker/replica:0/task:1: socket closed, resuming from step 20"
+    t.on_line("tfmw error retryable=true worker=0 UnavailableError: Collective ops is aborted by: Error reported "
+              "from /job:worker/task:2: The following tasks are unhealthy")
+    assert t.restart_message("exit 75").startswith("worker 2 lost: UnavailableError: Collective ops is aborted")
     t.attempt_started()  # a new attempt forgets the old error
     assert t.restart_message("killed by signal SIGKILL") == "killed by signal SIGKILL, resuming from step 20"
     t.on_line("tfmw error retryable=true worker=0 DeadlineExceededError: collective timed out")
