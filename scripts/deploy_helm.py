@@ -151,6 +151,20 @@ def kube_target(kubectl: str | None, context: str | None = None) -> str:
     return f"kube context '{ctx}', server {server}"
 
 
+def missing_kubeconfig_message(kubeconfig_env: str | None, exists=None) -> str | None:
+    """One line when every file KUBECONFIG names is missing (None otherwise): kubectl and helm then
+    fall back to http://localhost:8080, and their "connection refused" would hide the cause. After
+    `make cluster-down` this is what `make deploy` meets: the local cluster's kubeconfig went with it."""
+    import os
+    exists = exists or os.path.exists
+    paths = [p for p in (kubeconfig_env or "").split(os.pathsep) if p]
+    if not paths or any(exists(p) for p in paths):
+        return None
+    return (f"KUBECONFIG={kubeconfig_env} does not exist, so there is no cluster to talk to (a local "
+            "cluster's kubeconfig is removed by `make cluster-down`; `make cluster` starts one and "
+            "prints the export line), or point KUBECONFIG at your cluster's kubeconfig")
+
+
 def missing_context_message(stderr: str, contexts: list[str], kubeconfig: str) -> str | None:
     """One line when the kube context asked for is not in the kubeconfig (None otherwise)."""
     match = _MISSING_CONTEXT.search(stderr)

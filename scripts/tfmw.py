@@ -41,6 +41,10 @@ def _helm_command(helm: str, context: str | None):
 
 def _cluster_failure(stderr: str, context: str | None) -> ToolError | None:
     """The kube context is missing or the cluster does not answer: one line naming which, or None."""
+    import os
+    no_file = deploy_helm.missing_kubeconfig_message(os.environ.get("KUBECONFIG"))
+    if no_file and deploy_helm.is_unreachable(stderr):
+        return ToolError(no_file, exit_code=3)
     kubectl = _kubectl_or_none()
     missing = deploy_helm.missing_context_message(stderr, deploy_helm.kube_contexts(kubectl),
                                                   deploy_helm._kubeconfig_in_use())

@@ -133,3 +133,20 @@ def test_a_missing_kube_context_is_named_with_the_ones_there_are(command, unreac
     assert_one_line_error(proc, command[0], "kube context 'nope' does not exist in KUBECONFIG=",
                           f"(its contexts are {context})")
     assert proc.returncode == 3
+
+
+def test_a_kubeconfig_that_is_gone_is_named_not_localhost_8080():
+    assert deploy_helm.missing_kubeconfig_message("/a:/b", exists=lambda p: p == "/b") is None
+    assert deploy_helm.missing_kubeconfig_message(None) is None
+    line = deploy_helm.missing_kubeconfig_message("/gone/kubeconfig", exists=lambda p: False)
+    assert line.startswith("KUBECONFIG=/gone/kubeconfig does not exist, so there is no cluster to talk to")
+
+
+@pytest.mark.parametrize("command", [["deploy", "--env", "local"], ["status"]])
+def test_after_cluster_down_the_removed_kubeconfig_is_the_error(command, tmp_path):
+    """`make cluster-down` removes the state folder with its kubeconfig; an exported KUBECONFIG
+    still names it. Without the file helm dials localhost:8080; the error says what happened."""
+    proc = run_cli(*command, env={"KUBECONFIG": str(tmp_path / "gone" / "kubeconfig")})
+    assert_one_line_error(proc, command[0], f"KUBECONFIG={tmp_path}/gone/kubeconfig does not exist",
+                          "`make cluster-down`")
+    assert "localhost:8080" not in proc.stderr and proc.returncode == 3
