@@ -251,7 +251,9 @@ class Launcher:
         run_id = _env_name(env, "TFMW_RUN_ID") or "default"
         now = rfc3339(time.time())
         revision = env.get("TFMW_POD_REVISION", "")[:63]
-        tracker = RunTracker(fresh(run_id, revision, now), recorder, is_chief=False, worker_index=-1, log=self.log)
+        ordinal = re.search(r"-(0|[1-9][0-9]*)$", env.get("TFMW_POD_NAME", ""))
+        tracker = RunTracker(fresh(run_id, revision, now), recorder, is_chief=False,
+                             worker_index=int(ordinal.group(1)) if ordinal else -1, log=self.log)
         tracker.transition(Phase.FAILED, Reason.BAD_CONFIG, str(err))
         on_failure = env.get("TFMW_ON_FAILURE") if env.get("TFMW_ON_FAILURE") in POLICIES else "idle"
         return self._end(tracker, recorder, on_failure, release=on_failure == "scaleToZero", marker=None)

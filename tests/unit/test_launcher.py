@@ -467,3 +467,17 @@ def test_redeploy_of_a_recorded_success_says_so_again_and_leaves_the_status(fake
     assert fake_api.status("train-status") == done
     assert [e["reason"] for e in fake_api.events] == ["Succeeded"] and fake_api.replicas["train"] == 0
     assert run.stop() == 0
+
+
+def test_a_refused_environment_is_recorded_as_failed_naming_the_variable(fake_api, tmp_path):
+    env = pod_env(fake_api, tmp_path, pod="train-1", replicas=2, TFMW_PORT="70000", TFMW_ON_FAILURE="scaleToZero")
+    run = Run(env, command(tmp_path, SUCCEEDS))
+    run.until("tfmw launcher idle:")
+    assert not any(l.startswith("tfmw launcher starting") for l in run.logs)
+    status = fake_api.status("train-status")
+    assert (status["phase"], status["reason"], status["revision"]) == ("Failed", "BadConfig", "rev-a")
+    assert status["message"] == "TFMW_PORT='70000' must be a TCP port 1-65535 (workers.port)"
+    assert [(e["reason"], e["message"]) for e in fake_api.events] == [("Failed", status["message"])]
+    assert fake_api.replicas["train"] == 0
+    assert run.line("tfmw lifecycle phase=Failed from=Pending run=r1 worker=1 reason=BadConfig")
+    assert run.stop() == 0
