@@ -178,7 +178,11 @@ def test_cluster_report_states_the_ratio_and_the_settings():
     R = fig_cluster.ClusterRound
     s = fig_cluster.summarize(9.5, 10.0, 3.0, [R(0.5, 1.2, 24.0, 12.0)])
     text = report.fig_cluster(s, fig_cluster.table_rows(s), fig_cluster.HEADERS, "1 / 1 / 1")
-    assert text.startswith("## Figure 6:") and "2.00x (slower" in text and "within issue 10's 20 s" in text
+    assert text.startswith("## Figure 6:") and "2.00x (slower in every round" in text
+    assert "within issue 10's 20 s" in text
+    noisy = fig_cluster.summarize(9.5, 10.0, 3.0, [R(0.5, 1.2, 24.0, 12.0), R(0.5, 1.2, 10.0, 20.0)])
+    assert "cannot tell the two apart" in report.fig_cluster(noisy, fig_cluster.table_rows(noisy),
+                                                             fig_cluster.HEADERS, "1 / 1 / 1")
     assert "training.config.steps=10" in text and "| measurement | seconds | against |" in text
 
 
@@ -231,6 +235,7 @@ def test_partial_run_replaces_only_its_figures():
     other = report.merge(again, {1: "## Figure 1: one\n\nnew one\n"}, "started T3", quick=False)
     assert other.count("**Later partial run:**") == 2 and "newer" in other
     assert other.index("This file:") < other.index("started T2") < other.index("**Machine:**")
+    assert "\n\n\n" not in other.split("## Figure")[0]   # no doubled blank lines where notes were
 
 
 # ---------------------------------------------------------------- tables and refusals
