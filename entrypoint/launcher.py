@@ -282,23 +282,26 @@ class Launcher:
     def _end(self, tracker: RunTracker, recorder: StatusRecorder, policy: str, release: bool,
              marker: Path | None) -> int:
         state = tracker.state
+        succeeded = state.phase is Phase.SUCCEEDED
         self._log_end(state, marker)
+        can_release = release and recorder.can_release
         if release:
             recorder.scale_to_zero()  # without API access: says so once, and nothing to retry
-            release = recorder.can_release
         recorder.flush(self.flush_seconds)
-        what = "this run is complete" if state.phase is Phase.SUCCEEDED else f"the run failed ({state.reason}); not retrying"
-        if policy == "scaleToZero":
-            by = "this worker" if release else ("the chief" if state.phase is Phase.SUCCEEDED else "a worker")
-            how = (f"waiting for the StatefulSet controller to delete this pod (scaled to 0 by {by}, "
-                   f"completion.{'onSuccess' if state.phase is Phase.SUCCEEDED else 'onFailure'}: scaleToZero)")
-        elif state.phase is Phase.SUCCEEDED:
+        what = "this run is complete" if succeeded else f"the run failed ({state.reason}); not retrying"
+        setting = f"completion.{'onSuccess' if succeeded else 'onFailure'}: scaleToZero"
+        if policy == "scaleToZero" and release and not can_release:
+            how = f"no API access to scale to 0 ({setting}): uninstall the release to free its resources"
+        elif policy == "scaleToZero":
+            by = "this worker" if release else "the chief"  # a worker only leaves a success to the chief
+            how = f"waiting for the StatefulSet controller to delete this pod (scaled to 0 by {by}, {setting})"
+        elif succeeded:
             how = "uninstall the release or set a new training.runId to train again"
         else:
             how = ("fix the cause, then helm upgrade (a changed pod template trains again) or set a new "
                    "training.runId; uninstall the release to free its resources")
         self.log(f"tfmw launcher idle: {what}; {how}")
-        self._idle(recorder, release)
+        self._idle(recorder, can_release)
         return EXIT_OK
 
     def _idle(self, recorder: StatusRecorder, release: bool) -> None:

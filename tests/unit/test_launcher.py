@@ -412,6 +412,7 @@ def test_scale_to_zero_without_api_access_says_so_and_idles(tmp_path):
     run.until("tfmw launcher idle:")
     assert any(line.startswith("tfmw launcher status: cannot scale statefulset/train to 0 (no API access")
                for line in run.logs)
+    assert "no API access to scale to 0 (completion.onFailure: scaleToZero)" in run.line("tfmw launcher idle:")
     assert run.stop() == 0
 
 
