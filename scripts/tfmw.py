@@ -246,10 +246,11 @@ def _run_after_deploy(kubectl: str | None, context: str | None, workers: deploy_
     sts, record = found.get(refs[0]), deploy_pods.run_record(found.get(refs[1]))
     run = deploy_pods.run_summary(record, workers)
     if deploy_pods.run_failed_here(record, workers, sts):
-        raise ToolError(f"release {release} revision {revision} is deployed, but {run}; "
-                        f"{deploy_pods.workers_summary(workers, sts, record)}. It does not train again "
-                        "with this pod template: fix the values and deploy again (a changed template "
-                        "retries the run), or set a new training.runId", exit_code=3)
+        # No worker count here: a redeploy has just brought the workers back, only for them to
+        # find the run Failed and return to 0.
+        raise ToolError(f"release {release} revision {revision} is deployed, but {run}. It does not "
+                        "train again with this pod template: fix the values and deploy again (a changed "
+                        "template retries the run), or set a new training.runId", exit_code=3)
     say(f"{run}; {deploy_pods.workers_summary(workers, sts, record)}")
 
 

@@ -225,6 +225,26 @@ def test_a_run_that_ends_during_the_wait_is_deployed_not_rolled_back(cluster, na
     assert f"run {release} Succeeded" in status.stdout and "scaled to 0 after the run Succeeded" in status.stdout
 
 
+def test_deploying_a_run_that_failed_under_the_same_template_reports_it_and_exits_3(cluster, namespace):
+    """The training command refuses its configuration (exit 2: BadConfig): the run is Failed and
+    scaled to 0. Deploying the same values again changes no pod template, so the run stays
+    Failed: deploy says so, with the reason, and exits 3 (the release itself is deployed)."""
+    release = "bad-run"
+    refuse = "training.command={python,-c,import sys; sys.exit(2)}"
+    first = tfmw(cluster, "deploy", "--env", "local", "--namespace", namespace, "--release", release,
+                 "--timeout", "90s", sets=[refuse])
+    assert first.returncode in (0, 3), first.stdout + first.stderr   # whether helm or the chief was first
+    wait_for(lambda: status_data(cluster, namespace, release).get("phase") == "Failed", 60,
+             "the run to be recorded Failed")
+    wait_for(lambda: replicas(cluster, namespace, release) == 0, 60, "the workers to scale to 0")
+    again = tfmw(cluster, "deploy", "--env", "local", "--namespace", namespace, "--release", release,
+                 "--timeout", "90s", sets=[refuse])
+    one_line_error(again, "deploy", f"release {release} revision 2 is deployed, but run {release} Failed (BadConfig",
+                   "It does not train again with this pod template: fix the values and deploy again")
+    assert again.returncode == 3
+    assert "revision 2, deployed" in again.stdout
+
+
 # ---------------------------------------------------------------- faults, each one line
 
 def closed_port(address: str) -> int:
@@ -295,7 +315,14 @@ def test_an_install_whose_pods_cannot_schedule_says_why_and_is_rolled_back(clust
         # ... and that is what is there: no release, no pod, the claim and the namespace.
         assert helm_release(cluster, name, "big").returncode != 0
         wait_for(lambda: not cluster.pods(name), 60, "the rolled-back workers to go")
-        assert cluster.api.get_or_none(ns_path(name, "persistentvolumeclaims", "big-tf-multiworker-shared"))
+        claim = cluster.api.get_or_none(ns_path(name, "persistentvolumeclaims", "big-tf-multiworker-shared"))
+        assert claim
+        # "a later deploy reuses it": Helm adopts the kept claim (its ownership annotations match).
+        again = tfmw(cluster, "deploy", "--env", "local", "--namespace", name, "--release", "big",
+                     "--timeout", "90s", helm=helm, sets=SLEEPER)
+        assert again.returncode == 0, again.stdout + again.stderr
+        reused = cluster.api.get_or_none(ns_path(name, "persistentvolumeclaims", "big-tf-multiworker-shared"))
+        assert reused["metadata"]["uid"] == claim["metadata"]["uid"]
     finally:
         delete_namespace_if_there(cluster, name)
 
