@@ -183,13 +183,28 @@ def _reap(pid: int) -> None:
         pass
 
 
-def _spawn(argv: list[str], log: Path, env: dict | None = None) -> int:
-    """Start a daemon in its own session, output to `log`; it outlives this process."""
+def _spawn(argv: list[str], log: Path, env: dict | None = None) -> subprocess.Popen:
+    """Start a daemon in its own session, output to `log`; it outlives this process. While
+    `up` runs, the Popen handle (not /proc's command line, which names this interpreter
+    until the child has exec'd) tells whether it is alive."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=env, close_fds=True)
-    return proc.pid
+
+
+def _stop_started(procs: dict[str, subprocess.Popen], grace: float = 10.0) -> None:
+    """Stop what this `up` started, newest first, by its own handles (a failed start)."""
+    for proc in reversed(list(procs.values())):
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.monotonic() + grace
+    for proc in procs.values():
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def free_port(host: str = "127.0.0.1", preferred: int = 0) -> int:
@@ -392,16 +407,16 @@ def running(state: ClusterState | None) -> bool:
 
 
 def wait_until(check, timeout: float, what: str, logs: list[Path], interval: float = 0.2,
-               alive: dict[str, int] | None = None):
+               alive: dict[str, subprocess.Popen] | None = None):
     """Poll `check` until it returns something true; fail fast, naming the log, if one of
     the `alive` processes (name -> pid) exits meanwhile."""
     deadline = time.monotonic() + timeout
     last_error = ""
     while time.monotonic() < deadline:
-        for name, pid in (alive or {}).items():
-            if not is_ours(pid, MARKERS[name]) or _zombie(pid):
-                log = next((p for p in logs if p.name.startswith(name)), logs[0])
-                raise ClusterError(f"{name} exited while starting: {log_tail(log)}")
+        for name, proc in (alive or {}).items():
+            if proc.poll() is not None:
+                raise ClusterError(f"{name} exited while starting (code {proc.returncode}): "
+                                   f"{log_tail(logs[0].parent / f'{name}.log')}")
         try:
             result = check()
             if result:
@@ -446,6 +461,7 @@ def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, 
                          api_port=0, etcd_port=free_port(), etcd_peer_port=free_port(),
                          nodes=names, gpus_per_node=gpus_per_node, started_at=time.time())
     state.save()  # from here on, `down` can clean up whatever was made
+    procs: dict[str, subprocess.Popen] = {}
     try:
         create_bridge(slot)
         state.api_port = free_port(state.address, api_port)
@@ -458,23 +474,26 @@ def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, 
                        kubeconfig_text(state, "scheduler", "system:kube-scheduler"))
         logs = state.dir / "logs"
         say(f"cluster: starting etcd, kube-apiserver ({KUBERNETES_VERSION}) on {state.server}")
-        state.pids["etcd"] = _spawn(etcd_args(bins, state), logs / "etcd.log")
-        state.pids["kube-apiserver"] = _spawn(apiserver_args(bins, state), logs / "kube-apiserver.log")
+        procs["etcd"] = _spawn(etcd_args(bins, state), logs / "etcd.log")
+        procs["kube-apiserver"] = _spawn(apiserver_args(bins, state), logs / "kube-apiserver.log")
+        state.pids.update({name: proc.pid for name, proc in procs.items()})
         state.save()
         admin = state.api("admin", timeout=5)
         wait_until(lambda: admin.request("GET", "/readyz", raw=True) == b"ok", timeout, "kube-apiserver",
                    [logs / "kube-apiserver.log", logs / "etcd.log"],
-                   alive={k: state.pids[k] for k in ("etcd", "kube-apiserver")})
+                   alive=dict(procs))
         for path, obj in bootstrap_objects():
             admin.create_or_keep(path, obj)
         say("cluster: starting kube-controller-manager, kube-scheduler, node agent "
             f"({nodes} node{'s' if nodes > 1 else ''}{f', {gpus_per_node} nvidia.com/gpu each' if gpus_per_node else ''})")
-        state.pids["kube-controller-manager"] = _spawn(controller_manager_args(bins, state),
-                                                       logs / "kube-controller-manager.log")
-        state.pids["kube-scheduler"] = _spawn(scheduler_args(bins, state), logs / "kube-scheduler.log")
+        procs["kube-controller-manager"] = _spawn(controller_manager_args(bins, state),
+                                                  logs / "kube-controller-manager.log")
+        procs["kube-scheduler"] = _spawn(scheduler_args(bins, state), logs / "kube-scheduler.log")
+        state.pids.update({name: proc.pid for name, proc in procs.items()})
         state.save()
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        state.pids["node-agent"] = _spawn(node_agent_args(state), logs / "node-agent.log", env=env)
+        procs["node-agent"] = _spawn(node_agent_args(state), logs / "node-agent.log", env=env)
+        state.pids.update({name: proc.pid for name, proc in procs.items()})
         state.save()
 
         def nodes_ready():
@@ -490,21 +509,18 @@ def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, 
             return admin.get_or_none("/api/v1/namespaces/default/serviceaccounts/default") and \
                 admin.get_or_none("/api/v1/namespaces/default/configmaps/kube-root-ca.crt")
 
-        for pid_name in ("kube-controller-manager", "kube-scheduler", "node-agent"):
-            if not is_ours(state.pids[pid_name], MARKERS[pid_name]):
-                raise ClusterError(f"{pid_name} exited at start: {log_tail(logs / (pid_name + '.log'))}")
         wait_until(nodes_ready, timeout, f"{nodes} node(s)",
-                   [logs / "node-agent.log", logs / "kube-controller-manager.log"],
-                   alive={k: state.pids[k] for k in ("kube-apiserver", "kube-controller-manager",
-                                                     "kube-scheduler", "node-agent")})
+                   [logs / "node-agent.log", logs / "kube-controller-manager.log", logs / "kube-scheduler.log"],
+                   alive=dict(procs))
         wait_until(default_sa, timeout, "the default ServiceAccount and kube-root-ca.crt",
-                   [logs / "kube-controller-manager.log"])
+                   [logs / "kube-controller-manager.log"], alive=dict(procs))
         state.ready_seconds = round(time.monotonic() - started, 2)
         state.save()
         say(f"cluster: ready in {state.ready_seconds:.1f}s: Kubernetes {KUBERNETES_VERSION}, "
             f"{nodes} node(s), API server {state.server}, logs in {logs}")
         return state
     except BaseException:
+        _stop_started(procs)
         down(directory, say=lambda line: None)
         raise
 

@@ -104,3 +104,21 @@ def test_cluster_down_leaves_no_process_mount_or_namespace(cluster, tmp_path):
     again = subprocess.run([sys.executable, "-m", "scripts.kube.cluster", "down", "--state", str(directory)],
                            capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
     assert again.returncode == 0 and "none running" in again.stdout
+
+
+def test_a_component_that_dies_at_start_is_named_and_nothing_is_left(cluster, tmp_path):
+    """A broken scheduler binary: `up` fails with one line naming it and its log, and stops
+    everything it had started (etcd, the API server, the controller manager, the node agent)."""
+    fake = tmp_path / "bin" / "kube-scheduler"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'flag provided but not defined: -boom' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    bins = dict(ensure_binaries(), **{"kube-scheduler": fake})
+    directory = tmp_path / "broken"
+    with pytest.raises(controlplane.ClusterError) as info:
+        controlplane.up(directory, bins=bins, say=lambda line: None, timeout=60)
+    message = str(info.value)
+    assert "kube-scheduler exited while starting (code 1)" in message and "-boom" in message
+    assert "\n" not in message
+    assert not directory.exists()
+    assert not _procs_mentioning(str(directory))
