@@ -2,10 +2,12 @@
 
 A StatefulSet pod has `restartPolicy: Always`: when a pod's process exits, it is started
 again (after a short back-off: 1 s doubling to 10 s here, where the kubelet uses 10 s to
-5 min). The launcher inside keeps a finished run idle, so "done" means: every pod has
-logged `tfmw completed`. Exit codes that a restart cannot fix (2 bad config, 3 peers not
-found, 5 retries exhausted) end the local run at once with that pod's reason instead of
-crash-looping. Every line a pod prints is streamed with a `[pod]` prefix and kept.
+5 min). The launcher inside ends a run like a job (docs/lifecycle.md) and then idles, so
+"done" means: every pod has logged `tfmw completed`, and "failed" means: a pod logged
+`tfmw failed ... exit_code=<n>` (bad config, peers not found, restart limit, deadline, a
+permanent trainer error), which ends the local run at once with that reason and code. A
+pod whose process exits with one of those codes (a launcher without a lifecycle, e.g. an
+older image) ends it too. Every line a pod prints is streamed with a `[pod]` prefix and kept.
 """
 from __future__ import annotations
 
@@ -19,9 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from scripts.loglines import key_values
 from .podspec import LocalPod
+from entrypoint.errors import (EXIT_BAD_CONFIG, EXIT_DEADLINE_EXCEEDED, EXIT_PEERS_NOT_FOUND,
+                               EXIT_RETRIES_EXHAUSTED, EXIT_TRAINING_FAILED)
 
-FATAL_EXIT = {2: "bad configuration", 3: "peers not found", 5: "training retries exhausted"}
+FATAL_EXIT = {EXIT_BAD_CONFIG: "bad configuration", EXIT_PEERS_NOT_FOUND: "peers not found",
+              EXIT_TRAINING_FAILED: "training failed permanently",
+              EXIT_RETRIES_EXHAUSTED: "training retries exhausted",
+              EXIT_DEADLINE_EXCEEDED: "deadline exceeded"}
 
 
 @dataclass
@@ -34,6 +42,7 @@ class PodState:
     completed: bool = False
     exits: list[int] = field(default_factory=list)
     fatal: str | None = None
+    fatal_code: int = 0
 
 
 @dataclass
@@ -106,7 +115,9 @@ class LocalCluster:
                 return
             if code in FATAL_EXIT:
                 with self._changed:
-                    state.fatal = f"{state.pod.name} exited {code} ({FATAL_EXIT[code]})"
+                    if state.fatal is None:
+                        state.fatal = f"{state.pod.name} exited {code} ({FATAL_EXIT[code]})"
+                        state.fatal_code = code
                     self._changed.notify_all()
                 return
             self._emit(state, f"(local kubelet) container exited with {code}; restarting in "
@@ -123,6 +134,12 @@ class LocalCluster:
             state.times.append(time.monotonic())
             if line.startswith("tfmw completed"):
                 state.completed = True
+            elif line.startswith("tfmw failed ") and state.fatal is None:
+                fields = key_values(line)
+                code = int(fields.get("exit_code") or 1)
+                state.fatal = (f"{state.pod.name}: {fields.get('reason', 'Failed')} "
+                               f"({FATAL_EXIT.get(code, 'failed')}): {fields.get('message', '')}".rstrip(": "))
+                state.fatal_code = code
             self._changed.notify_all()
         self._out(f"[{state.pod.name}] {line}")
 
@@ -131,10 +148,9 @@ class LocalCluster:
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
-                fatal = [s.fatal for s in self.states.values() if s.fatal]
+                fatal = [s for s in self.states.values() if s.fatal]
                 if fatal:
-                    code = next(c for c in (2, 3, 5) if any(f"exited {c} " in f for f in fatal))
-                    return Outcome(False, "; ".join(fatal), code)
+                    return Outcome(False, "; ".join(s.fatal for s in fatal), fatal[0].fatal_code)
                 if all(s.completed for s in self.states.values()):
                     return Outcome(True, "every worker completed", 0)
                 left = deadline - time.monotonic()

@@ -91,8 +91,9 @@ def test_completed_job_whose_pods_restart_does_not_train_again(tmp_path):
 
 
 def test_retries_exhausted_exit_5_with_reason(tmp_path):
-    # Training that fails at once, every time: the launcher gives up after the limit and the
-    # pod exits 5 with one clear line (the local runner reports it instead of crash-looping).
+    # Training that fails at once, every time: the launcher gives up after the limit, the run
+    # is Failed (RestartLimit, exit code 5) with one clear line, and the local runner reports
+    # it at once instead of waiting out its timeout or crash-looping.
     proc = subprocess.run(
         [sys.executable, "-m", "scripts.local_run", "--runs-dir", str(tmp_path), "--release", "exhaust",
          "--set", "training.command={/bin/false}",
@@ -100,4 +101,17 @@ def test_retries_exhausted_exit_5_with_reason(tmp_path):
         cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 5, proc.stdout[-2000:]
     assert "giving up: 2 restarts without progress (limit 2); last failure: training exited with 1" in proc.stdout
-    assert "exited 5 (training retries exhausted)" in proc.stdout
+    assert "FAILED: exhaust-tf-multiworker-" in proc.stdout
+    assert "RestartLimit (training retries exhausted)" in proc.stdout
+
+
+def test_bad_training_config_ends_the_local_run_at_once_with_exit_2(tmp_path):
+    # The launcher records Failed (BadConfig) and idles, as in a StatefulSet; the local runner
+    # reads its `tfmw failed` line and stops with the run's code, naming the key.
+    proc = subprocess.run(
+        [sys.executable, "-m", "scripts.local_run", "--runs-dir", str(tmp_path), "--release", "badcfg",
+         "--set", "training.config.batchSizePerReplica=0", "--timeout", "120"],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stdout[-2000:]
+    summary = proc.stdout[proc.stdout.index("tf-multiworker local run FAILED"):]
+    assert "BadConfig (bad configuration)" in summary and "batchSizePerReplica" in summary
