@@ -221,3 +221,29 @@ def test_tfjob_style_preset_tf_config_exits_zero_after_training(cluster, namespa
     assert wait_for(phases, 240, "both TFJob-style workers to exit", describe=_describe(cluster, namespace)) == \
         ["Succeeded", "Succeeded"]
     assert "tfmw done" in cluster.logs(namespace, "tfjob-worker-0")
+
+
+def test_status_is_never_worth_lost_training_rbac_removed_mid_run(cluster, namespace):
+    """The workers' RoleBinding is removed mid-run: recording fails (403), each kind of failure
+    is logged once, training goes on to the end. Put back, the idle launcher's retries record
+    Succeeded and scale the StatefulSet to 0 after all."""
+    _install(cluster, namespace, "norbac", "training.config.steps=60", "training.config.checkpoint.everySteps=10",
+             "training.config.logEverySteps=5")
+    binding_path = ns_path(namespace, "rolebindings", "norbac-tf-multiworker", group="rbac.authorization.k8s.io/v1")
+    wait_for(lambda: _status(cluster, namespace, "norbac").get("phase") == "Running", 120, "the run to start",
+             describe=_describe(cluster, namespace))
+    binding = cluster.api.get(binding_path)
+    cluster.api.delete(binding_path)
+    chief = "norbac-tf-multiworker-0"
+    log = wait_for(lambda: (lambda text: text if "tfmw completed" in text else None)(cluster.logs(namespace, chief)),
+                   240, "training to complete without API access", describe=_describe(cluster, namespace))
+    cannot = [line for line in log.splitlines() if line.startswith("tfmw launcher status: cannot")]
+    assert cannot and all("403" in line or "Forbidden" in line or "forbidden" in line for line in cannot), cannot
+    assert len(cannot) == len(set(line.split(" (")[0] for line in cannot))   # once per kind
+    assert _replicas(cluster, namespace, "norbac") == 2                      # nothing could scale it yet
+    for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+        binding["metadata"].pop(key, None)
+    cluster.api.create(ns_path(namespace, "rolebindings", group="rbac.authorization.k8s.io/v1"), binding)
+    status = _wait_phase(cluster, namespace, "norbac", "Succeeded", timeout=180)
+    assert status["step"] == "60"
+    wait_for(lambda: _replicas(cluster, namespace, "norbac") == 0, 120, "the retried scale to 0")
