@@ -211,3 +211,44 @@ def test_down_with_nothing_running_says_so(tmp_path):
 def test_certificate_names_cannot_split_the_subject():
     with pytest.raises(PkiError):
         subject("a/O=system:masters")
+
+
+# ---------------------------------------------------------------- runAsUser
+
+def _pod_for(security, run_as_ok, tmp_path):
+    from scripts.kube.node.pods import NodeContext, Pod
+    ctx = NodeContext(name="n", slot=0, bridge="b", host_ip="198.19.0.1", api_host="198.19.0.1", api_port=6443,
+                      prefix="198.19.1", netmask="20", directory=tmp_path, volumes_root=tmp_path, allocatable={},
+                      base_env={}, python="/venv/python", run_as_ok=run_as_ok)
+    obj = {"metadata": {"uid": "u", "name": "p", "namespace": "ns"},
+           "spec": {"securityContext": security, "containers": [{"name": "c", "image": "i"}]}}
+    return Pod(obj, ctx, api=None, ip_index=2)
+
+
+def test_run_as_user_is_applied_with_setpriv_when_the_interpreter_is_reachable(tmp_path):
+    security = {"runAsUser": 1000, "runAsGroup": 2000, "fsGroup": 3000}
+    container = {"securityContext": {"allowPrivilegeEscalation": False}}
+    pod = _pod_for(security, True, tmp_path)
+    assert pod.user_wrap(container, ["python", "x"]) == [
+        "setpriv", "--reuid=1000", "--regid=2000", "--groups=3000", "--no-new-privs", "--", "python", "x"]
+    # not reachable by that user (a pyenv under a 0700 /root): runs as the agent's user
+    assert _pod_for(security, False, tmp_path).user_wrap(container, ["python"]) == ["python"]
+    assert _pod_for({}, True, tmp_path).user_wrap({}, ["python"]) == ["python"]
+
+
+def test_interpreter_reachability():
+    import shutil
+    import tempfile
+    from pathlib import Path
+    from scripts.kube.node.pods import interpreter_reachable_by_others
+    root = Path(tempfile.mkdtemp(dir="/tmp"))   # /tmp and / are searchable by everyone
+    try:
+        python = root / "bin" / "python"
+        python.parent.mkdir()
+        python.write_text("")
+        root.chmod(0o700)
+        assert interpreter_reachable_by_others(str(python)) is False
+        root.chmod(0o755)
+        assert interpreter_reachable_by_others(str(python)) is True
+    finally:
+        shutil.rmtree(root)
