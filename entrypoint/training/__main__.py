@@ -78,5 +78,18 @@ def main(argv=None) -> int:
     return EXIT_DONE
 
 
+def _exit(code: int) -> None:
+    """Exit with `code`. After a SIGTERM stop the checkpoint is already published (atomic
+    state-file rename) and every line flushed, so nothing is left to do but let TensorFlow
+    tear down its gRPC server and coordination service, which took 15-17 s after
+    `tfmw stopped` on a deleted pod: time the pod's grace period and the group's recovery
+    pay for nothing. Leave at once instead; every other outcome exits normally."""
+    if code == EXIT_SIGTERM:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit(main())
