@@ -1,36 +1,37 @@
-# tf-multiworker worker image: the official TensorFlow GPU image plus the `entrypoint`
-# launcher (TF_CONFIG from the pod ordinal, peer wait, supervisor, built-in trainer).
+# tf-multiworker worker image: a slim Python 3.11 base, TensorFlow from PyPI installed from a
+# hash lock, plus the `entrypoint` launcher (TF_CONFIG from the pod ordinal, peer wait,
+# supervisor, built-in trainer).
 #
-# Build: `make image` (scripts/image.py), or by hand:
-#   docker build --build-arg VERSION=0.1.0 \
-#     --build-arg TF_BASE_DIGEST=sha256:<digest> -t tf-multiworker:0.1.0 .
-# See docs/image.md for pinning, scanning, pushing and adding your own training code.
+# Build: `make image [VARIANT=cpu|gpu] [IMAGE=registry/name]` (scripts/image.py), or by hand:
+#   docker build --build-arg VERSION=0.1.0 -t tf-multiworker:0.1.0 .                     # GPU
+#   docker build --build-arg VERSION=0.1.0 --build-arg VARIANT=cpu -t tf-multiworker:0.1.0-cpu .
+# See docs/image.md for the facts this file relies on, pushing, and adding your own code.
 
-# The base is pinned by tag AND digest: the tag says what it is (its TensorFlow version
-# must equal the tensorflow pin in pyproject.toml; tests/lint/test_dockerfile.py checks
-# it), the digest makes the build reproducible even if the tag is re-pushed.
-# TF_BASE_DIGEST could not be looked up where this file was written (no registry
-# access), so its default is a placeholder that refuses to build. Fill it with the
-# multi-arch index digest printed by:
-#   docker buildx imagetools inspect tensorflow/tensorflow:2.21.0-gpu
-# (the "Digest:" line), either here or per build with --build-arg TF_BASE_DIGEST=...
-ARG TF_BASE_IMAGE=tensorflow/tensorflow
-ARG TF_BASE_TAG=2.21.0-gpu
-ARG TF_BASE_DIGEST=sha256:PLACEHOLDER-fill-with-docker-buildx-imagetools-inspect
+# Not the tensorflow/tensorflow:*-gpu image: its system cuDNN does not match TF 2.21 (cuDNN
+# init fails, no GPU registered). CUDA and cuDNN come as NVIDIA wheels through the
+# tensorflow[and-cuda] extra instead; the node needs only the driver.
+# The tag says what the base is. BASE_DIGEST pins it (docker then pulls exactly that
+# manifest and fails if the tag moved elsewhere); empty by default so a clean clone builds
+# with no build arguments. `make image BASE_DIGEST=sha256:...` checks its form first.
+ARG BASE_IMAGE=docker.io/library/python
+ARG BASE_TAG=3.11-slim-bookworm
+ARG BASE_DIGEST=
 
-FROM ${TF_BASE_IMAGE}:${TF_BASE_TAG}@${TF_BASE_DIGEST}
+FROM ${BASE_IMAGE}:${BASE_TAG}${BASE_DIGEST:+@${BASE_DIGEST}}
 
-ARG TF_BASE_IMAGE
-ARG TF_BASE_TAG
-ARG TF_BASE_DIGEST
+ARG BASE_IMAGE
+ARG BASE_TAG
+ARG BASE_DIGEST
 ARG VERSION=unknown
+# gpu: tensorflow[and-cuda] (NVIDIA wheels); cpu: tensorflow-cpu (no CUDA, much smaller).
+ARG VARIANT=gpu
 
 LABEL org.opencontainers.image.title="tf-multiworker" \
       org.opencontainers.image.description="TensorFlow MultiWorkerMirroredStrategy worker: TF_CONFIG from the StatefulSet ordinal, peer wait, supervised training" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.base.name="docker.io/${TF_BASE_IMAGE}:${TF_BASE_TAG}" \
-      org.opencontainers.image.base.digest="${TF_BASE_DIGEST}"
+      org.opencontainers.image.base.name="${BASE_IMAGE}:${BASE_TAG}" \
+      org.opencontainers.image.base.digest="${BASE_DIGEST}"
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
@@ -45,29 +46,44 @@ ENV TF_USE_LEGACY_KERAS=1 \
     PIP_ROOT_USER_ACTION=ignore
 
 # The chart runs the pod as runAsUser/runAsGroup 1000 (user tfmw): the image's user must
-# be the same so file ownership in shared storage and $HOME agree. Some Ubuntu bases
-# already own UID 1000 (user "ubuntu" since 24.04); drop that user first.
+# be the same so file ownership in shared storage and $HOME agree. Drop any user or group
+# that already owns 1000 first (Ubuntu bases own it as "ubuntu" since 24.04).
 RUN if getent passwd 1000 >/dev/null; then userdel --remove "$(getent passwd 1000 | cut -d: -f1)"; fi \
     && if getent group 1000 >/dev/null; then groupdel "$(getent group 1000 | cut -d: -f1)"; fi \
     && groupadd --gid 1000 tfmw \
     && useradd --uid 1000 --gid 1000 --create-home --shell /usr/sbin/nologin tfmw
 
-# Runtime dependencies of the entrypoint, pinned. TensorFlow itself comes from the base
-# image and must not be installed a second time (a pip tensorflow over the base image's
-# would replace its CUDA-matched build and add gigabytes): so tf-keras is installed with
-# --no-deps (its only dependency is tensorflow), and the package below with --no-deps
-# (pyhelm3 is a host-side dependency, never used in the container). The last command
-# fails the build if the base image's TensorFlow is not the version tf-keras is built for.
-RUN pip install --no-cache-dir --no-deps tf-keras==2.21.0 \
-    && pip install --no-cache-dir pyyaml==6.0.4 jsonschema==4.26.0 \
-    && python -c "import tensorflow as tf, tf_keras; assert tf.__version__.startswith('2.21.'), tf.__version__"
+# A VARIANT with no lock would otherwise fail at COPY with a message about a missing file.
+RUN case "${VARIANT}" in cpu|gpu) ;; *) echo "VARIANT=${VARIANT}: must be cpu or gpu" >&2; exit 1;; esac
+
+# Every Python package of the image, pinned with hashes (requirements/image-*.lock,
+# resolved by scripts/image_lock.sh for linux x86_64 / CPython 3.11). --require-hashes
+# refuses anything not in the lock; --no-deps because the lock is the whole closure (and the
+# CPU lock leaves out `tensorflow`, which tf-keras names but tensorflow-cpu provides).
+COPY requirements/image-${VARIANT}.lock /tmp/requirements.lock
+RUN pip install --no-cache-dir --no-deps --require-hashes -r /tmp/requirements.lock \
+    && rm /tmp/requirements.lock
+
+# TensorFlow's RUNPATH names only some of the NVIDIA wheels' library directories (it omits
+# cusolver, nvjitlink, curand and nvrtc): without this, list_physical_devices('GPU') is
+# empty ("Cannot dlopen some GPU libraries"). Register every site-packages/nvidia/*/lib
+# directory with the dynamic linker, found by glob at build time (no hand-kept list), and
+# fail the build if the GPU variant's linker cache lacks one of the libraries TF's RUNPATH
+# misses. The CPU variant has no nvidia directory and registers nothing.
+RUN site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+    && for dir in "${site}"/nvidia/*/lib; do if [ -d "${dir}" ]; then echo "${dir}"; fi; done > /etc/ld.so.conf.d/nvidia-wheels.conf \
+    && ldconfig \
+    && cache="$(ldconfig -p)" \
+    && if [ "${VARIANT}" = gpu ]; then for lib in libcusolver.so libnvJitLink.so libcurand.so libnvrtc.so libcudnn.so libcublas.so; do case "${cache}" in *"/${lib}"*) ;; *) echo "${lib} is not in the linker cache" >&2; exit 1;; esac; done; fi \
+    && python -c "import tensorflow as tf, tf_keras, tensorboard; assert tf.__version__.startswith('2.21.'), tf.__version__"
 
 WORKDIR /app
 
 # Only what `pip install .` needs (the rest is excluded by .dockerignore too).
 COPY pyproject.toml README.md /src/
 COPY entrypoint /src/entrypoint
-# The smoke test runs the launcher from site-packages (the source is gone by then).
+# --no-deps: the lock above already holds the runtime dependencies (pyhelm3 is host-side and
+# never used in the container). The smoke test runs the launcher from site-packages.
 RUN pip install --no-cache-dir --no-deps /src \
     && rm -rf /src \
     && python -m entrypoint --help >/dev/null

@@ -112,8 +112,8 @@ bench: setup ## Measure the performance figures into docs/benchmarks.md (QUICK=1
 	$(PY) -m scripts.bench $(if $(QUICK),--quick)
 
 .PHONY: image
-image: ## Build the container image with docker or podman, if one is installed
-	$(PYTHON_BOOTSTRAP) -m scripts.image
+image: ## Build the worker image (VARIANT=gpu|cpu, IMAGE=registry/name, PUSH=1) with docker or podman
+	$(PYTHON_BOOTSTRAP) -m scripts.image $(if $(VARIANT),--variant $(VARIANT)) $(if $(IMAGE),--image $(IMAGE)) $(if $(filter 1,$(PUSH)),--push)
 
 .PHONY: clean
 clean: ## Remove local run state and build output (keeps the venv and tools)

@@ -2,12 +2,15 @@
 
 Runs with the bootstrap interpreter (no venv needed), so it uses the standard library only.
 
-    python -m scripts.image [--image NAME:TAG] [--engine docker|podman]
-                            [--base-digest sha256:...] [--dry-run]
+    python -m scripts.image [--variant gpu|cpu] [--image [REGISTRY/]NAME[:TAG]]
+                            [--engine docker|podman] [--base-digest sha256:...] [--push] [--dry-run]
 
-The tag defaults to `tf-multiworker:<version in pyproject.toml>` (env IMAGE overrides);
-the base-image digest defaults to the Dockerfile's TF_BASE_DIGEST (env TF_BASE_DIGEST
-overrides). Every refusal is one line on stderr and a non-zero exit, never a traceback.
+VARIANT gpu (default) installs tensorflow[and-cuda], cpu installs tensorflow-cpu, each from its
+hash lock (requirements/image-<variant>.lock). The image is tagged `<version>` (gpu) or
+`<version>-cpu` (cpu), version from pyproject.toml; IMAGE names the repository (that tag is
+added) or the full reference. BASE_DIGEST (or --base-digest) pins the base image's digest;
+without it the Dockerfile's base tag is used. Every refusal is one line on stderr and a
+non-zero exit, never a traceback.
 """
 from __future__ import annotations
 
@@ -26,8 +29,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 IMAGE_NAME = "tf-multiworker"
 ENGINES = ("docker", "podman")
-# The Dockerfile's TF_BASE_DIGEST default until someone with registry access fills it in.
-DIGEST_PLACEHOLDER_MARK = "PLACEHOLDER"
+VARIANTS = ("gpu", "cpu")  # the Dockerfile's VARIANT build argument; one lock file each
 DIGEST_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
 # A reference as `docker build -t` accepts it: [registry[:port]/]path[:tag]
 IMAGE_REF_PATTERN = re.compile(
@@ -167,21 +169,39 @@ def check_image_ref(image: str) -> str:
     return image
 
 
+def variant_tag(version: str, variant: str) -> str:
+    """The tag a variant's image gets: `<version>` for gpu, `<version>-cpu` for cpu.
+
+    The chart picks the same suffix when image.tag is empty (templates/_helpers.tpl).
+    """
+    if variant not in VARIANTS:
+        raise ImageError(f"VARIANT={variant!r} is not one of {', '.join(VARIANTS)}; choose VARIANT=gpu or VARIANT=cpu")
+    return version if variant == "gpu" else f"{version}-{variant}"
+
+
+def image_reference(image: str | None, version: str, variant: str) -> str:
+    """IMAGE as given when it carries a tag; else the repository (default tf-multiworker) + the variant's tag."""
+    tag = variant_tag(version, variant)
+    if not image:
+        return check_image_ref(f"{IMAGE_NAME}:{tag}")
+    check_image_ref(image)
+    if ":" in image.rsplit("/", 1)[-1]:
+        return image
+    return check_image_ref(f"{image}:{tag}")
+
+
 def base_reference(dockerfile: Dockerfile) -> str:
     """`image:tag` of the base as the Dockerfile's ARG defaults name it."""
-    return f"{dockerfile.args.get('TF_BASE_IMAGE') or '?'}:{dockerfile.args.get('TF_BASE_TAG') or '?'}"
+    return f"{dockerfile.args.get('BASE_IMAGE') or '?'}:{dockerfile.args.get('BASE_TAG') or '?'}"
 
 
-def check_base_digest(digest: str | None, source: str, base: str) -> str:
-    """The digest the build pins its base to; the placeholder and malformed values are refused."""
-    if not digest or DIGEST_PLACEHOLDER_MARK in digest:
-        raise ImageError(
-            f"TF_BASE_DIGEST ({source}) is not filled in; look it up with "
-            f"`docker buildx imagetools inspect {base}` and pass "
-            "TF_BASE_DIGEST=sha256:... (or set it in the Dockerfile)"
-        )
+def check_base_digest(digest: str, base: str) -> str:
+    """A base digest pin, when one is given, must be sha256:<64 hex> (docker checks the rest)."""
     if not DIGEST_PATTERN.match(digest):
-        raise ImageError(f"TF_BASE_DIGEST={digest!r} ({source}) is not sha256:<64 hex digits>; fix it")
+        raise ImageError(
+            f"BASE_DIGEST={digest!r} is not sha256:<64 hex digits>; look it up with "
+            f"`docker buildx imagetools inspect {base}` (the Digest: line), or leave it unset"
+        )
     return digest
 
 
@@ -229,11 +249,12 @@ def check_engine_answers(engine: str) -> None:
     raise ImageError(f"{name} is installed but its engine does not answer ({reason}); {fix}", EXIT_NO_ENGINE)
 
 
-def build_command(engine: str, image: str, version: str, dockerfile: Path, context: Path,
+def build_command(engine: str, image: str, version: str, variant: str, dockerfile: Path, context: Path,
                   base_digest: str | None) -> list[str]:
-    command = [engine, "build", "--file", str(dockerfile), "--tag", image, "--build-arg", f"VERSION={version}"]
+    command = [engine, "build", "--file", str(dockerfile), "--tag", image,
+               "--build-arg", f"VERSION={version}", "--build-arg", f"VARIANT={variant}"]
     if base_digest:
-        command += ["--build-arg", f"TF_BASE_DIGEST={base_digest}"]
+        command += ["--build-arg", f"BASE_DIGEST={base_digest}"]
     return command + [str(context)]
 
 
@@ -242,12 +263,17 @@ def build_command(engine: str, image: str, version: str, dockerfile: Path, conte
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m scripts.image", description=__doc__.splitlines()[0])
+    parser.add_argument("--variant", default=os.environ.get("VARIANT") or "gpu",
+                        help="gpu (tensorflow[and-cuda], default) or cpu (tensorflow-cpu); env VARIANT")
     parser.add_argument("--image", default=os.environ.get("IMAGE"),
-                        help="image reference to tag (default: env IMAGE, else tf-multiworker:<pyproject version>)")
+                        help="[registry/]name[:tag] (default: env IMAGE, else tf-multiworker); without a tag, "
+                             "<version> (gpu) or <version>-cpu (cpu) is added")
     parser.add_argument("--engine", default=os.environ.get("CONTAINER_ENGINE"), choices=ENGINES,
                         help="container engine (default: env CONTAINER_ENGINE, else docker, else podman)")
-    parser.add_argument("--base-digest", default=os.environ.get("TF_BASE_DIGEST"),
-                        help="sha256 digest of the TF base image (default: env TF_BASE_DIGEST, else the Dockerfile's)")
+    parser.add_argument("--base-digest", default=os.environ.get("BASE_DIGEST"),
+                        help="sha256 digest pinning the Python base image (default: env BASE_DIGEST, else unpinned)")
+    parser.add_argument("--push", action="store_true", default=os.environ.get("PUSH") == "1",
+                        help="push the image after building it (env PUSH=1)")
     parser.add_argument("--dockerfile", type=Path, default=REPO_ROOT / "Dockerfile")
     parser.add_argument("--context", type=Path, default=REPO_ROOT)
     parser.add_argument("--dry-run", action="store_true", help="print the build command instead of running it")
@@ -257,7 +283,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def run(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     version = project_version(args.context / "pyproject.toml")
-    image = check_image_ref(args.image or f"{IMAGE_NAME}:{version}")
+    image = image_reference(args.image, version, args.variant)
     dockerfile = read_dockerfile(args.dockerfile)
     # The engine first: without one nothing else matters on this machine.
     if args.dry_run:
@@ -265,15 +291,8 @@ def run(argv: list[str] | None = None) -> int:
     else:
         engine = find_engine(args.engine)
         check_engine_answers(engine)
-    if args.base_digest:
-        digest = check_base_digest(args.base_digest, "--base-digest / env TF_BASE_DIGEST", base_reference(dockerfile))
-        override = digest
-    else:
-        digest = check_base_digest(
-            dockerfile.args.get("TF_BASE_DIGEST"), f"default in {args.dockerfile}", base_reference(dockerfile)
-        )
-        override = None
-    command = build_command(engine, image, version, args.dockerfile, args.context, override)
+    digest = check_base_digest(args.base_digest, base_reference(dockerfile)) if args.base_digest else None
+    command = build_command(engine, image, version, args.variant, args.dockerfile, args.context, digest)
     print("image: " + shlex.join(command), flush=True)
     if args.dry_run:
         return 0
@@ -281,7 +300,16 @@ def run(argv: list[str] | None = None) -> int:
     if code != 0:
         print(f"image: FAILED: {Path(engine).name} build exited {code} (its output is above)", file=sys.stderr)
         return code
-    print(f"image: built {image} (base digest {digest})")
+    pinned = f"base pinned to {digest}" if digest else f"base {base_reference(dockerfile)}, not pinned by digest"
+    print(f"image: built {image} ({pinned})")
+    if args.push:
+        push = [engine, "push", image]
+        print("image: " + shlex.join(push), flush=True)
+        code = subprocess.run(push).returncode
+        if code != 0:
+            print(f"image: FAILED: {Path(engine).name} push exited {code} (its output is above)", file=sys.stderr)
+            return code
+        print(f"image: pushed {image}")
     return 0
 
 

@@ -1,21 +1,24 @@
-"""The Dockerfile agrees with the rendered chart and with pyproject.toml.
+"""The Dockerfile agrees with the rendered chart, with pyproject.toml and with the locks.
 
 The chart overrides the image's command and user; these tests make sure running the image
-without the chart is the same program as the chart runs, as the same user, and that the base
-image carries exactly the TensorFlow the project pins.
+without the chart is the same program as the chart runs, as the same user, that every Python
+package comes from the hash lock (tests/lint/test_image_lock.py checks the lock's pins), and
+that the step registering the NVIDIA wheels' libraries with the linker covers every directory.
 """
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
+import textwrap
 import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
 
-from scripts.image import DIGEST_PATTERN, DIGEST_PLACEHOLDER_MARK, read_dockerfile
+from scripts.image import VARIANTS, read_dockerfile
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "tf-multiworker"
@@ -117,36 +120,120 @@ def test_exposed_port_is_the_charts_grpc_port(helm_path):
     assert grpc and re.search(rf"^EXPOSE {grpc[0]}$", text, re.M)
 
 
-def test_base_image_is_pinned_by_tag_and_digest_build_args():
-    assert DOCKERFILE.from_images == ["${TF_BASE_IMAGE}:${TF_BASE_TAG}@${TF_BASE_DIGEST}"]
-    assert DOCKERFILE.args["TF_BASE_IMAGE"] == "tensorflow/tensorflow"
-    assert re.fullmatch(r"\d+\.\d+\.\d+-gpu", DOCKERFILE.args["TF_BASE_TAG"])
-    digest = DOCKERFILE.args["TF_BASE_DIGEST"]
-    # Either a real digest or the documented placeholder that `make image` refuses to build.
-    assert DIGEST_PATTERN.match(digest) or DIGEST_PLACEHOLDER_MARK in digest, digest
+def test_base_is_a_slim_python_of_the_locks_version_pinnable_by_digest():
+    # No digest by default (a clean clone builds with no build arguments); BASE_DIGEST pins it.
+    # BuildKit expands `${BASE_DIGEST:+@${BASE_DIGEST}}` to nothing or `@<digest>` (docs/image.md).
+    assert DOCKERFILE.from_images == ["${BASE_IMAGE}:${BASE_TAG}${BASE_DIGEST:+@${BASE_DIGEST}}"]
+    assert DOCKERFILE.args["BASE_IMAGE"] == "docker.io/library/python"
+    assert DOCKERFILE.args["BASE_DIGEST"] == ""
+    match = re.fullmatch(r"(3\.\d+)(?:\.\d+)?-slim-[a-z]+", DOCKERFILE.args["BASE_TAG"])
+    assert match, DOCKERFILE.args["BASE_TAG"]
+    # The locks are resolved for this Python (their wheels are cp311 ones) ...
+    lock_script = (REPO_ROOT / "scripts" / "image_lock.sh").read_text()
+    assert f"--python-version {match.group(1)}" in lock_script
+    # ... and the package's requires-python admits it.
+    required = PYPROJECT["project"]["requires-python"]
+    assert re.fullmatch(r">=3\.(\d+)", required) and int(match.group(1).split(".")[1]) >= int(required[4:])
 
 
-def test_base_tensorflow_is_the_version_pyproject_pins():
-    base_tf = DOCKERFILE.args["TF_BASE_TAG"].removesuffix("-gpu")
-    assert base_tf == pyproject_pin("tensorflow")
-    major_minor = ".".join(base_tf.split(".")[:2])
-    # The build fails if the base image's TensorFlow is not this minor version.
+def test_the_build_checks_the_installed_tensorflow_is_the_pinned_minor_version():
+    major_minor = ".".join(pyproject_pin("tensorflow").split(".")[:2])
     assert any(f"tf.__version__.startswith('{major_minor}.')" in c for c in DOCKERFILE.run_commands)
 
 
-def test_image_installs_the_pinned_tf_keras_and_never_a_second_tensorflow():
-    pip_installs = [part.strip() for c in DOCKERFILE.run_commands for part in c.split("&&")
-                    if part.strip().startswith("pip install")]
-    assert pip_installs, "the Dockerfile installs nothing with pip"
-    for install in pip_installs:
-        words = shlex.split(install)
-        assert "--no-cache-dir" in words, install
+def pip_installs() -> list[list[str]]:
+    return [shlex.split(part.strip()) for c in DOCKERFILE.run_commands for part in c.split("&&")
+            if part.strip().startswith("pip install")]
+
+
+def test_every_package_comes_from_the_variants_hash_lock():
+    installs = pip_installs()
+    assert installs, "the Dockerfile installs nothing with pip"
+    for words in installs:
+        assert "--no-cache-dir" in words and "--no-deps" in words, words  # deps: the lock's closure only
         packages = [w for w in words[2:] if not w.startswith("-")]
-        assert not any(re.match(r"tensorflow\b", p) for p in packages), f"second tensorflow install: {install}"
-        if any(p.startswith("tf-keras") or p.startswith("/") or p == "." for p in packages):
-            # tf-keras depends on tensorflow, the package on tensorflow and pyhelm3.
-            assert "--no-deps" in words, install
-    assert any(f"tf-keras=={pyproject_pin('tf-keras')}" in i for i in pip_installs)
+        # No package named on a pip command line: every pin is in the lock, with its hashes.
+        assert packages in (["/tmp/requirements.lock"], ["/src"]), words
+    lock_installs = [w for w in installs if "-r" in w]
+    assert len(lock_installs) == 1 and "--require-hashes" in lock_installs[0]
+    assert DOCKERFILE.args["VARIANT"] == "gpu"
+    copy = re.search(r"^COPY requirements/image-\$\{VARIANT\}\.lock /tmp/requirements\.lock$",
+                     (REPO_ROOT / "Dockerfile").read_text(), re.M)
+    assert copy, "the lock is not copied by VARIANT"
+    for variant in VARIANTS:
+        assert (REPO_ROOT / "requirements" / f"image-{variant}.lock").is_file()
+
+
+def ldconfig_step() -> str:
+    steps = [c for c in DOCKERFILE.run_commands if "ldconfig" in c]
+    assert len(steps) == 1, steps
+    return steps[0]
+
+
+def run_ldconfig_step(tmp_path: Path, variant: str, lib_dirs: dict[str, list[str]]) -> tuple[subprocess.CompletedProcess, Path]:
+    """The Dockerfile's linker step in bash, with `python` and `ldconfig` stand-ins.
+
+    site-packages is a temporary tree holding nvidia/<name>/lib/<files>; the stand-in
+    ldconfig prints, for `-p`, every file in the directories the step registered (what
+    the real cache would hold). The conf file goes to tmp_path instead of /etc.
+    """
+    site = tmp_path / "site-packages"
+    for name, files in lib_dirs.items():
+        (site / "nvidia" / name / "lib").mkdir(parents=True)
+        for file in files:
+            (site / "nvidia" / name / "lib" / file).write_text("")
+    (site / "nvidia" / "cuda_nvcc" / "bin").mkdir(parents=True, exist_ok=True)  # not a lib dir
+    site.mkdir(exist_ok=True)
+    conf_dir = tmp_path / "ld.so.conf.d"
+    conf_dir.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        case "$2" in *sysconfig*) echo {site};; esac
+        """))
+    (bin_dir / "ldconfig").write_text(textwrap.dedent(f"""\
+        #!/bin/bash
+        [ "$1" = -p ] || exit 0
+        while read -r dir; do for f in "$dir"/*; do [ -e "$f" ] && echo "	$(basename "$f") (libc6,x86-64) => $f"; done; done < {conf_dir}/nvidia-wheels.conf
+        """))
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    command = ldconfig_step().replace("/etc/ld.so.conf.d/", f"{conf_dir}/")
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "VARIANT": variant}
+    result = subprocess.run(["bash", "-o", "pipefail", "-c", command], env=env, capture_output=True, text=True, timeout=60)
+    return result, conf_dir / "nvidia-wheels.conf"
+
+
+GPU_LIBRARIES = {
+    "cublas": ["libcublas.so.12", "libcublasLt.so.12"], "cudnn": ["libcudnn.so.9"],
+    "cusolver": ["libcusolver.so.11"], "nvjitlink": ["libnvJitLink.so.12"],
+    "curand": ["libcurand.so.10"], "cuda_nvrtc": ["libnvrtc.so.12"],
+}
+
+
+def test_linker_registration_covers_every_nvidia_lib_directory_by_glob(tmp_path):
+    step = ldconfig_step()
+    assert '"${site}"/nvidia/*/lib' in step and "/etc/ld.so.conf.d/" in step
+    # A directory no list could know about is registered too: the glob finds it.
+    dirs = GPU_LIBRARIES | {"some_future_wheel": ["libfuture.so.1"]}
+    result, conf = run_ldconfig_step(tmp_path, "gpu", dirs)
+    assert result.returncode == 0, result.stderr
+    site = tmp_path / "site-packages"
+    assert sorted(conf.read_text().split()) == sorted(str(site / "nvidia" / name / "lib") for name in dirs)
+
+
+@pytest.mark.parametrize("missing", ["cusolver", "nvjitlink", "curand", "cuda_nvrtc"])
+def test_gpu_build_fails_when_a_library_tf_runpath_omits_is_not_registered(tmp_path, missing):
+    result, _ = run_ldconfig_step(tmp_path, "gpu", {k: v for k, v in GPU_LIBRARIES.items() if k != missing})
+    assert result.returncode != 0
+    assert "is not in the linker cache" in result.stderr
+
+
+def test_cpu_build_registers_nothing_and_passes(tmp_path):
+    result, conf = run_ldconfig_step(tmp_path, "cpu", {})
+    assert result.returncode == 0, result.stderr
+    assert conf.read_text() == ""
 
 
 def test_runtime_environment():
@@ -174,6 +261,7 @@ def test_make_image_tag_is_the_image_the_chart_pulls_by_default():
 def test_dockerignore_lets_in_exactly_what_the_build_copies():
     allowed = {line[1:].rstrip("/") for line in (REPO_ROOT / ".dockerignore").read_text().splitlines()
                if line.startswith("!")}
-    copied = {Path(source).as_posix().rstrip("/") for source in DOCKERFILE.copy_sources}
+    copied = {Path(source.replace("${VARIANT}", variant)).as_posix().rstrip("/")
+              for source in DOCKERFILE.copy_sources for variant in VARIANTS}
     assert copied == allowed
     assert PYPROJECT["project"]["readme"] in allowed  # setuptools reads it during `pip install`
