@@ -129,6 +129,10 @@ TEMPLATE_REFUSALS = {
                                  "workers.extraEnv[0].name=TF_CONFIG"),
     "tensorboard-without-shared-storage": (("tensorboard.enabled=true",),
                                            "tensorboard.enabled=true needs shared storage"),
+    # The image has no S3 file system (tensorflow-io has no TF 2.21 release): refused, not
+    # left to fail at the first checkpoint.
+    "object-store-s3": (("storage.type=objectStore", "storage.objectStore.uri=s3://bkt/runs"),
+                        "storage.objectStore.uri=s3://bkt/runs: the image cannot write s3://"),
 }
 
 

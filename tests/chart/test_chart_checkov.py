@@ -22,8 +22,8 @@ SECURITY_DOC = chartkit.REPO / "docs" / "security.md"
 SCANNED = {env: ([overlay_path(env)], ()) for env in OVERLAYS}
 SCANNED["all-on"] = ([ALL_ON], ())
 SCANNED["object-store"] = ([overlay_path("prod")], (
-    "storage.type=objectStore", "storage.objectStore.uri=s3://bucket/tfmw",
-    "storage.objectStore.existingSecret=s3-creds", "tensorboard.enabled=true",
+    "storage.type=objectStore", "storage.objectStore.uri=gs://bucket/tfmw",
+    "storage.objectStore.existingSecret=gcs-creds", "tensorboard.enabled=true",
     "scheduling.gang=coscheduling"))
 
 PRIVILEGED_POD = {

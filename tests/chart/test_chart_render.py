@@ -144,9 +144,13 @@ def test_image_digest_wins_over_tag(helm, render):
                                                  "image.tag=1.2.3", f"image.digest={digest}")))
     assert pinned["image"] == f"reg.example/tfmw@{digest}"
     local = worker_container(render(helm, sets=("image.repository=localhost:5000/ml__team/tf-mw",)))
-    assert local["image"] == "localhost:5000/ml__team/tf-mw:0.1.0"
+    assert local["image"] == "localhost:5000/ml__team/tf-mw:0.1.0-cpu"
+    # An empty tag: the variant `make image` tags for these workers (appVersion, -cpu without GPUs).
     default = worker_container(render(helm))
-    assert default["image"].endswith(":0.1.0")   # appVersion
+    assert default["image"].endswith(":0.1.0-cpu")   # workers.gpus defaults to 0
+    gpu = worker_container(render(helm, sets=("workers.gpus=1",)))
+    assert gpu["image"].endswith(":0.1.0")
+    assert worker_container(render(helm, sets=("workers.gpus=1", "image.tag=0.1.0-cpu")))["image"].endswith(":0.1.0-cpu")
 
 
 def test_scheduling_values_reach_the_pod(helm, render):

@@ -49,13 +49,13 @@ def test_created_claim_is_rwx_and_kept(helm, render):
 
 
 def test_object_store_uses_the_uri_and_a_secret_reference_only(helm, render):
-    objects = render(helm, sets=("storage.type=objectStore", "storage.objectStore.uri=s3://bkt/runs/",
-                                 "storage.objectStore.existingSecret=s3-creds"))
+    objects = render(helm, sets=("storage.type=objectStore", "storage.objectStore.uri=gs://bkt/runs/",
+                                 "storage.objectStore.existingSecret=gcs-creds"))
     spec = worker_spec(objects)
     container = spec["containers"][0]
     assert shared_volume(spec) is None
-    assert env_of(container)["TFMW_SHARED_DIR"]["value"] == "s3://bkt/runs"
-    assert container["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
+    assert env_of(container)["TFMW_SHARED_DIR"]["value"] == "gs://bkt/runs"
+    assert container["envFrom"] == [{"secretRef": {"name": "gcs-creds"}}]
     assert not find(objects, "Secret")          # the chart never holds the credentials
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scripts.image import VARIANTS, read_dockerfile
+from scripts.image import IMAGE_NAME, VARIANTS, read_dockerfile, variant_tag
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "tf-multiworker"
@@ -250,12 +250,22 @@ def test_no_healthcheck_and_oci_labels():
         assert f"org.opencontainers.image.{label}" in DOCKERFILE.labels
 
 
-def test_make_image_tag_is_the_image_the_chart_pulls_by_default():
+@pytest.mark.parametrize("overlay", [None] + OVERLAYS, ids=["chart-defaults"] + [p.name for p in OVERLAYS])
+def test_make_image_tag_is_the_image_the_chart_pulls_by_default(helm_path, overlay):
+    # With an empty image.tag the chart pulls what `make image VARIANT=...` tags: the GPU
+    # image for workers with GPUs, the CPU one (-cpu) for workers without.
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     values = yaml.safe_load((CHART / "values.yaml").read_text())
-    assert values["image"]["tag"] in ("", None)  # empty: the chart's appVersion
+    assert values["image"]["tag"] in ("", None)
     assert str(chart["appVersion"]) == PYPROJECT["project"]["version"]
-    assert values["image"]["repository"].rsplit("/", 1)[-1] == "tf-multiworker"
+    assert values["image"]["repository"].rsplit("/", 1)[-1] == IMAGE_NAME
+    statefulset = render_statefulset(helm_path, overlay)
+    overlay_values = yaml.safe_load(overlay.read_text()) if overlay else {}
+    if (overlay_values.get("image") or {}).get("tag") or (overlay_values.get("image") or {}).get("digest"):
+        pytest.skip("this overlay names its image explicitly")
+    gpus = (worker_container(statefulset).get("resources", {}).get("limits") or {}).get("nvidia.com/gpu", 0)
+    tag = variant_tag(PYPROJECT["project"]["version"], "gpu" if int(gpus) > 0 else "cpu")
+    assert worker_container(statefulset)["image"].rsplit(":", 1)[-1] == tag
 
 
 def test_dockerignore_lets_in_exactly_what_the_build_copies():

@@ -142,15 +142,18 @@ Usage: include "tf-multiworker.peerHost" (dict "root" $ "index" 0)
 {{- end }}
 
 {{/*
-Container image reference: the digest wins over the tag; the tag defaults to appVersion.
-Usage: include "tf-multiworker.image" .Values.image  (with .Chart in scope via dict)
+Container image reference: the digest wins over the tag. An empty tag means the image
+`make image` builds for these workers: `<appVersion>` (VARIANT=gpu) when workers.gpus > 0,
+`<appVersion>-cpu` (VARIANT=cpu, tensorflow-cpu) when workers.gpus is 0.
+Usage: include "tf-multiworker.image" (dict "image" .Values.image "appVersion" .Chart.AppVersion "gpus" .Values.workers.gpus)
 */}}
 {{- define "tf-multiworker.image" -}}
 {{- $image := .image }}
 {{- if $image.digest }}
 {{- printf "%s@%s" $image.repository $image.digest }}
 {{- else }}
-{{- printf "%s:%s" $image.repository (default .appVersion $image.tag) }}
+{{- $variantTag := ternary (printf "%s" .appVersion) (printf "%s-cpu" .appVersion) (gt (int .gpus) 0) }}
+{{- printf "%s:%s" $image.repository (default $variantTag $image.tag) }}
 {{- end }}
 {{- end }}
 
@@ -356,6 +359,9 @@ problem on a line of its own (rendered first thing by the StatefulSet, which is 
 {{- end }}
 {{- if and .Values.tensorboard.enabled (eq .Values.storage.type "emptyDir") }}
 {{- $problems = append $problems "tensorboard.enabled=true needs shared storage: set storage.type to existingClaim, createClaim or objectStore (an emptyDir is private to each worker)" }}
+{{- end }}
+{{- if and (eq .Values.storage.type "objectStore") (hasPrefix "s3://" (lower .Values.storage.objectStore.uri)) }}
+{{- $problems = append $problems (printf "storage.objectStore.uri=%s: the image cannot write s3:// (S3 left core TensorFlow in 2.6; tensorflow-io, its home, has no release for TF 2.21); use gs://, or a ReadWriteMany claim (storage.type=existingClaim or createClaim)" .Values.storage.objectStore.uri) }}
 {{- end }}
 {{- if not .Values.rbac.create }}
 {{- range $key := list "onSuccess" "onFailure" }}
