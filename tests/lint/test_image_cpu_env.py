@@ -9,6 +9,7 @@ gets a new venv. Needs CPython 3.11, the Python the lock is resolved for.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -17,6 +18,8 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -65,26 +68,29 @@ def lock_key() -> str:
 
 
 def cpu_env() -> Path:
-    """The venv for this lock: reused when cached, else built into a temporary dir and renamed."""
+    """The venv for this lock: reused when complete, else (re)built in place under a file lock.
+
+    Built where it stays (a venv's console scripts name their interpreter by absolute path, so
+    a venv cannot be moved); the `complete` stamp is written last, so a run interrupted
+    mid-install is rebuilt next time rather than trusted.
+    """
     venv = CACHE / f"cpu-{lock_key()}"
-    if (venv / "bin" / "python").is_file():
-        return venv
-    staging = CACHE / f".cpu-{lock_key()}.{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
+    stamp = venv / "complete"
     CACHE.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "venv", str(staging)], check=True, timeout=300)
-    install = subprocess.run(
-        [str(staging / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-cache-dir",
-         "--no-deps", "--require-hashes", "-r", str(LOCK)],
-        capture_output=True, text=True, timeout=INSTALL_TIMEOUT_SECONDS,
-    )
-    if install.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        pytest.fail(f"installing {LOCK.name} failed:\n{install.stderr[-3000:]}")
-    try:
-        staging.rename(venv)
-    except OSError:  # another run finished first: use its venv
-        shutil.rmtree(staging, ignore_errors=True)
+    with open(CACHE / f"cpu-{lock_key()}.lock", "w") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)  # a concurrent run waits for this build
+        if stamp.is_file():
+            return venv
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+        install = subprocess.run(
+            [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-cache-dir",
+             "--no-deps", "--require-hashes", "-r", str(LOCK)],
+            capture_output=True, text=True, timeout=INSTALL_TIMEOUT_SECONDS,
+        )
+        if install.returncode != 0:
+            pytest.fail(f"installing {LOCK.name} failed:\n{install.stderr[-3000:]}")
+        stamp.write_text(LOCK.name + "\n")
     return venv
 
 
@@ -133,3 +139,32 @@ def test_cpu_lock_environment_runs_one_mwms_step_across_two_workers(tmp_path):
     assert results[0]["kernel"] == results[1]["kernel"]
     assert results[0]["kernel"] != [1.0, 1.0]
     assert results[0]["loss"] == results[1]["loss"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the image lock is resolved for CPython 3.11")
+def test_cpu_lock_environment_serves_tensorboard_as_the_chart_starts_it(tmp_path):
+    # The chart's TensorBoard Deployment runs `tensorboard --logdir=... --bind_all`; TF 2.21
+    # no longer depends on tensorboard, so the lock must carry it and its command must serve.
+    tensorboard = cpu_env() / "bin" / "tensorboard"
+    port = free_ports(1)[0]
+    (tmp_path / "logs").mkdir()
+    server = subprocess.Popen(
+        [str(tensorboard), f"--logdir={tmp_path / 'logs'}", "--host=127.0.0.1", f"--port={port}"],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + STEP_TIMEOUT_SECONDS
+        while True:
+            assert server.poll() is None, server.stdout.read()[-3000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/logdir", timeout=5) as response:
+                    body = json.loads(response.read())
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "tensorboard did not answer"
+                time.sleep(0.5)
+        assert body == {"logdir": str(tmp_path / "logs")}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
