@@ -132,7 +132,9 @@ TEMPLATE_REFUSALS = {
     # The image has no S3 file system (tensorflow-io has no TF 2.21 release): refused, not
     # left to fail at the first checkpoint.
     "object-store-s3": (("storage.type=objectStore", "storage.objectStore.uri=s3://bkt/runs"),
-                        "storage.objectStore.uri=s3://bkt/runs: the image cannot write s3://"),
+                        "storage.objectStore.uri=s3://bkt/runs: the image's TensorFlow has no s3:// file system"),
+    "object-store-hdfs": (("storage.type=objectStore", "storage.objectStore.uri=hdfs://nn/runs"),
+                          "storage.objectStore.uri=hdfs://nn/runs: the image's TensorFlow has no hdfs:// file system"),
 }
 
 

@@ -168,3 +168,19 @@ def test_cpu_lock_environment_serves_tensorboard_as_the_chart_starts_it(tmp_path
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the image lock is resolved for CPython 3.11")
+def test_the_object_stores_the_chart_admits_are_the_ones_the_images_tensorflow_registers(tmp_path):
+    # The chart refuses s3:// and hdfs:// at render (templates/_helpers.tpl) because the
+    # image's TensorFlow has no such file system; if the lock ever gains one, revisit that.
+    result = subprocess.run(
+        [str(cpu_env() / "bin" / "python"), "-c",
+         "import json, tensorflow as tf; print(json.dumps(sorted(tf.io.gfile.get_registered_schemes())))"],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TF_CPP_MIN_LOG_LEVEL": "3"},
+        capture_output=True, text=True, timeout=STEP_TIMEOUT_SECONDS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    schemes = set(json.loads(result.stdout.strip().splitlines()[-1]))
+    assert {"file", "gs"} <= schemes
+    assert not {"s3", "hdfs"} & schemes

@@ -360,8 +360,10 @@ problem on a line of its own (rendered first thing by the StatefulSet, which is 
 {{- if and .Values.tensorboard.enabled (eq .Values.storage.type "emptyDir") }}
 {{- $problems = append $problems "tensorboard.enabled=true needs shared storage: set storage.type to existingClaim, createClaim or objectStore (an emptyDir is private to each worker)" }}
 {{- end }}
-{{- if and (eq .Values.storage.type "objectStore") (hasPrefix "s3://" (lower .Values.storage.objectStore.uri)) }}
-{{- $problems = append $problems (printf "storage.objectStore.uri=%s: the image cannot write s3:// (S3 left core TensorFlow in 2.6; tensorflow-io, its home, has no release for TF 2.21); use gs://, or a ReadWriteMany claim (storage.type=existingClaim or createClaim)" .Values.storage.objectStore.uri) }}
+{{- /* TF 2.21 registers only file, ram and gs file systems (docs/image.md): s3 and hdfs moved to tensorflow-io, which has no TF 2.21 release. */}}
+{{- $scheme := regexReplaceAll "://.*$" (lower .Values.storage.objectStore.uri) "" }}
+{{- if and (eq .Values.storage.type "objectStore") (has $scheme (list "s3" "hdfs")) }}
+{{- $problems = append $problems (printf "storage.objectStore.uri=%s: the image's TensorFlow has no %s:// file system (it moved to tensorflow-io, which has no release for TF 2.21); use gs://, or a ReadWriteMany claim (storage.type=existingClaim or createClaim)" .Values.storage.objectStore.uri $scheme) }}
 {{- end }}
 {{- if not .Values.rbac.create }}
 {{- range $key := list "onSuccess" "onFailure" }}
