@@ -18,6 +18,12 @@ PYTEST_ARGS ?=
 # make cluster: nodes to register (1-7) and nvidia.com/gpu capacity each advertises (no GPU is used).
 NODES ?=
 GPUS ?=
+# make image: gpu (tensorflow[and-cuda], tag <version>) or cpu (tensorflow-cpu, tag <version>-cpu);
+# IMAGE=registry/name (the variant's tag is added) or name:tag; PUSH=1 pushes after building;
+# BASE_DIGEST=sha256:... pins the Python base (read from the environment by scripts/image.py).
+VARIANT ?=
+IMAGE ?=
+PUSH ?=
 
 PYTHON_BOOTSTRAP ?= python3
 VENV := .venv
