@@ -131,3 +131,44 @@ def test_both_variants_pin_the_same_versions_of_what_they_share():
     assert {"tf-keras", "tensorboard", "numpy", "protobuf", "pyyaml", "jsonschema"} <= shared
     assert {name: (gpu[name][0], cpu[name][0]) for name in shared if gpu[name][0] != cpu[name][0]} == {}
     assert gpu["tensorflow"][0] == cpu["tensorflow-cpu"][0]
+
+
+def elf_runpath(path: Path) -> list[str]:
+    """DT_RUNPATH (or DT_RPATH) entries of a 64-bit little-endian ELF shared object."""
+    import struct
+
+    data = path.read_bytes()
+    assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1, f"{path}: not a 64-bit LE ELF"
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    dynamic = [s for s in sections if s[1] == 6]  # SHT_DYNAMIC
+    assert len(dynamic) == 1, path
+    _, _, _, _, offset, size, link, _, _, entsize = dynamic[0]
+    strtab_offset = sections[link][4]
+    paths = []
+    for pos in range(offset, offset + size, entsize):
+        tag, value = struct.unpack_from("<qQ", data, pos)
+        if tag in (15, 29):  # DT_RPATH, DT_RUNPATH
+            end = data.index(b"\0", strtab_offset + value)
+            paths += data[strtab_offset + value:end].decode().split(":")
+    return paths
+
+
+def test_the_nvidia_libraries_tf_runpath_omits_are_the_ones_the_image_build_checks():
+    # TF's RUNPATH reaches only some nvidia/*/lib directories; the Dockerfile registers all of
+    # them by glob and fails the build if a library from an omitted one is not in the cache.
+    framework = Path(importlib.metadata.distribution("tensorflow").locate_file("tensorflow/libtensorflow_framework.so.2"))
+    runpath_dirs = {m.group(1) for entry in elf_runpath(framework)
+                    for m in [re.search(r"/nvidia/([a-z0-9_]+)/lib$", entry)] if m}
+    assert {"cublas", "cudnn", "cufft", "cusparse"} <= runpath_dirs, runpath_dirs
+    # nvidia-cuda-nvrtc-cu12 installs site-packages/nvidia/cuda_nvrtc/, and so on.
+    wheel_dirs = {name.removeprefix("nvidia-").removesuffix("-cu12").replace("-", "_") for name in and_cuda_requirements()}
+    omitted = wheel_dirs - runpath_dirs - {"cuda_nvcc"}  # nvcc ships ptxas, a program, not a library
+    library = {"cusolver": "libcusolver.so", "nvjitlink": "libnvJitLink.so", "curand": "libcurand.so",
+               "cuda_nvrtc": "libnvrtc.so"}
+    assert omitted == set(library), omitted  # the four the issue names; a new one needs a check
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    checked = re.search(r"for lib in ([^;]+); do case", dockerfile)
+    assert checked, "the Dockerfile does not check the linker cache"
+    assert set(library.values()) <= set(checked.group(1).split())
