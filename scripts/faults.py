@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts import render
+from scripts.deploy_pods import find_kubectl
 from scripts.loglines import key_values, progress_step
 from scripts.local_run import DEFAULT_RUNS, base_env, choose_network
 from scripts.localrun.cluster import LocalCluster
@@ -242,7 +243,7 @@ class Kube:
 
     def __init__(self, kubeconfig: Path, kubectl: str | None = None, helm: str | None = None):
         self.kubeconfig = Path(kubeconfig)
-        self.kubectl_bin = render.find_tool("kubectl", kubectl, Path(render.REPO) / ".tools" / "bin" / "kubectl")
+        self.kubectl_bin = find_kubectl(kubectl)
         self.helm_bin = render.find_helm(helm)
         self.env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
 

@@ -29,10 +29,12 @@ from pathlib import Path
 
 from scripts.kube import pki
 from scripts.kube.api import Api, ApiError, Credentials
+from scripts.kube.build import read_pins
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_STATE = REPO / ".cluster"
-KUBERNETES_VERSION = "v1.35.4"
+# The release the pinned wrapper go.mod builds (scripts/kube/gomod): one place for the version.
+KUBERNETES_VERSION = read_pins().kubernetes
 CLUSTER_DOMAIN = "cluster.local"
 SLOTS = 16
 STORAGE_CLASS = "local-shared"
@@ -237,7 +239,7 @@ def link_exists(name: str) -> bool:
     return _ip("link", "show", name, check=False).returncode == 0
 
 
-def free_slot(directory: Path) -> int:
+def free_slot() -> int:
     for slot in range(SLOTS):
         if not link_exists(slot_network(slot)["bridge"]):
             return slot
@@ -454,7 +456,7 @@ def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, 
     started = time.monotonic()
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
-    slot = free_slot(directory)
+    slot = free_slot()
     net = slot_network(slot)
     names = node_names(nodes)
     state = ClusterState(directory=str(directory), slot=slot, address=net["address"],

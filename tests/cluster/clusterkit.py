@@ -2,6 +2,7 @@
 with the test cluster's kubeconfig, waiting on API state, per-test namespaces."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -32,8 +33,9 @@ class Cluster:
     def kubeconfig(self) -> Path:
         return self.state.kubeconfig
 
-    @property
+    @functools.cached_property
     def api(self) -> Api:
+        """The admin client, made once (its TLS context loads the certificates from disk)."""
         return self.state.api("admin")
 
     def env(self, **extra) -> dict:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import calendar
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -156,8 +158,6 @@ def test_a_killed_worker_is_restarted_in_place_and_the_run_succeeds(cluster, nam
     trainers = [pid for pid in descendants(container_pid)
                 if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:3] == [b"-m", b"entrypoint.training"]]
     assert trainers, "worker 1's training process"
-    import os
-    import signal
     os.kill(trainers[0], signal.SIGKILL)
     status = _wait_phase(cluster, namespace, "kill", "Succeeded", timeout=240)
     assert int(status["restarts"]) >= 1

@@ -126,7 +126,7 @@ class Node:
         ca = self.state.pki_dir
         self.server = kubelet_api.make_server(self.state.address, self.port, ca / f"node-{self.name}-serving.crt",
                                               ca / f"node-{self.name}-serving.key", ca / "ca.crt",
-                                              kubelet_api.LogSource(self.find_log))
+                                              self.find_log)
         kubelet_api.serve_in_background(self.server)
         log(f"[{self.name}] registered: capacity {json.dumps(self.capacity)}, kubelet API on "
             f"{self.state.address}:{self.port}, runAsUser {'applied' if self.ctx.run_as_ok else 'not applied (the interpreter is not reachable by other users: containers run as the agent user)'}")
@@ -157,9 +157,8 @@ class Node:
                 for c in pod.inits + pod.containers:
                     if c.name != container:
                         continue
+                    # Until a pending restart happens, the current instance is the one that exited.
                     n = c.record.restart_count - (1 if previous else 0)
-                    if c.pending_restart and not previous:
-                        n = c.record.restart_count  # the last instance until the restart happens
                     if n < 0:
                         return None
                     path = pod.log_file(c, n)
@@ -279,7 +278,7 @@ class Node:
         for pod in self.pods.values():
             if pod.net is not None:
                 text = pod.hosts_text(cluster_lines)
-                if text != getattr(pod, "hosts_written", None):
+                if text != pod.hosts_written:
                     pod.net.write_file("hosts", text)
                     pod.hosts_written = text
 

@@ -29,15 +29,12 @@ def tail_bytes(data: bytes, lines: int) -> bytes:
     return b"".join(parts[-lines:])
 
 
-class LogSource:
-    """What the server needs from the node agent: the log file of a container instance and
-    whether that instance is still running."""
-
-    def __init__(self, lookup: Callable[[str, str, str, bool], tuple[Path, Callable[[], bool]] | None]):
-        self.lookup = lookup
+# What the server needs from the node agent: (namespace, pod, container, previous) -> the log
+# file of that container instance and whether it is still running, or None.
+LogLookup = Callable[[str, str, str, bool], "tuple[Path, Callable[[], bool]] | None"]
 
 
-def make_server(address: str, port: int, cert: Path, key: Path, ca: Path, source: LogSource) -> ThreadingHTTPServer:
+def make_server(address: str, port: int, cert: Path, key: Path, ca: Path, lookup: LogLookup) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.0"   # the body ends when the connection closes (follow streams)
 
@@ -69,7 +66,7 @@ def make_server(address: str, port: int, cert: Path, key: Path, ca: Path, source
                 return self._send(404, f"not found: {url.path}")
             _, ns, pod, container = parts
             previous = query.get("previous") in ("true", "1")
-            found = source.lookup(ns, pod, container, previous)
+            found = lookup(ns, pod, container, previous)
             if found is None:
                 what = "previous terminated container" if previous else "container"
                 return self._send(404, f'{what} "{container}" in pod "{pod}" not found')

@@ -100,7 +100,6 @@ def rewrite_path(value: str, mounts: list[tuple[str, Path]]) -> str:
 class Container:
     spec: dict
     record: ContainerRecord
-    init: bool = False
     proc: subprocess.Popen | None = None
     started_mono: float = 0.0
     backoff: float = 0.0
@@ -129,7 +128,7 @@ class Pod:
         self.net: podnet.PodNetwork | None = None
         self.volume_dirs: dict[str, Path] = {}
         self.tokens: list[tuple[Path, dict, float]] = []   # (file, request, refresh_at)
-        self.inits = [Container(c, ContainerRecord(c["name"], c.get("image", "")), init=True)
+        self.inits = [Container(c, ContainerRecord(c["name"], c.get("image", "")))
                       for c in self.spec.get("initContainers") or []]
         self.containers = [Container(c, ContainerRecord(c["name"], c.get("image", "")))
                            for c in self.spec.get("containers") or []]
@@ -145,6 +144,7 @@ class Pod:
         self.finished = False     # every process gone after deletion: final delete pending
         self.events: list[tuple[str, str, str]] = []   # (type, reason, message) to post
         self.network_released = False   # finished: its address is still reported, not held
+        self.hosts_written = ""         # the hosts file as last written into its namespace
 
     # ---------------------------------------------------------------- setup
     def setup(self, hosts: str) -> None:
@@ -205,13 +205,13 @@ class Pod:
                 elif "configMap" in source:
                     src = source["configMap"]
                     self._write_items(local, self._configmap(src["name"], src.get("optional")),
-                                      src.get("items"), None, clear=False)
+                                      src.get("items"), None)
                 elif "secret" in source:
                     src = source["secret"]
                     self._write_items(local, self._secret(src["name"], src.get("optional")),
-                                      src.get("items"), None, clear=False)
+                                      src.get("items"), None)
                 elif "downwardAPI" in source:
-                    self._write_downward(local, source["downwardAPI"].get("items") or [], clear=False)
+                    self._write_downward(local, source["downwardAPI"].get("items") or [])
                 else:
                     raise PodSetupError("FailedMount", f"volume {name}: projected source "
                                         f"{sorted(source)} is not supported by the local node")
@@ -243,7 +243,7 @@ class Pod:
         return data
 
     @staticmethod
-    def _write_items(local: Path, data: dict, items: list | None, mode: int | None, clear: bool = True) -> None:
+    def _write_items(local: Path, data: dict, items: list | None, mode: int | None) -> None:
         local.mkdir(parents=True, exist_ok=True)
         chosen = [(i["key"], i["path"], i.get("mode")) for i in items] if items else \
             [(k, k, None) for k in data]
@@ -252,7 +252,7 @@ class Pod:
                 raise PodSetupError("FailedMount", f"key {key!r} not found")
             _write_file(local / rel, data[key], item_mode or mode or 0o644)
 
-    def _write_downward(self, local: Path, items: list, clear: bool = True) -> None:
+    def _write_downward(self, local: Path, items: list) -> None:
         local.mkdir(parents=True, exist_ok=True)
         for item in items:
             if "fieldRef" in item:
@@ -266,7 +266,6 @@ class Pod:
             _write_file(local / item["path"], value, item.get("mode") or 0o644)
 
     def _token(self, local: Path, source: dict) -> None:
-        sa = self.spec.get("serviceAccountName") or "default"
         expiration = int(source.get("expirationSeconds") or 3600)
         request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                    "spec": {"expirationSeconds": expiration,

@@ -35,8 +35,8 @@ class ContainerRecord:
 
 
 def terminated_state(exit_code: int, started: str | None, finished: str) -> dict:
-    reason = "Completed" if exit_code == 0 else ("OOMKilled" if exit_code == 137 and False else "Error")
-    state = {"exitCode": exit_code, "reason": reason, "finishedAt": finished}
+    state = {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
+             "finishedAt": finished}
     if started:
         state["startedAt"] = started
     if exit_code < 0:  # killed by a signal: report 128+n as a container runtime does
@@ -111,7 +111,6 @@ def pod_status(*, policy: str, records: list[ContainerRecord], init_records: lis
         "hostIPs": [{"ip": host_ip}],
         "startTime": start_time,
         "containerStatuses": [container_status(r) for r in records],
-        "qosClass": None,
     }
     if init_records:
         status["initContainerStatuses"] = [container_status(r) for r in init_records]
@@ -120,8 +119,7 @@ def pod_status(*, policy: str, records: list[ContainerRecord], init_records: lis
         status["podIPs"] = [{"ip": pod_ip}]
     if message:
         status["message"] = message
-    status.pop("qosClass")  # set by the API server at creation; never overwritten here
-    return status
+    return status  # no qosClass: the API server sets it at creation
 
 
 # ---------------------------------------------------------------- quantities (resourceFieldRef)
