@@ -252,3 +252,13 @@ def test_interpreter_reachability():
         assert interpreter_reachable_by_others(str(python)) is True
     finally:
         shutil.rmtree(root)
+
+
+def test_the_nodes_own_env_is_not_rewritten_into_a_tmp_volume(tmp_path):
+    """A checkout under /tmp: its PATH and PYTHONPATH must survive a pod that mounts /tmp."""
+    pod = _pod_for({}, False, tmp_path)
+    pod.ctx.base_env.update(PATH="/tmp/clone/.venv/bin:/usr/bin", PYTHONPATH="/tmp/clone")
+    container = {"env": [{"name": "SCRATCH", "value": "/tmp/x"}]}
+    env = pod.environment(container, [("/tmp", tmp_path / "tmpvol")])
+    assert env["PATH"] == "/tmp/clone/.venv/bin:/usr/bin" and env["PYTHONPATH"] == "/tmp/clone"
+    assert env["SCRATCH"] == str(tmp_path / "tmpvol" / "x") and env["TMPDIR"] == str(tmp_path / "tmpvol")

@@ -382,8 +382,12 @@ class Pod:
                 env[name] = value.decode() if isinstance(value, bytes) else value
             else:
                 env[name] = ""
+        # Only what the pod spec sets points into its volumes: the node's own values (PATH,
+        # PYTHONPATH naming this checkout, which may itself live under /tmp) are left alone.
+        own = dict(self.ctx.base_env)
         for key, value in list(env.items()):
-            env[key] = rewrite_path(value, mounts)
+            if key not in own or own[key] != value:
+                env[key] = rewrite_path(value, mounts)
         for mount_path, local in mounts:
             if mount_path == "/tmp":
                 env["TMPDIR"] = str(local)
