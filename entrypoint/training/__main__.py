@@ -43,7 +43,7 @@ def main(argv=None) -> int:
         return err.exit_code
     if args.check:
         import json
-        print(json.dumps(config, indent=2, sort_keys=True))
+        print(json.dumps(config, indent=2, sort_keys=True, allow_nan=False))  # validated: all finite
         return EXIT_DONE
 
     if not os.environ.get("TF_CONFIG"):
@@ -72,8 +72,11 @@ def main(argv=None) -> int:
         return exit_code_for(err)
     if outcome.stopped:
         return EXIT_SIGTERM
-    print(f"tfmw done steps={outcome.steps} final_loss={outcome.final_loss:.4f} "
-          f"examples_per_sec={outcome.examples_per_sec:.1f} model={outcome.model_path or '-'} "
+    # '-' where a value is unknown (examples_per_sec after a restart that only exported)
+    loss = "-" if outcome.final_loss is None else f"{outcome.final_loss:.4f}"
+    rate = "-" if outcome.examples_per_sec is None else f"{outcome.examples_per_sec:.1f}"
+    print(f"tfmw done steps={outcome.steps} final_loss={loss} "
+          f"examples_per_sec={rate} model={outcome.model_path or '-'} "
           f"weights_digest={outcome.weights_digest}", flush=True)
     return EXIT_DONE
 

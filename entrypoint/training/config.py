@@ -6,6 +6,7 @@ Every refusal is a ConfigError whose message is one line naming the key, e.g.
 from __future__ import annotations
 
 import copy
+import math
 import os
 from dataclasses import dataclass
 
@@ -15,7 +16,44 @@ import yaml
 # The launcher's ConfigError: a bad training config or environment is one line, exit code 2,
 # never retried, the same class on both sides of the launcher/trainer boundary.
 from ..errors import ConfigError  # noqa: F401 - imported from here by the trainer modules
+from . import schema as limits
 from .schema import BUILTIN_MODELS, DEFAULTS, MODEL_ARGS, SCHEMA
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key, line: int, first_line: int):
+        super().__init__(key)
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """yaml.safe_load that refuses a key given twice in one mapping (PyYAML keeps the last
+    one silently, so `steps: 100` further down would quietly win over `steps: 10`)."""
+
+
+def _construct_mapping(loader, node, deep=False):
+    if isinstance(node, yaml.MappingNode):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = loader.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise _DuplicateKey(key, line, seen[key])
+                seen[key] = line
+            except TypeError:  # an unhashable key: construct_mapping refuses it below
+                continue
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def parse_yaml(text: str):
+    """yaml.safe_load, refusing duplicate keys (raises _DuplicateKey)."""
+    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
 
 
 def load_file(path: str) -> dict:
@@ -26,7 +64,10 @@ def load_file(path: str) -> dict:
     except OSError as err:
         raise ConfigError(f"training config: cannot read {path}: {err.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        data = parse_yaml(text)
+    except _DuplicateKey as dup:
+        raise ConfigError(f"training config: {path} line {dup.line}: duplicate key {dup.key!r} (first on line "
+                          f"{dup.first_line}); keep only one") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -44,7 +85,10 @@ def apply_override(config: dict, assignment: str) -> dict:
     if not sep or not key:
         raise ConfigError(f"training config: --set {assignment!r}: expected key=value, e.g. steps=100")
     try:
-        value = yaml.safe_load(raw) if raw else ""
+        value = parse_yaml(raw) if raw else ""
+    except _DuplicateKey as dup:
+        raise ConfigError(f"training config: --set {key}: duplicate key {dup.key!r} in the value; "
+                          "keep only one") from None
     except yaml.YAMLError:
         value = raw
     out = copy.deepcopy(config)
@@ -60,8 +104,39 @@ def apply_override(config: dict, assignment: str) -> dict:
     return out
 
 
+def _is_integer(checker, instance) -> bool:
+    """An integer is an int: not 6.0 (JSON Schema's own rule accepts it) and not a boolean."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
+
+
 def _path_of(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path)
+
+
+def _default_of(path: list) -> str:
+    node = DEFAULTS
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return ""
+        node = node[part]
+    return f" (default: {'null' if node is None else node})"
+
+
+def _non_finite(node, path: list):
+    """The path and value of the first NaN or infinite number anywhere in the config."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return path, node
+    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, child in children:
+        found = _non_finite(child, [*path, key])
+        if found:
+            return found
+    return None
 
 
 def _describe(error: jsonschema.ValidationError) -> str:
@@ -76,8 +151,15 @@ def _describe(error: jsonschema.ValidationError) -> str:
         key = ".".join(filter(None, [path, missing[0] if missing else "?"]))
         why = " when data.source is files" if path == "data" else ""
         return f"{key}: is required{why}"
-    if error.validator == "anyOf" and path == "timeoutSeconds":
-        return f"timeoutSeconds: {error.instance!r} must be null (no timeout) or a number of seconds > 0"
+    if error.validator == "anyOf" and path in ("timeoutSeconds", "heartbeatTimeoutSeconds"):
+        meaning, low, high = (("no timeout", "> 0", limits.MAX_TIMEOUT_SECONDS) if path == "timeoutSeconds"
+                              else ("TensorFlow's default", ">= 1", limits.MAX_HEARTBEAT_TIMEOUT_SECONDS))
+        return f"{path}: {error.instance!r} must be null ({meaning}) or a number of seconds {low} and <= {high}"
+    if error.validator == "type" and error.validator_value == "integer" and isinstance(error.instance, (float, bool)):
+        return f"{path}: {error.instance!r} is not an integer; write a whole number without a decimal point"
+    if error.validator == "maximum":
+        return (f"{path}: {error.instance!r} is greater than the maximum of {error.validator_value} "
+                "(the documented limit, docs/training.md); use a smaller value")
     if error.validator == "anyOf" and path == "model.name":
         return (f"model.name: {error.instance!r} is neither a built-in model "
                 f"({', '.join(BUILTIN_MODELS)}) nor 'package.module:function'")
@@ -86,7 +168,12 @@ def _describe(error: jsonschema.ValidationError) -> str:
 
 def validate(config: dict) -> None:
     """Refuse a config that breaks the schema; the message names the first bad key."""
-    validator = jsonschema.Draft202012Validator(SCHEMA)
+    found = _non_finite(config, [])
+    if found:
+        where, value = found
+        key = ".".join(str(p) for p in where)
+        raise ConfigError(f"training config: {key}: {value} is not a finite number; set a finite value{_default_of(where)}")
+    validator = _Validator(SCHEMA)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), _path_of(e)))
     if errors:
         raise ConfigError(f"training config: {_describe(errors[0])}")
@@ -104,8 +191,9 @@ def _validate_model_args(model: dict) -> None:
         if key not in allowed:
             raise ConfigError(f"training config: model.args.{key}: unknown argument of model {name!r} "
                               f"(allowed: {', '.join(sorted(allowed))})")
-        if not isinstance(value, allowed[key]) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"training config: model.args.{key}: {value!r} must be a positive integer")
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= allowed[key]:
+            raise ConfigError(f"training config: model.args.{key}: {value!r} must be a positive integer "
+                              f"<= {allowed[key]}")
 
 
 def merge_defaults(config: dict, defaults: dict = DEFAULTS) -> dict:
@@ -125,7 +213,33 @@ def resolve(path: str | None, overrides: list[str]) -> dict:
     for assignment in overrides:
         config = apply_override(config, assignment)
     validate(config)
-    return merge_defaults(config)
+    effective = merge_defaults(config)
+    check_sizes(effective)
+    return effective
+
+
+def check_sizes(config: dict) -> None:
+    """Limits that depend on several keys at once (docs/training.md, "Limits"): memory the
+    synthetic data and one replica's input batch would take, as float32."""
+    data = config["data"]
+    if data["source"] != "synthetic":
+        return  # the shape of file data is known only once it is read (data.py checks it there)
+    synthetic = data["synthetic"]
+    shape = synthetic["inputShape"]
+    elements = math.prod(shape)
+    if elements > limits.MAX_EXAMPLE_ELEMENTS:
+        raise ConfigError(f"training config: data.synthetic.inputShape: {shape} is {elements} values per example, "
+                          f"more than the limit of {limits.MAX_EXAMPLE_ELEMENTS}; use a smaller shape")
+    batch = config["batchSizePerReplica"]
+    if batch * elements * 4 > limits.MAX_BATCH_BYTES:
+        raise ConfigError(f"training config: batchSizePerReplica: {batch} examples of shape {shape} are "
+                          f"{batch * elements * 4} bytes per replica batch, more than the limit of "
+                          f"{limits.MAX_BATCH_BYTES} (2 GiB); use a smaller batch or shape")
+    examples = synthetic["examples"]
+    if examples * elements * 4 > limits.MAX_SYNTHETIC_BYTES:
+        raise ConfigError(f"training config: data.synthetic.examples: {examples} examples of shape {shape} are "
+                          f"{examples * elements * 4} bytes, more than the limit of {limits.MAX_SYNTHETIC_BYTES} "
+                          "(4 GiB); use fewer examples or a smaller shape")
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,8 @@ def read_completed(run: RunDir) -> dict | None:
 
 
 def write_completed(run: RunDir, record: dict) -> None:
-    write_atomic(run.completed, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    """The COMPLETED marker: strict JSON (NaN or infinity raise ValueError; unknown values are null)."""
+    write_atomic(run.completed, json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 class Heartbeat:

@@ -10,8 +10,25 @@ BUILTIN_MODELS = ("cnn", "mlp", "resnet")
 # A user model is named "package.module:function".
 USER_MODEL_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"
 
+# Upper bounds (docs/training.md, "Limits"): far above any sensible run, low enough that an
+# absurd value (a typo, an extra zero, 1e9) is refused at once instead of exhausting memory
+# or overflowing deep inside TensorFlow. Every number must also be finite (config.py).
+MAX_BATCH_PER_REPLICA = 1_048_576           # 2**20 examples
+MAX_EXAMPLE_ELEMENTS = 16_777_216           # 2**24 values per example (64 MiB as float32)
+MAX_BATCH_BYTES = 2 * 1024**3               # one replica's float32 input batch: 2 GiB
+MAX_SYNTHETIC_BYTES = 4 * 1024**3           # the synthetic data set held in memory: 4 GiB
+MAX_CLASSES = 1_000_000
+MAX_LEARNING_RATE = 10.0                    # plain SGD/Adam diverge far below this
+MAX_TIMEOUT_SECONDS = 86_400                # one collective: a day
+MAX_HEARTBEAT_TIMEOUT_SECONDS = 3_600       # a silent peer unnoticed for an hour at most
+MAX_STEPS = 2**31 - 1
+MAX_SEED = 2**32 - 1                        # numpy's seed range
+
 _POSITIVE_INT = {"type": "integer", "minimum": 1}
-_SHAPE = {"type": "array", "items": _POSITIVE_INT, "minItems": 1, "maxItems": 4}
+_SHAPE = {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": MAX_EXAMPLE_ELEMENTS},
+          "minItems": 1, "maxItems": 4}
+_CLASSES = {"type": "integer", "minimum": 2, "maximum": MAX_CLASSES}
+_STEPS = {"type": "integer", "minimum": 1, "maximum": MAX_STEPS}
 
 SCHEMA: dict = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -39,39 +56,41 @@ SCHEMA: dict = {
                 "source": {"enum": ["synthetic", "files"]},
                 "path": {"type": "string", "minLength": 1},
                 "format": {"enum": ["npz", "tfrecord"]},
-                "numClasses": {"type": "integer", "minimum": 2},
-                "shuffleBuffer": {"type": "integer", "minimum": 0},
+                "numClasses": _CLASSES,
+                "shuffleBuffer": {"type": "integer", "minimum": 0, "maximum": MAX_BATCH_PER_REPLICA},
                 "synthetic": {
                     "type": "object",
                     "additionalProperties": False,
                     "properties": {
                         "examples": _POSITIVE_INT,
                         "inputShape": _SHAPE,
-                        "numClasses": {"type": "integer", "minimum": 2},
+                        "numClasses": _CLASSES,
                     },
                 },
             },
             "if": {"properties": {"source": {"const": "files"}}, "required": ["source"]},
             "then": {"required": ["path", "numClasses"]},
         },
-        "batchSizePerReplica": _POSITIVE_INT,
-        "steps": _POSITIVE_INT,
-        "epochs": _POSITIVE_INT,
-        "learningRate": {"type": "number", "exclusiveMinimum": 0},
+        "batchSizePerReplica": {"type": "integer", "minimum": 1, "maximum": MAX_BATCH_PER_REPLICA},
+        "steps": _STEPS,
+        "epochs": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
+        "learningRate": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_LEARNING_RATE},
         "optimizer": {"enum": ["sgd", "adam"]},
         "checkpoint": {
             "type": "object",
             "additionalProperties": False,
             "properties": {
-                "everySteps": _POSITIVE_INT,
-                "keep": _POSITIVE_INT,
+                "everySteps": _STEPS,
+                "keep": {"type": "integer", "minimum": 1, "maximum": 1000},
             },
         },
-        "logEverySteps": _POSITIVE_INT,
+        "logEverySteps": _STEPS,
         "collective": {"enum": ["auto", "ring", "nccl"]},
-        "timeoutSeconds": {"anyOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0}]},
-        "heartbeatTimeoutSeconds": {"anyOf": [{"type": "null"}, {"type": "number", "minimum": 1}]},
-        "seed": {"type": "integer", "minimum": 0},
+        "timeoutSeconds": {"anyOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0,
+                                                        "maximum": MAX_TIMEOUT_SECONDS}]},
+        "heartbeatTimeoutSeconds": {"anyOf": [{"type": "null"}, {"type": "number", "minimum": 1,
+                                                                 "maximum": MAX_HEARTBEAT_TIMEOUT_SECONDS}]},
+        "seed": {"type": "integer", "minimum": 0, "maximum": MAX_SEED},
         "tensorboard": {
             "type": "object",
             "additionalProperties": False,
@@ -107,9 +126,10 @@ DEFAULTS: dict = {
     "export": {"enabled": True},
 }
 
-# Arguments each built-in model accepts in model.args (checked before TensorFlow is imported).
+# Arguments each built-in model accepts in model.args, each a positive integer up to this
+# bound (checked before TensorFlow is imported; resnet doubles `width` per stage).
 MODEL_ARGS: dict = {
-    "cnn": {"filters": int, "hidden": int},
-    "mlp": {"hidden": int, "layers": int},
-    "resnet": {"width": int, "blocks": int, "stages": int},
+    "cnn": {"filters": 4096, "hidden": 65536},
+    "mlp": {"hidden": 65536, "layers": 100},
+    "resnet": {"width": 1024, "blocks": 64, "stages": 8},
 }

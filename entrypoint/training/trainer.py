@@ -25,7 +25,8 @@ from tensorflow.python.checkpoint import checkpoint_management  # noqa: E402
 
 from .config import Cluster, ConfigError, RunEnv  # noqa: E402
 from .data import build_input  # noqa: E402
-from .failures import TrainingError  # noqa: E402
+from . import checkpoints  # noqa: E402
+from .failures import TrainingError, is_retryable  # noqa: E402
 from .models import build_model  # noqa: E402
 from .rundir import Heartbeat, RunDir, is_uri, makedirs, write_completed  # noqa: E402
 
@@ -37,8 +38,8 @@ def log(line: str) -> None:
 @dataclass
 class Outcome:
     steps: int
-    final_loss: float
-    examples_per_sec: float
+    final_loss: float | None       # None: unknown
+    examples_per_sec: float | None  # None: nothing trained in this process
     model_path: str
     weights_digest: str
     stopped: bool  # True: the group agreed to stop (SIGTERM) before the last step
@@ -108,28 +109,73 @@ def weights_digest(model) -> str:
     return digest.hexdigest()
 
 
-def restore_latest(checkpoint: tf.train.Checkpoint, directory: str) -> int:
-    """Restore the newest complete checkpoint in the chief's directory; returns its step (0: none).
+@dataclass
+class Restored:
+    step: int          # 0: nothing restored
+    path: str          # the checkpoint restored ('' if none)
+    kept: list         # the checkpoints the state file now names, oldest first (the writer's list)
 
-    CheckpointManager writes a checkpoint's files first and only then (atomically) rewrites the
-    `checkpoint` state file, so only complete checkpoints are listed. Should the newest listed
-    one still be unreadable, the previous one is tried; every worker reads the same files and
-    so makes the same choice.
+
+def _read_text(path: str) -> str | None:
+    try:
+        if not tf.io.gfile.exists(path):
+            return None
+        with tf.io.gfile.GFile(path, "r") as f:
+            return f.read()
+    except (tf.errors.OpError, UnicodeDecodeError):
+        return "\x00unreadable"  # present but unreadable: parse_state calls it unparsable
+
+
+def restore_latest(checkpoint: tf.train.Checkpoint, directory: str, is_chief: bool) -> Restored:
+    """Restore the newest intact checkpoint in the chief's directory (docs/training.md, "Recovery").
+
+    Normally the `checkpoint` state file decides: CheckpointWriter names a checkpoint there
+    (atomic rename) only after its files are complete. When the state file is missing, empty,
+    unparsable or names a checkpoint that is missing or does not restore, every complete
+    ckpt-<N> in the directory is tried, newest first; one `tfmw recovered` line says what was
+    wrong and which checkpoint was used, and the chief rewrites the state file to name it.
+    Every worker reads the same files and so makes the same choice (checked by the caller).
+    Complete checkpoints none of which restores are a permanent error, never a silent restart
+    from step 0.
     """
-    state = tf.train.get_checkpoint_state(directory)
-    if state is None:
-        return 0
-    candidates = list(reversed(state.all_model_checkpoint_paths)) or [state.model_checkpoint_path]
-    for path in candidates:
-        if not tf.io.gfile.exists(path + ".index"):
-            continue
+    def listdir(path):
+        try:
+            return tf.io.gfile.listdir(path)
+        except tf.errors.NotFoundError:
+            return []
+
+    plan = checkpoints.plan(directory, listdir, _read_text)
+    problem = plan.state_problem()
+    failed: list[str] = []
+    for path in plan.candidates():
         try:
             checkpoint.restore(path).expect_partial()
-        except (tf.errors.OpError, ValueError, IndexError) as err:  # IndexError: truncated data file
+        except (tf.errors.OpError, ValueError, IndexError, AssertionError) as err:
+            # IndexError: a truncated data file; ValueError/AssertionError: not this model's checkpoint
+            if is_retryable(err):
+                raise
             log(f"tfmw warning checkpoint={path} unreadable ({type(err).__name__}); trying an older one")
+            failed.append(path)
+            problem = problem or (f"state file names {os.path.basename(path)}, which does not restore "
+                                  f"({type(err).__name__})")
             continue
-        return int(checkpoint.step.numpy())
-    return 0
+        step = int(checkpoint.step.numpy())
+        kept = plan.kept_until(path, failed)
+        if problem:
+            log(f"tfmw recovered checkpoint={path} step={step} reason=\"{problem}\"")
+            if is_chief:
+                # Atomic (write-then-rename), relative paths: the next start follows it directly.
+                checkpoint_management.update_checkpoint_state_internal(
+                    directory, path, all_model_checkpoint_paths=kept, save_relative_paths=True)
+        return Restored(step, path, kept)
+    if failed:
+        raise TrainingError(f"checkpoint: none of the {len(failed)} complete checkpoints in {directory} restores "
+                            f"(newest {os.path.basename(failed[0])}); a checkpoint of another model or config? "
+                            "Use a new training.runId, or move the checkpoints away to start from step 0")
+    if plan.state.problem != "is missing":
+        # A state file without any complete checkpoint: nothing to lose, but say so.
+        log(f"tfmw recovered checkpoint=- step=0 reason=\"{problem}; no complete checkpoint in {directory}\"")
+    return Restored(0, "", [])
 
 
 class CheckpointWriter:
@@ -147,14 +193,14 @@ class CheckpointWriter:
     # publishing it, so a fault test can kill the chief mid-write on purpose, not by luck.
     PAUSE_ENV = "TFMW_FAULT_CHECKPOINT_PAUSE_SECONDS"
 
-    def __init__(self, checkpoint, run: RunDir, cluster: Cluster, keep: int):
+    def __init__(self, checkpoint, run: RunDir, cluster: Cluster, keep: int, kept: list):
         self.cluster = cluster
         self.checkpoint = checkpoint
         self.scratch = None if cluster.is_chief else tempfile.mkdtemp(prefix="tfmw-ckpt-")
         self.directory = run.checkpoints if cluster.is_chief else self.scratch
         self.keep = keep if cluster.is_chief else 1
-        state = tf.train.get_checkpoint_state(self.directory)
-        self.kept = list(state.all_model_checkpoint_paths) if state else []
+        # The chief continues the list the restore left in the state file; the others start afresh.
+        self.kept = list(kept) if cluster.is_chief else []
         self.pause = float(os.environ.get(self.PAUSE_ENV) or 0)
 
     def save(self, step: int) -> str:
@@ -206,16 +252,25 @@ def export_model(model, run: RunDir, cluster: Cluster) -> str:
     return target
 
 
-def require_finite(losses, step: int) -> float:
-    """The mean of a window of losses; a NaN or infinite one is a permanent failure (exit 4):
-    training diverged, and a restart from the last checkpoint would diverge again. Checked
-    before any checkpoint holds the step, so no checkpoint ever stores diverged weights."""
-    values = [float(v) for v in losses]
-    bad = next((v for v in values if not math.isfinite(v)), None)
-    if bad is not None:
-        raise TrainingError(f"loss is {bad} at or before step {step}: training diverged; lower "
-                            "training.config.learningRate or check the data")
-    return float(np.mean(values)) if values else float("nan")
+def diverged(what: str, value, step: int) -> TrainingError:
+    """A NaN or infinite loss or weight is a permanent failure (exit 4): training diverged, and
+    a restart from the last checkpoint would diverge again."""
+    return TrainingError(f"{what} is {value} at or before step {step}: training diverged; lower "
+                         "training.config.learningRate or check the data")
+
+
+def weights_finite(model, optimizer) -> bool:
+    """Every float variable of the model (weights, BatchNorm statistics) and the optimizer is
+    finite. Eager, at checkpoint boundaries and before the export only (one host read)."""
+    optimizer_vars = optimizer.variables
+    variables = list(model.variables) + list(optimizer_vars() if callable(optimizer_vars) else optimizer_vars)
+    checks = [tf.reduce_all(tf.math.is_finite(v)) for v in variables if v.dtype.is_floating]
+    return bool(tf.reduce_all(tf.stack(checks)).numpy()) if checks else True
+
+
+def finite_or_none(value):
+    """A float for a JSON record, or None (JSON null) where it is unknown or not finite."""
+    return value if value is not None and math.isfinite(value) else None
 
 
 def steps_for_epochs(epochs: int, total_examples: int, global_batch: int) -> int:
@@ -238,10 +293,11 @@ class Throughput:
             self.examples += examples
             self.seconds += seconds
 
-    def rate(self) -> float:
+    def rate(self) -> float | None:
+        """None: nothing was trained (a restart at the last step only exports)."""
         if self.seconds > 0:
             return self.examples / self.seconds
-        return self.warmup_examples / self.warmup_seconds if self.warmup_seconds > 0 else 0.0
+        return self.warmup_examples / self.warmup_seconds if self.warmup_seconds > 0 else None
 
 
 class StopAgreement:
@@ -256,6 +312,11 @@ class StopAgreement:
             per_replica = strategy.run(lambda: tf.identity(flag))
             return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
         self._agree = agree
+
+    def flags(self, wants_stop: bool, bad: bool) -> tuple[bool, bool]:
+        """(any worker wants to stop, any worker found non-finite values): one all-reduce."""
+        total = self._agree(tf.constant([1.0 if wants_stop else 0.0, 1.0 if bad else 0.0])).numpy()
+        return bool(total[0] > 0.5), bool(total[1] > 0.5)
 
     def any_wants_stop(self, wants_stop: bool) -> bool:
         return bool(self._agree(tf.constant(1.0 if wants_stop else 0.0)).numpy() > 0.5)
@@ -292,9 +353,17 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
     with strategy.scope():
         model = build_model(config["model"]["name"], spec.input_shape, spec.num_classes, config["model"]["args"])
         optimizer = make_optimizer(config)
+        # `loss`: the mean loss of the latest window when the checkpoint was written, so a
+        # restart at the last step (a crash before the export) still records a final loss.
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
-                                         step=tf.Variable(0, dtype=tf.int64, trainable=False))
-    start_step = restore_latest(checkpoint, run.checkpoints)
+                                         step=tf.Variable(0, dtype=tf.int64, trainable=False),
+                                         loss=tf.Variable(float("nan"), dtype=tf.float32, trainable=False))
+    restored = restore_latest(checkpoint, run.checkpoints, cluster.is_chief)
+    start_step = restored.step
+    # The sum of the (all-reduced) losses since the last log line, kept on the device: a NaN or
+    # infinite loss at any step makes it non-finite, and it is read only at log and checkpoint
+    # boundaries (no host sync per step).
+    loss_sum = tf.Variable(0.0, dtype=tf.float64, trainable=False)
     agreement = StopAgreement(strategy)
     total = config["steps"]
     if config.get("epochs"):
@@ -324,9 +393,34 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
             optimizer.apply_gradients(zip(grads, model.trainable_variables))
             return loss
         x, y = next(it)
+        loss = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(step_fn, args=(x, y)), axis=None)
+        loss_sum.assign_add(tf.cast(loss, tf.float64))
+
+    @tf.function
+    def eval_step(it):
+        def step_fn(x, y):
+            logits = model(x, training=False)
+            return tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
+        x, y = next(it)
         return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(step_fn, args=(x, y)), axis=None)
 
-    writer = CheckpointWriter(checkpoint, run, cluster, config["checkpoint"]["keep"])
+    def check_finite(step: int, wants_stop: bool = False) -> bool:
+        """Group-wide, before anything stores the weights: no non-finite loss since the last
+        check, no non-finite weight. Returns whether any worker wants to stop (SIGTERM)."""
+        pending = float(loss_sum.numpy())
+        bad = None
+        if not math.isfinite(pending):
+            bad = diverged("loss", pending, step)
+        elif not weights_finite(model, optimizer):
+            bad = TrainingError(f"weights are not finite (NaN or infinite) after step {step}: training "
+                                "diverged; lower training.config.learningRate or check the data")
+        stop, any_bad = agreement.flags(wants_stop, bad is not None)
+        if any_bad:  # every worker fails together, none goes on to save or export
+            raise bad or TrainingError(f"another worker found a non-finite loss or weights at step {step}: "
+                                       "training diverged; lower training.config.learningRate or check the data")
+        return stop
+
+    writer = CheckpointWriter(checkpoint, run, cluster, config["checkpoint"]["keep"], restored.kept)
     if not agreement.same_everywhere(start_step):
         # Workers would run different numbers of steps and deadlock in a collective.
         raise ConfigError(f"shared storage: workers restored different checkpoints (this worker: step "
@@ -340,12 +434,11 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
     per_worker_batch = global_batch // cluster.num_workers
 
     step = start_step
-    window_losses: list = []
     window_start = time.monotonic()
     window_first = step
     paused = 0.0
     started = time.monotonic()
-    final_loss = float("nan")
+    final_loss = None
     throughput = 0.0
     steady = Throughput()
     stopped = False
@@ -353,11 +446,15 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
     stop_requested.training_started()
     try:
         while step < total:
-            window_losses.append(train_step(iterator))
+            train_step(iterator)
             step += 1
             heartbeat.beat(step)
             if step % every_log == 0 or step == total:
-                final_loss = require_finite(window_losses, step)
+                window_sum = float(loss_sum.numpy())
+                if not math.isfinite(window_sum):
+                    raise diverged("loss", window_sum, step)
+                final_loss = window_sum / (step - window_first)
+                loss_sum.assign(0.0)
                 elapsed = max(time.monotonic() - window_start - paused, 1e-9)
                 throughput = (step - window_first) * global_batch / elapsed
                 steady.add((step - window_first) * global_batch, elapsed, warmup=window_first == start_step)
@@ -367,11 +464,15 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
                 with summaries.as_default(step=step):
                     write_scalar("loss", final_loss)
                     write_scalar("examples_per_sec", throughput)
-                window_losses, window_start, window_first, paused = [], time.monotonic(), step, 0.0
+                window_start, window_first, paused = time.monotonic(), step, 0.0
             if step % every_ckpt == 0 or step == total:
-                require_finite(window_losses, step)  # the steps not logged yet: never save a diverged model
-                # One group-wide decision per boundary: every worker saves, then all stop or all go on.
-                stop = agreement.any_wants_stop(stop_requested()) if step < total else False
+                # One group-wide decision per boundary, before the save: a non-finite loss (also
+                # of the steps not logged yet) or weight fails every worker; otherwise every
+                # worker saves, then all stop or all go on.
+                stop = check_finite(step, stop_requested() if step < total else False)
+                pending = float(loss_sum.numpy())
+                recent = pending / (step - window_first) if step > window_first else final_loss
+                checkpoint.loss.assign(float("nan") if recent is None else recent)
                 save_started = time.monotonic()
                 writer.save(step)
                 paused += time.monotonic() - save_started  # checkpoint time is not training throughput
@@ -388,6 +489,14 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
     if stopped:
         return Outcome(step, final_loss, steady.rate(), "", digest, stopped=True)
 
+    if step == start_step:
+        # Restarted at the last step (a crash between the last checkpoint and the export):
+        # nothing was trained here, so check the restored weights before exporting them, and
+        # take the final loss recorded in the checkpoint (an older checkpoint without one: the
+        # restored model's loss on one global batch).
+        check_finite(step)
+        recorded = float(checkpoint.loss.numpy())
+        final_loss = recorded if math.isfinite(recorded) else float(eval_step(iterator).numpy())
     model_path = export_model(model, run, cluster) if config["export"]["enabled"] else ""
     # Barrier: nobody leaves before every worker has exported; the chief (which hosts the
     # coordination service) exiting early makes the others' last TensorFlow calls fail.
@@ -395,8 +504,9 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
     seconds = time.monotonic() - started
     overall = steady.rate()
     if cluster.is_chief:
-        write_completed(run, {"runId": env.run_id, "steps": step, "finalLoss": final_loss, "model": model_path,
-                              "seconds": round(seconds, 3), "examplesPerSec": round(overall, 1),
+        write_completed(run, {"runId": env.run_id, "steps": step, "finalLoss": finite_or_none(final_loss),
+                              "model": model_path, "seconds": round(seconds, 3),
+                              "examplesPerSec": None if overall is None else round(overall, 1),
                               "weightsDigest": digest, "workers": cluster.num_workers,
                               "finishedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    return Outcome(step, final_loss, overall, model_path, digest, stopped=False)
+    return Outcome(step, finite_or_none(final_loss), overall, model_path, digest, stopped=False)

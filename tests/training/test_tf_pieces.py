@@ -96,14 +96,14 @@ def test_restore_skips_a_listed_checkpoint_whose_files_are_broken(tmp_path):
     data = tmp_path / "ckpt-20.data-00000-of-00001"
     data.write_bytes(data.read_bytes()[:3])
     v.assign(-1.0)
-    assert restore_latest(ckpt, str(tmp_path)) == 10
+    assert restore_latest(ckpt, str(tmp_path), is_chief=True).step == 10
     assert float(v.numpy()) == 10.0
 
 
 def test_restore_without_checkpoints_starts_at_zero(tmp_path):
     from entrypoint.training.trainer import restore_latest
     ckpt = tf.train.Checkpoint(step=tf.Variable(0, dtype=tf.int64))
-    assert restore_latest(ckpt, str(tmp_path)) == 0
+    assert restore_latest(ckpt, str(tmp_path), is_chief=True).step == 0
 
 
 def test_nccl_without_gpus_is_a_config_error():
