@@ -13,6 +13,7 @@ import jsonschema
 
 from .errors import ConfigError
 from .identity import PodIdentity
+from .lifecycle import one_line
 from .settings import LauncherSettings
 
 # Task types a platform may inject for MultiWorkerMirroredStrategy. "ps" is refused:
@@ -29,7 +30,9 @@ TF_CONFIG_SCHEMA = {
             "propertyNames": {"enum": list(_MWMS_TASK_TYPES)},
             "additionalProperties": {
                 "type": "array", "minItems": 1,
-                "items": {"type": "string", "pattern": r"^[^\s:]+:[0-9]{1,5}$"},
+                # \Z, not $ (which also matches before a trailing newline); the port's range
+                # is checked in parse_tf_config
+                "items": {"type": "string", "pattern": r"^[^\s:\x00-\x1f\x7f]+:[0-9]{1,5}\Z"},
             },
         },
         "task": {
@@ -84,19 +87,56 @@ def check_tf_config_size(encoded: str) -> None:
             "workers.replicas")
 
 
+def _unique_keys(pairs: list) -> dict:
+    """json object hook: a key given twice is ambiguous (json keeps the last one silently)."""
+    keys = [key for key, _ in pairs]
+    for key in keys:
+        if keys.count(key) > 1:
+            raise ConfigError(f"TF_CONFIG has the key {key!r} twice; give each key once")
+    return dict(pairs)
+
+
+def _check_members(config: dict) -> None:
+    """What the schema cannot say: ports in 1-65535, every task its own address, the task
+    index a JSON integer (TensorFlow's TFConfigClusterResolver takes int(index), so `1.0`,
+    `true` or `"1"` would silently become task 1; the schema's "integer" admits 1.0)."""
+    seen: dict[str, str] = {}
+    for task_type, members in config["cluster"].items():
+        for i, address in enumerate(members):
+            where = f"TF_CONFIG['cluster'][{task_type!r}][{i}]"
+            port = int(address.rsplit(":", 1)[1])
+            if not 1 <= port <= 65535:
+                raise ConfigError(f"{where}={address!r}: port {port} is not a TCP port 1-65535")
+            if address in seen:
+                raise ConfigError(f"{where}={address!r} is also {seen[address]}: every task needs its own "
+                                  "host:port")
+            seen[address] = where
+    index = config["task"]["index"]
+    if type(index) is not int:  # noqa: E721 - bool is an int subclass, and refused too
+        raise ConfigError(f"TF_CONFIG['task']['index']={json.dumps(index)} must be a JSON integer "
+                          f"(0, 1, ...), not {type(index).__name__}")
+
+
 def parse_tf_config(raw: str) -> dict:
     """Validate a TF_CONFIG injected by a platform (TFJob, Volcano, Run:ai) and return it."""
     try:
-        config = json.loads(raw)
+        config = json.loads(raw, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as err:
         raise ConfigError(f"TF_CONFIG is not valid JSON ({err.msg} at char {err.pos}); "
                           "unset it to let the launcher derive it") from None
+    except RecursionError:
+        raise ConfigError("TF_CONFIG is nested too deeply to be a cluster spec; unset it to let the "
+                          "launcher derive it") from None
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(TF_CONFIG_SCHEMA).iter_errors(config))
     if error is not None:
         where = "TF_CONFIG" + "".join(f"[{p!r}]" if isinstance(p, str) else f"[{p}]"
                                       for p in error.absolute_path)
-        raise ConfigError(f"{where}: {error.message}")
+        if error.validator == "pattern" and list(error.absolute_path)[:1] == ["cluster"]:
+            raise ConfigError(f"{where}={error.instance!r} must be 'host:port' (a host without spaces, "
+                              "colons or control characters; a port 1-65535)")
+        raise ConfigError(f"{where}: {one_line(error.message, 300)}")
+    _check_members(config)
     task_type, index = config["task"]["type"], config["task"]["index"]
     members = config["cluster"].get(task_type)
     if members is None:

@@ -17,7 +17,10 @@ from typing import Mapping
 
 from .errors import ConfigError
 
-_INDEX_SUFFIX = re.compile(r"^(?P<prefix>.+)-(?P<index>0|[1-9][0-9]*)$")
+# \Z, not $ ("$" also matches before a trailing newline: "train-0\n" would be worker 0).
+_INDEX_SUFFIX = re.compile(r"^(?P<prefix>.+)-(?P<index>0|[1-9][0-9]*)\Z")
+# An Indexed Job pod's hostname is a DNS-1123 label: it becomes every peer's host name.
+_HOST_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 STATEFULSET, PRESET_TF_CONFIG, INDEXED_JOB = "statefulset", "preset-tf-config", "indexed-job"
 
@@ -78,6 +81,10 @@ def parse_indexed_hostname(hostname: str, completion_index: str, replicas: int) 
                           "(the Job controller sets it in completionMode: Indexed)")
     index = int(completion_index)
     host = hostname.split(".", 1)[0]
+    if not _HOST_LABEL.fullmatch(host):
+        raise ConfigError(
+            f"hostname {host!r} is not a DNS-1123 label; an Indexed Job pod's hostname is '<job>-<index>': "
+            "do not set spec.hostname (or HOSTNAME) in the pod template")
     match = _INDEX_SUFFIX.match(host)
     if not match or int(match.group("index")) != index:
         raise ConfigError(

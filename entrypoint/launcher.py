@@ -33,11 +33,13 @@ from .lifecycle import (FAILED_ALREADY, SUCCEEDED_ALREADY, Phase, Reason, RunSta
 from .peers import wait_for_peers
 from .settings import INDEXED_JOB_REQUIRED, POLICIES, LauncherSettings, load_settings
 from .status import StatusRecorder
-from .supervisor import Supervisor, SupervisorConfig, completed_detail, completed_marker
+from .supervisor import (MarkerUnreadable, Supervisor, SupervisorConfig, command_problem, completed_detail,
+                         completed_marker, marker_exists)
 from .tracker import RunTracker, _quote
 
 DEFAULT_TRAINING_COMMAND = ("python", "-m", "entrypoint.training")
 FLUSH_SECONDS = 30.0          # at the end: how long the status, Events and scale may take
+MARKER_RETRY_SECONDS = 60.0   # a user command finished: how long writing COMPLETED may be retried
 IDLE_RETRY_SECONDS = (10.0, 300.0)  # while idle: retry a failed terminal write / scale, backing off
 
 IDENTITY = {STATEFULSET: "statefulset", PRESET_TF_CONFIG: "preset", INDEXED_JOB: "indexed-job"}
@@ -90,7 +92,7 @@ class Launcher:
     def __init__(self, env: Mapping[str, str], command: Sequence[str], *,
                  log: Callable[[str], None] | None = None, hostname: str | None = None,
                  flush_seconds: float = FLUSH_SECONDS, idle_retry: tuple[float, float] = IDLE_RETRY_SECONDS,
-                 api_timeout: float = 5.0):
+                 api_timeout: float = 5.0, marker_retry_seconds: float = MARKER_RETRY_SECONDS):
         self.env = dict(env)
         self.command = list(command) or list(DEFAULT_TRAINING_COMMAND)
         self.log = log or (lambda line: print(line, flush=True))
@@ -98,6 +100,7 @@ class Launcher:
         self.flush_seconds = flush_seconds
         self.idle_retry = idle_retry
         self.api_timeout = api_timeout
+        self.marker_retry_seconds = marker_retry_seconds
         self.stopping = threading.Event()
         self.supervisor: Supervisor | None = None
 
@@ -138,8 +141,11 @@ class Launcher:
         launched = time.time()
         recorded = recorder.read()
         marker = completed_marker(run_dir)
-        plan = plan_start(recorded, run_id, settings.pod_revision, marker is not None and marker.exists(),
-                          rfc3339(launched))
+        try:
+            completed, unreadable = marker_exists(marker), None
+        except MarkerUnreadable as err:  # not known: never train (it may have finished), below
+            completed, unreadable = False, str(err)
+        plan = plan_start(recorded, run_id, settings.pod_revision, completed, rfc3339(launched))
         tracker = RunTracker(plan.state, recorder, is_chief=is_chief, worker_index=task["index"], log=self.log)
         self.log(f"tfmw launcher run={run_id} revision={settings.pod_revision or '-'}: {plan.why}")
         if plan.action == SUCCEEDED_ALREADY:
@@ -163,12 +169,24 @@ class Launcher:
                 raise _Failure(Reason.DEADLINE_EXCEEDED,
                                f"training.activeDeadlineSeconds={settings.active_deadline_seconds} passed "
                                f"(run started {plan.state.started_at}); not starting training")
+            if unreadable:
+                raise _Failure(Reason.BAD_CONFIG, unreadable)
+            child_env = dict(self.env, TF_CONFIG=encoded)
+            problem = command_problem(self.command, child_env)
+            if problem:  # before the peer wait: no retry makes a missing program appear
+                raise _Failure(Reason.BAD_CONFIG, problem)
+            try:
+                tmp = tempfile.gettempdir()
+            except OSError as err:  # FileNotFoundError: no writable TMPDIR, /tmp, /var/tmp or cwd
+                raise _Failure(Reason.BAD_CONFIG, f"no writable temporary directory for the heartbeat file "
+                               f"({err}); mount an emptyDir at /tmp") from None
             tracker.record_now(("Restarted", "Warning", f"worker {task['index']}'s pod restarted, resuming from "
                                 f"step {plan.state.last_checkpoint_step or 0}") if plan.resumed else None)
             self._wait_for_peers(hosts, settings, deadline)
-            heartbeat = Path(tempfile.gettempdir()) / f"tfmw-heartbeat-{os.getpid()}"
+            heartbeat = Path(tmp) / f"tfmw-heartbeat-{os.getpid()}"
             self.supervisor = Supervisor(SupervisorConfig(
-                command=self.command, env=dict(self.env, TF_CONFIG=encoded), run_dir=run_dir,
+                command=self.command, env=child_env, run_dir=run_dir,
+                marker_retry_seconds=self.marker_retry_seconds,
                 heartbeat_file=heartbeat, max_restarts=settings.max_restarts,
                 hang_timeout_seconds=settings.hang_timeout_seconds, is_chief=is_chief, log=self.log,
                 regroup=lambda: self._regroup(hosts, settings, deadline, tracker, recorder),

@@ -41,6 +41,10 @@ class Reason(str, Enum):
     RESTART_LIMIT = "RestartLimit"         # training.maxRestarts restarts without progress
     DEADLINE_EXCEEDED = "DeadlineExceeded" # training.activeDeadlineSeconds passed
     TRAINING_FAILED = "TrainingFailed"     # the trainer's permanent error (corrupt data, non-finite loss)
+    # training finished (exit 0) but the chief could not write COMPLETED (shared storage
+    # read-only, missing, full): not Succeeded (nothing would stop a restart training the run
+    # again), and not retried (retrying would train it again)
+    COMPLETION_NOT_RECORDED = "CompletionNotRecorded"
 
     def __str__(self) -> str:
         return self.value
@@ -56,10 +60,11 @@ EDGES: dict[tuple[Phase, Phase], tuple[Reason, ...]] = {
     (Phase.RUNNING, Phase.RESTARTING): (),
     (Phase.RUNNING, Phase.SUCCEEDED): (Reason.COMPLETED,),
     (Phase.RUNNING, Phase.FAILED): (Reason.BAD_CONFIG, Reason.TRAINING_FAILED, Reason.RESTART_LIMIT,
-                                    Reason.DEADLINE_EXCEEDED),
+                                    Reason.DEADLINE_EXCEEDED, Reason.COMPLETION_NOT_RECORDED),
     (Phase.RESTARTING, Phase.RUNNING): (),
     (Phase.RESTARTING, Phase.SUCCEEDED): (Reason.COMPLETED,),
-    (Phase.RESTARTING, Phase.FAILED): (Reason.PEERS_NOT_FOUND, Reason.DEADLINE_EXCEEDED),
+    # BadConfig: a restarted chief pod whose training command cannot be run (a new image)
+    (Phase.RESTARTING, Phase.FAILED): (Reason.BAD_CONFIG, Reason.PEERS_NOT_FOUND, Reason.DEADLINE_EXCEEDED),
 }
 
 # The launcher's exit code for a terminal reason, where a platform owns the lifecycle
@@ -71,6 +76,9 @@ EXIT_CODE = {
     Reason.TRAINING_FAILED: EXIT_TRAINING_FAILED,
     Reason.RESTART_LIMIT: EXIT_RETRIES_EXHAUSTED,
     Reason.DEADLINE_EXCEEDED: EXIT_DEADLINE_EXCEEDED,
+    # 4, a permanent training failure: a platform must not retry the pod (a retry trains the
+    # finished run again), and failure policies written for 2-6 already fail the job on it
+    Reason.COMPLETION_NOT_RECORDED: EXIT_TRAINING_FAILED,
 }
 
 # The Kubernetes Event (reason, type) a transition into a phase emits. Entering Running

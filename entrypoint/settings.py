@@ -12,11 +12,17 @@ import jsonschema
 
 from .errors import ConfigError
 
-_DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-_DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-_UINT = r"^(0|[1-9][0-9]*)$"
-_BOOL = r"^(0|1|true|false|yes|no)$"
-_LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+# Anchored with \Z, not $: jsonschema matches patterns with re.search, where "$" also matches
+# before a trailing newline, so "default\n" was a valid namespace and the peer host became
+# "...default\n.svc...". Every pattern here matches the whole value or nothing.
+_DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z"
+_DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z"
+_UINT = r"^(0|[1-9][0-9]*)\Z"
+_BOOL = r"^(0|1|true|false|yes|no)\Z"
+_LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z"
+# A path or URI: anything printable (a newline or other control character would silently
+# name another directory, so the run's checkpoints and COMPLETED marker would go astray).
+_NO_CONTROL = r"^[^\x00-\x1f\x7f]*\Z"
 POLICIES = ("scaleToZero", "idle")
 
 # Only the variables the launcher derives TF_CONFIG from are "required"; they are not
@@ -46,7 +52,8 @@ ENV_SCHEMA = {
         "TFMW_ACTIVE_DEADLINE_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 9},
         "TFMW_POD_REVISION": {"type": "string", "pattern": _LABEL_VALUE, "maxLength": 63},
         "TFMW_STATUS_CONFIGMAP": {"type": "string", "maxLength": 253, "pattern": _DNS1123_SUBDOMAIN},
-        "TFMW_API_DIR": {"type": "string", "pattern": r"^(/.*)?$", "maxLength": 4096},
+        "TFMW_API_DIR": {"type": "string", "pattern": r"^(/[^\x00-\x1f\x7f]*)?\Z", "maxLength": 4096},
+        "TFMW_SHARED_DIR": {"type": "string", "pattern": _NO_CONTROL, "maxLength": 4096},
         "JOB_COMPLETION_INDEX": {"type": "string", "pattern": _UINT, "maxLength": 6},
     },
 }
@@ -70,6 +77,7 @@ _WHAT = {
     "TFMW_POD_REVISION": "a label value (the pod's controller-revision-hash)",
     "TFMW_STATUS_CONFIGMAP": "a DNS-1123 name (the chart's status ConfigMap)",
     "TFMW_API_DIR": "an absolute path (the projected service-account token's directory)",
+    "TFMW_SHARED_DIR": "a path or object-store URI without control characters (storage.*)",
     "JOB_COMPLETION_INDEX": "a whole number (the Job controller sets it)",
 }
 
@@ -130,6 +138,12 @@ def load_settings(env: Mapping[str, str], need_derivation: bool = True,
     port = int(env.get("TFMW_PORT") or 2222)
     if not 1 <= port <= 65535:
         raise ConfigError(f"TFMW_PORT={env['TFMW_PORT']!r} must be {_WHAT['TFMW_PORT']}")
+    loopback_ports = _truthy(env.get("TFMW_LOOPBACK_PORTS", "0"))
+    if loopback_ports and replicas is not None and port + replicas - 1 > 65535:
+        # worker j listens on TFMW_PORT + j: the last one must still be a TCP port
+        raise ConfigError(
+            f"TFMW_PORT={port} with TFMW_LOOPBACK_PORTS=1 and TFMW_REPLICAS={replicas} needs ports up to "
+            f"{port + replicas - 1}, over 65535: set workers.port to at most {65536 - replicas}")
     return LauncherSettings(
         pod_name=env.get("TFMW_POD_NAME") or None,
         namespace=env.get("TFMW_NAMESPACE") or None,
@@ -141,7 +155,7 @@ def load_settings(env: Mapping[str, str], need_derivation: bool = True,
         peer_timeout_seconds=int(env.get("TFMW_PEER_TIMEOUT_SECONDS") or 600),
         run_id=env.get("TFMW_RUN_ID") or None,
         shared_dir=env.get("TFMW_SHARED_DIR") or None,
-        loopback_ports=_truthy(env.get("TFMW_LOOPBACK_PORTS", "0")),
+        loopback_ports=loopback_ports,
         max_restarts=int(env.get("TFMW_MAX_RESTARTS") or 20),
         hang_timeout_seconds=int(env.get("TFMW_HANG_TIMEOUT_SECONDS") or 0),
         on_success=env.get("TFMW_ON_SUCCESS") or "idle",

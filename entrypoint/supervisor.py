@@ -10,6 +10,7 @@ scale to 0, exit) is the launcher's business (entrypoint.launcher).
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -87,15 +88,77 @@ class SupervisorConfig:
     on_attempt: Callable[[int], None] = lambda attempt: None      # a training attempt starts
     on_restart: Callable[[str], None] = lambda cause: None        # it failed; restarting in place
     on_output: Callable[[str], None] = lambda line: None          # every line the command prints
+    # a user command finished but the chief cannot write COMPLETED (shared storage read-only,
+    # missing, full): retry this long, backing off, before failing (CompletionNotRecorded)
+    marker_retry_seconds: float = 60.0
 
 
 def completed_marker(run_dir: Path | None) -> Path | None:
     return Path(RunDir(str(run_dir)).completed) if run_dir else None
 
 
+class MarkerUnreadable(Exception):
+    """The COMPLETED marker's presence cannot be told (EACCES, EIO on the shared storage)."""
+
+
+def marker_exists(marker: Path | None) -> bool:
+    """Is the run's COMPLETED marker there? A path under a regular file, or a missing
+    directory, is "no"; an error that leaves it unknown (permission denied, I/O error) raises
+    MarkerUnreadable: training a run that may have finished would train it twice."""
+    if marker is None:
+        return False
+    try:
+        os.stat(marker)
+        return True
+    except OSError as err:
+        if err.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG):
+            return False
+        raise MarkerUnreadable(f"cannot tell whether {marker} exists ({err.strerror}); fix the shared "
+                               "storage (TFMW_SHARED_DIR, storage.*)") from None
+
+
+def command_problem(command: Sequence[str], env: dict, cwd: str | None = None) -> str | None:
+    """Why `command` cannot be started, as one line naming it and the fix; None if it can.
+
+    Checked before training (and the peer wait): a missing or non-executable program is a
+    values problem that no retry fixes. The lookup is execvpe's: a name without "/" is
+    searched on the child's PATH (`env`), as subprocess does."""
+    if not command or not command[0]:
+        return "training.command is empty: give the program to run (default: python -m entrypoint.training)"
+    program = command[0]
+    fix = "fix training.command (an absolute path in the image, or a program on the container's PATH)"
+    if "/" in program:
+        path = program if os.path.isabs(program) else os.path.join(cwd or os.getcwd(), program)
+        if not os.path.exists(path):
+            return f"training.command: {program!r} does not exist; {fix}"
+        if os.path.isdir(path):
+            return f"training.command: {program!r} is a directory, not a program; {fix}"
+        if not os.access(path, os.X_OK):
+            return (f"training.command: {program!r} is not executable; make it executable (chmod +x) or "
+                    "run it through its interpreter, e.g. [python, script.py]")
+        return None
+    search = os.get_exec_path(env)
+    for directory in search:
+        candidate = os.path.join(directory, program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return None
+    return f"training.command: {program!r} is not on PATH={os.pathsep.join(search)!r}; {fix}"
+
+
+def start_problem(command: Sequence[str], err: OSError) -> str:
+    """One line for a training command the kernel refused to start (ENOEXEC: a script
+    without a #! line; EACCES; ENOENT: a #! interpreter that does not exist)."""
+    program = command[0] if command else ""
+    hint = {errno.ENOEXEC: "a script needs a #! line, or run it through its interpreter",
+            errno.ENOENT: "the program, or the interpreter its #! line names, does not exist"}.get(
+        err.errno, "check that it is an executable file")
+    return (f"training.command: cannot start {program!r} ({err.strerror or err}); {hint}; fix "
+            "training.command")
+
+
 def completed_detail(marker: Path | None) -> str:
     """' steps=315 final_loss=0.12 model=/...' from the COMPLETED record ('' if none)."""
-    if marker is None or not marker.exists():
+    if marker is None:
         return ""
     try:
         record = json.loads(marker.read_text())
@@ -105,6 +168,10 @@ def completed_detail(marker: Path | None) -> str:
         return ""
     return "".join(f" {name}={record[key]}" for key, name in
                    (("steps", "steps"), ("finalLoss", "final_loss"), ("model", "model")) if key in record)
+
+
+class _StartRefused(Exception):
+    """The training command could not be started at all (one line: start_problem)."""
 
 
 @dataclass
@@ -151,7 +218,11 @@ class Supervisor:
         attempt = 0
         while not self._stop.is_set():
             marker = completed_marker(self.cfg.run_dir)
-            if marker is not None and marker.exists():
+            try:
+                done_before = marker_exists(marker)
+            except MarkerUnreadable as err:
+                return Ending(Phase.FAILED, Reason.BAD_CONFIG, str(err))
+            if done_before:
                 return Ending(Phase.SUCCEEDED, Reason.COMPLETED,
                               f"COMPLETED marker found:{completed_detail(marker) or ' the run finished'}")
             if self._deadline_passed():
@@ -160,7 +231,12 @@ class Supervisor:
             self.cfg.on_attempt(attempt)
             self.cfg.log(f"tfmw launcher starting training (attempt {attempt}): "
                          f"{' '.join(self.cfg.command)}")
-            result = self._run_once()
+            try:
+                result = self._run_once()
+            except _StartRefused as refused:  # no retry makes the kernel start it
+                message = str(refused)
+                self.cfg.log(f"tfmw launcher {message}; not retrying")
+                return Ending(Phase.FAILED, Reason.BAD_CONFIG, message)
             returncode = result.returncode
             if self._stop.is_set():
                 self.cfg.log(f"tfmw launcher stopped by signal; training exited with {returncode}")
@@ -169,12 +245,12 @@ class Supervisor:
             if outcome == DONE:
                 self.cfg.log("tfmw launcher training finished")
                 marker = completed_marker(self.cfg.run_dir)
-                if self.cfg.is_chief and marker is not None and not marker.exists():
+                if self.cfg.is_chief and marker is not None:
                     # A user command knows nothing of the marker: record completion for it,
                     # so a restarted pod of this run never trains again either.
-                    record = {"by": "launcher", "command": " ".join(self.cfg.command),
-                              "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-                    write_atomic(str(marker), json.dumps(record, indent=2, sort_keys=True) + "\n")
+                    failed = self._record_completion(marker)
+                    if failed is not None:
+                        return failed
                 return Ending(Phase.SUCCEEDED, Reason.COMPLETED,
                               f"training finished:{completed_detail(marker) or ' exit 0'}")
             if result.deadline_hit:
@@ -204,6 +280,40 @@ class Supervisor:
             self.cfg.regroup()
         return Ending(None, returncode=EXIT_SIGTERM)
 
+    def _record_completion(self, marker: Path) -> Ending | None:
+        """Write COMPLETED unless the trainer did; retry a failed write for
+        `marker_retry_seconds` (a storage hiccup), backing off. None: recorded. Else the run's
+        end, Failed (CompletionNotRecorded): Succeeded without a marker would let a restart
+        train the finished run again."""
+        started = time.monotonic()
+        delay, tries = 0.5, 0
+        while True:
+            tries += 1
+            try:
+                if marker_exists(marker):
+                    return None
+                record = {"by": "launcher", "command": " ".join(self.cfg.command),
+                          "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                write_atomic(str(marker), json.dumps(record, indent=2, sort_keys=True) + "\n")
+                return None
+            except (OSError, MarkerUnreadable) as err:
+                error = (f"{type(err).__name__}: {err.strerror}" if isinstance(err, OSError) and err.strerror
+                         else f"{type(err).__name__}: {err}")
+            left = self.cfg.marker_retry_seconds - (time.monotonic() - started)
+            if left <= 0 or self._stop.is_set():
+                message = (f"training finished but COMPLETED could not be written to {marker} after {tries} "
+                           f"tries ({error}); not retrying (that would train the run again): fix the shared "
+                           "storage (TFMW_SHARED_DIR, storage.*), then create that file (any JSON) or set a new "
+                           "training.runId")
+                self.cfg.log(f"tfmw launcher {message}")
+                return Ending(Phase.FAILED, Reason.COMPLETION_NOT_RECORDED, message)
+            if tries == 1:
+                self.cfg.log(f"tfmw launcher cannot write COMPLETED to {marker} ({error}); retrying for up "
+                             f"to {self.cfg.marker_retry_seconds:g}s")
+            if self._stop.wait(min(delay, left)):
+                continue  # stopped: one last try, then the failure above
+            delay = min(delay * 2, 10.0)
+
     def _until_deadline(self, delay: float) -> float:
         if self.cfg.deadline is None:
             return delay
@@ -214,9 +324,12 @@ class Supervisor:
         hb.unlink(missing_ok=True)
         env = dict(self.cfg.env, TFMW_HEARTBEAT_FILE=str(hb))
         self._last_line = self._last_error = ""
-        child = subprocess.Popen(
-            list(self.cfg.command), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True)  # own process group: a kill reaches every descendant
+        try:
+            child = subprocess.Popen(
+                list(self.cfg.command), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                start_new_session=True)  # own process group: a kill reaches every descendant
+        except OSError as err:
+            raise _StartRefused(start_problem(self.cfg.command, err)) from None
         self._child = child
         if self._stop.is_set():  # a SIGTERM between the check and the start: pass it on
             self.request_stop()

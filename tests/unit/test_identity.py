@@ -132,7 +132,8 @@ def test_example_fails_the_job_on_exactly_the_launchers_permanent_exit_codes():
     fail = [r for r in rules if r["action"] == "FailJob"]
     assert len(fail) == 1 and fail[0]["onExitCodes"]["operator"] == "In"
     assert fail[0]["onExitCodes"]["containerName"] == "worker"
-    assert sorted(fail[0]["onExitCodes"]["values"]) == sorted(c for c in EXIT_CODE.values() if c != 0)
+    values = fail[0]["onExitCodes"]["values"]  # one code may serve several reasons (4)
+    assert sorted(values) == sorted({c for c in EXIT_CODE.values() if c != 0})
 
 
 def test_example_pods_meet_the_restricted_pod_security_standard():
