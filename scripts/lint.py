@@ -268,6 +268,9 @@ def render_and_validate(layout: Layout, overlay: Overlay) -> tuple[Result, list[
             continue
         errors, custom = validation_problems(objects, kube)
         problems += errors
+        from scripts import pss   # the restricted profile, as make template/deploy/local check it
+        problems += [f"k8s {kube}: Pod Security Standards restricted: {v}"
+                     for v in pss.all_violations(pss.pod_templates(objects))]
         notes.update(custom)
         counts.append(len(objects))
     if problems:

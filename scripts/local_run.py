@@ -101,6 +101,8 @@ def main(argv=None) -> int:
     cluster = None
     try:
         rendered = render.prepare(args.env, args.sets, release=args.release, namespace=args.namespace)
+        for warning in rendered.warnings:
+            print(f"make local: {warning}", file=sys.stderr, flush=True)
         workload = find_workload(rendered.objects, args.namespace)
         run_dir = args.runs_dir / args.release
         run_id = workload.env_value("TFMW_RUN_ID") or "default"

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -115,11 +114,50 @@ def overlay_path(env: str, values_dir: Path = VALUES_DIR) -> Path:
     return path
 
 
+def _split_words(arg: str) -> list[str]:
+    """Split on whitespace outside quotes. Quotes group (and are removed) like a shell's, but
+    every backslash is kept with the character after it: helm's --set parser reads `\\,`,
+    `\\.`, `\\=` and `\\\\` itself, so they must reach it exactly as typed."""
+    words: list[str] = []
+    word: list[str] = []
+    in_word = False
+    quote = ""
+    chars = iter(arg)
+    for char in chars:
+        if char == "\\":
+            escaped = next(chars, None)
+            if escaped is None:
+                raise ToolError(f"bad --set '{arg}': it ends in a lone backslash (expected key=value ...)")
+            word += [char, escaped]
+            in_word = True
+        elif quote:
+            if char == quote:
+                quote = ""
+            else:
+                word.append(char)
+        elif char in "'\"":
+            quote, in_word = char, True
+        elif char.isspace():
+            if in_word:
+                words.append("".join(word))
+            word, in_word = [], False
+        else:
+            word.append(char)
+            in_word = True
+    if quote:
+        raise ToolError(f"bad --set '{arg}': no closing quotation ({quote}) (expected key=value ...)")
+    if in_word:
+        words.append("".join(word))
+    return words
+
+
 def split_sets(sets: str | Iterable[str] | None) -> list[str]:
     """`--set` items: each argument may hold several space-separated k=v items (make SET="a=1 b=2").
 
-    Shell-style quoting keeps spaces inside a value: SET="a='x y'". Commas keep helm's meaning
-    (several keys in one item; `\\,` is a literal comma).
+    Quotes keep spaces inside a value: SET="a='x y'". Backslashes reach helm untouched, so
+    helm's own escapes work as in `helm --set`: `a=x\\,y` is a literal comma,
+    `podLabels.example\\.com/team=ml` a dotted key. Commas keep helm's meaning (several keys
+    in one item).
     """
     if sets is None:
         return []
@@ -127,10 +165,7 @@ def split_sets(sets: str | Iterable[str] | None) -> list[str]:
         sets = [sets]
     items: list[str] = []
     for arg in sets:
-        try:
-            items.extend(shlex.split(arg, posix=True))
-        except ValueError as exc:
-            raise ToolError(f"bad --set '{arg}': {exc} (expected key=value ...)") from None
+        items.extend(_split_words(arg))
     for item in items:
         if "=" not in item:
             raise ToolError(
@@ -314,6 +349,7 @@ class Rendered:
     values: dict            # effective values the templates saw (validated against the schema)
     objects: list[dict]     # rendered Kubernetes objects (validated against kube_version)
     unchecked_kinds: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)   # one line each, for the operator
 
     def find(self, kind: str) -> list[dict]:
         return [o for o in self.objects if o.get("kind") == kind]
@@ -339,7 +375,26 @@ def prepare(env: str, sets: Iterable[str] | str | None = (), release: str = DEFA
     supplied = user_values([overlay], items, helm)
     objects = render_values(supplied, chart_dir, release, namespace, helm)
     unchecked = validate_manifests(objects, kube_version) if kube_version else []
-    return Rendered(env, overlay, items, supplied, effective, objects, unchecked)
+    warnings = check_pod_security(objects, effective)
+    return Rendered(env, overlay, items, supplied, effective, objects, unchecked, warnings)
+
+
+def check_pod_security(objects: Sequence[dict], values: dict) -> list[str]:
+    """Refuse (exit 2) a rendered pod that violates Pod Security Standards "restricted"
+    (scripts/pss.py), unless the values opt in with security.allowUnsafe=true: then the
+    violations come back as one warning line."""
+    from scripts import pss
+
+    violations = pss.all_violations(pss.pod_templates(objects))
+    if not violations:
+        return []
+    listed = "; ".join(violations[:6]) + (f"; and {len(violations) - 6} more" if len(violations) > 6 else "")
+    if ((values.get("security") or {}).get("allowUnsafe")) is True:
+        return [f"WARNING: security.allowUnsafe=true: {len(violations)} violation(s) of Pod Security "
+                f"Standards restricted rendered on purpose (a namespace enforcing it refuses these pods): {listed}"]
+    raise ToolError(f"rendered pods violate Pod Security Standards restricted: {listed}; restore the "
+                    "chart's securityContext defaults, or set security.allowUnsafe=true to run them "
+                    "on purpose (docs/security.md)")
 
 
 def render(env: str, sets: Iterable[str] | str | None = (), release: str = DEFAULT_RELEASE,

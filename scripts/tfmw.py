@@ -135,6 +135,8 @@ def _prepare(args) -> render.Rendered:
     unchecked = f" (not in the Kubernetes schema, checked by the cluster: " \
                 f"{', '.join(rendered.unchecked_kinds)})" if rendered.unchecked_kinds else ""
     say(f"rendered {len(rendered.objects)} objects, valid for Kubernetes {args.kube_version}{unchecked}")
+    for warning in rendered.warnings:
+        print(warning, file=sys.stderr, flush=True)
     return rendered
 
 

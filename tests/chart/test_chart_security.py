@@ -7,7 +7,7 @@ import copy
 import pytest
 
 import chartkit
-import pss
+from scripts import pss
 from chartkit import ALL_ON, OVERLAYS, RELEASE, find, one, overlay_path, pod_labels, pod_templates
 
 FULLNAME = f"{RELEASE}-tf-multiworker"

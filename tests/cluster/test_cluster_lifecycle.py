@@ -67,6 +67,7 @@ def test_restricted_namespace_refuses_a_weakened_pod(cluster):
     ns = new_namespace(cluster, "pss-weak", {"pod-security.kubernetes.io/enforce": "restricted"})
     try:
         proc = cluster.helm("upgrade", "--install", "weak", str(CHART), "-n", ns, *_sets(
+            "security.allowUnsafe=true",   # the chart itself refuses it otherwise
             "containerSecurityContext.allowPrivilegeEscalation=true"), check=False)
         assert proc.returncode == 0, proc.stderr   # the StatefulSet is accepted; its pods are not
         events = wait_for(lambda: [e for e in cluster.events(ns) if e.get("reason") == "FailedCreate"], 60,

@@ -137,7 +137,7 @@ def test_example_fails_the_job_on_exactly_the_launchers_permanent_exit_codes():
 
 
 def test_example_pods_meet_the_restricted_pod_security_standard():
-    spec = importlib.util.spec_from_file_location("pss", REPO / "tests" / "chart" / "pss.py")
+    spec = importlib.util.spec_from_file_location("pss", REPO / "scripts" / "pss.py")
     pss = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pss)
     pod = example()["Job"]["spec"]["template"]["spec"]

@@ -41,7 +41,7 @@ Chart label value.
 Labels every resource carries (pods take podLabels instead).
 */}}
 {{- define "tf-multiworker.labels" -}}
-helm.sh/chart: {{ include "tf-multiworker.chart" . }}
+helm.sh/chart: {{ include "tf-multiworker.chart" . | quote }}
 {{ include "tf-multiworker.podLabels" . }}
 {{- if .Chart.AppVersion }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
@@ -55,7 +55,7 @@ an upgrade that bumps only the chart restart every worker mid-training.
 */}}
 {{- define "tf-multiworker.podLabels" -}}
 {{ include "tf-multiworker.selectorLabels" . }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 app.kubernetes.io/part-of: tf-multiworker
 {{- end }}
 
@@ -64,8 +64,8 @@ Labels shared by every pod of the release (workers, TensorBoard, helm test pods)
 NetworkPolicy admits gRPC traffic from exactly these.
 */}}
 {{- define "tf-multiworker.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "tf-multiworker.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/name: {{ include "tf-multiworker.name" . | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 {{- end }}
 
 {{/*
@@ -207,7 +207,7 @@ like a TFMW_* prefix would otherwise inject look-alike variables), the restricte
 context.
 */}}
 {{- define "tf-multiworker.podCommon" -}}
-serviceAccountName: {{ include "tf-multiworker.serviceAccountName" . }}
+serviceAccountName: {{ include "tf-multiworker.serviceAccountName" . | quote }}
 automountServiceAccountToken: false
 enableServiceLinks: false
 {{- with .Values.podSecurityContext }}
@@ -228,7 +228,7 @@ Volumes and mounts of the writable directories in the read-only root filesystem.
 {{- define "tf-multiworker.writableMounts" -}}
 {{- range $i, $dir := .Values.writableDirs }}
 - name: writable-{{ $i }}
-  mountPath: {{ $dir }}
+  mountPath: {{ $dir | quote }}
 {{- end }}
 {{- end }}
 
@@ -248,20 +248,20 @@ The shared storage volume (absent for objectStore: TensorFlow writes to the URI 
 {{- else if eq $storage.type "existingClaim" }}
 - name: shared
   persistentVolumeClaim:
-    claimName: {{ $storage.existingClaim.claimName }}
+    claimName: {{ $storage.existingClaim.claimName | quote }}
 {{- else if eq $storage.type "createClaim" }}
 - name: shared
   persistentVolumeClaim:
-    claimName: {{ include "tf-multiworker.claimName" . }}
+    claimName: {{ include "tf-multiworker.claimName" . | quote }}
 {{- end }}
 {{- end }}
 {{- define "tf-multiworker.sharedMount" -}}
 {{- $storage := .Values.storage }}
 {{- if ne $storage.type "objectStore" }}
 - name: shared
-  mountPath: {{ $storage.mountPath }}
+  mountPath: {{ $storage.mountPath | quote }}
   {{- if and (eq $storage.type "existingClaim") $storage.existingClaim.subPath }}
-  subPath: {{ $storage.existingClaim.subPath }}
+  subPath: {{ $storage.existingClaim.subPath | quote }}
   {{- end }}
 {{- end }}
 {{- end }}
@@ -279,7 +279,7 @@ Object-store credentials: every key of the existing Secret as an env variable.
 {{- define "tf-multiworker.objectStoreEnvFrom" -}}
 {{- if and (eq .Values.storage.type "objectStore") .Values.storage.objectStore.existingSecret }}
 - secretRef:
-    name: {{ .Values.storage.objectStore.existingSecret }}
+    name: {{ .Values.storage.objectStore.existingSecret | quote }}
 {{- end }}
 {{- end }}
 
@@ -345,16 +345,76 @@ from the conventional serviceaccount directory, which stays empty (no automount)
 {{- end }}
 
 {{/*
+Mounts outside the chart's own volumes: the kubelet's per-container files. A user mount at
+one of these paths would collide with them.
+*/}}
+{{- define "tf-multiworker.kubeletMounts" -}}
+/etc/hosts /etc/hostname /etc/resolv.conf /dev/termination-log
+{{- end }}
+
+{{/*
 Every check of the values the schema cannot express, in one place: one `fail` listing each
 problem on a line of its own (rendered first thing by the StatefulSet, which is always there).
+Each line names the key and the fix.
 */}}
 {{- define "tf-multiworker.validateValues" -}}
 {{- $problems := list }}
-{{- /* Variables the chart or the entrypoint derives per pod: a user value would shadow them. */}}
+{{- $v := .Values }}
+{{- $workers := $v.workers }}
+{{- $gpus := int $workers.gpus }}
+{{- $replicas := int $workers.replicas }}
+{{- $apiAccess := include "tf-multiworker.apiAccess" . }}
+{{- /* The namespace is part of every worker's DNS name (TF_CONFIG). */}}
+{{- $ns := .Release.Namespace }}
+{{- if not (and (le (len $ns) 63) (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $ns)) }}
+{{- $problems = append $problems (printf "namespace %q is not a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters), and it is part of every worker's DNS name: install into another namespace (--namespace)" $ns) }}
+{{- end }}
+{{- /* Variables the chart or the entrypoint derives per pod: a user value would shadow them.
+       Names are compared case-insensitively; TFMW_* is reserved as a whole. */}}
 {{- $chartEnv := list "TFMW_POD_NAME" "TFMW_NAMESPACE" "TFMW_STATEFULSET" "TFMW_SERVICE" "TFMW_REPLICAS" "TFMW_PORT" "TFMW_CLUSTER_DOMAIN" "TFMW_PEER_TIMEOUT_SECONDS" "TFMW_MAX_RESTARTS" "TFMW_HANG_TIMEOUT_SECONDS" "TFMW_TRAINING_CONFIG" "TFMW_SHARED_DIR" "TFMW_RUN_ID" "TFMW_ON_SUCCESS" "TFMW_ON_FAILURE" "TFMW_ACTIVE_DEADLINE_SECONDS" "TFMW_POD_REVISION" "TFMW_API_DIR" "TFMW_STATUS_CONFIGMAP" "TF_CONFIG" }}
-{{- range $i, $env := .Values.workers.extraEnv }}
-{{- if has $env.name $chartEnv }}
-{{- $problems = append $problems (printf "workers.extraEnv[%d].name=%s: this variable is derived from values by the chart or the entrypoint (docs/contracts.md); set the matching value instead" $i $env.name) }}
+{{- $ncclEnv := list }}
+{{- if gt $gpus 0 }}
+{{- with $workers.nccl }}
+{{- if .debug }}{{ $ncclEnv = append $ncclEnv "NCCL_DEBUG" }}{{ end }}
+{{- if .socketIfname }}{{ $ncclEnv = append $ncclEnv "NCCL_SOCKET_IFNAME" }}{{ end }}
+{{- if .ibDisable }}{{ $ncclEnv = append $ncclEnv "NCCL_IB_DISABLE" }}{{ end }}
+{{- $ncclEnv = concat $ncclEnv (keys (default (dict) .extraEnv)) }}
+{{- end }}
+{{- end }}
+{{- $seenEnv := dict }}
+{{- range $i, $env := $workers.extraEnv }}
+{{- $name := toString $env.name }}
+{{- if has (upper $name) $chartEnv }}
+{{- $problems = append $problems (printf "workers.extraEnv[%d].name=%s: this variable is derived from values by the chart or the entrypoint (docs/contracts.md); set the matching value instead" $i $name) }}
+{{- else if hasPrefix "TFMW_" (upper $name) }}
+{{- $problems = append $problems (printf "workers.extraEnv[%d].name=%s: names starting with TFMW_ (any case) are reserved for the chart and the entrypoint (docs/contracts.md); rename the variable" $i $name) }}
+{{- else if has $name $ncclEnv }}
+{{- $problems = append $problems (printf "workers.extraEnv[%d].name=%s: the chart already sets it from workers.nccl; set it there only" $i $name) }}
+{{- end }}
+{{- if hasKey $seenEnv $name }}
+{{- $problems = append $problems (printf "workers.extraEnv[%d].name=%s: duplicate of workers.extraEnv[%v] (the later would silently win); keep one" $i $name (get $seenEnv $name)) }}
+{{- else }}
+{{- $_ := set $seenEnv $name $i }}
+{{- end }}
+{{- end }}
+{{- /* Labels the chart sets on the worker pods: a podLabels entry would move the pods out of
+       the StatefulSet's selector, the Service and the NetworkPolicy. */}}
+{{- $gang := $v.scheduling.gang }}
+{{- $chartLabels := list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/component" "app.kubernetes.io/managed-by" "app.kubernetes.io/part-of" "controller-revision-hash" "statefulset.kubernetes.io/pod-name" "apps.kubernetes.io/pod-index" }}
+{{- if eq $gang "coscheduling" }}{{ $chartLabels = append $chartLabels "scheduling.x-k8s.io/pod-group" }}{{ end }}
+{{- if eq $gang "kueue" }}{{ $chartLabels = concat $chartLabels (list "kueue.x-k8s.io/queue-name" "kueue.x-k8s.io/pod-group-name") }}{{ end }}
+{{- if eq $gang "runai" }}{{ $chartLabels = concat $chartLabels (list "project" "runai/queue") }}{{ end }}
+{{- range $key := keys (default (dict) $workers.podLabels) | sortAlpha }}
+{{- if has $key $chartLabels }}
+{{- $problems = append $problems (printf "workers.podLabels.%s: the chart (or the StatefulSet controller) sets this label on the worker pods and selects them by it; choose another label key" $key) }}
+{{- end }}
+{{- end }}
+{{- $chartAnnotations := list "checksum/training-config" }}
+{{- if eq $gang "volcano" }}{{ $chartAnnotations = append $chartAnnotations "scheduling.k8s.io/group-name" }}{{ end }}
+{{- if eq $gang "kueue" }}{{ $chartAnnotations = append $chartAnnotations "kueue.x-k8s.io/pod-group-total-count" }}{{ end }}
+{{- range $key := keys (default (dict) $workers.podAnnotations) | sortAlpha }}
+{{- if has $key $chartAnnotations }}
+{{- $problems = append $problems (printf "workers.podAnnotations.%s: the chart sets this annotation on the worker pods; choose another annotation key" $key) }}
 {{- end }}
 {{- end }}
 {{- if and .Values.tensorboard.enabled (eq .Values.storage.type "emptyDir") }}
@@ -372,8 +432,150 @@ problem on a line of its own (rendered first thing by the StatefulSet, which is 
 {{- end }}
 {{- end }}
 {{- end }}
-{{- if and (include "tf-multiworker.apiAccess" .) (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) }}
+{{- if and $apiAccess (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) }}
 {{- $problems = append $problems "serviceAccount.name is empty with serviceAccount.create=false: the workers' Role (completion.onSuccess/onFailure=scaleToZero) would be bound to the namespace's default ServiceAccount; set serviceAccount.name to an account of these workers' own, or serviceAccount.create=true" }}
+{{- end }}
+{{- /* Every mount of the worker container: the kubelet refuses a duplicate mountPath, a mount
+       inside a read-only volume cannot be created, and one above a chart mount hides the
+       image's files (/etc, /var). */}}
+{{- $storage := $v.storage }}
+{{- $fixed := list (dict "path" (include "tf-multiworker.trainingConfigDir" .) "key" "the training config (read-only, fixed)" "readOnly" true) }}
+{{- if $workers.shm.enabled }}{{ $fixed = append $fixed (dict "path" "/dev/shm" "key" "workers.shm.enabled (/dev/shm)" "readOnly" false) }}{{ end }}
+{{- if $apiAccess }}{{ $fixed = append $fixed (dict "path" (include "tf-multiworker.apiDir" .) "key" "the API credentials (read-only, fixed)" "readOnly" true) }}{{ end }}
+{{- range $path := splitList " " (include "tf-multiworker.kubeletMounts" .) }}{{ $fixed = append $fixed (dict "path" $path "key" "the kubelet's own file" "readOnly" true) }}{{ end }}
+{{- $user := list }}
+{{- if ne $storage.type "objectStore" }}{{ $user = append $user (dict "path" (toString $storage.mountPath) "key" "storage.mountPath") }}{{ end }}
+{{- range $i, $dir := $v.writableDirs }}{{ $user = append $user (dict "path" (toString $dir) "key" (printf "writableDirs[%d]" $i)) }}{{ end }}
+{{- range $i, $m := $user }}
+{{- $p := $m.path }}
+{{- if ne (clean $p) $p }}
+{{- $problems = append $problems (printf "%s=%s: not a clean absolute path (no '.' or '..' segments); write it as %s" $m.key $p (clean $p)) }}
+{{- else if or (has $p (list "/" "/dev" "/etc" "/var" "/usr" "/bin" "/lib")) (regexMatch "^/(proc|sys)(/|$)" $p) }}
+{{- $problems = append $problems (printf "%s=%s: a volume there would hide the image's or the kernel's files; choose a directory of its own (e.g. /shared, /data)" $m.key $p) }}
+{{- else }}
+{{- range $f := $fixed }}
+{{- if eq $p $f.path }}
+{{- $problems = append $problems (printf "%s=%s: %s is mounted there already (the kubelet refuses duplicate mount paths); choose another path" $m.key $p $f.key) }}
+{{- else if and $f.readOnly (hasPrefix (printf "%s/" $f.path) $p) }}
+{{- $problems = append $problems (printf "%s=%s: inside %s, mounted read-only at %s (the mount point cannot be created); choose another path" $m.key $p $f.key $f.path) }}
+{{- else if hasPrefix (printf "%s/" $p) $f.path }}
+{{- $problems = append $problems (printf "%s=%s: above %s at %s, it would hide the image's files there; choose a directory of its own" $m.key $p $f.key $f.path) }}
+{{- end }}
+{{- end }}
+{{- range $j, $other := $user }}
+{{- if and (lt $j $i) (eq $p $other.path) }}
+{{- $problems = append $problems (printf "%s=%s: %s is mounted there already (the kubelet refuses duplicate mount paths); choose another path" $m.key $p $other.key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and (eq $storage.type "existingClaim") (has ".." (splitList "/" (toString $storage.existingClaim.subPath))) }}
+{{- $problems = append $problems (printf "storage.existingClaim.subPath=%s: '..' would leave the claim (the kubelet refuses it); name a directory inside the claim" $storage.existingClaim.subPath) }}
+{{- end }}
+{{- /* A claim every worker mounts at once must be ReadWriteMany. */}}
+{{- if eq $storage.type "createClaim" }}
+{{- $modes := default (list) $storage.createClaim.accessModes }}
+{{- $mounters := add $replicas (ternary 1 0 (eq (toString $v.tensorboard.enabled) "true")) }}
+{{- if not (has "ReadWriteMany" $modes) }}
+{{- if or (gt (int $mounters) 1) (not (or (has "ReadWriteOnce" $modes) (has "ReadWriteOncePod" $modes))) }}
+{{- $problems = append $problems (printf "storage.createClaim.accessModes=%v: %d pods (workers%s) write to the claim at once, and without ReadWriteMany the volume attaches to one node (ReadWriteOncePod: one pod; ReadOnlyMany: read-only); use [ReadWriteMany] with a StorageClass that supports it" $modes (int $mounters) (ternary " and TensorBoard" "" (gt (int $mounters) $replicas))) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- /* A drain may evict at most every worker. */}}
+{{- if and $v.podDisruptionBudget.enabled (gt (int $v.podDisruptionBudget.maxUnavailable) $replicas) }}
+{{- $problems = append $problems (printf "podDisruptionBudget.maxUnavailable=%v is more than workers.replicas=%d: use at most %d (1 drains one worker at a time)" $v.podDisruptionBudget.maxUnavailable $replicas $replicas) }}
+{{- end }}
+{{- /* A PodGroup gangs the workers only under the scheduler that reads it (Volcano's, or
+       scheduler-plugins'); the cluster's default scheduler places them one by one. */}}
+{{- if and (has $gang (list "volcano" "coscheduling")) (eq (toString $v.scheduling.schedulerName) "default-scheduler") }}
+{{- $problems = append $problems (printf "scheduling.schedulerName=default-scheduler with scheduling.gang=%s: the default scheduler ignores the PodGroup and places the workers one by one (no gang); leave scheduling.schedulerName empty (%s) or name the %s scheduler as installed" $gang (include "tf-multiworker.schedulerName" (merge (dict "Values" (dict "scheduling" (dict "gang" $gang "schedulerName" ""))) (dict))) $gang) }}
+{{- end }}
+{{- /* An egress rule without destinations and ports allows all egress. */}}
+{{- range $i, $rule := $v.networkPolicy.egress.extraRules }}
+{{- if not (or $rule.to $rule.ports) }}
+{{- $problems = append $problems (printf "networkPolicy.egress.extraRules[%d] has no 'to' and no 'ports': such a rule allows all egress, undoing networkPolicy.egress.restrict; list the destinations (to) and/or ports, or set networkPolicy.egress.restrict=false to allow all egress on purpose" $i) }}
+{{- end }}
+{{- end }}
+{{- /* Pod Security Standards "restricted", unless security.allowUnsafe opts out. */}}
+{{- if not (default (dict) $v.security).allowUnsafe }}
+{{- $optIn := "restore the chart's default, or set security.allowUnsafe=true to run weaker pods on purpose (docs/security.md)" }}
+{{- $psc := default (dict) $v.podSecurityContext }}
+{{- $csc := default (dict) $v.containerSecurityContext }}
+{{- if not $psc }}
+{{- $problems = append $problems (printf "podSecurityContext is empty (null): the pods would run with the runtime's defaults (root allowed, no seccomp); %s" $optIn) }}
+{{- end }}
+{{- if not $csc }}
+{{- $problems = append $problems (printf "containerSecurityContext is empty (null): the containers would run privileged-escalatable, with a writable root and default capabilities; %s" $optIn) }}
+{{- end }}
+{{- if eq (toJson $csc.privileged) "true" }}
+{{- $problems = append $problems (printf "containerSecurityContext.privileged=true: a privileged container is root on the node; %s" $optIn) }}
+{{- end }}
+{{- if ne (toJson $csc.allowPrivilegeEscalation) "false" }}
+{{- $problems = append $problems (printf "containerSecurityContext.allowPrivilegeEscalation=%s: must be false (setuid binaries could gain privileges); %s" (toJson $csc.allowPrivilegeEscalation) $optIn) }}
+{{- end }}
+{{- if ne (toJson $csc.readOnlyRootFilesystem) "true" }}
+{{- $problems = append $problems (printf "containerSecurityContext.readOnlyRootFilesystem=%s: must be true (writableDirs are the writable places); %s" (toJson $csc.readOnlyRootFilesystem) $optIn) }}
+{{- end }}
+{{- $nonRoot := toJson $csc.runAsNonRoot }}
+{{- if or (eq $nonRoot "false") (and (eq $nonRoot "null") (ne (toJson $psc.runAsNonRoot) "true")) }}
+{{- $problems = append $problems (printf "containerSecurityContext.runAsNonRoot=%s: must be true (here or in podSecurityContext); %s" $nonRoot $optIn) }}
+{{- end }}
+{{- range $where, $sc := dict "podSecurityContext" $psc "containerSecurityContext" $csc }}
+{{- if eq (toJson $sc.runAsUser) "0" }}
+{{- $problems = append $problems (printf "%s.runAsUser=0: root; the image's user is 1000; %s" $where $optIn) }}
+{{- end }}
+{{- $seccomp := toString (default (dict) $sc.seccompProfile).type }}
+{{- if and $sc.seccompProfile (not (has $seccomp (list "RuntimeDefault" "Localhost"))) }}
+{{- $problems = append $problems (printf "%s.seccompProfile.type=%s: must be RuntimeDefault or Localhost; %s" $where $seccomp $optIn) }}
+{{- end }}
+{{- if eq (toString (default (dict) $sc.appArmorProfile).type) "Unconfined" }}
+{{- $problems = append $problems (printf "%s.appArmorProfile.type=Unconfined: %s" $where $optIn) }}
+{{- end }}
+{{- with $sc.seLinuxOptions }}
+{{- if or .user .role (not (has (toString (default "" .type)) (list "" "container_t" "container_init_t" "container_kvm_t" "container_engine_t"))) }}
+{{- $problems = append $problems (printf "%s.seLinuxOptions=%s: only the container_* types are allowed, no user or role; %s" $where (toJson .) $optIn) }}
+{{- end }}
+{{- end }}
+{{- if eq (toJson (default (dict) $sc.windowsOptions).hostProcess) "true" }}
+{{- $problems = append $problems (printf "%s.windowsOptions.hostProcess=true: %s" $where $optIn) }}
+{{- end }}
+{{- end }}
+{{- if not (or $csc.seccompProfile $psc.seccompProfile) }}
+{{- $problems = append $problems (printf "containerSecurityContext.seccompProfile is unset here and in podSecurityContext: set type RuntimeDefault; %s" $optIn) }}
+{{- end }}
+{{- $caps := default (dict) $csc.capabilities }}
+{{- with $caps.add }}
+{{- $problems = append $problems (printf "containerSecurityContext.capabilities.add=%s: no capability may be added; %s" (toJson .) $optIn) }}
+{{- end }}
+{{- if not (has "ALL" (default (list) $caps.drop)) }}
+{{- $problems = append $problems (printf "containerSecurityContext.capabilities.drop=%s: must include ALL; %s" (toJson $caps.drop) $optIn) }}
+{{- end }}
+{{- with $csc.procMount }}{{ if ne (toString .) "Default" }}
+{{- $problems = append $problems (printf "containerSecurityContext.procMount=%s: must be Default; %s" . $optIn) }}
+{{- end }}{{ end }}
+{{- range $i, $sysctl := $psc.sysctls }}
+{{- if not (has (toString $sysctl.name) (list "kernel.shm_rmid_forced" "net.ipv4.ip_local_port_range" "net.ipv4.ip_unprivileged_port_start" "net.ipv4.tcp_syncookies" "net.ipv4.ping_group_range" "net.ipv4.ip_local_reserved_ports" "net.ipv4.tcp_keepalive_time" "net.ipv4.tcp_fin_timeout" "net.ipv4.tcp_keepalive_intvl" "net.ipv4.tcp_keepalive_probes")) }}
+{{- $problems = append $problems (printf "podSecurityContext.sysctls[%d].name=%s: not a safe sysctl; %s" $i $sysctl.name $optIn) }}
+{{- end }}
+{{- end }}
+{{- range $key, $value := default (dict) $workers.podAnnotations }}
+{{- if and (hasPrefix "container.apparmor.security.beta.kubernetes.io/" $key) (not (or (eq $value "runtime/default") (hasPrefix "localhost/" $value))) }}
+{{- $problems = append $problems (printf "workers.podAnnotations.%s=%s: AppArmor must be runtime/default or localhost/*; %s" $key $value $optIn) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- /* TF_CONFIG, as the entrypoint serializes it (json.dumps, separators "," and ":") for the
+       last worker, must fit in one environment string: Linux's MAX_ARG_STRLEN (128 KiB)
+       less "TF_CONFIG=" and the NUL (entrypoint/cluster.py MAX_TF_CONFIG_BYTES). */}}
+{{- $fullname := include "tf-multiworker.fullname" . }}
+{{- $service := include "tf-multiworker.serviceName" . }}
+{{- $entry := add (len $fullname) (len $service) (len $ns) (len (toString $v.clusterDomain)) (len (toString (int $workers.port))) 11 }}
+{{- $size := add 22 (sub $replicas 1) 35 (len (toString (sub $replicas 1))) 2 }}
+{{- range $j := until $replicas }}{{ $size = add $size $entry (len (toString $j)) }}{{ end }}
+{{- $limit := sub (mul 128 1024) 11 }}
+{{- if gt (int $size) (int $limit) }}
+{{- $problems = append $problems (printf "workers.replicas=%d: TF_CONFIG would be %d bytes, over Linux's %d-byte limit for one environment variable (every pod would exit 2); use fewer workers.replicas or shorter names (fullnameOverride, the namespace, clusterDomain)" $replicas (int $size) (int $limit)) }}
 {{- end }}
 {{- if $problems }}
 {{- fail (join "\n" $problems) }}

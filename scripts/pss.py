@@ -1,5 +1,7 @@
 """Pod Security Standards "restricted" profile (Kubernetes 1.30+), checked on a pod spec.
 
+Used on the deploy path (scripts/render.py: `make template`, `make deploy`, `make local` refuse
+a rendered pod that violates it unless security.allowUnsafe=true) and by the chart tests.
 One function per control of https://kubernetes.io/docs/concepts/security/pod-security-standards/
 (baseline controls included: restricted is a superset). Each returns the violations as
 one-line strings naming the field, so a failing test says what to fix.
@@ -168,6 +170,21 @@ def restricted_violations(spec: dict, annotations: dict | None = None) -> list[s
     """Every violation of the restricted profile, as 'control: detail'."""
     return [f"{control}: {detail}" for control, check in CONTROLS.items()
             for detail in check(spec, annotations or {})]
+
+
+def pod_templates(objects: Iterable[dict]) -> list[tuple[str, dict, dict]]:
+    """(`Kind/name`, pod spec, pod annotations) of every pod the rendered objects would create."""
+    out = []
+    for obj in objects:
+        kind = obj.get("kind")
+        name = f"{kind}/{(obj.get('metadata') or {}).get('name', '?')}"
+        if kind == "Pod":
+            out.append((name, obj.get("spec") or {}, (obj.get("metadata") or {}).get("annotations") or {}))
+        elif kind in ("StatefulSet", "Deployment", "DaemonSet", "ReplicaSet", "Job"):
+            template = (obj.get("spec") or {}).get("template") or {}
+            out.append((name, template.get("spec") or {},
+                        (template.get("metadata") or {}).get("annotations") or {}))
+    return out
 
 
 def all_violations(pods: Iterable[tuple[str, dict, dict]]) -> list[str]:
