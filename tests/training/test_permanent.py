@@ -69,15 +69,15 @@ def test_truncated_tfrecord_is_exit_4(tmp_path):
     assert "retryable=false" in proc.stdout and "tfmw progress" not in proc.stdout
 
 
-def test_a_diverged_loss_is_exit_4_and_never_checkpointed(tmp_path):
-    proc = run_single([*TRAINER, *SMALL, "--set", "steps=50", "--set", "optimizer=sgd", "--set", "learningRate=1.0e+30",
-                       "--set", "logEverySteps=1", "--set", "checkpoint.everySteps=1"], tmp_path, "nan")
-    assert proc.returncode == EXIT_TRAINING_FAILED, proc.stdout + proc.stderr
-    error = [line for line in proc.stdout.splitlines() if line.startswith("tfmw error ")]
-    assert len(error) == 1 and "TrainingError: loss is " in error[0] and "training diverged" in error[0]
-    bad_step = int(error[0].split("at or before step ")[1].split(":")[0])
-    saved = [int(r["step"]) for r in parse_line(proc.stdout, "checkpoint") if r.get("step")]
-    assert all(step < bad_step for step in saved)  # no checkpoint holds the diverged weights
+def test_an_absurd_learning_rate_is_refused_before_training(tmp_path):
+    # Issue 12: 1e30 used to train into NaN; it is now a config refusal (exit 2, one line, no
+    # TensorFlow). A diverging run with a sane config: tests/training/test_divergence.py.
+    proc = run_single([*LAUNCHER, *TRAINER, *SMALL, "--set", "steps=50", "--set", "optimizer=sgd",
+                       "--set", "learningRate=1.0e+30"], tmp_path, "nan", timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "training config: learningRate: 1e+30 is greater than the maximum of 10.0" in proc.stdout + proc.stderr
+    assert "tfmw progress" not in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "nan" / "COMPLETED").exists()
 
 
 def test_tfjob_style_preset_tf_config_exits_0_after_training(tmp_path):
