@@ -95,6 +95,19 @@ def helm_error_line(stderr: str | bytes) -> str:
     return " ".join(chosen.split())
 
 
+def chart_error_line(stderr: str | bytes) -> str:
+    """helm's error as one line, keeping every problem of the chart's validateValues: its
+    `fail` puts the first on helm's 'Error:' line and each further one on a line of its own."""
+    if isinstance(stderr, bytes):
+        stderr = stderr.decode(errors="replace")
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    starts = [i for i, ln in enumerate(lines) if ln.lower().startswith("error:")]
+    if not starts or "execution error at" not in lines[starts[-1]]:
+        return helm_error_line(stderr)
+    problems = [ln for ln in lines[starts[-1]:] if not ln.startswith("Use --debug")]
+    return "; ".join(" ".join(p.split()) for p in [helm_error_line(problems[0]), *problems[1:]])
+
+
 # ---------------------------------------------------------------- environments
 
 def known_envs(values_dir: Path = VALUES_DIR) -> list[str]:
@@ -282,7 +295,7 @@ async def _template(helm: str, chart_dir: Path, release: str, namespace: str, va
         objects = await client.template_resources(chart, release, values, namespace=namespace)
         return [obj for obj in objects if obj]
     except pyhelm3.errors.Error as exc:
-        raise ToolError(f"helm could not render {_show(chart_dir)}: {helm_error_line(exc.stderr)}") from None
+        raise ToolError(f"helm could not render {_show(chart_dir)}: {chart_error_line(exc.stderr)}") from None
 
 
 def render_values(values: dict, chart_dir: Path = CHART_DIR, release: str = DEFAULT_RELEASE,

@@ -168,3 +168,312 @@ def test_the_table_is_large_enough():
 def test_the_defaults_themselves_are_accepted(helm):
     """So a refusal above is about the bad value, not about a broken chart."""
     assert chartkit.template(helm)
+
+
+# ---------------------------------------------------------------- issue 12: bad input never breaks,
+# weakens or loses. Each case is refused before anything runs, naming the key.
+
+A70 = "q" * 70
+ISSUE12_SCHEMA = {
+    # 1. YAML injection through unquoted strings: control characters are refused outright.
+    "mount-path-newline": Bad(("storage.mountPath=/shared\n  readOnly: true",), "storage.mountPath"),
+    "mount-path-root": Bad(("storage.mountPath=/",), "storage.mountPath"),
+    "writable-dir-newline": Bad(("writableDirs[0]=/tmp\n- name: evil\n  mountPath: /etc/evil",),
+                                "writableDirs.0"),
+    "sub-path-newline": Bad(("storage.type=existingClaim", "storage.existingClaim.claimName=c",
+                             "storage.existingClaim.subPath=runs\n  readOnly: true"),
+                            "storage.existingClaim.subPath"),
+    "sub-path-absolute": Bad(("storage.type=existingClaim", "storage.existingClaim.claimName=c",
+                              "storage.existingClaim.subPath=/runs"), "storage.existingClaim.subPath"),
+    # 3. Label keys and values are Kubernetes' own syntax.
+    "pod-label-bad-key": Bad(("workers.podLabels.bad key!=x",), "workers.podLabels.bad key!", unknown=True),
+    "pod-label-bad-value": Bad(("workers.podLabels.team=a b",), "workers.podLabels.team"),
+    "pod-label-value-too-long": Bad((f"workers.podLabels.team={'v' * 64}",), "workers.podLabels.team"),
+    "node-selector-bad-key": Bad(("workers.nodeSelector.gpu type=a",), "workers.nodeSelector.gpu type",
+                                 unknown=True),
+    "pod-annotation-bad-key": Bad(("workers.podAnnotations.a b=c",), "workers.podAnnotations.a b",
+                                  unknown=True),
+    # 4. The opt-in is a boolean.
+    "allow-unsafe-not-bool": Bad(("security.allowUnsafe=maybe",), "security.allowUnsafe"),
+    "security-typo": Bad(("security.allowUnsave=true",), "security.allowUnsave", unknown=True),
+    # 5. Egress rules hold peers and ports only; an empty peer or port is refused.
+    "extra-rule-unknown-key": Bad(("networkPolicy.egress.extraRules[0].too[0].ipBlock.cidr=10.0.0.0/8",),
+                                  "networkPolicy.egress.extraRules.0.too", unknown=True),
+    # 6. Environment variable names.
+    "extra-env-space-name": Bad(("workers.extraEnv[0].name=BAD NAME", "workers.extraEnv[0].value=x"),
+                                "workers.extraEnv.0.name"),
+    "extra-env-leading-space": Bad(("workers.extraEnv[0].name= TF_CONFIG", "workers.extraEnv[0].value=x"),
+                                   "workers.extraEnv.0.name"),
+    "extra-env-dash": Bad(("workers.extraEnv[0].name=tf-config", "workers.extraEnv[0].value=x"),
+                          "workers.extraEnv.0.name"),
+    # 7. Numbers and enums.
+    "cpu-request-negative": Bad(("workers.resources.requests.cpu=-1",), "workers.resources.requests.cpu"),
+    "cpu-request-malformed": Bad(("workers.resources.requests.cpu=1.5.5",), "workers.resources.requests.cpu"),
+    "memory-limit-negative": Bad(("workers.resources.limits.memory=-1",), "workers.resources.limits.memory"),
+    "max-skew-negative": Bad(("workers.topologySpreadConstraints[0].maxSkew=-1",
+                              "workers.topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname",
+                              "workers.topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule"),
+                             "workers.topologySpreadConstraints.0.maxSkew"),
+    "when-unsatisfiable-maybe": Bad(("workers.topologySpreadConstraints[0].maxSkew=1",
+                                     "workers.topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname",
+                                     "workers.topologySpreadConstraints[0].whenUnsatisfiable=Maybe"),
+                                    "workers.topologySpreadConstraints.0.whenUnsatisfiable"),
+    "kueue-queue-70-chars": Bad(("scheduling.gang=kueue", f"scheduling.kueue.queueName={A70}"),
+                                "scheduling.kueue.queueName"),
+}
+BAD_VALUES.update(ISSUE12_SCHEMA)
+
+SECURE = "restore the chart's default, or set security.allowUnsafe=true to run weaker pods on purpose"
+# Refused by validateValues: (values as YAML text or --set items, the one line's start, what it says).
+ISSUE12_TEMPLATE = {
+    # 2. Duplicate mount paths, and mounts that would hide the image's or the chart's files.
+    "mount-tmp": (("storage.mountPath=/tmp",), "writableDirs[0]=/tmp: storage.mountPath is mounted there already"),
+    "mount-dev-shm": (("storage.mountPath=/dev/shm",),
+                      "storage.mountPath=/dev/shm: workers.shm.enabled (/dev/shm) is mounted there already"),
+    "mount-config-dir": (("storage.mountPath=/etc/tf-multiworker",),
+                         "storage.mountPath=/etc/tf-multiworker: the training config"),
+    "mount-api-dir": (("storage.mountPath=/var/run/secrets/tf-multiworker/api",),
+                      "storage.mountPath=/var/run/secrets/tf-multiworker/api: the API credentials"),
+    "mount-inside-config-dir": (("writableDirs={/tmp,/etc/tf-multiworker/x}",),
+                                "writableDirs[1]=/etc/tf-multiworker/x: inside the training config"),
+    "mount-above-config-dir": (("storage.mountPath=/etc",), "storage.mountPath=/etc: a volume there"),
+    "mount-above-api-dir": (("writableDirs={/tmp,/var/run}",), "writableDirs[1]=/var/run: above the API credentials"),
+    "mount-etc-hosts": (("storage.mountPath=/etc/hosts",), "storage.mountPath=/etc/hosts: the kubelet's own file"),
+    "mount-proc": (("writableDirs={/proc/x}",), "writableDirs[0]=/proc/x: a volume there"),
+    "mount-dot-dot": (("storage.mountPath=/shared/../tmp",),
+                      "storage.mountPath=/shared/../tmp: not a clean absolute path"),
+    "writable-dirs-shared": (("writableDirs={/tmp,/shared}",), "writableDirs[1]=/shared: storage.mountPath is mounted"),
+    "writable-dirs-duplicate": ("writableDirs: [/tmp, /home/tfmw, /tmp]\n",
+                                "writableDirs.2: "),   # schema: uniqueItems (see below)
+    "sub-path-dot-dot": (("storage.type=existingClaim", "storage.existingClaim.claimName=c",
+                          "storage.existingClaim.subPath=runs/../../etc"),
+                         "storage.existingClaim.subPath=runs/../../etc: '..' would leave the claim"),
+    # 3. The chart's selector labels are not the user's to set.
+    "pod-label-instance": (("workers.podLabels.app\\.kubernetes\\.io/instance=other",),
+                           "workers.podLabels.app.kubernetes.io/instance: the chart"),
+    "pod-label-name": (("workers.podLabels.app\\.kubernetes\\.io/name=x",), "workers.podLabels.app.kubernetes.io/name: "),
+    "pod-label-component": (("workers.podLabels.app\\.kubernetes\\.io/component=x",),
+                            "workers.podLabels.app.kubernetes.io/component: "),
+    "pod-label-revision": (("workers.podLabels.controller-revision-hash=x",),
+                           "workers.podLabels.controller-revision-hash: "),
+    "pod-label-kueue-group": (("scheduling.gang=kueue", "scheduling.kueue.queueName=q",
+                               "workers.podLabels.kueue\\.x-k8s\\.io/pod-group-name=x"),
+                              "workers.podLabels.kueue.x-k8s.io/pod-group-name: "),
+    "pod-annotation-checksum": (("workers.podAnnotations.checksum/training-config=x",),
+                                "workers.podAnnotations.checksum/training-config: the chart sets"),
+    # 4. Weakened security, unless security.allowUnsafe=true.
+    "privileged": (("containerSecurityContext.privileged=true",), "containerSecurityContext.privileged=true: "),
+    "container-root": (("containerSecurityContext.runAsUser=0",), "containerSecurityContext.runAsUser=0: "),
+    "pod-root": (("podSecurityContext.runAsUser=0",), "podSecurityContext.runAsUser=0: "),
+    "run-as-non-root-false": (("containerSecurityContext.runAsNonRoot=false",),
+                              "containerSecurityContext.runAsNonRoot=false: "),
+    "privilege-escalation": (("containerSecurityContext.allowPrivilegeEscalation=true",),
+                             "containerSecurityContext.allowPrivilegeEscalation=true: "),
+    "cap-sys-admin": (("containerSecurityContext.capabilities.add={SYS_ADMIN}",),
+                      'containerSecurityContext.capabilities.add=["SYS_ADMIN"]: '),
+    "cap-drop-none": (("containerSecurityContext.capabilities.drop=null",),
+                      "containerSecurityContext.capabilities.drop=null: must include ALL"),
+    "writable-root": (("containerSecurityContext.readOnlyRootFilesystem=false",),
+                      "containerSecurityContext.readOnlyRootFilesystem=false: "),
+    "seccomp-unconfined": (("containerSecurityContext.seccompProfile.type=Unconfined",),
+                           "containerSecurityContext.seccompProfile.type=Unconfined: "),
+    "pod-seccomp-unconfined": (("podSecurityContext.seccompProfile.type=Unconfined",),
+                               "podSecurityContext.seccompProfile.type=Unconfined: "),
+    "apparmor-unconfined": (("containerSecurityContext.appArmorProfile.type=Unconfined",),
+                            "containerSecurityContext.appArmorProfile.type=Unconfined: "),
+    "apparmor-annotation": (("workers.podAnnotations.container\\.apparmor\\.security\\.beta\\.kubernetes\\.io/worker=unconfined",),
+                            "workers.podAnnotations.container.apparmor.security.beta.kubernetes.io/worker=unconfined: "),
+    "selinux-spc": (("podSecurityContext.seLinuxOptions.type=spc_t",), "podSecurityContext.seLinuxOptions="),
+    "proc-mount": (("containerSecurityContext.procMount=Unmasked",), "containerSecurityContext.procMount=Unmasked: "),
+    "unsafe-sysctl": (("podSecurityContext.sysctls[0].name=kernel.msgmax", "podSecurityContext.sysctls[0].value=1"),
+                      "podSecurityContext.sysctls[0].name=kernel.msgmax: "),
+    "host-process": (("containerSecurityContext.windowsOptions.hostProcess=true",),
+                     "containerSecurityContext.windowsOptions.hostProcess=true: "),
+    "null-pod-security-context": (("podSecurityContext=null",), "podSecurityContext is empty (null): "),
+    "null-container-security-context": (("containerSecurityContext=null",),
+                                        "containerSecurityContext is empty (null): "),
+    # 5. An egress rule without `to` and `ports` allows all egress.
+    "egress-empty-rule": ("networkPolicy:\n  egress:\n    extraRules: [{}]\n",
+                          "networkPolicy.egress.extraRules[0] has no 'to' and no 'ports': "),
+    "egress-empty-lists": ("networkPolicy:\n  egress:\n    extraRules: [{ports: [{port: 443}]}, {to: [], ports: []}]\n",
+                           "networkPolicy.egress.extraRules[1] has no 'to' and no 'ports': "),
+    # 6. Names reserved for the chart and the entrypoint, in any case; duplicates.
+    "extra-env-tf-config-lower": (("workers.extraEnv[0].name=tf_config", "workers.extraEnv[0].value=x"),
+                                  "workers.extraEnv[0].name=tf_config: this variable is derived"),
+    "extra-env-loopback-ports": (("workers.extraEnv[0].name=TFMW_LOOPBACK_PORTS", "workers.extraEnv[0].value=x"),
+                                 "workers.extraEnv[0].name=TFMW_LOOPBACK_PORTS: names starting with TFMW_"),
+    "extra-env-fault-pause": (("workers.extraEnv[0].name=TFMW_FAULT_CHECKPOINT_PAUSE_SECONDS",
+                               "workers.extraEnv[0].value=x"),
+                              "workers.extraEnv[0].name=TFMW_FAULT_CHECKPOINT_PAUSE_SECONDS: names starting with TFMW_"),
+    "extra-env-tfmw-lower": (("workers.extraEnv[0].name=tfmw_port", "workers.extraEnv[0].value=x"),
+                             "workers.extraEnv[0].name=tfmw_port: this variable is derived"),
+    "extra-env-duplicate": (("workers.extraEnv[0].name=A", "workers.extraEnv[0].value=a",
+                             "workers.extraEnv[1].name=A", "workers.extraEnv[1].value=b"),
+                            "workers.extraEnv[1].name=A: duplicate of workers.extraEnv[0]"),
+    "extra-env-nccl-twice": (("workers.gpus=1", "workers.extraEnv[0].name=NCCL_DEBUG", "workers.extraEnv[0].value=INFO"),
+                             "workers.extraEnv[0].name=NCCL_DEBUG: the chart already sets it from workers.nccl"),
+    # 7. Numbers, schedulers, claims, the namespace.
+    "pdb-over-replicas": (("podDisruptionBudget.maxUnavailable=100",),
+                          "podDisruptionBudget.maxUnavailable=100 is more than workers.replicas=2: "),
+    "volcano-default-scheduler": (("scheduling.gang=volcano", "scheduling.schedulerName=default-scheduler"),
+                                  "scheduling.schedulerName=default-scheduler with scheduling.gang=volcano: "),
+    "cosched-default-scheduler": (("scheduling.gang=coscheduling", "scheduling.schedulerName=default-scheduler"),
+                                  "scheduling.schedulerName=default-scheduler with scheduling.gang=coscheduling: "),
+    "rwo-claim-shared": (("storage.type=createClaim", "storage.createClaim.accessModes={ReadWriteOnce}"),
+                         "storage.createClaim.accessModes=[ReadWriteOnce]: 2 pods (workers) write to the claim at once"),
+    "rox-claim": (("storage.type=createClaim", "storage.createClaim.accessModes={ReadOnlyMany}", "workers.replicas=1"),
+                  "storage.createClaim.accessModes=[ReadOnlyMany]: 1 pods"),
+}
+NAMESPACE_REFUSALS = {"Bad_NS": 'namespace "Bad_NS" is not a DNS-1123 label',
+                      "n" * 64: f'namespace "{"n" * 64}" is not a DNS-1123 label'}
+
+
+def _refusal(helm, tmp_path, values) -> str:
+    if isinstance(values, str):
+        path = tmp_path / "values.yaml"
+        path.write_text(values)
+        return chartkit.template_error(helm, [path])
+    return chartkit.template_error(helm, sets=values)
+
+
+def chart_problems(error: str) -> list[str]:
+    """validateValues' problems: the first rides on helm's `Error: ...: ` line, each further one
+    is a line of its own."""
+    lines = [line for line in error.strip().splitlines()
+             if line.strip() and not line.startswith("Use --debug")]
+    prefix = "Error: execution error at (tf-multiworker/templates/statefulset.yaml:1:4): "
+    assert lines[0].startswith(prefix), error
+    return [lines[0][len(prefix):], *lines[1:]]
+
+
+@pytest.mark.parametrize("case", sorted(ISSUE12_TEMPLATE))
+def test_issue12_refusal_is_one_line_naming_the_key(helm, major, tmp_path, case):
+    values, start = ISSUE12_TEMPLATE[case]
+    error = _refusal(helm, tmp_path, values)
+    if case == "writable-dirs-duplicate":   # the schema's uniqueItems
+        assert "values don't meet the specifications of the schema" in error
+        assert ("at '/writableDirs'" if major >= 4 else "- writableDirs:") in error, error
+        return
+    problems = chart_problems(error)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(start), problems[0]
+    if "SecurityContext" in start or "apparmor" in start:
+        assert problems[0].endswith(SECURE + " (docs/security.md)")
+
+
+@pytest.mark.parametrize("namespace", sorted(NAMESPACE_REFUSALS))
+def test_a_namespace_that_is_not_a_dns_label_is_refused(helm, namespace):
+    problems = chart_problems(chartkit.template_error(helm, namespace=namespace))
+    assert len(problems) == 1 and problems[0].startswith(NAMESPACE_REFUSALS[namespace]), problems
+
+
+def test_several_problems_are_listed_one_per_line(helm):
+    problems = chart_problems(chartkit.template_error(helm, sets=(
+        "containerSecurityContext.privileged=true", "storage.mountPath=/tmp",
+        "workers.extraEnv[0].name=TFMW_X", "workers.extraEnv[0].value=x")))
+    assert len(problems) == 3, problems
+    assert [p.split(":")[0] for p in problems] == [
+        "workers.extraEnv[0].name=TFMW_X", "writableDirs[0]=/tmp", "containerSecurityContext.privileged=true"]
+
+
+def test_allow_unsafe_is_the_documented_opt_in(helm):
+    """security.allowUnsafe=true renders what is otherwise refused, exactly as asked."""
+    objects = chartkit.template(helm, sets=("security.allowUnsafe=true", "containerSecurityContext.privileged=true",
+                                            "containerSecurityContext.capabilities.add={SYS_ADMIN}",
+                                            "podSecurityContext=null"))
+    sts = chartkit.one(objects, "StatefulSet")
+    spec = sts["spec"]["template"]["spec"]
+    assert spec["containers"][0]["securityContext"]["privileged"] is True
+    assert "securityContext" not in spec
+    assert "allowUnsafe: false" in (chartkit.CHART / "values.yaml").read_text()
+    assert "security.allowUnsafe" in (chartkit.REPO / "docs" / "security.md").read_text()
+
+
+def test_extra_rules_with_to_or_ports_are_kept(helm, tmp_path):
+    path = tmp_path / "rules.yaml"
+    path.write_text("networkPolicy:\n  egress:\n    extraRules:\n      - ports: [{port: 443, protocol: TCP}]\n"
+                    "      - to: [{ipBlock: {cidr: 10.0.0.0/8}}]\n")
+    policy = chartkit.one(chartkit.template(helm, [path]), "NetworkPolicy", f"{chartkit.RELEASE}-tf-multiworker-workers")
+    assert {"ports": [{"port": 443, "protocol": "TCP"}]} in policy["spec"]["egress"]
+    assert {"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]} in policy["spec"]["egress"]
+
+
+@pytest.mark.parametrize("field", ["tensorboardFrom", "egress.apiServer.to"])
+def test_an_empty_network_policy_peer_is_refused(helm, major, tmp_path, field):
+    path = tmp_path / "peers.yaml"
+    text = {"tensorboardFrom": "networkPolicy:\n  tensorboardFrom: [{}]\n",
+            "egress.apiServer.to": "networkPolicy:\n  egress:\n    apiServer:\n      to: [{}]\n"}[field]
+    path.write_text(text)
+    error = chartkit.template_error(helm, [path])
+    key = f"networkPolicy.{field}.0"
+    assert (f"at '/{key.replace('.', '/')}'" if major >= 4 else f"- {key}:") in error, error
+
+
+def test_user_strings_are_quoted_wherever_printed(helm):
+    """A value with YAML syntax in it stays one string (the schema refuses control characters;
+    quoting keeps `: `, `#` and `{` inert as well)."""
+    objects = chartkit.template(helm, sets=(
+        "storage.type=existingClaim", "storage.existingClaim.claimName=c",
+        "storage.mountPath=/data: x #y", "storage.existingClaim.subPath=runs/{a}: b #c",
+        "writableDirs={/tmp,/scratch: z #w}", "tensorboard.enabled=true"))
+    sts = chartkit.one(objects, "StatefulSet")
+    mounts = {m["name"]: m for m in sts["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts["shared"]["mountPath"] == "/data: x #y"
+    assert mounts["shared"]["subPath"] == "runs/{a}: b #c"
+    assert mounts["writable-1"]["mountPath"] == "/scratch: z #w"
+    tb = chartkit.one(objects, "Deployment")
+    assert tb["spec"]["template"]["spec"]["containers"][0]["command"][1] == \
+        f"--logdir=/data: x #y/{chartkit.RELEASE}/tensorboard"
+
+
+@pytest.mark.parametrize("source", ["defaults", *chartkit.OVERLAYS, "all-on"])
+def test_defaults_and_every_overlay_still_render(helm, source):
+    files = {"defaults": [], "all-on": [chartkit.ALL_ON]}.get(source, [chartkit.overlay_path(source)])
+    assert chartkit.template(helm, files)
+
+
+# ---------------------------------------------------------------- 8. TF_CONFIG size at render
+
+LONG_NS = "n" * 63
+LONG_NAME = "a" * 52
+
+
+def _entrypoint_tf_config_bytes(env: dict[str, str], replicas: int) -> int:
+    """What the launcher of the last worker serializes and checks (entrypoint.cluster)."""
+    import json
+
+    from entrypoint import cluster, identity, settings
+    env = dict(env, TFMW_REPLICAS=str(replicas), TFMW_NAMESPACE=LONG_NS,
+               TFMW_POD_NAME=f"{env['TFMW_STATEFULSET']}-{replicas - 1}")
+    loaded = settings.load_settings(env)
+    pod = identity.parse_pod_name(loaded.pod_name, loaded.replicas, loaded.statefulset)
+    return len(json.dumps(cluster.build_tf_config(loaded, pod), separators=(",", ":")).encode())
+
+
+def test_tf_config_size_boundary_agrees_with_the_entrypoint(helm):
+    import entrypoint.cluster as cluster
+
+    sets = (f"fullnameOverride={LONG_NAME}",)
+    sts = chartkit.one(chartkit.template(helm, sets=sets, namespace=LONG_NS), "StatefulSet")
+    env = {e["name"]: e["value"] for e in sts["spec"]["template"]["spec"]["containers"][0]["env"] if "value" in e}
+    # The largest replica count whose TF_CONFIG the entrypoint accepts.
+    fits = max(n for n in range(1, 1025)
+               if _entrypoint_tf_config_bytes(env, n) <= cluster.MAX_TF_CONFIG_BYTES)
+    over = _entrypoint_tf_config_bytes(env, fits + 1)
+    assert over > cluster.MAX_TF_CONFIG_BYTES
+    with pytest.raises(Exception, match="exceeds|over Linux"):
+        cluster.check_tf_config_size("x" * over)
+    cluster.check_tf_config_size("x" * _entrypoint_tf_config_bytes(env, fits))   # accepted
+    assert chartkit.template(helm, sets=(*sets, f"workers.replicas={fits}"), namespace=LONG_NS)
+    problems = chart_problems(chartkit.template_error(helm, sets=(*sets, f"workers.replicas={fits + 1}"),
+                                                      namespace=LONG_NS))
+    assert problems == [
+        f"workers.replicas={fits + 1}: TF_CONFIG would be {over} bytes, over Linux's "
+        f"{cluster.MAX_TF_CONFIG_BYTES}-byte limit for one environment variable (every pod would exit 2); "
+        "use fewer workers.replicas or shorter names (fullnameOverride, the namespace, clusterDomain)"]
+
+
+def test_the_issue_case_1024_workers_with_long_names_is_refused(helm):
+    problems = chart_problems(chartkit.template_error(
+        helm, sets=(f"fullnameOverride={LONG_NAME}", "workers.replicas=1024"), namespace=LONG_NS))
+    assert len(problems) == 1 and problems[0].startswith("workers.replicas=1024: TF_CONFIG would be 203752 bytes")

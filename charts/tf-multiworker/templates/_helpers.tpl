@@ -508,6 +508,7 @@ Each line names the key and the fix.
 {{- if not $csc }}
 {{- $problems = append $problems (printf "containerSecurityContext is empty (null): the containers would run privileged-escalatable, with a writable root and default capabilities; %s" $optIn) }}
 {{- end }}
+{{- if $csc }}
 {{- if eq (toJson $csc.privileged) "true" }}
 {{- $problems = append $problems (printf "containerSecurityContext.privileged=true: a privileged container is root on the node; %s" $optIn) }}
 {{- end }}
@@ -554,6 +555,7 @@ Each line names the key and the fix.
 {{- with $csc.procMount }}{{ if ne (toString .) "Default" }}
 {{- $problems = append $problems (printf "containerSecurityContext.procMount=%s: must be Default; %s" . $optIn) }}
 {{- end }}{{ end }}
+{{- end }}
 {{- range $i, $sysctl := $psc.sysctls }}
 {{- if not (has (toString $sysctl.name) (list "kernel.shm_rmid_forced" "net.ipv4.ip_local_port_range" "net.ipv4.ip_unprivileged_port_start" "net.ipv4.tcp_syncookies" "net.ipv4.ping_group_range" "net.ipv4.ip_local_reserved_ports" "net.ipv4.tcp_keepalive_time" "net.ipv4.tcp_fin_timeout" "net.ipv4.tcp_keepalive_intvl" "net.ipv4.tcp_keepalive_probes")) }}
 {{- $problems = append $problems (printf "podSecurityContext.sysctls[%d].name=%s: not a safe sysctl; %s" $i $sysctl.name $optIn) }}
