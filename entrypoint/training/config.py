@@ -218,6 +218,21 @@ def resolve(path: str | None, overrides: list[str]) -> dict:
     return effective
 
 
+def check_example_size(shape, batch: int, key: str) -> int:
+    """Refuse an example shape or a replica batch over the limits; returns values per example.
+    `key` names where the shape came from (the config, or a data file once it is read)."""
+    shape = list(shape)
+    elements = math.prod(shape)
+    if elements > limits.MAX_EXAMPLE_ELEMENTS:
+        raise ConfigError(f"training config: {key}: {shape} is {elements} values per example, "
+                          f"more than the limit of {limits.MAX_EXAMPLE_ELEMENTS}; use a smaller shape")
+    if batch * elements * 4 > limits.MAX_BATCH_BYTES:
+        raise ConfigError(f"training config: batchSizePerReplica: {batch} examples of shape {shape} are "
+                          f"{batch * elements * 4} bytes per replica batch, more than the limit of "
+                          f"{limits.MAX_BATCH_BYTES} (2 GiB); use a smaller batch or shape")
+    return elements
+
+
 def check_sizes(config: dict) -> None:
     """Limits that depend on several keys at once (docs/training.md, "Limits"): memory the
     synthetic data and one replica's input batch would take, as float32."""
@@ -226,15 +241,7 @@ def check_sizes(config: dict) -> None:
         return  # the shape of file data is known only once it is read (data.py checks it there)
     synthetic = data["synthetic"]
     shape = synthetic["inputShape"]
-    elements = math.prod(shape)
-    if elements > limits.MAX_EXAMPLE_ELEMENTS:
-        raise ConfigError(f"training config: data.synthetic.inputShape: {shape} is {elements} values per example, "
-                          f"more than the limit of {limits.MAX_EXAMPLE_ELEMENTS}; use a smaller shape")
-    batch = config["batchSizePerReplica"]
-    if batch * elements * 4 > limits.MAX_BATCH_BYTES:
-        raise ConfigError(f"training config: batchSizePerReplica: {batch} examples of shape {shape} are "
-                          f"{batch * elements * 4} bytes per replica batch, more than the limit of "
-                          f"{limits.MAX_BATCH_BYTES} (2 GiB); use a smaller batch or shape")
+    elements = check_example_size(shape, config["batchSizePerReplica"], "data.synthetic.inputShape")
     examples = synthetic["examples"]
     if examples * elements * 4 > limits.MAX_SYNTHETIC_BYTES:
         raise ConfigError(f"training config: data.synthetic.examples: {examples} examples of shape {shape} are "

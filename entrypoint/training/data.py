@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
-from .config import ConfigError, data_path
+from .config import ConfigError, check_example_size, data_path
 from .failures import TrainingError, one_line
 from .sharding import ShardPlan, plan_shards
 from .synthetic import make_synthetic, shard_arrays
@@ -107,6 +107,8 @@ def _refuse_empty(count: int, describe: str) -> None:
 def _from_arrays(x, y, config, seed, describe, num_classes) -> InputSpec:
     shuffle = config["data"]["shuffleBuffer"]
     _refuse_empty(len(x), describe)
+    if config["data"]["source"] == "files":  # synthetic shapes were checked with the config
+        check_example_size(x.shape[1:], config["batchSizePerReplica"], "data.path: the examples' shape")
 
     def dataset_fn(batch: int, start_step: int) -> tf.data.Dataset:
         ds = tf.data.Dataset.from_tensor_slices((x, y))
@@ -138,6 +140,7 @@ def build_input(config: dict, shared_dir: str, num_workers: int, worker_index: i
 
     try:
         shape = _tfrecord_shape(files[0])
+        check_example_size(shape, config["batchSizePerReplica"], "data.path: the examples' shape")
         parse = _tfrecord_parser(shape)
         # Counting reads every record of this worker's share: a corrupt file fails here, once,
         # as a permanent failure, instead of in the middle of training.

@@ -117,3 +117,13 @@ def test_steps_for_epochs_rounds_up_and_is_at_least_one():
     assert steps_for_epochs(14, 1438, 64) == 315
     assert steps_for_epochs(1, 64, 64) == 1
     assert steps_for_epochs(1, 10, 64) == 1
+
+
+def test_file_data_over_the_batch_limit_is_a_config_error(tmp_path):
+    # Issue 12: the shape of file data is known only once read; the same limits apply then.
+    np.savez(tmp_path / "big.npz", x=np.zeros((2, 1024, 1024), np.float32), y=np.zeros(2, np.int64))
+    config = files_config(tmp_path, "npz")
+    config["batchSizePerReplica"] = 1024
+    with pytest.raises(ConfigError, match=r"batchSizePerReplica: 1024 examples of shape \[1024, 1024\] are "
+                                          r"4294967296 bytes per replica batch, more than the limit of 2147483648"):
+        build_input(config, "/", 1, 0)
