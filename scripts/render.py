@@ -129,7 +129,8 @@ def overlay_path(env: str, values_dir: Path = VALUES_DIR) -> Path:
 
 def _split_words(arg: str) -> list[str]:
     """Split on whitespace outside quotes. Quotes group (and are removed) like a shell's, but
-    every backslash is kept with the character after it: helm's --set parser reads `\\,`,
+    every backslash is kept (outside single quotes, with the character after it, which it
+    keeps from splitting or quoting): helm's --set parser reads `\\,`,
     `\\.`, `\\=` and `\\\\` itself, so they must reach it exactly as typed."""
     words: list[str] = []
     word: list[str] = []
@@ -137,7 +138,12 @@ def _split_words(arg: str) -> list[str]:
     quote = ""
     chars = iter(arg)
     for char in chars:
-        if char == "\\":
+        if quote == "'":           # single quotes: everything literal up to the next one
+            if char == quote:
+                quote = ""
+            else:
+                word.append(char)
+        elif char == "\\":
             escaped = next(chars, None)
             if escaped is None:
                 raise ToolError(f"bad --set '{arg}': it ends in a lone backslash (expected key=value ...)")

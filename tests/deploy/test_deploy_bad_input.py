@@ -119,6 +119,13 @@ def test_set_keeps_backslashes_for_helms_own_parser():
         render.split_sets("a='x")
 
 
+@pytest.mark.parametrize("item", ["a=x\\", "a=x\\,y", "b=it's", "c=two words", "l.example\\.com/t=ml"])
+def test_a_shell_quoted_item_comes_back_as_typed(item):
+    """tests/cluster quote each item with shlex.quote: single quotes keep everything literal."""
+    import shlex
+    assert render.split_sets(shlex.quote(item)) == [item]
+
+
 @pytest.mark.parametrize("helm", [HELM4, HELM3], ids=["helm4", "helm3"])
 def test_escaped_set_equals_helm_template_set(helm):
     items = render.split_sets(ESCAPED)
