@@ -404,9 +404,10 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
         x, y = next(it)
         return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(step_fn, args=(x, y)), axis=None)
 
-    def check_finite(step: int, wants_stop: bool = False) -> bool:
+    def check_finite(step: int, wants_stop: bool = False) -> tuple[bool, float]:
         """Group-wide, before anything stores the weights: no non-finite loss since the last
-        check, no non-finite weight. Returns whether any worker wants to stop (SIGTERM)."""
+        log line, no non-finite weight. Returns whether any worker wants to stop (SIGTERM) and
+        the sum of the losses since the last log line."""
         pending = float(loss_sum.numpy())
         bad = None
         if not math.isfinite(pending):
@@ -418,7 +419,7 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
         if any_bad:  # every worker fails together, none goes on to save or export
             raise bad or TrainingError(f"another worker found a non-finite loss or weights at step {step}: "
                                        "training diverged; lower training.config.learningRate or check the data")
-        return stop
+        return stop, pending
 
     writer = CheckpointWriter(checkpoint, run, cluster, config["checkpoint"]["keep"], restored.kept)
     if not agreement.same_everywhere(start_step):
@@ -469,8 +470,7 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
                 # One group-wide decision per boundary, before the save: a non-finite loss (also
                 # of the steps not logged yet) or weight fails every worker; otherwise every
                 # worker saves, then all stop or all go on.
-                stop = check_finite(step, stop_requested() if step < total else False)
-                pending = float(loss_sum.numpy())
+                stop, pending = check_finite(step, stop_requested() if step < total else False)
                 recent = pending / (step - window_first) if step > window_first else final_loss
                 checkpoint.loss.assign(float("nan") if recent is None else recent)
                 save_started = time.monotonic()
