@@ -183,6 +183,8 @@ ISSUE12_SCHEMA = {
     "sub-path-newline": Bad(("storage.type=existingClaim", "storage.existingClaim.claimName=c",
                              "storage.existingClaim.subPath=runs\n  readOnly: true"),
                             "storage.existingClaim.subPath"),
+    "object-store-uri-control": Bad(("storage.type=objectStore", "storage.objectStore.uri=gs://b/x\x01y"),
+                                    "storage.objectStore.uri"),
     "sub-path-absolute": Bad(("storage.type=existingClaim", "storage.existingClaim.claimName=c",
                               "storage.existingClaim.subPath=/runs"), "storage.existingClaim.subPath"),
     # 3. Label keys and values are Kubernetes' own syntax.

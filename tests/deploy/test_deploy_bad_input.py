@@ -64,8 +64,9 @@ def test_the_opt_in_renders_with_one_warning_line(tmp_path):
     assert sts["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privileged"] is True
 
 
-def test_the_defaults_render_without_a_warning():
-    rendered = render.prepare("local")
+@pytest.mark.parametrize("env", render.known_envs())
+def test_every_overlay_renders_on_the_host_path_without_a_warning(env):
+    rendered = render.prepare(env)
     assert rendered.warnings == []
     assert pss.all_violations(pss.pod_templates(rendered.objects)) == []
 
