@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -105,7 +106,9 @@ def chart_error_line(stderr: str | bytes) -> str:
     if not starts or "execution error at" not in lines[starts[-1]]:
         return helm_error_line(stderr)
     problems = [ln for ln in lines[starts[-1]:] if not ln.startswith("Use --debug")]
-    return "; ".join(" ".join(p.split()) for p in [helm_error_line(problems[0]), *problems[1:]])
+    # The chart's own words: helm's "execution error at (<template>:1:4): " only says where.
+    first = re.sub(r"^execution error at \([^)]*\): ", "", helm_error_line(problems[0]))
+    return "; ".join(" ".join(p.split()) for p in [first, *problems[1:]])
 
 
 # ---------------------------------------------------------------- environments
@@ -301,7 +304,9 @@ async def _template(helm: str, chart_dir: Path, release: str, namespace: str, va
         objects = await client.template_resources(chart, release, values, namespace=namespace)
         return [obj for obj in objects if obj]
     except pyhelm3.errors.Error as exc:
-        raise ToolError(f"helm could not render {_show(chart_dir)}: {chart_error_line(exc.stderr)}") from None
+        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr or "")
+        what = "refused the values" if "execution error at" in stderr else "could not be rendered by helm"
+        raise ToolError(f"{_show(chart_dir)} {what}: {chart_error_line(stderr)}") from None
 
 
 def render_values(values: dict, chart_dir: Path = CHART_DIR, release: str = DEFAULT_RELEASE,

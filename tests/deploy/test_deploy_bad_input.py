@@ -44,7 +44,8 @@ def test_tfmw_refuses_before_anything_runs(command, sets, key, tmp_path):
 
 def test_tfmw_names_every_problem_on_its_one_line():
     line = one_line(run_cli("template", "--env", "local", "--set", f"{UNSAFE} storage.mountPath=/tmp"))
-    assert "writableDirs[0]=/tmp" in line and "containerSecurityContext.privileged=true" in line
+    assert line.startswith("tfmw template: error: charts/tf-multiworker refused the values: writableDirs[0]=/tmp: ")
+    assert "; containerSecurityContext.privileged=true: " in line
 
 
 def test_a_schema_refusal_names_the_key_on_the_host_path():
