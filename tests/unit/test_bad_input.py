@@ -20,7 +20,7 @@ import pytest
 from entrypoint import supervisor as supervisor_module
 from entrypoint.cli import main
 from entrypoint.launcher import Launcher
-from entrypoint.supervisor import MarkerUnreadable, command_problem, marker_exists
+from entrypoint.supervisor import MarkerUnreadable, command_problem, marker_exists, shared_dir_problem
 
 REPO = Path(__file__).resolve().parents[2]
 POD = {"TFMW_POD_NAME": "train-0", "TFMW_NAMESPACE": "ml", "TFMW_STATEFULSET": "train",
@@ -259,12 +259,18 @@ def test_cli_run_in_the_statefulset_records_a_missing_command_and_idles(fake_api
 
 
 # -- 2: the chief cannot write COMPLETED -------------------------------------------------------------
-def _succeeds(tmp_path: Path) -> list[str]:
+def _succeeds(tmp_path: Path, breaks_storage: Path | None = None) -> list[str]:
+    """A user command that trains (counts its attempts) and exits 0; `breaks_storage`: first it
+    puts a regular file where the shared directory was (storage gone mid-run): nothing can be
+    created under it, not even by root, so the test fails for real whoever runs it."""
     script = tmp_path / "train.py"
-    script.write_text("import pathlib, sys\n"
+    script.write_text("import pathlib, shutil, sys\n"
                       "counter = pathlib.Path(sys.argv[0]).with_name('attempts')\n"
                       "counter.write_text(str(int(counter.read_text()) + 1 if counter.exists() else 1))\n"
-                      "print('tfmw done steps=1 final_loss=0.5 examples_per_sec=1.0 model=- weights_digest=x')\n")
+                      + (f"shared = pathlib.Path({str(breaks_storage)!r})\n"
+                         "shutil.rmtree(shared, ignore_errors=True)\n"
+                         "shared.write_text('not a directory any more')\n" if breaks_storage else "")
+                      + "print('tfmw done steps=1 final_loss=0.5 examples_per_sec=1.0 model=- weights_digest=x')\n")
     return [sys.executable, str(script)]
 
 
@@ -274,14 +280,15 @@ def _attempts(tmp_path: Path) -> int:
 
 
 def test_completed_that_cannot_be_written_fails_the_run_and_is_never_trained_again(tmp_path, capsys):
-    blocker = tmp_path / "shared"
-    blocker.write_text("a regular file: nothing can be created under it, not even by root")
-    env = {"TF_CONFIG": PRESET, "TFMW_RUN_ID": "r1", "TFMW_SHARED_DIR": str(blocker), "PATH": os.environ["PATH"]}
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    env = {"TF_CONFIG": PRESET, "TFMW_RUN_ID": "r1", "TFMW_SHARED_DIR": str(shared), "PATH": os.environ["PATH"]}
     logs = []
     started = time.monotonic()
-    assert Launcher(env, _succeeds(tmp_path), log=logs.append, marker_retry_seconds=1.5).run() == 4
+    assert Launcher(env, _succeeds(tmp_path, breaks_storage=shared), log=logs.append,
+                    marker_retry_seconds=1.5).run() == 4
     assert 1.5 <= time.monotonic() - started < 30  # retried for the bounded time, then gave up
-    marker = blocker / "r1" / "COMPLETED"
+    marker = shared / "r1" / "COMPLETED"
     failed = next(line for line in logs if line.startswith("tfmw failed "))
     assert failed.startswith("tfmw failed run=r1 reason=CompletionNotRecorded exit_code=4 message=")
     assert str(marker) in failed and "Not a directory" in failed
@@ -295,31 +302,35 @@ def test_completed_that_cannot_be_written_fails_the_run_and_is_never_trained_aga
 
 def test_completed_write_is_retried_until_the_storage_is_back(tmp_path):
     shared = tmp_path / "shared"
-    shared.write_text("not yet a directory")
+    shared.mkdir()
 
     def storage_comes_back():
+        deadline = time.monotonic() + 60
+        while not shared.is_file() and time.monotonic() < deadline:
+            time.sleep(0.05)
         time.sleep(1.0)
         shared.unlink()
         shared.mkdir()
     threading.Thread(target=storage_comes_back, daemon=True).start()
     env = {"TF_CONFIG": PRESET, "TFMW_RUN_ID": "r1", "TFMW_SHARED_DIR": str(shared), "PATH": os.environ["PATH"]}
     logs = []
-    assert Launcher(env, _succeeds(tmp_path), log=logs.append, marker_retry_seconds=30).run() == 0
+    assert Launcher(env, _succeeds(tmp_path, breaks_storage=shared), log=logs.append,
+                    marker_retry_seconds=30).run() == 0
     assert json.loads((shared / "r1" / "COMPLETED").read_text())["by"] == "launcher"
     assert any("cannot write COMPLETED" in line for line in logs)
     assert any(line.startswith("tfmw completed run=r1") for line in logs)
 
 
 def test_in_the_statefulset_completion_not_recorded_is_recorded_and_not_retrained(fake_api, tmp_path):
-    blocker = tmp_path / "shared"
-    blocker.write_text("x")
+    shared = tmp_path / "shared"
+    shared.mkdir()
     env = dict(POD, TFMW_REPLICAS="1", TFMW_LOOPBACK_PORTS="1", TFMW_RUN_ID="r1", TFMW_ON_FAILURE="scaleToZero",
-               TFMW_STATUS_CONFIGMAP="train-status", TFMW_POD_REVISION="rev-a", TFMW_SHARED_DIR=str(blocker),
+               TFMW_STATUS_CONFIGMAP="train-status", TFMW_POD_REVISION="rev-a", TFMW_SHARED_DIR=str(shared),
                PATH=os.environ["PATH"], **fake_api.env())
     for _ in range(2):  # the pod restarts: the same revision must not train the finished run again
         logs = []
-        launcher = Launcher(env, _succeeds(tmp_path), log=logs.append, marker_retry_seconds=0.5,
-                            flush_seconds=10, idle_retry=(0.2, 1), api_timeout=2.0)
+        launcher = Launcher(env, _succeeds(tmp_path, breaks_storage=shared), log=logs.append,
+                            marker_retry_seconds=0.5, flush_seconds=10, idle_retry=(0.2, 1), api_timeout=2.0)
         thread = threading.Thread(target=launcher.run, daemon=True)
         thread.start()
         deadline = time.monotonic() + 60
@@ -331,6 +342,30 @@ def test_in_the_statefulset_completion_not_recorded_is_recorded_and_not_retraine
         status = fake_api.status("train-status")
         assert (status["phase"], status["reason"]) == ("Failed", "CompletionNotRecorded")
         assert fake_api.replicas["train"] == 0
+    assert _attempts(tmp_path) == 1
+
+
+def test_shared_storage_that_can_never_hold_the_marker_is_refused_before_training(tmp_path, monkeypatch):
+    blocker = tmp_path / "shared"
+    blocker.write_text("a regular file where the shared directory should be")
+    env = {"TF_CONFIG": PRESET, "TFMW_RUN_ID": "r1", "TFMW_SHARED_DIR": str(blocker), "PATH": os.environ["PATH"]}
+    logs = []
+    assert Launcher(env, _succeeds(tmp_path), log=logs.append).run() == 2
+    failed = next(line for line in logs if line.startswith("tfmw failed "))
+    assert "reason=BadConfig" in failed and f"{blocker} is not a directory" in failed
+    assert _attempts(tmp_path) == 0  # nothing trained that could never be recorded
+    # a read-only mount (access(2) says EROFS even to root; simulated: tests cannot mount)
+    assert shared_dir_problem(tmp_path / "ro" / "r1") is None
+    monkeypatch.setattr(supervisor_module.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(supervisor_module.os, "statvfs", lambda path: type("V", (), {"f_flag": os.ST_RDONLY})())
+    assert shared_dir_problem(tmp_path / "ro" / "r1") == (
+        f"TFMW_SHARED_DIR: cannot record the run under {tmp_path / 'ro' / 'r1'}: {tmp_path} is on a read-only "
+        "file system; fix storage.* (a writable, shared volume)")
+    # a worker other than the chief writes no marker: not its check
+    worker = dict(env, TF_CONFIG=tf_config(("localhost:2222", "localhost:2223"), index=1), TFMW_PEER_TIMEOUT_SECONDS="0")
+    logs.clear()
+    monkeypatch.undo()
+    assert Launcher(worker, _succeeds(tmp_path), log=logs.append).run() == 0
     assert _attempts(tmp_path) == 1
 
 
@@ -352,3 +387,12 @@ def test_a_marker_whose_presence_cannot_be_told_never_means_train(tmp_path, monk
     assert Launcher(env, _succeeds(tmp_path), log=logs.append).run() == 2
     assert _attempts(tmp_path) == 0
     assert "reason=BadConfig" in next(line for line in logs if line.startswith("tfmw failed "))
+
+
+# -- 7: the rest of the audit ----------------------------------------------------------------------
+def test_odd_values_elsewhere_never_raise():
+    from entrypoint.kubeapi import KubeAPI
+    from entrypoint.supervisor import _signal_name
+    assert KubeAPI.from_env({"KUBERNETES_SERVICE_HOST": "h", "KUBERNETES_SERVICE_PORT": "²"}, "/api").port == 0
+    assert _signal_name(signal.SIGKILL) == "SIGKILL"
+    assert _signal_name(signal.SIGRTMIN + 3) == str(int(signal.SIGRTMIN) + 3)  # no name in Python
