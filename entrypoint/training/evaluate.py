@@ -13,6 +13,9 @@ import sys
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 
+BATCH = 256  # examples per prediction batch
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m entrypoint.training.evaluate")
     parser.add_argument("model")
@@ -30,18 +33,19 @@ def main(argv=None) -> int:
     from .config import ConfigError
     from .data import build_input
 
+    # batchSizePerReplica: the batch read below, checked against the examples' size by build_input.
     config = {"data": {"source": "files", "path": os.path.abspath(args.data), "format": args.format,
-                       "numClasses": 2, "shuffleBuffer": 0}, "seed": 0}
+                       "numClasses": 2, "shuffleBuffer": 0}, "seed": 0, "batchSizePerReplica": BATCH}
     try:
         spec = build_input(config, "/", 1, 0)
     except ConfigError as err:
         print(str(err), file=sys.stderr)
         return 2
-    ds = spec.dataset_fn(256, 0).take(-(-spec.examples_per_worker // 256))
+    ds = spec.dataset_fn(BATCH, 0).take(-(-spec.examples_per_worker // BATCH))
     model = keras.models.load_model(args.model, compile=False)
     correct = total = 0
     # The pipeline repeats; count each held-out example exactly once.
-    for x, y in ds.unbatch().take(spec.examples_per_worker).batch(256):
+    for x, y in ds.unbatch().take(spec.examples_per_worker).batch(BATCH):
         predicted = np.argmax(model.predict(x, verbose=0), axis=1)
         correct += int(np.sum(predicted == y.numpy()))
         total += int(y.shape[0])
