@@ -44,7 +44,8 @@ class KubeAPI:
             return None
         port = env.get("KUBERNETES_SERVICE_PORT", "443")
         return cls(host=env.get("KUBERNETES_SERVICE_HOST", ""),
-                   port=int(port) if port.isdigit() else 0,
+                   # isdigit() alone admits '²', which int() refuses: a traceback for a bad env
+                   port=int(port) if port.isascii() and port.isdigit() else 0,
                    api_dir=Path(api_dir), timeout=timeout)
 
     # -- transport -------------------------------------------------------------------

@@ -34,7 +34,7 @@ from .peers import wait_for_peers
 from .settings import INDEXED_JOB_REQUIRED, POLICIES, LauncherSettings, load_settings
 from .status import StatusRecorder
 from .supervisor import (MarkerUnreadable, Supervisor, SupervisorConfig, command_problem, completed_detail,
-                         completed_marker, marker_exists)
+                         completed_marker, marker_exists, shared_dir_problem)
 from .tracker import RunTracker, _quote
 
 DEFAULT_TRAINING_COMMAND = ("python", "-m", "entrypoint.training")
@@ -174,6 +174,9 @@ class Launcher:
             child_env = dict(self.env, TF_CONFIG=encoded)
             problem = command_problem(self.command, child_env)
             if problem:  # before the peer wait: no retry makes a missing program appear
+                raise _Failure(Reason.BAD_CONFIG, problem)
+            problem = shared_dir_problem(run_dir) if is_chief else None
+            if problem:  # the chief could never record completion: do not train first
                 raise _Failure(Reason.BAD_CONFIG, problem)
             try:
                 tmp = tempfile.gettempdir()

@@ -374,7 +374,7 @@ class Supervisor:
         if hung:
             reason = f"hang: no progress for {self.cfg.hang_timeout_seconds:g}s"
         elif returncode < 0:
-            reason = f"killed by signal {signal.Signals(-returncode).name}"
+            reason = f"killed by signal {_signal_name(-returncode)}"
         elif returncode == EXIT_RETRYABLE:
             reason = "a peer failed or the group broke (exit 75)"
         else:
@@ -405,6 +405,39 @@ class Supervisor:
                     self.cfg.log(f"tfmw launcher status: cannot follow training output "
                                  f"({type(err).__name__}: {err}); training goes on")
         child.stdout.close()
+
+
+def _signal_name(number: int) -> str:
+    """SIGKILL, or the number for one Python has no name for (a real-time signal, SIGRTMIN+n)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+def shared_dir_problem(run_dir: Path | None) -> str | None:
+    """Why the chief could not write the run's COMPLETED marker (nor checkpoints) under
+    `run_dir`, known before training: the nearest existing ancestor is not a directory, or is
+    not writable (access(2) reports a read-only mount as EROFS, even to root). None: no
+    known problem (a write can still fail later: the end retries it, CompletionNotRecorded).
+    Checked up front so a run that could never be recorded as complete is not trained first."""
+    if run_dir is None:
+        return None
+    path = Path(run_dir)
+    while not os.path.lexists(path) and path != path.parent:
+        path = path.parent
+    where = f"TFMW_SHARED_DIR: cannot record the run under {run_dir}"
+    if not os.path.isdir(path):
+        return f"{where}: {path} is not a directory; fix storage.* (the shared volume's mount path)"
+    if not os.access(path, os.W_OK | os.X_OK):
+        read_only = False
+        try:
+            read_only = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+        except OSError:
+            pass
+        why = "is on a read-only file system" if read_only else "is not writable by this user"
+        return f"{where}: {path} {why}; fix storage.* (a writable, shared volume)"
+    return None
 
 
 def _read_heartbeat(path: Path) -> int | None:

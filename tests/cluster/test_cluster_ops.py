@@ -367,10 +367,11 @@ def test_a_value_the_schema_accepts_but_the_api_server_refuses(cluster, namespac
 
 def test_a_refused_value_with_no_rollback_keeps_the_failed_release_and_says_so(cluster, namespace):
     proc = tfmw(cluster, "deploy", "--env", "local", "--namespace", namespace, "--release", "keep",
-                "--timeout", "60s", "--no-rollback", sets=["workers.podLabels.team=-bad-"])
+                "--timeout", "60s", "--no-rollback", sets=["workers.resources.requests.cpu=2"])
     one_line_error(proc, "deploy",
-                   "the API server refused StatefulSet keep-tf-multiworker: field spec.template.labels "
-                   '(values: workers.podLabels): Invalid value: "-bad-"',
+                   "the API server refused StatefulSet keep-tf-multiworker: field "
+                   "spec.template.spec.containers[0].resources.requests (values: workers.resources / "
+                   'workers.gpus): Invalid value: "2": must be less than or equal to cpu limit of 1',
                    "kept for debugging (--no-rollback): release keep revision 1 is failed")
     status = helm_release(cluster, namespace, "keep")
     assert status.returncode == 0 and '"status":"failed"' in status.stdout.replace(" ", "")
