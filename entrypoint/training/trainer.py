@@ -506,7 +506,7 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
     steady = Throughput()
     stopped = False
     debug_collectives = os.environ.get(DEBUG_COLLECTIVES_ENV) == "1"
-    heartbeat.beat(step, force=True)
+    heartbeat.beat(step, force=True, phase="start")
     stop_requested.training_started()
     try:
         while step < total:
@@ -538,6 +538,7 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
                 # One group-wide decision per boundary, before the save: a non-finite loss (also
                 # of the steps not logged yet) or weight fails every worker; otherwise every
                 # worker saves, then all stop or all go on.
+                heartbeat.beat(step, phase="checkpoint")
                 stop, pending = check_finite(step, stop_requested() if step < total else False)
                 recent = pending / (step - window_first) if step > window_first else final_loss
                 checkpoint.loss.assign(float("nan") if recent is None else recent)
@@ -552,7 +553,7 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
         stop_requested.training_finished()
         writer.close()
         summaries.flush()
-    heartbeat.beat(step, force=True)
+    heartbeat.beat(step, force=True, phase="finish")
     digest = weights_digest(model)
     if stopped:
         return Outcome(step, final_loss, steady.rate(), "", digest, stopped=True)
