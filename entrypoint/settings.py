@@ -12,6 +12,7 @@ import jsonschema
 
 from .errors import ConfigError
 from .standby import POLICIES as STANDBY_POLICIES
+from .hangwatch import ADAPTIVE, MODES as HANG_DETECTION_MODES
 
 # Anchored with \Z, not $: jsonschema matches patterns with re.search, where "$" also matches
 # before a trailing newline, so "default\n" was a valid namespace and the peer host became
@@ -48,6 +49,7 @@ ENV_SCHEMA = {
         "TFMW_LOOPBACK_PORTS": {"type": "string", "pattern": _BOOL},
         "TFMW_MAX_RESTARTS": {"type": "string", "pattern": _UINT, "maxLength": 4},
         "TFMW_HANG_TIMEOUT_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 6},
+        "TFMW_HANG_DETECTION": {"enum": [*HANG_DETECTION_MODES, ""]},  # "": unset (adaptive)
         "TFMW_ON_SUCCESS": {"enum": [*POLICIES, ""]},   # "": unset
         "TFMW_WARM_STANDBY": {"enum": [*STANDBY_POLICIES, ""]},  # "": unset (auto)
         "TFMW_ON_FAILURE": {"enum": [*POLICIES, ""]},
@@ -73,6 +75,7 @@ _WHAT = {
     "TFMW_LOOPBACK_PORTS": "0 or 1",
     "TFMW_MAX_RESTARTS": "a whole number",
     "TFMW_HANG_TIMEOUT_SECONDS": "a whole number of seconds (0 disables the watchdog)",
+    "TFMW_HANG_DETECTION": "adaptive or static (training.hangDetection)",
     "TFMW_ON_SUCCESS": "scaleToZero or idle (completion.onSuccess)",
     "TFMW_WARM_STANDBY": "auto, true or false (training.warmStandby)",
     "TFMW_ON_FAILURE": "scaleToZero or idle (completion.onFailure)",
@@ -100,6 +103,7 @@ class LauncherSettings:
     loopback_ports: bool
     max_restarts: int
     hang_timeout_seconds: int
+    hang_detection: str             # adaptive | static (unset: adaptive)
     warm_standby: str               # auto | true | false (unset: auto; entrypoint.standby)
     on_success: str                 # scaleToZero | idle (unset: idle, what older manifests get)
     on_failure: str
@@ -162,6 +166,7 @@ def load_settings(env: Mapping[str, str], need_derivation: bool = True,
         loopback_ports=loopback_ports,
         max_restarts=int(env.get("TFMW_MAX_RESTARTS") or 20),
         hang_timeout_seconds=int(env.get("TFMW_HANG_TIMEOUT_SECONDS") or 0),
+        hang_detection=env.get("TFMW_HANG_DETECTION") or ADAPTIVE,
         warm_standby=env.get("TFMW_WARM_STANDBY") or "auto",
         on_success=env.get("TFMW_ON_SUCCESS") or "idle",
         on_failure=env.get("TFMW_ON_FAILURE") or "idle",

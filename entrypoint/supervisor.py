@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .errors import (EXIT_BAD_CONFIG, EXIT_OK, EXIT_RETRYABLE, EXIT_SIGTERM, EXIT_TRAINING_FAILED)
+from .hangwatch import ADAPTIVE, FLOOR_SECONDS, HangWatch, parse_beat
 from .lifecycle import Phase, Reason
 from .standby import Standby
 # The trainer's write-then-rename (no TensorFlow import for a local path): one way to
@@ -73,7 +74,9 @@ class SupervisorConfig:
     run_dir: Path | None            # <shared>/<run>; None: no shared storage (no completion marker)
     heartbeat_file: Path
     max_restarts: int = 20
-    hang_timeout_seconds: float = 0  # 0: watchdog off
+    hang_timeout_seconds: float = 0  # 0: watchdog off; else the static bound and the ceiling
+    hang_detection: str = ADAPTIVE   # adaptive: trainer steps get a bound from their observed time (hangwatch)
+    hang_floor_seconds: float = FLOOR_SECONDS  # the adaptive bound's floor (tests lower it)
     poll_seconds: float = 0.5
     backoff_first_seconds: float = 1.0
     regroup: Callable[[], None] = lambda: None  # before a restart: peers, the run's record (may raise)
@@ -359,17 +362,20 @@ class Supervisor:
         pump = threading.Thread(target=self._pump_output, args=(child,), daemon=True)
         pump.start()
         last_beat = None
+        watch = HangWatch(self.cfg.hang_timeout_seconds, self.cfg.hang_detection,
+                          floor_seconds=self.cfg.hang_floor_seconds)
         progressed = False
-        hung = False
+        hung = None
         deadline_hit = False
         term_sent = 0.0
         while child.poll() is None:
             time.sleep(self.cfg.poll_seconds)
             beat = _read_heartbeat(hb)
             if beat is not None and beat != last_beat:
-                progressed = progressed or last_beat is not None or beat > 0
+                progressed = progressed or last_beat is not None or beat[0] > 0
                 last_beat = beat
                 self._last_activity = time.monotonic()
+                watch.observe(beat[0], beat[1], self._last_activity)
             if beat is not None and beat != standby_beat:
                 standby_beat, beats = beat, beats + 1
             if self._standby is None and (beats >= 2 or time.monotonic() - started >= self.cfg.standby_delay_seconds):
@@ -387,18 +393,17 @@ class Supervisor:
                 self.cfg.log("tfmw launcher deadline: training did not stop in time; killing it")
                 _signal_group(child, signal.SIGKILL)
                 term_sent = float("inf")
-            idle = time.monotonic() - self._last_activity
-            if (self.cfg.hang_timeout_seconds and idle > self.cfg.hang_timeout_seconds
-                    and not self._stop.is_set() and not hung):
-                self.cfg.log(f"tfmw launcher watchdog: no training progress for {idle:.0f}s "
-                             f"(hang timeout {self.cfg.hang_timeout_seconds:g}s); killing training")
+            verdict = None if self._stop.is_set() or hung else watch.check(time.monotonic(), self._last_activity)
+            if verdict is not None:
+                self.cfg.log(f"tfmw launcher watchdog: no training progress for {verdict.idle:.1f}s "
+                             f"(hang timeout {verdict.timeout:.3g}s, {verdict.basis}); killing training")
                 _signal_group(child, signal.SIGKILL)
-                hung = True
+                hung = verdict
         pump.join(timeout=5)
         self._child = None
         returncode = child.returncode
         if hung:
-            reason = f"hang: no progress for {self.cfg.hang_timeout_seconds:g}s"
+            reason = f"hang: no progress for {hung.timeout:.3g}s ({hung.basis})"
         elif returncode < 0:
             reason = f"killed by signal {_signal_name(-returncode)}"
         elif returncode == EXIT_RETRYABLE:
@@ -501,10 +506,11 @@ def shared_dir_problem(run_dir: Path | None) -> str | None:
     return None
 
 
-def _read_heartbeat(path: Path) -> int | None:
+def _read_heartbeat(path: Path) -> tuple[int, str | None] | None:
+    """(step, phase) from the heartbeat file (hangwatch.parse_beat); None when unreadable."""
     try:
-        return int(path.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
+        return parse_beat(path.read_text())
+    except (OSError, ValueError):
         return None
 
 
