@@ -150,6 +150,15 @@ def standby_plan(policy: str, command) -> tuple[tuple[str, ...] | None, str]:
     return None, "off for a user command (set training.warmStandby: true to opt in)"
 
 
+def _stopped(pid: int) -> bool:
+    """Is the process stopped (state T/t in /proc)? A stopped standby told "go" would only hang."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
 class Standby:
     """One waiting standby process of `command` (the supervisor's handle on it)."""
 
@@ -170,6 +179,7 @@ class Standby:
         self.sock = parent
         self.sock.setblocking(False)
         self.ready = False
+        self.why = ""
 
     @property
     def pid(self) -> int:
@@ -186,8 +196,14 @@ class Standby:
             self.ready = True
 
     def take(self):
-        """Start the command in the standby: its Popen, or None (it died: start cold)."""
+        """Start the command in the standby: its Popen, or None (start cold: it died, or it is
+        stopped, e.g. SIGSTOPped with the trainer's whole tree; `why` says which)."""
         if self.process.poll() is not None:
+            self.why = f"exited with {self.process.returncode}"
+            self.discard()
+            return None
+        if _stopped(self.process.pid):
+            self.why = "is stopped (SIGSTOP)"
             self.discard()
             return None
         self._poll_ready()

@@ -435,8 +435,8 @@ class Supervisor:
             return None
         child = standby.take()
         if child is None:
-            self.cfg.log(f"tfmw launcher start standby=no: the standby (pid {standby.pid}) exited with "
-                         f"{standby.process.returncode}; starting cold")
+            self.cfg.log(f"tfmw launcher start standby=no: the standby (pid {standby.pid}) {standby.why}; "
+                         "starting cold")
             return None
         self.cfg.log(f"tfmw launcher start standby=yes pid={child.pid} ready={'yes' if standby.ready else 'no'}: "
                      "the waiting process runs the training command (its imports already done)")

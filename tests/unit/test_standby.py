@@ -203,8 +203,36 @@ def test_a_standby_that_died_means_a_cold_start(tmp_path):
     t.join()
     assert ending.phase is Phase.SUCCEEDED, logs
     assert killer_done
-    assert any("standby=no" in line and f"pid {killer_done[0]}" in line for line in logs), logs
+    assert any("standby=no" in line and f"pid {killer_done[0]}) exited with -9" in line for line in logs), logs
     assert all(a["pid"] != killer_done[0] for a in attempts(tmp_path))
+
+
+def test_a_stopped_standby_is_not_used(tmp_path):
+    """A SIGSTOP of the trainer's whole tree (the fault harness's hang) stops the waiting
+    standby too: told "go" it would only hang again, so the restart starts cold and the
+    stopped standby is killed and reaped."""
+    command = script_command(tmp_path)
+    sup, logs = supervisor(tmp_path, command, env={"DUMP_SLEEP": "1.0"}, delay=0.1)
+    stopped = []
+    import threading
+
+    def stopper():
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            standby = sup._standby
+            if standby is not None:
+                os.kill(standby.pid, signal.SIGSTOP)
+                stopped.append(standby.pid)
+                return
+            time.sleep(0.02)
+    t = threading.Thread(target=stopper)
+    t.start()
+    ending = sup.run()
+    t.join()
+    assert ending.phase is Phase.SUCCEEDED, logs
+    assert any(f"pid {stopped[0]}) is stopped (SIGSTOP); starting cold" in line for line in logs), logs
+    assert all(a["pid"] != stopped[0] for a in attempts(tmp_path))
+    assert not alive(stopped[0])
 
 
 # -- no orphan: the standby ends with supervision ---------------------------------------------
