@@ -69,7 +69,7 @@ def run_figure1(args, machine_line: str, plots: Path) -> str:
     cases = fig_overhead.plan(args.quick)
     rounds = 1 if args.quick else 3
     load = load_average()
-    raw = fig_overhead.measure(cases, args.workers, rounds, gpus=args.gpus, log=log)
+    raw = fig_overhead.measure(cases, args.workers, rounds, gpus=args.gpus, log=log, quick=args.quick)
     rows = fig_overhead.summarize(cases, raw)
     table_rows = fig_overhead.table_rows(rows)
     show("Figure 1: distribution overhead", fig_overhead.HEADERS, table_rows)

@@ -127,19 +127,34 @@ def fig_overhead(rows, table_rows, headers, workers: int, rounds: int, load: str
             "of the wall-clock ratio is time spent waiting — for the peer in the collective, or for a core taken by "
             "other jobs on this shared machine (the min-max column shows how much that moved between rounds). "
             f"The tiny model has almost no compute, so its {workers}-worker step "
-            f"({tiny.tn_ms:.1f} ms vs. {tiny.t1_ms:.2f} ms alone) is the floor of one step's collectives (the gradient all-reduce and the "
-            "loss reduce) on this loopback (roughly 15 ms was expected for a 2-worker loopback collective; the value above is what "
-            "this run measured). The cost a collective adds per step is that floor plus the gradient bytes over "
+            f"({tiny.tn_ms:.1f} ms vs. {tiny.t1_ms:.2f} ms alone) is the floor of one step's collective (the gradient all-reduce; the loss crosses workers only on "
+            "the steps that log it) on this loopback. The cost a collective adds per step is that floor plus the gradient bytes over "
             "the link"
             + (f": the `cnn` model has little compute but {cnn.params:,} parameters (a {cnn.params * 4 / 1e6:.1f} MB "
                f"float32 gradient per step) and pays {cnn.tn_ms - cnn.t1_ms:.0f} ms per step." if cnn else "."),
             "",
         ]
+    bf16 = by_id.get("cnn-bf16")
+    if cnn and cnn.floor_ms and cnn.added_vs_floor is not None:
+        lines += [
+            f"**Against the physical limit.** Every round also times the loopback floor: two processes each "
+            f"sending and receiving at once the bytes a ring all-reduce moves per worker per step "
+            f"({cnn.exchanged_mb:.2f} MB for `cnn`'s float32 gradient): {cnn.floor_ms:.1f} ms. What distribution "
+            f"adds to `cnn`'s step is {cnn.added_vs_floor:.1f}x that floor (median of per-round ratios): TF's "
+            "collective path costs CPU work that grows with the bytes, not the wire."
+            + (f" With `allReduceDtype: bfloat16` the gradient crosses as {bf16.exchanged_mb:.2f} MB (floor "
+               f"{bf16.floor_ms:.1f} ms), the added time is {bf16.added_vs_floor:.1f}x its floor, and the "
+               f"{workers}-worker step is {bf16.vs_float32:.3f}x float32's (paired per round; docs/training.md "
+               "gives the accuracy cost)."
+               if bf16 and bf16.floor_ms and bf16.vs_float32 is not None and bf16.added_vs_floor is not None
+               else ""),
+            "",
+        ]
     if ks:
         lines += [
             f"**Steps per execution.** The trainer has no steps-per-execution knob, so K > 1 is measured with "
-            "`scripts/bench/mwms_step.py`, which runs the trainer's step function (`strategy.run` of the same "
-            "GradientTape step, loss reduced with `strategy.reduce`) K times inside one `tf.function` "
+            "`scripts/bench/mwms_step.py`, which runs the trainer's own replica step (`strategy.run` of the same "
+            "GradientTape step, each worker summing its loss locally) K times inside one `tf.function` "
             "(`for _ in tf.range(K)`). K removes the per-call Python dispatch and the host sync, not the "
             "collective: every step still all-reduces its gradients, so K cannot push the N-worker step below the "
             "collective floor.",
