@@ -32,6 +32,7 @@ from .lifecycle import (FAILED_ALREADY, SUCCEEDED_ALREADY, Phase, Reason, RunSta
                         exit_code, fresh, one_line, plan_start, recorded_final, rfc3339)
 from .peers import wait_for_peers
 from .settings import INDEXED_JOB_REQUIRED, POLICIES, LauncherSettings, load_settings
+from .standby import standby_plan
 from .status import StatusRecorder
 from .supervisor import (MarkerUnreadable, Supervisor, SupervisorConfig, command_problem, completed_detail,
                          completed_marker, marker_exists, shared_dir_problem)
@@ -187,16 +188,19 @@ class Launcher:
                                 f"step {plan.state.last_checkpoint_step or 0}") if plan.resumed else None)
             self._wait_for_peers(hosts, settings, deadline)
             heartbeat = Path(tmp) / f"tfmw-heartbeat-{os.getpid()}"
+            preload, why = standby_plan(settings.warm_standby, self.command)
+            self.log(f"tfmw launcher warm standby: {why}")
             self.supervisor = Supervisor(SupervisorConfig(
                 command=self.command, env=child_env, run_dir=run_dir,
                 marker_retry_seconds=self.marker_retry_seconds,
                 heartbeat_file=heartbeat, max_restarts=settings.max_restarts,
-                hang_timeout_seconds=settings.hang_timeout_seconds, is_chief=is_chief, log=self.log,
+                hang_timeout_seconds=settings.hang_timeout_seconds,
+                hang_detection=settings.hang_detection, is_chief=is_chief, log=self.log,
                 regroup=lambda: self._regroup(hosts, settings, deadline, tracker, recorder),
                 deadline=deadline, deadline_seconds=settings.active_deadline_seconds,
                 on_attempt=lambda attempt: self._attempt(tracker, attempt, workers),
                 on_restart=lambda cause: tracker.transition(Phase.RESTARTING, message=tracker.restart_message(cause)),
-                on_output=tracker.on_line))
+                on_output=tracker.on_line, standby_preload=preload))
             if self.stopping.is_set():
                 return EXIT_SIGTERM
             try:

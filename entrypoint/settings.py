@@ -11,6 +11,8 @@ from typing import Mapping, Sequence
 import jsonschema
 
 from .errors import ConfigError
+from .standby import POLICIES as STANDBY_POLICIES
+from .hangwatch import ADAPTIVE, MODES as HANG_DETECTION_MODES
 
 # Anchored with \Z, not $: jsonschema matches patterns with re.search, where "$" also matches
 # before a trailing newline, so "default\n" was a valid namespace and the peer host became
@@ -47,7 +49,9 @@ ENV_SCHEMA = {
         "TFMW_LOOPBACK_PORTS": {"type": "string", "pattern": _BOOL},
         "TFMW_MAX_RESTARTS": {"type": "string", "pattern": _UINT, "maxLength": 4},
         "TFMW_HANG_TIMEOUT_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 6},
+        "TFMW_HANG_DETECTION": {"enum": [*HANG_DETECTION_MODES, ""]},  # "": unset (adaptive)
         "TFMW_ON_SUCCESS": {"enum": [*POLICIES, ""]},   # "": unset
+        "TFMW_WARM_STANDBY": {"enum": [*STANDBY_POLICIES, ""]},  # "": unset (auto)
         "TFMW_ON_FAILURE": {"enum": [*POLICIES, ""]},
         "TFMW_ACTIVE_DEADLINE_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 9},
         "TFMW_POD_REVISION": {"type": "string", "pattern": _LABEL_VALUE, "maxLength": 63},
@@ -71,7 +75,9 @@ _WHAT = {
     "TFMW_LOOPBACK_PORTS": "0 or 1",
     "TFMW_MAX_RESTARTS": "a whole number",
     "TFMW_HANG_TIMEOUT_SECONDS": "a whole number of seconds (0 disables the watchdog)",
+    "TFMW_HANG_DETECTION": "adaptive or static (training.hangDetection)",
     "TFMW_ON_SUCCESS": "scaleToZero or idle (completion.onSuccess)",
+    "TFMW_WARM_STANDBY": "auto, true or false (training.warmStandby)",
     "TFMW_ON_FAILURE": "scaleToZero or idle (completion.onFailure)",
     "TFMW_ACTIVE_DEADLINE_SECONDS": "a whole number of seconds (training.activeDeadlineSeconds; 0: none)",
     "TFMW_POD_REVISION": "a label value (the pod's controller-revision-hash)",
@@ -97,6 +103,8 @@ class LauncherSettings:
     loopback_ports: bool
     max_restarts: int
     hang_timeout_seconds: int
+    hang_detection: str             # adaptive | static (unset: adaptive)
+    warm_standby: str               # auto | true | false (unset: auto; entrypoint.standby)
     on_success: str                 # scaleToZero | idle (unset: idle, what older manifests get)
     on_failure: str
     active_deadline_seconds: int    # 0: none
@@ -158,6 +166,8 @@ def load_settings(env: Mapping[str, str], need_derivation: bool = True,
         loopback_ports=loopback_ports,
         max_restarts=int(env.get("TFMW_MAX_RESTARTS") or 20),
         hang_timeout_seconds=int(env.get("TFMW_HANG_TIMEOUT_SECONDS") or 0),
+        hang_detection=env.get("TFMW_HANG_DETECTION") or ADAPTIVE,
+        warm_standby=env.get("TFMW_WARM_STANDBY") or "auto",
         on_success=env.get("TFMW_ON_SUCCESS") or "idle",
         on_failure=env.get("TFMW_ON_FAILURE") or "idle",
         active_deadline_seconds=int(env.get("TFMW_ACTIVE_DEADLINE_SECONDS") or 0),

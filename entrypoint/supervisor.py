@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .errors import (EXIT_BAD_CONFIG, EXIT_OK, EXIT_RETRYABLE, EXIT_SIGTERM, EXIT_TRAINING_FAILED)
+from .hangwatch import ADAPTIVE, FLOOR_SECONDS, HangWatch, parse_beat
 from .lifecycle import Phase, Reason
+from .standby import Standby
 # The trainer's write-then-rename (no TensorFlow import for a local path): one way to
 # publish the marker, whichever side writes it.
 from .training.rundir import RunDir, write_atomic
@@ -72,7 +74,9 @@ class SupervisorConfig:
     run_dir: Path | None            # <shared>/<run>; None: no shared storage (no completion marker)
     heartbeat_file: Path
     max_restarts: int = 20
-    hang_timeout_seconds: float = 0  # 0: watchdog off
+    hang_timeout_seconds: float = 0  # 0: watchdog off; else the static bound and the ceiling
+    hang_detection: str = ADAPTIVE   # adaptive: trainer steps get a bound from their observed time (hangwatch)
+    hang_floor_seconds: float = FLOOR_SECONDS  # the adaptive bound's floor (tests lower it)
     poll_seconds: float = 0.5
     backoff_first_seconds: float = 1.0
     regroup: Callable[[], None] = lambda: None  # before a restart: peers, the run's record (may raise)
@@ -91,6 +95,12 @@ class SupervisorConfig:
     # a user command finished but the chief cannot write COMPLETED (shared storage read-only,
     # missing, full): retry this long, backing off, before failing (CompletionNotRecorded)
     marker_retry_seconds: float = 60.0
+    # Warm standby (entrypoint.standby): the modules the next trainer process imports ahead,
+    # waiting, so a restart in place skips them (TensorFlow: ~3 s); None: every start is cold.
+    # It is started once the current attempt trains (its second heartbeat) or after
+    # standby_delay_seconds, and at once when an attempt fails without one.
+    standby_preload: Sequence[str] | None = None
+    standby_delay_seconds: float = 20.0
 
 
 def completed_marker(run_dir: Path | None) -> Path | None:
@@ -192,12 +202,16 @@ class Supervisor:
         self._last_line = ""
         self._last_error = ""
         self._output_error = False
+        self._env: dict | None = None
+        self._standby: Standby | None = None
+        self._standby_lock = threading.Lock()
 
     # -- signals -------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
         """SIGTERM (pod deletion, drain, helm uninstall): pass it on so the trainer can
         checkpoint at a safe point, then stop without restarting."""
         self._stop.set()
+        self._discard_standby()
         child = self._child
         if child is not None and child.poll() is None:
             try:
@@ -214,6 +228,12 @@ class Supervisor:
 
     # -- main loop -----------------------------------------------------------------
     def run(self) -> Ending:
+        try:
+            return self._supervise()
+        finally:
+            self._discard_standby()  # supervision is over: no process outlives it
+
+    def _supervise(self) -> Ending:
         failures_without_progress = 0
         attempt = 0
         while not self._stop.is_set():
@@ -270,6 +290,7 @@ class Supervisor:
                               f"{failures_without_progress - 1} restarts without progress "
                               f"(training.maxRestarts={self.cfg.max_restarts}); last failure: {result.reason}"
                               + (f": {result.last_error}" if result.last_error else ""))
+            self._spawn_standby()  # none yet (an early failure): it imports during the back-off
             delay = backoff_seconds(failures_without_progress, first=self.cfg.backoff_first_seconds)
             self.cfg.on_restart(result.reason)
             self.cfg.log(f"tfmw launcher restarting training in place in {delay:.0f}s: {result.reason}")
@@ -324,30 +345,41 @@ class Supervisor:
         hb.unlink(missing_ok=True)
         env = dict(self.cfg.env, TFMW_HEARTBEAT_FILE=str(hb))
         self._last_line = self._last_error = ""
-        try:
-            child = subprocess.Popen(
-                list(self.cfg.command), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                start_new_session=True)  # own process group: a kill reaches every descendant
-        except OSError as err:
-            raise _StartRefused(start_problem(self.cfg.command, err)) from None
+        self._env = env
+        child = self._start_standby()  # the waiting standby, else a cold start
+        if child is None:
+            try:
+                child = subprocess.Popen(
+                    list(self.cfg.command), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                    start_new_session=True)  # own process group: a kill reaches every descendant
+            except OSError as err:
+                raise _StartRefused(start_problem(self.cfg.command, err)) from None
         self._child = child
+        started, standby_beat, beats = time.monotonic(), None, 0
         if self._stop.is_set():  # a SIGTERM between the check and the start: pass it on
             self.request_stop()
         self._last_activity = time.monotonic()
         pump = threading.Thread(target=self._pump_output, args=(child,), daemon=True)
         pump.start()
         last_beat = None
+        watch = HangWatch(self.cfg.hang_timeout_seconds, self.cfg.hang_detection,
+                          floor_seconds=self.cfg.hang_floor_seconds)
         progressed = False
-        hung = False
+        hung = None
         deadline_hit = False
         term_sent = 0.0
         while child.poll() is None:
             time.sleep(self.cfg.poll_seconds)
             beat = _read_heartbeat(hb)
             if beat is not None and beat != last_beat:
-                progressed = progressed or last_beat is not None or beat > 0
+                progressed = progressed or last_beat is not None or beat[0] > 0
                 last_beat = beat
                 self._last_activity = time.monotonic()
+                watch.observe(beat[0], beat[1], self._last_activity)
+            if beat is not None and beat != standby_beat:
+                standby_beat, beats = beat, beats + 1
+            if self._standby is None and (beats >= 2 or time.monotonic() - started >= self.cfg.standby_delay_seconds):
+                self._spawn_standby()  # this attempt trains: get the next one ready
             if not deadline_hit and not self._stop.is_set() and self._deadline_passed():
                 deadline_hit = True
                 term_sent = time.monotonic()
@@ -361,18 +393,17 @@ class Supervisor:
                 self.cfg.log("tfmw launcher deadline: training did not stop in time; killing it")
                 _signal_group(child, signal.SIGKILL)
                 term_sent = float("inf")
-            idle = time.monotonic() - self._last_activity
-            if (self.cfg.hang_timeout_seconds and idle > self.cfg.hang_timeout_seconds
-                    and not self._stop.is_set() and not hung):
-                self.cfg.log(f"tfmw launcher watchdog: no training progress for {idle:.0f}s "
-                             f"(hang timeout {self.cfg.hang_timeout_seconds:g}s); killing training")
+            verdict = None if self._stop.is_set() or hung else watch.check(time.monotonic(), self._last_activity)
+            if verdict is not None:
+                self.cfg.log(f"tfmw launcher watchdog: no training progress for {verdict.idle:.1f}s "
+                             f"(hang timeout {verdict.timeout:.3g}s, {verdict.basis}); killing training")
                 _signal_group(child, signal.SIGKILL)
-                hung = True
+                hung = verdict
         pump.join(timeout=5)
         self._child = None
         returncode = child.returncode
         if hung:
-            reason = f"hang: no progress for {self.cfg.hang_timeout_seconds:g}s"
+            reason = f"hang: no progress for {hung.timeout:.3g}s ({hung.basis})"
         elif returncode < 0:
             reason = f"killed by signal {_signal_name(-returncode)}"
         elif returncode == EXIT_RETRYABLE:
@@ -381,6 +412,41 @@ class Supervisor:
             reason = f"training exited with {returncode}"
         return _Attempt(returncode if not hung else -signal.SIGKILL, progressed, reason, deadline_hit,
                         self._last_error or self._last_line)
+
+    # -- warm standby (entrypoint.standby) ------------------------------------------------
+    def _spawn_standby(self) -> None:
+        if self.cfg.standby_preload is None or self._stop.is_set() or self._env is None:
+            return
+        with self._standby_lock:
+            if self._standby is not None or self._stop.is_set():
+                return
+            try:
+                self._standby = Standby(self.cfg.command, self._env, self.cfg.standby_preload)
+            except OSError as err:  # the cold start will say what is wrong, if anything
+                self.cfg.log(f"tfmw launcher standby: cannot start one ({err}); restarts start cold")
+                self.cfg.standby_preload = None
+
+    def _start_standby(self) -> subprocess.Popen | None:
+        """The waiting standby, told to run the command (its PID becomes the trainer's); None:
+        start cold (no standby yet, or it died)."""
+        with self._standby_lock:
+            standby, self._standby = self._standby, None
+        if standby is None:
+            return None
+        child = standby.take()
+        if child is None:
+            self.cfg.log(f"tfmw launcher start standby=no: the standby (pid {standby.pid}) {standby.why}; "
+                         "starting cold")
+            return None
+        self.cfg.log(f"tfmw launcher start standby=yes pid={child.pid} ready={'yes' if standby.ready else 'no'}: "
+                     "the waiting process runs the training command (its imports already done)")
+        return child
+
+    def _discard_standby(self) -> None:
+        with self._standby_lock:
+            standby, self._standby = self._standby, None
+        if standby is not None:
+            standby.discard()
 
     def _pump_output(self, child: subprocess.Popen) -> None:
         # Pass every line through unchanged (kubectl logs shows the trainer as is), treat
@@ -440,10 +506,11 @@ def shared_dir_problem(run_dir: Path | None) -> str | None:
     return None
 
 
-def _read_heartbeat(path: Path) -> int | None:
+def _read_heartbeat(path: Path) -> tuple[int, str | None] | None:
+    """(step, phase) from the heartbeat file (hangwatch.parse_beat); None when unreadable."""
     try:
-        return int(path.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
+        return parse_beat(path.read_text())
+    except (OSError, ValueError):
         return None
 
 

@@ -144,6 +144,19 @@ def fill_result(result: FaultResult, streams: dict, marks: dict[int, int], fault
         result.trainer_restarts += sum(l.startswith("tfmw launcher restarting training") for l in stream.lines)
 
 
+REPO = Path(__file__).resolve().parent.parent
+
+
+def pod_env(base: dict | None = None) -> dict[str, str]:
+    """The pods' environment: make local's, with this checkout first on PYTHONPATH. The venv's
+    editable install names one checkout (the one that ran `make setup`); from a git worktree
+    (or a copy) the pods, started in their own directories, would otherwise run that
+    checkout's launcher and trainer, not the code under test."""
+    env = dict(base_env() if base is None else base)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
 def _inject(cluster: LocalCluster, scenario: str, partition_seconds: float) -> None:
     if scenario == "kill-worker":
         cluster.signal_pod(1, signal.SIGKILL)
@@ -165,16 +178,17 @@ def _inject(cluster: LocalCluster, scenario: str, partition_seconds: float) -> N
 
 def run_scenario(scenario: str, runs_dir: Path = DEFAULT_RUNS, steps: int = 120,
                  checkpoint_every: int = 20, fault_after_step: int = 50,
-                 hang_timeout_seconds: int = 20, partition_seconds: float = 15.0,
+                 hang_timeout_seconds: int | None = None, partition_seconds: float = 15.0,
                  extra_sets: tuple[str, ...] = (), timeout: float = 400,
                  out=lambda line: None) -> FaultResult:
     """One real 2-worker run with one fault; returns the measurements (never raises on a
-    failed recovery: the result says what happened)."""
+    failed recovery: the result says what happened). `hang_timeout_seconds` None: the chart's
+    default watchdog (training.hangTimeoutSeconds, training.hangDetection), as a user gets it."""
     release = f"fault-{scenario}"[:40]
     sets = [f"training.config.steps={steps}",
             f"training.config.checkpoint.everySteps={checkpoint_every}",
             "training.config.logEverySteps=1",
-            f"training.hangTimeoutSeconds={hang_timeout_seconds}",
+            *hang_sets(hang_timeout_seconds),
             *extra_sets]
     rendered = render.prepare("local", sets, release=release, namespace="default")
     workload = find_workload(rendered.objects, "default")
@@ -190,7 +204,7 @@ def run_scenario(scenario: str, runs_dir: Path = DEFAULT_RUNS, steps: int = 120,
     network, _ = choose_network("auto", int(workload.env_value("TFMW_PORT") or 2222), len(pods))
     if scenario == "partition-worker" and not hasattr(network, "bridge"):
         return FaultResult(scenario, False, "needs network namespaces (root)", steps, checkpoint_every)
-    cluster = LocalCluster(pods, network, base_env(), grace_seconds=20, out=out)
+    cluster = LocalCluster(pods, network, pod_env(), grace_seconds=20, out=out)
     result = FaultResult(scenario, False, "", steps, checkpoint_every)
     started = time.monotonic()
     try:
@@ -420,7 +434,12 @@ class PodLogs:
         return None
 
 
-def install_sets(steps: int, checkpoint_every: int, hang_timeout_seconds: int,
+def hang_sets(hang_timeout_seconds: int | None) -> list[str]:
+    """--set items for the watchdog: none for the chart's defaults (pure)."""
+    return [] if hang_timeout_seconds is None else [f"training.hangTimeoutSeconds={hang_timeout_seconds}"]
+
+
+def install_sets(steps: int, checkpoint_every: int, hang_timeout_seconds: int | None,
                  extra_sets: tuple[str, ...] = ()) -> list[str]:
     """The harness's --set items for a cluster run: shared storage from the cluster's default
     StorageClass (a ReadWriteMany claim), so a recreated pod finds the group's checkpoints (pure)."""
@@ -428,7 +447,7 @@ def install_sets(steps: int, checkpoint_every: int, hang_timeout_seconds: int,
             f"training.config.steps={steps}",
             f"training.config.checkpoint.everySteps={checkpoint_every}",
             "training.config.logEverySteps=1",
-            f"training.hangTimeoutSeconds={hang_timeout_seconds}", *extra_sets]
+            *hang_sets(hang_timeout_seconds), *extra_sets]
 
 
 def completed_marker(kube: Kube, namespace: str, statefulset: dict) -> dict | None:
@@ -456,7 +475,7 @@ def completed_marker(kube: Kube, namespace: str, statefulset: dict) -> dict | No
 
 def run_cluster_scenario(scenario: str, kubeconfig: Path, namespace: str | None = None,
                          steps: int = 120, checkpoint_every: int = 20, fault_after_step: int = 50,
-                         hang_timeout_seconds: int = 20, extra_sets: tuple[str, ...] = (),
+                         hang_timeout_seconds: int | None = None, extra_sets: tuple[str, ...] = (),
                          timeout: float = 300, release: str | None = None,
                          kube: Kube | None = None, out=lambda line: None) -> FaultResult:
     """One real 2-worker run of the chart installed with helm on a cluster, with one pod
@@ -608,8 +627,9 @@ def parse_args(argv):
     parser.add_argument("--namespace", help="--cluster: install here (default: a new namespace, deleted afterwards)")
     parser.add_argument("--steps", type=int, default=120)
     parser.add_argument("--set", dest="sets", action="append", default=[])
-    parser.add_argument("--hang-timeout", type=int, default=20,
-                        help="training.hangTimeoutSeconds for the run (the watchdog that ends a hang)")
+    parser.add_argument("--hang-timeout", type=int, default=None,
+                        help="training.hangTimeoutSeconds for the run (the watchdog's static bound); default: "
+                             "the chart's (600 s, with training.hangDetection=adaptive)")
     parser.add_argument("--verbose", action="store_true", help="stream every pod's log")
     args = parser.parse_args(argv)
     known = CLUSTER_SCENARIOS if args.cluster else SCENARIOS

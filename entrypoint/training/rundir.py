@@ -106,20 +106,24 @@ def write_completed(run: RunDir, record: dict) -> None:
 
 
 class Heartbeat:
-    """Rewrite TFMW_HEARTBEAT_FILE with the current step, atomically, at most once per interval."""
+    """Rewrite TFMW_HEARTBEAT_FILE with "<step> <phase>", atomically, at most once per interval
+    (a phase change is always written). The launcher's hang watchdog (entrypoint/hangwatch.py)
+    times only "train" beats by the observed step time; any other phase ("start": restore and
+    the first, traced step; "checkpoint"; "finish": export) gets the static timeout."""
 
     def __init__(self, path: str | None, interval: float = 1.0, clock=time.monotonic):
         self.path = path
         self.interval = interval
         self.clock = clock
         self._last = None
+        self._phase = None
 
-    def beat(self, step: int, force: bool = False) -> bool:
+    def beat(self, step: int, force: bool = False, phase: str = "train") -> bool:
         if not self.path:
             return False
         now = self.clock()
-        if not force and self._last is not None and now - self._last < self.interval:
+        if not force and phase == self._phase and self._last is not None and now - self._last < self.interval:
             return False
-        write_atomic(self.path, f"{step}\n")
-        self._last = now
+        write_atomic(self.path, f"{step} {phase}\n")
+        self._last, self._phase = now, phase
         return True

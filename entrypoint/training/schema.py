@@ -23,6 +23,8 @@ MAX_TIMEOUT_SECONDS = 86_400                # one collective: a day
 MAX_HEARTBEAT_TIMEOUT_SECONDS = 3_600       # a silent peer unnoticed for an hour at most
 MAX_STEPS = 2**31 - 1
 MAX_SEED = 2**32 - 1                        # numpy's seed range
+# The dtype gradients are all-reduced in (cast back to float32 before the update); docs/training.md.
+ALL_REDUCE_DTYPES = ("float32", "bfloat16", "float16")
 
 _POSITIVE_INT = {"type": "integer", "minimum": 1}
 _SHAPE = {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": MAX_EXAMPLE_ELEMENTS},
@@ -86,6 +88,7 @@ SCHEMA: dict = {
         },
         "logEverySteps": _STEPS,
         "collective": {"enum": ["auto", "ring", "nccl"]},
+        "allReduceDtype": {"enum": list(ALL_REDUCE_DTYPES)},
         "timeoutSeconds": {"anyOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0,
                                                         "maximum": MAX_TIMEOUT_SECONDS}]},
         "heartbeatTimeoutSeconds": {"anyOf": [{"type": "null"}, {"type": "number", "minimum": 1,
@@ -119,6 +122,7 @@ DEFAULTS: dict = {
     "checkpoint": {"everySteps": 50, "keep": 3},
     "logEverySteps": 10,
     "collective": "auto",
+    "allReduceDtype": "float32",
     "timeoutSeconds": None,
     "heartbeatTimeoutSeconds": None,
     "seed": 42,

@@ -62,6 +62,60 @@ def make_strategy(config: dict) -> tuple[tf.distribute.Strategy, str]:
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options), choice
 
 
+def communication_options(strategy) -> tf.distribute.experimental.CommunicationOptions:
+    """The options the strategy was created with (NCCL on GPU workers, RING on CPU, the timeout):
+    an explicit all-reduce passes them so it runs exactly like the strategy's own."""
+    return getattr(strategy.extended, "_communication_options", None) or tf.distribute.experimental.CommunicationOptions()
+
+
+# allReduceDtype -> the dtype gradients travel in; None: float32, the optimizer's own all-reduce.
+REDUCE_DTYPES = {"float32": None, "bfloat16": tf.bfloat16, "float16": tf.float16}
+
+
+def replica_step(model, optimizer, loss_fn, global_batch: int, reduce_dtype, options):
+    """The per-replica training step (run by strategy.run); returns this replica's loss.
+
+    The loss is this replica's share of the global mean (sum over its examples / global batch),
+    so the SUM of the gradients over replicas is the gradient of the global mean loss.
+    reduce_dtype None: apply_gradients all-reduces the float32 gradients itself (unchanged).
+    Otherwise the gradients are cast to reduce_dtype, summed across replicas with one explicit
+    all-reduce (the strategy's CommunicationOptions), cast back to each variable's dtype and
+    applied without a second aggregation (docs/training.md, "allReduceDtype")."""
+    def step_fn(x, y):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
+            if model.losses:
+                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+        grads = tape.gradient(loss, model.trainable_variables)
+        if reduce_dtype is None:
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        pairs = [(g, v) for g, v in zip(grads, model.trainable_variables) if g is not None]
+        # Dense: an IndexedSlices gradient (an embedding) would be all-gathered, not summed in reduce_dtype.
+        low = [tf.cast(tf.convert_to_tensor(g), reduce_dtype) for g, _ in pairs]
+        summed = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, low, options=options)
+        optimizer.apply_gradients([(tf.cast(g, v.dtype), v) for g, (_, v) in zip(summed, pairs)],
+                                  skip_gradients_aggregation=True)
+        return loss
+    return step_fn
+
+
+def local_loss(strategy, per_replica_loss):
+    """This worker's losses summed over its local replicas (float64), with no cross-worker
+    collective: the group sum is taken only where it is read (log lines, checkpoint boundaries)."""
+    values = strategy.experimental_local_results(per_replica_loss)
+    return tf.add_n([tf.cast(v, tf.float64) for v in values])
+
+
+def collective_dtypes(concrete_function) -> list[str]:
+    """The dtypes of the all-reduce ops in a traced function's graph (its nested functions
+    included), one entry per op, sorted: what actually crosses the wire each call."""
+    graph_def = concrete_function.graph.as_graph_def()
+    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+    return sorted(tf.dtypes.as_dtype(n.attr["T"].type).name for n in nodes if n.op.startswith("CollectiveReduce"))
+
+
 def configure_heartbeat(seconds: float) -> None:
     """Set the coordination service's heartbeat timeout: how long a silent (stopped, cut-off)
     peer goes unnoticed. MWMS configures the service itself only when nobody did before it,
@@ -303,8 +357,9 @@ class Throughput:
 class StopAgreement:
     """All-reduce (sum, i.e. "any") of each worker's "stop now" flag, at checkpoint boundaries only."""
 
-    def __init__(self, strategy):
+    def __init__(self, strategy, workers: int):
         self.strategy = strategy
+        self.workers = workers
 
         @tf.function
         def agree(flag):
@@ -313,10 +368,19 @@ class StopAgreement:
             return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
         self._agree = agree
 
-    def flags(self, wants_stop: bool, bad: bool) -> tuple[bool, bool]:
-        """(any worker wants to stop, any worker found non-finite values): one all-reduce."""
-        total = self._agree(tf.constant([1.0 if wants_stop else 0.0, 1.0 if bad else 0.0])).numpy()
-        return bool(total[0] > 0.5), bool(total[1] > 0.5)
+    def flags(self, wants_stop: bool, bad: bool, value: float = 0.0) -> tuple[bool, bool, float]:
+        """(any worker wants to stop, any worker found non-finite values, the sum over workers of
+        `value`): one all-reduce. The sum is meaningful only when no worker is bad."""
+        local = self.strategy.num_replicas_in_sync // self.workers  # each worker's value once per local replica
+        total = self._agree(tf.constant([1.0 if wants_stop else 0.0, 1.0 if bad else 0.0,
+                                         value if math.isfinite(value) else 0.0], dtype=tf.float64)).numpy()
+        return bool(total[0] > 0.5), bool(total[1] > 0.5), float(total[2]) / local
+
+    def sum_over_workers(self, value) -> float:
+        """The sum over workers of each worker's float64 scalar tensor (one all-reduce; NaN and
+        infinities propagate, so every worker sees the same non-finite sum)."""
+        local = self.strategy.num_replicas_in_sync // self.workers
+        return float(self._agree(tf.cast(value, tf.float64)).numpy()) / local
 
     def any_wants_stop(self, wants_stop: bool) -> bool:
         return bool(self._agree(tf.constant(1.0 if wants_stop else 0.0)).numpy() > 0.5)
@@ -332,6 +396,10 @@ class StopAgreement:
         vote turns the second all-reduce into "no" for everyone."""
         mean = float(self._agree(tf.constant(float(value))).numpy()) / self.strategy.num_replicas_in_sync
         return not self.any_wants_stop(abs(value - mean) > 0.25)
+
+
+# Test hook: log the dtypes of the all-reduces in the traced training step once (after step 1).
+DEBUG_COLLECTIVES_ENV = "TFMW_DEBUG_COLLECTIVES"
 
 
 def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcome:
@@ -360,11 +428,12 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
                                          loss=tf.Variable(float("nan"), dtype=tf.float32, trainable=False))
     restored = restore_latest(checkpoint, run.checkpoints, cluster.is_chief)
     start_step = restored.step
-    # The sum of the (all-reduced) losses since the last log line, kept on the device: a NaN or
-    # infinite loss at any step makes it non-finite, and it is read only at log and checkpoint
-    # boundaries (no host sync per step).
+    # This worker's sum of its replicas' losses since the last log line, kept on the device: a
+    # NaN or infinite loss at any step makes it non-finite. It is read only at log and checkpoint
+    # boundaries (no host sync per step), and summed across workers only there (no collective
+    # for the loss on the other steps).
     loss_sum = tf.Variable(0.0, dtype=tf.float64, trainable=False)
-    agreement = StopAgreement(strategy)
+    agreement = StopAgreement(strategy, cluster.num_workers)
     total = config["steps"]
     if config.get("epochs"):
         # Shards can differ in size: every worker must run the same number of steps, so the
@@ -381,20 +450,13 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
     iterator = iter(dist_dataset)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=keras.losses.Reduction.NONE)
 
+    step_fn = replica_step(model, optimizer, loss_fn, global_batch, REDUCE_DTYPES[config["allReduceDtype"]],
+                           communication_options(strategy))
+
     @tf.function
     def train_step(it):
-        def step_fn(x, y):
-            with tf.GradientTape() as tape:
-                logits = model(x, training=True)
-                loss = tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
-                if model.losses:
-                    loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            return loss
         x, y = next(it)
-        loss = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(step_fn, args=(x, y)), axis=None)
-        loss_sum.assign_add(tf.cast(loss, tf.float64))
+        loss_sum.assign_add(local_loss(strategy, strategy.run(step_fn, args=(x, y))))
 
     @tf.function
     def eval_step(it):
@@ -408,14 +470,14 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
         """Group-wide, before anything stores the weights: no non-finite loss since the last
         log line, no non-finite weight. Returns whether any worker wants to stop (SIGTERM) and
         the sum of the losses since the last log line."""
-        pending = float(loss_sum.numpy())
+        pending = float(loss_sum.numpy())  # this worker's; the group sum comes with the flags
         bad = None
         if not math.isfinite(pending):
             bad = diverged("loss", pending, step)
         elif not weights_finite(model, optimizer):
             bad = TrainingError(f"weights are not finite (NaN or infinite) after step {step}: training "
                                 "diverged; lower training.config.learningRate or check the data")
-        stop, any_bad = agreement.flags(wants_stop, bad is not None)
+        stop, any_bad, pending = agreement.flags(wants_stop, bad is not None, pending)
         if any_bad:  # every worker fails together, none goes on to save or export
             raise bad or TrainingError(f"another worker found a non-finite loss or weights at step {step}: "
                                        "training diverged; lower training.config.learningRate or check the data")
@@ -443,15 +505,21 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
     throughput = 0.0
     steady = Throughput()
     stopped = False
-    heartbeat.beat(step, force=True)
+    debug_collectives = os.environ.get(DEBUG_COLLECTIVES_ENV) == "1"
+    heartbeat.beat(step, force=True, phase="start")
     stop_requested.training_started()
     try:
         while step < total:
             train_step(iterator)
             step += 1
+            if debug_collectives and step == start_step + 1:
+                dtypes = collective_dtypes(train_step.get_concrete_function(iterator))
+                log(f"tfmw debug train_step_collectives={','.join(dtypes) or '-'}")
             heartbeat.beat(step)
             if step % every_log == 0 or step == total:
-                window_sum = float(loss_sum.numpy())
+                # Every worker logs at the same steps: the one collective for the loss, whose sum
+                # is the same (NaN included) on every worker, so all fail or all go on together.
+                window_sum = agreement.sum_over_workers(loss_sum.value())
                 if not math.isfinite(window_sum):
                     raise diverged("loss", window_sum, step)
                 final_loss = window_sum / (step - window_first)
@@ -470,6 +538,7 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
                 # One group-wide decision per boundary, before the save: a non-finite loss (also
                 # of the steps not logged yet) or weight fails every worker; otherwise every
                 # worker saves, then all stop or all go on.
+                heartbeat.beat(step, phase="checkpoint")
                 stop, pending = check_finite(step, stop_requested() if step < total else False)
                 recent = pending / (step - window_first) if step > window_first else final_loss
                 checkpoint.loss.assign(float("nan") if recent is None else recent)
@@ -484,7 +553,7 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
         stop_requested.training_finished()
         writer.close()
         summaries.flush()
-    heartbeat.beat(step, force=True)
+    heartbeat.beat(step, force=True, phase="finish")
     digest = weights_digest(model)
     if stopped:
         return Outcome(step, final_loss, steady.rate(), "", digest, stopped=True)

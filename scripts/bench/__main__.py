@@ -69,7 +69,7 @@ def run_figure1(args, machine_line: str, plots: Path) -> str:
     cases = fig_overhead.plan(args.quick)
     rounds = 1 if args.quick else 3
     load = load_average()
-    raw = fig_overhead.measure(cases, args.workers, rounds, gpus=args.gpus, log=log)
+    raw = fig_overhead.measure(cases, args.workers, rounds, gpus=args.gpus, log=log, quick=args.quick)
     rows = fig_overhead.summarize(cases, raw)
     table_rows = fig_overhead.table_rows(rows)
     show("Figure 1: distribution overhead", fig_overhead.HEADERS, table_rows)
@@ -90,16 +90,17 @@ def run_figure2(args, machine_line: str, plots: Path) -> str:
 
 def run_figure3(args, machine_line: str, plots: Path) -> str:
     result = fig_recovery.run_harness(args.quick, timeout=300 if args.quick else 900, log=log)
-    plotted = False
-    if result["status"] == "measured":
-        headers, rows = fig_recovery.parse_table(result["output"])
-        plotted = fig_recovery.plot(headers, rows, plots / "fig3_recovery.png", machine_line)
     log(f"\nFigure 3: recovery — {result['status']}" + (f"\n{result['output']}" if result["output"] else ""))
-    tuned = None
+    variants = {}
     if not args.quick and result["status"] != "missing":
-        tuned = fig_recovery.run_harness(False, timeout=600, log=log, extra_args=fig_recovery.TUNED_ARGS)
-        log(f"\nFigure 3, tuned: {tuned['status']}" + (f"\n{tuned['output']}" if tuned["output"] else ""))
-    return report.fig_recovery(result, plotted, tuned)
+        for label, extra in fig_recovery.VARIANTS:
+            variants[label] = fig_recovery.run_harness(False, timeout=900, log=log, extra_args=extra)
+            log(f"\nFigure 3, {label}: {variants[label]['status']}"
+                + (f"\n{variants[label]['output']}" if variants[label]["output"] else ""))
+    summary = fig_recovery.summary({fig_recovery.DEFAULTS: result, **variants})
+    plotted = result["status"] == "measured" and bool(summary[1]) and \
+        fig_recovery.plot(*summary, plots / "fig3_recovery.png", machine_line)
+    return report.fig_recovery(result, plotted, variants, summary)
 
 
 def run_figure4(args, machine_line: str, plots: Path) -> str:

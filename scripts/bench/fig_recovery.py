@@ -1,8 +1,10 @@
 """Figure 3: recovery — time from a fault to training resumed, and steps lost.
 
 Measured by the fault-tolerance harness (issue 4), not here: this module runs it if it exists
-(`scripts/faults.py` or the package `scripts/faults/`) and publishes its table verbatim, plus a
-plot of its numeric columns. Without the harness the figure says so; numbers are never made up.
+(`scripts/faults.py` or the package `scripts/faults/`) at the chart's defaults and publishes its
+table verbatim, then re-runs the faults a setting decides with that setting changed (VARIANTS:
+the warm standby off, static hang detection, both) and plots fault → resumed per fault and
+configuration. Without the harness the figure says so; numbers are never made up.
 """
 from __future__ import annotations
 
@@ -23,10 +25,45 @@ def harness_path():
 
 
 QUICK_SCENARIO = "kill-worker"
-# The faults whose cost the heartbeat and the watchdog decide (a kill is seen at once through
-# the closed connection): re-run with a 3 s coordination heartbeat and a 10 s hang timeout.
-TUNED_ARGS = ("--scenario", "hang-worker", "--scenario", "partition-worker", "--hang-timeout", "10",
-              "--set", "training.config.heartbeatTimeoutSeconds=3")
+# The warm standby's on/off value (entrypoint/standby.py, charts/tf-multiworker/values.yaml).
+STANDBY_VALUE = "training.warmStandby"
+# The previous harness default: a hand-tuned static watchdog (the chart's static 600 s would
+# make a hang cost ten minutes).
+STATIC_SECONDS = 20
+DEFAULTS = "defaults"
+# Figure 3's variants, each one setting away from the chart's defaults (the main table), for
+# the faults it decides: a kill is seen at once (the closed connection), so detection decides
+# only a hang and a partition; the standby decides every restart.
+VARIANTS = (
+    ("warm standby off", ("--scenario", "kill-worker", "--scenario", "hang-worker", "--scenario",
+                          "partition-worker", "--set", f"{STANDBY_VALUE}=false")),
+    (f"static detection ({STATIC_SECONDS} s)", ("--scenario", "hang-worker", "--scenario", "partition-worker",
+                                                "--set", "training.hangDetection=static",
+                                                "--hang-timeout", str(STATIC_SECONDS))),
+    (f"both off (static {STATIC_SECONDS} s, no standby)", (
+        "--scenario", "hang-worker", "--scenario", "partition-worker", "--set", "training.hangDetection=static",
+        "--hang-timeout", str(STATIC_SECONDS), "--set", f"{STANDBY_VALUE}=false")),
+)
+RESUMED = "fault → resumed (s)"
+
+
+def summary(results: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
+    """One row per fault, one column per configuration ({label: run_harness result}, the
+    defaults first): its fault → resumed seconds, '-' where that configuration did not run it
+    or did not measure it (pure)."""
+    columns, cells = [], {}
+    for label, result in results.items():
+        headers, rows = parse_table(result.get("output", "")) if result.get("status") != "missing" else ([], [])
+        columns.append(label)
+        if RESUMED not in headers:
+            continue
+        j = headers.index(RESUMED)
+        for row in rows:
+            if j < len(row):
+                cells.setdefault(row[0], {})[label] = row[j]
+    faults = list(cells)
+    return (["fault", *(f"{c}: resumed (s)" for c in columns)],
+            [[f, *(cells[f].get(c, "-") for c in columns)] for f in faults])
 
 
 def harness_args(help_text: str, quick: bool) -> list[str]:
@@ -85,35 +122,31 @@ def number(cell: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
-PREFERRED = ("resumed (s)", "steps lost")
-
-
-def plot_columns(headers: list[str], rows: list[list[str]]) -> list[int]:
-    """Numeric columns to plot: the recovery time and steps lost when the harness has them."""
-    numeric = [j for j in range(1, len(headers))
-               if rows and all(j < len(r) and number(r[j]) is not None for r in rows)]
-    preferred = [j for j in numeric if any(p in headers[j] for p in PREFERRED)]
-    return preferred or numeric
-
-
 def plot(headers: list[str], rows: list[list[str]], path, subtitle: str) -> bool:
-    """Bars of each numeric column per row (row label = first cell). False: nothing to plot."""
-    numeric = plot_columns(headers, rows)
-    if not numeric:
+    """Grouped bars: per fault (row), one bar per configuration column with a number.
+    False: nothing to plot."""
+    columns = [j for j in range(1, len(headers)) if any(j < len(r) and number(r[j]) is not None for r in rows)]
+    if not columns:
         return False
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(numeric), figsize=(5 * len(numeric), 2.2 + 0.5 * len(rows)), squeeze=False)
-    for ax, j in zip(axes[0], numeric):
-        bars = ax.barh([r[0] for r in rows], [number(r[j]) for r in rows], height=0.5)
-        ax.bar_label(bars, labels=[r[j] for r in rows], fontsize=8, padding=3)
-        ax.set_xlim(0, max(number(r[j]) for r in rows) * 1.35 or 1)
-        ax.invert_yaxis()
-        ax.set_title(headers[j], fontsize=9)
-        ax.tick_params(axis="y", labelsize=8)
-    fig.suptitle(f"Figure 3: recovery after a fault (from the fault-tolerance harness)\n{subtitle}", fontsize=10)
+    width = 0.8 / len(columns)
+    fig, ax = plt.subplots(figsize=(9, 1.6 + 0.9 * len(rows)))
+    top = max(number(r[j]) or 0 for r in rows for j in columns if j < len(r))
+    for k, j in enumerate(columns):
+        ys = [i + k * width for i in range(len(rows))]
+        values = [number(r[j]) if j < len(r) and number(r[j]) is not None else 0 for r in rows]
+        bars = ax.barh(ys, values, height=width, label=headers[j].replace(": resumed (s)", ""))
+        ax.bar_label(bars, labels=[r[j] if j < len(r) and number(r[j]) is not None else "" for r in rows],
+                     fontsize=7, padding=2)
+    ax.set_yticks([i + width * (len(columns) - 1) / 2 for i in range(len(rows))], [r[0] for r in rows], fontsize=8)
+    ax.set_xlim(0, top * 1.25 or 1)
+    ax.invert_yaxis()
+    ax.set_xlabel("fault → training resumed (s)", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"Figure 3: recovery after a fault (fault-tolerance harness)\n{subtitle}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -2,9 +2,10 @@
 
     TF_CONFIG=... python -m scripts.bench.mwms_step ['<cases JSON>']   (default: figure 1's full plan)
 
-The trainer has no steps-per-execution knob, so this runs the same step function as
-entrypoint.training.trainer (strategy.run of a GradientTape step, loss reduced with
-strategy.reduce) inside `for _ in tf.range(K)` in one tf.function. Data is synthetic and
+The trainer has no steps-per-execution knob, so this runs the trainer's own step function
+(entrypoint.training.trainer.replica_step under strategy.run, gradients all-reduced in the
+case's `dtype`, the loss summed on this worker only, as the trainer does between log lines)
+inside `for _ in tf.range(K)` in one tf.function. Data is synthetic and
 in memory (figure 5 measures the input pipeline separately). Every worker runs the same
 cases with the same number of calls in the same order: the collectives must stay in
 lockstep. Prints one `tfmw bench case=<json>` line per case (worker 0 and others alike).
@@ -39,6 +40,7 @@ def make_strategy(tf, gpus: bool):
 
 def run_case(tf, keras, strategy, case: dict) -> dict:
     from entrypoint.training.models import build_model
+    from entrypoint.training.trainer import REDUCE_DTYPES, communication_options, local_loss, replica_step
 
     per_replica = case["batch"]
     global_batch = per_replica * strategy.num_replicas_in_sync
@@ -60,21 +62,15 @@ def run_case(tf, keras, strategy, case: dict) -> dict:
         from_logits=True, reduction=keras.losses.Reduction.NONE)
     k = int(case["k"])
 
-    def step_fn(x, y):  # the trainer's step (entrypoint/training/trainer.py)
-        with tf.GradientTape() as tape:
-            logits = model(x, training=True)
-            loss = tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+    step_fn = replica_step(model, optimizer, loss_fn, global_batch, REDUCE_DTYPES[case.get("dtype", "float32")],
+                           communication_options(strategy))  # the trainer's step
 
     @tf.function
     def run_k(it):
-        total = tf.constant(0.0)
+        total = tf.constant(0.0, tf.float64)
         for _ in tf.range(k):
             x, y = next(it)
-            total += strategy.reduce(tf.distribute.ReduceOp.SUM,
-                                     strategy.run(step_fn, args=(x, y)), axis=None)
+            total += local_loss(strategy, strategy.run(step_fn, args=(x, y)))
         return total
 
     for _ in range(case["warmup_calls"]):  # tracing and the first collectives
@@ -88,7 +84,7 @@ def run_case(tf, keras, strategy, case: dict) -> dict:
     # waiting for a core on a shared machine or for the peer in a collective.
     cpu = time.process_time() - cpu_started
     params = int(sum(int(tf.size(v)) for v in model.trainable_variables))
-    return {"id": case["id"], "step_seconds": elapsed / (calls * k), "cpu_seconds": cpu / (calls * k),
+    return {"id": case["id"], "dtype": case.get("dtype", "float32"), "step_seconds": elapsed / (calls * k), "cpu_seconds": cpu / (calls * k),
             "steps": calls * k, "params": params, "replicas": strategy.num_replicas_in_sync}
 
 

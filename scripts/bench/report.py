@@ -127,19 +127,34 @@ def fig_overhead(rows, table_rows, headers, workers: int, rounds: int, load: str
             "of the wall-clock ratio is time spent waiting — for the peer in the collective, or for a core taken by "
             "other jobs on this shared machine (the min-max column shows how much that moved between rounds). "
             f"The tiny model has almost no compute, so its {workers}-worker step "
-            f"({tiny.tn_ms:.1f} ms vs. {tiny.t1_ms:.2f} ms alone) is the floor of one step's collectives (the gradient all-reduce and the "
-            "loss reduce) on this loopback (roughly 15 ms was expected for a 2-worker loopback collective; the value above is what "
-            "this run measured). The cost a collective adds per step is that floor plus the gradient bytes over "
+            f"({tiny.tn_ms:.1f} ms vs. {tiny.t1_ms:.2f} ms alone) is the floor of one step's collective (the gradient all-reduce; the loss crosses workers only on "
+            "the steps that log it) on this loopback. The cost a collective adds per step is that floor plus the gradient bytes over "
             "the link"
             + (f": the `cnn` model has little compute but {cnn.params:,} parameters (a {cnn.params * 4 / 1e6:.1f} MB "
                f"float32 gradient per step) and pays {cnn.tn_ms - cnn.t1_ms:.0f} ms per step." if cnn else "."),
             "",
         ]
+    bf16 = by_id.get("cnn-bf16")
+    if cnn and cnn.floor_ms and cnn.added_vs_floor is not None:
+        lines += [
+            f"**Against the physical limit.** Every round also times the loopback floor: two processes each "
+            f"sending and receiving at once the bytes a ring all-reduce moves per worker per step "
+            f"({cnn.exchanged_mb:.2f} MB for `cnn`'s float32 gradient): {cnn.floor_ms:.1f} ms. What distribution "
+            f"adds to `cnn`'s step is {cnn.added_vs_floor:.1f}x that floor (median of per-round ratios): TF's "
+            "collective path costs CPU work that grows with the bytes, not the wire."
+            + (f" With `allReduceDtype: bfloat16` the gradient crosses as {bf16.exchanged_mb:.2f} MB (floor "
+               f"{bf16.floor_ms:.1f} ms), the added time is {bf16.added_vs_floor:.1f}x its floor, and the "
+               f"{workers}-worker step is {bf16.vs_float32:.3f}x float32's (paired per round; docs/training.md "
+               "gives the accuracy cost)."
+               if bf16 and bf16.floor_ms and bf16.vs_float32 is not None and bf16.added_vs_floor is not None
+               else ""),
+            "",
+        ]
     if ks:
         lines += [
             f"**Steps per execution.** The trainer has no steps-per-execution knob, so K > 1 is measured with "
-            "`scripts/bench/mwms_step.py`, which runs the trainer's step function (`strategy.run` of the same "
-            "GradientTape step, loss reduced with `strategy.reduce`) K times inside one `tf.function` "
+            "`scripts/bench/mwms_step.py`, which runs the trainer's own replica step (`strategy.run` of the same "
+            "GradientTape step, each worker summing its loss locally) K times inside one `tf.function` "
             "(`for _ in tf.range(K)`). K removes the per-call Python dispatch and the host sync, not the "
             "collective: every step still all-reduces its gradients, so K cannot push the N-worker step below the "
             "collective floor.",
@@ -211,7 +226,11 @@ def fig_launcher(summary, table_rows, headers, load: str) -> str:
     ])
 
 
-def fig_recovery(result: dict, plotted: bool, tuned: dict | None = None) -> str:
+def fig_recovery(result: dict, plotted: bool, variants: dict | None = None,
+                 summary: tuple[list, list] | None = None) -> str:
+    """Figure 3: the harness at the chart's defaults (verbatim), then, when measured, the same
+    faults with one setting changed (`variants`: {label: run_harness result}) and the summary
+    table of fault → resumed per configuration (fig_recovery.summary)."""
     lines = ["## Figure 3: recovery after a fault", ""]
     if result["status"] == "missing":
         lines += [
@@ -225,17 +244,19 @@ def fig_recovery(result: dict, plotted: bool, tuned: dict | None = None) -> str:
         ]
         return "\n".join(lines)
     if plotted:
-        lines += [image("fig3_recovery.png", "recovery time and steps lost"), ""]
+        lines += [image("fig3_recovery.png", "fault to training resumed, per configuration"), ""]
     lines += [
         f"*Command:* `{result['command']}` — status: **{result['status']}**"
         + (f" (exit {result.get('exit_code')})" if result["status"] != "measured" else "") + ".",
         "",
         "Method (the harness, `scripts/faults.py`, issue 4): each row is a real 2-worker MWMS run of the rendered "
-        "chart by `make local`'s runner; the fault is injected mid-training (see the harness's docstring for what "
-        "each fault is); 'fault → resumed' is the time from the fault to the chief's first progress line after "
-        "its restart, 'steps lost' the steps trained before the fault minus the step the group resumed from "
-        "(at most one checkpoint interval)." + (" Quick mode runs one scenario." if result["command"].endswith(
-            "kill-worker") else ""),
+        "chart by `make local`'s runner with the chart's defaults (`values/local.yaml`; nothing about detection or "
+        "restarts is tuned: `training.hangTimeoutSeconds` 600 with `training.hangDetection: adaptive`, TensorFlow's "
+        "coordination heartbeat, the warm standby on for the built-in trainer); the fault is injected mid-training "
+        "(see the harness's docstring for what each fault is); 'fault → resumed' is the time from the fault to the "
+        "chief's first progress line after its restart, 'steps lost' the steps trained before the fault minus the "
+        "step the group resumed from (at most one checkpoint interval)." + (" Quick mode runs one scenario." if
+                                                                              result["command"].endswith("kill-worker") else ""),
         "",
         "Output of the fault-tolerance harness, verbatim:",
         "",
@@ -244,20 +265,22 @@ def fig_recovery(result: dict, plotted: bool, tuned: dict | None = None) -> str:
         "```",
         "",
     ]
-    if tuned is not None:
-        lines += [
-            "**Tuned heartbeat and watchdog.** A killed worker is seen at once (its connection closes); a "
-            "stopped or cut-off one only when the coordination service's heartbeat times out on the survivors "
-            "and the launcher's watchdog (`training.hangTimeoutSeconds`) ends the silent side. The same harness "
-            "with a 3 s heartbeat (`training.config.heartbeatTimeoutSeconds=3`) and a 10 s watchdog, for those "
-            f"two faults (`{tuned['command']}`, status **{tuned['status']}**; the partition lasts 15 s, a floor "
-            "for its resume time):",
-            "",
-            "```",
-            tuned["output"] or "(no output)",
-            "```",
-            "",
-        ]
+    if variants:
+        if summary and summary[1]:
+            lines += [
+                "**With and without adaptive detection and the warm standby.** The faults each setting decides, "
+                "re-run with that one setting changed from the defaults: `training.warmStandby=false` (every restart "
+                "imports TensorFlow again), `training.hangDetection=static` with the 20 s watchdog the harness used "
+                "to set by hand (static at the chart's 600 s, a hang would cost ten minutes), and both (the previous "
+                "defaults). Fault → resumed, seconds ('-': not run in that configuration; the partition lasts 15 s, "
+                "a floor for its resume time):",
+                "",
+                table(*summary),
+                "",
+            ]
+        for label, run in variants.items():
+            lines += [f"{label}: `{run['command']}`, status **{run['status']}**:", "", "```",
+                      run["output"] or "(no output)", "```", ""]
     return "\n".join(lines)
 
 

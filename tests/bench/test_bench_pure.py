@@ -139,13 +139,20 @@ def test_recovery_table_parsing():
     assert fig_recovery.parse_table("no table here") == ([], [])
 
 
-def test_recovery_plots_time_and_steps_lost_when_present():
-    headers = ["fault", "completed", "fault at step", "steps lost", "fault → resumed (s)", "trainer restarts"]
-    rows = [["kill-worker", "yes", "50", "10 (≤ 20)", "14.2", "1"], ["kill-chief", "yes", "52", "12 (≤ 20)", "nan", "1"]]
-    # "nan" (never resumed) is not a number: that column is left out rather than plotted as 0.
-    assert fig_recovery.plot_columns(headers, rows) == [3]
-    assert fig_recovery.plot_columns(["a", "b"], [["x", "1.5"]]) == [1]
-    assert fig_recovery.plot_columns(["a", "b"], [["x", "yes"]]) == []
+def test_recovery_summary_lists_resume_time_per_configuration(tmp_path):
+    head = ("| fault | completed | fault → detected (s) | fault → resumed (s) |\n|---|---|---|---|\n")
+    results = {"defaults": {"status": "measured", "output": head + "| kill-worker | yes | 0.1 | 4.0 |\n"
+                                                             "| hang-worker | yes | 6.3 | 12.9 |\n"},
+               "static": {"status": "measured", "output": head + "| hang-worker | yes | 10.4 | 26.4 |\n"},
+               "broken": {"status": "failed", "output": "Traceback ..."}}
+    headers, rows = fig_recovery.summary(results)
+    assert headers == ["fault", "defaults: resumed (s)", "static: resumed (s)", "broken: resumed (s)"]
+    assert rows == [["kill-worker", "4.0", "-", "-"], ["hang-worker", "12.9", "26.4", "-"]]
+    assert fig_recovery.plot(headers, rows, tmp_path / "f.png", "machine") and (tmp_path / "f.png").stat().st_size
+    assert fig_recovery.plot(["fault", "x"], [["kill-worker", "nan"]], tmp_path / "g.png", "m") is False
+    # every variant changes one setting away from the chart's defaults, for the faults it decides
+    assert all("--set" in args and "--scenario" in args for _, args in fig_recovery.VARIANTS)
+    assert any(f"{fig_recovery.STANDBY_VALUE}=false" in args for _, args in fig_recovery.VARIANTS)
 
 
 def test_recovery_harness_arguments_follow_its_help():

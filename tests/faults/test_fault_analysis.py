@@ -4,6 +4,7 @@ errors. The real faults are in test_faults.py and tests/cluster/test_cluster_fau
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 
@@ -71,6 +72,17 @@ def test_pod_ordinal_only_for_the_statefulsets_pods():
     assert faults.pod_ordinal("rel-tf-multiworker-1", "rel-tf-multiworker") == 1
     assert faults.pod_ordinal("rel-tf-multiworker-test-peers", "rel-tf-multiworker") is None
     assert faults.pod_ordinal("other-0", "rel-tf-multiworker") is None
+
+
+def test_pods_run_this_checkouts_code():
+    env = faults.pod_env({"PATH": "/bin", "PYTHONPATH": "/x"})
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(faults.REPO), "/x"] and env["PATH"] == "/bin"
+
+
+def test_the_watchdog_is_the_charts_unless_asked():
+    assert faults.hang_sets(None) == []
+    assert faults.hang_sets(10) == ["training.hangTimeoutSeconds=10"]
+    assert not any("hangTimeoutSeconds" in item for item in faults.install_sets(100, 20, None))
 
 
 def test_cluster_install_uses_a_shared_claim():

@@ -17,7 +17,7 @@ from .workers import REPO, base_env
 BAD_CONFIGS = [
     ("steps: -1", "training config: steps: -1 is less than the minimum of 1"),
     ("heartbeatTimeoutSeconds: 0", "training config: heartbeatTimeoutSeconds"),
-    ("stepz: 10", "training config: stepz: unknown key (allowed here: batchSizePerReplica, checkpoint, "
+    ("stepz: 10", "training config: stepz: unknown key (allowed here: allReduceDtype, batchSizePerReplica, checkpoint, "
                   "collective, data, epochs, export, heartbeatTimeoutSeconds, learningRate, logEverySteps, model, optimizer, seed, steps, "
                   "tensorboard, timeoutSeconds)"),
     ("model: {name: resnet50}", "training config: model.name: 'resnet50' is neither a built-in model "
@@ -28,6 +28,11 @@ BAD_CONFIGS = [
     ("checkpoint: {everySteps: 0}", "training config: checkpoint.everySteps: 0 is less than the minimum of 1"),
     ("checkpoint: {every: 5}", "training config: checkpoint.every: unknown key (allowed here: everySteps, keep)"),
     ("collective: grpc", "training config: collective: 'grpc' is not one of ['auto', 'ring', 'nccl']"),
+    ("allReduceDtype: int8",
+     "training config: allReduceDtype: 'int8' is not one of ['float32', 'bfloat16', 'float16']"),
+    ("allReduceDtype: bf16",
+     "training config: allReduceDtype: 'bf16' is not one of ['float32', 'bfloat16', 'float16']"),
+    ("allReduceDtype: 16", "training config: allReduceDtype: 16 is not one of ['float32', 'bfloat16', 'float16']"),
     ("learningRate: 0", "training config: learningRate: 0 is less than or equal to the minimum of 0"),
     ("optimizer: rmsprop", "training config: optimizer: 'rmsprop' is not one of ['sgd', 'adam']"),
     ("model: {name: mlp, args: {depth: 3}}",

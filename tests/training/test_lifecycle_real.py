@@ -66,7 +66,10 @@ def test_a_killed_worker_is_restarted_and_the_run_succeeds_on_the_record(tmp_pat
         reached = lambda: any(int(r["step"].split("/")[0]) >= 60  # noqa: E731
                               for r in parse_line(logs[0].read_text(), "progress"))
         wait_for(reached, 240, "step 60", logs)
-        trainer = children(procs[1].pid)
+        # the launcher's children: the trainer and, once it trains, its warm standby
+        # (entrypoint.standby, waiting with TensorFlow imported)
+        trainer = [c for c in children(procs[1].pid)
+                   if b"entrypoint.standby" not in Path(f"/proc/{c}/cmdline").read_bytes()]
         assert len(trainer) == 1
         os.kill(trainer[0], signal.SIGKILL)  # the trainer dies, its launcher restarts it in place
         wait_for(lambda: all("tfmw launcher idle:" in log.read_text() for log in logs), 300, "both idle", logs)
@@ -86,6 +89,7 @@ def test_a_killed_worker_is_restarted_and_the_run_succeeds_on_the_record(tmp_pat
         resumed_from = int(restarted["message"].rsplit("resuming from step ", 1)[1])
         assert resumed_from >= 60 and resumed_from % 20 == 0
         assert api.replicas["train"] == 0  # released by the chief
+        assert "tfmw launcher start standby=yes" in logs[1].read_text()  # the restart ran in the standby
         assert "tfmw launcher released: scaled statefulset/train to 0 replicas" in logs[0].read_text()
         for proc in procs:  # the StatefulSet controller deletes the idle pods
             proc.send_signal(signal.SIGTERM)

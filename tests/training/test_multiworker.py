@@ -112,7 +112,7 @@ def test_sigterm_to_one_worker_stops_the_group_at_a_checkpoint_and_restart_resum
     stop_step = int(stop_steps.pop().split("/")[0])
     assert stop_step % 50 == 0 and 120 <= stop_step < total
     assert (tmp_path / "resume" / "checkpoints" / f"ckpt-{stop_step}.index").exists()
-    assert int(hb.read_text()) == stop_step  # final heartbeat written on the way out
+    assert hb.read_text().split() == [str(stop_step), "finish"]  # final heartbeat written on the way out
     assert not (tmp_path / "resume" / "COMPLETED").exists()
 
     again = start_group(trainer_cmd(*args), 2, str(tmp_path), env=env, tag="second")

@@ -178,7 +178,11 @@ def test_heartbeat_is_throttled_and_atomic(tmp_path):
     assert beat.beat(2) is False  # within the interval
     now[0] += 1.5
     assert beat.beat(3) is True
-    assert (tmp_path / "hb").read_text() == "3\n"
+    assert (tmp_path / "hb").read_text() == "3 train\n"
     assert beat.beat(4, force=True) is True
-    assert (tmp_path / "hb").read_text() == "4\n"
+    assert (tmp_path / "hb").read_text() == "4 train\n"
+    assert beat.beat(4, phase="checkpoint") is True  # a phase change is written at once
+    assert (tmp_path / "hb").read_text() == "4 checkpoint\n"
+    assert beat.beat(5) is True
+    assert beat.beat(6) is False
     assert Heartbeat(None).beat(5) is False

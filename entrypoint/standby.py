@@ -1,0 +1,233 @@
+"""`python -m entrypoint.standby`: the next training process, started ahead and waiting.
+
+Why: after a peer dies every surviving worker restarts its trainer in place, and most of
+that restart is a new Python importing TensorFlow (~2.5-3 s on 2 CPUs) before the group can
+re-form. The supervisor (entrypoint.supervisor) keeps one standby per worker: started with
+the training command's own interpreter, environment (TF_CONFIG included) and working
+directory, it imports TensorFlow (and, for the built-in trainer, the trainer's modules) and
+then blocks on a socket the supervisor holds. On a restart the supervisor writes "go" and
+the standby runs the command in this process, exactly as `python -m <module> args` or
+`python <script> args` would: same sys.argv, sys.path[0], cwd and environment; its output
+and exit code are the trainer's.
+
+While waiting it costs no GPU memory: importing TensorFlow does not create the eager context
+or touch a device (tests/unit/test_standby.py checks it); nothing here calls TF. If the socket
+closes (the launcher is gone, or the standby was discarded) it exits 0, silently.
+
+Usage (the supervisor's, not an operator's):
+    python -m entrypoint.standby --fd N [--preload mod,mod] -- python -m <module> [args...]
+    python -m entrypoint.standby --fd N [--preload mod,mod] -- python <script.py> [args...]
+
+Only the standard library is imported here before "go": anything else would change what
+the command finds already imported.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import runpy
+import socket
+import sys
+
+_PYTHON = re.compile(r"python[0-9.]*\Z")
+
+
+def entry_of(command) -> tuple[str, str, list[str]] | None:
+    """("module", name, args) for `python -m name args`, ("script", path, args) for
+    `python path args`; None for anything a standby cannot run as a cold start would
+    (another program, interpreter options, `-c`, nothing to run)."""
+    command = list(command)
+    if len(command) < 2 or not _PYTHON.match(os.path.basename(command[0])):
+        return None
+    if command[1] == "-m":
+        if len(command) < 3 or not command[2] or command[2].startswith("-"):
+            return None
+        return "module", command[2], command[3:]
+    if command[1].startswith("-") or not command[1]:
+        return None
+    return "script", command[1], command[2:]
+
+
+def _parse(argv: list[str]) -> tuple[int, list[str], list[str]]:
+    fd, preload = -1, []
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        if argv[i] == "--fd":
+            fd = int(argv[i + 1])
+            i += 2
+        elif argv[i] == "--preload":
+            preload = [m for m in argv[i + 1].split(",") if m]
+            i += 2
+        else:
+            raise SystemExit(f"entrypoint.standby: unknown argument {argv[i]!r}")
+    return fd, preload, argv[i + 1:]
+
+
+def _wait_for_go(sock: socket.socket) -> bool:
+    data = b""
+    while not data.endswith(b"\n"):
+        try:
+            chunk = sock.recv(64)
+        except InterruptedError:
+            continue
+        except OSError:
+            return False
+        if not chunk:
+            return False
+        data += chunk
+    return data == b"go\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    fd, preload, command = _parse(sys.argv[1:] if argv is None else argv)
+    entry = entry_of(command)
+    sock = socket.socket(fileno=fd)
+    if entry is None:
+        return 2
+    kind, target, args = entry
+    # sys.path[0] as the interpreter sets it for a cold start: the working directory for
+    # -m (already so: this module was started with -m), the script's real directory for a script.
+    if kind == "script":
+        sys.path[0] = os.path.dirname(os.path.realpath(target))
+    for module in preload:
+        try:
+            importlib.import_module(module)
+        except BaseException:  # noqa: BLE001 - the command meets the same error itself, and reports it
+            pass
+    try:
+        sock.sendall(b"ready\n")
+    except OSError:
+        pass
+    go = _wait_for_go(sock)
+    sock.close()
+    if not go:
+        return 0
+    if kind == "module":
+        sys.argv = [command[0], *args]  # argv[0] becomes the module's file, as with -m
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = [target, *args]
+        runpy.run_path(os.path.abspath(target), run_name="__main__")
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.exit(code)
+
+
+# -- the supervisor's side ---------------------------------------------------------------------
+# (imported by entrypoint.supervisor in the launcher, never run in the standby before "go")
+
+BUILTIN_TRAINER = "entrypoint.training"
+# What the built-in trainer's standby imports: the training loop and everything it needs
+# (TensorFlow, tf_keras, the data pipeline), exactly as its own import would, nothing run.
+BUILTIN_PRELOAD = ("entrypoint.training.trainer",)
+USER_PRELOAD = ("tensorflow",)
+POLICIES = ("auto", "true", "false")
+
+
+def standby_plan(policy: str, command) -> tuple[tuple[str, ...] | None, str]:
+    """(modules the standby preloads, or None: no standby; why, for the launcher's log line).
+
+    auto: on for the built-in trainer only (its imports are known to be side-effect free);
+    true: also for a user's `python -m module` / `python script.py` (opt-in: importing
+    TensorFlow before the script runs means environment variables the script sets before its
+    own `import tensorflow`, e.g. TF_CPP_MIN_LOG_LEVEL, come too late); false: never."""
+    policy = policy or "auto"
+    entry = entry_of(command)
+    builtin = entry is not None and entry[0] == "module" and entry[1] == BUILTIN_TRAINER
+    if policy == "false":
+        return None, "off (training.warmStandby: false)"
+    if entry is None:
+        return None, ("off: the training command is not `python -m <module> ...` or `python <script> ...` "
+                      "(no interpreter options), so only a cold start runs it as given")
+    if builtin:
+        return BUILTIN_PRELOAD, "on (the built-in trainer; TensorFlow and the trainer imported ahead)"
+    if policy == "true":
+        return USER_PRELOAD, "on (training.warmStandby: true; TensorFlow imported ahead of the command)"
+    return None, "off for a user command (set training.warmStandby: true to opt in)"
+
+
+def _stopped(pid: int) -> bool:
+    """Is the process stopped (state T/t in /proc)? A stopped standby told "go" would only hang."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
+class Standby:
+    """One waiting standby process of `command` (the supervisor's handle on it)."""
+
+    def __init__(self, command, env: dict, preload, cwd: str | None = None):
+        import subprocess
+        parent, child = socket.socketpair()
+        argv = [command[0], "-m", "entrypoint.standby", "--fd", str(child.fileno()),
+                "--preload", ",".join(preload), "--", *command]
+        try:
+            self.process = subprocess.Popen(
+                argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                pass_fds=(child.fileno(),), start_new_session=True)  # own group, as a cold start
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        self.sock = parent
+        self.sock.setblocking(False)
+        self.ready = False
+        self.why = ""
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def _poll_ready(self) -> None:
+        try:
+            data = self.sock.recv(64)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            return
+        if data.startswith(b"ready"):
+            self.ready = True
+
+    def take(self):
+        """Start the command in the standby: its Popen, or None (start cold: it died, or it is
+        stopped, e.g. SIGSTOPped with the trainer's whole tree; `why` says which)."""
+        if self.process.poll() is not None:
+            self.why = f"exited with {self.process.returncode}"
+            self.discard()
+            return None
+        if _stopped(self.process.pid):
+            self.why = "is stopped (SIGSTOP)"
+            self.discard()
+            return None
+        self._poll_ready()
+        try:
+            self.sock.setblocking(True)
+            self.sock.sendall(b"go\n")
+        except OSError:
+            self.discard()
+            return None
+        self.sock.close()
+        return self.process
+
+    def discard(self) -> None:
+        """Close the socket (the standby exits 0 on its own), kill its group to be sure, reap it."""
+        import signal
+        self.sock.close()
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            self.process.wait(timeout=10)
+        except Exception:  # noqa: BLE001 - nothing more to do; never block the supervisor
+            pass
+        if self.process.stdout is not None:
+            self.process.stdout.close()
