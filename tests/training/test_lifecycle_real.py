@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .workers import REPO, base_env, free_ports, parse_line
+from .workers import REPO, base_env, free_ports
 
 pytestmark = pytest.mark.slow
 
@@ -63,9 +63,11 @@ def test_a_killed_worker_is_restarted_and_the_run_succeeds_on_the_record(tmp_pat
                 procs.append(subprocess.Popen([sys.executable, "-m", "entrypoint", "run", "--", sys.executable, "-m",
                                                "entrypoint.training", *TRAIN], cwd=REPO, env=env, stdout=fh,
                                               stderr=subprocess.STDOUT))
-        reached = lambda: any(int(r["step"].split("/")[0]) >= 60  # noqa: E731
-                              for r in parse_line(logs[0].read_text(), "progress"))
-        wait_for(reached, 240, "step 60", logs)
+        # The chief has published the checkpoint of step 60 (a progress line of step 60 comes
+        # before the boundary's vote and save: on a loaded machine the kill could land first).
+        reached = lambda: any(int(m) >= 60  # noqa: E731
+                              for m in re.findall(r"tfmw checkpoint saved step=(\d+)", logs[0].read_text()))
+        wait_for(reached, 240, "checkpoint of step 60 saved", logs)
         # the launcher's children: the trainer and, once it trains, its warm standby
         # (entrypoint.standby, waiting with TensorFlow imported)
         trainer = [c for c in children(procs[1].pid)
