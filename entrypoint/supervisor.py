@@ -355,7 +355,7 @@ class Supervisor:
             except OSError as err:
                 raise _StartRefused(start_problem(self.cfg.command, err)) from None
         self._child = child
-        started, standby_beat, beats = time.monotonic(), None, 0
+        started, beats = time.monotonic(), 0  # beats: heartbeat changes seen in this attempt
         if self._stop.is_set():  # a SIGTERM between the check and the start: pass it on
             self.request_stop()
         self._last_activity = time.monotonic()
@@ -376,8 +376,7 @@ class Supervisor:
                 last_beat = beat
                 self._last_activity = time.monotonic()
                 watch.observe(beat[0], beat[1], self._last_activity)
-            if beat is not None and beat != standby_beat:
-                standby_beat, beats = beat, beats + 1
+                beats += 1
             if self._standby is None and (beats >= 2 or time.monotonic() - started >= self.cfg.standby_delay_seconds):
                 self._spawn_standby()  # this attempt trains: get the next one ready
             if not deadline_hit and not self._stop.is_set() and self._deadline_passed():
