@@ -121,7 +121,15 @@ def test_peers_that_never_appear_fail_after_the_timeout(cluster, namespace):
     """Each worker asks for both of the node's GPUs: one is scheduled, the other stays Pending."""
     _install(cluster, namespace, "lonely", *FAST, "workers.gpus=2", "peers.timeoutSeconds=8")
     status = _wait_phase(cluster, namespace, "lonely", "Failed", timeout=120)
-    assert status["reason"] == "PeersNotFound" and "lonely-tf-multiworker-1" in status["message"]
+    # Either ordinal may be the one the scheduler leaves Pending: the message names that one.
+    unscheduled = {e["involvedObject"]["name"] for e in cluster.events(namespace)
+                   if e["reason"] == "FailedScheduling" and e["involvedObject"]["kind"] == "Pod"}
+    assert len(unscheduled) == 1, unscheduled
+    (pending,) = unscheduled
+    scheduled = ({"lonely-tf-multiworker-0", "lonely-tf-multiworker-1"} - unscheduled).pop()
+    assert status["reason"] == "PeersNotFound" and "1 of 2 never resolved" in status["message"]
+    assert f"{pending}.lonely-tf-multiworker." in status["message"]
+    assert f"{scheduled}." not in status["message"]
     wait_for(lambda: _replicas(cluster, namespace, "lonely") == 0, 30, "the StatefulSet scaled to 0")
     wait_for(lambda: not cluster.workers(namespace, "lonely"), 60, "the Pending worker to be gone too")
 
