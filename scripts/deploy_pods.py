@@ -15,17 +15,11 @@ import re
 import subprocess
 from dataclasses import dataclass
 
-from scripts.render import REPO, ToolError, find_tool
+from scripts.helmkit import ToolError, find_kubectl  # noqa: F401  (find_kubectl: re-exported)
 
-PINNED_KUBECTL = REPO / ".tools" / "bin" / "kubectl"
 PROGRESS = re.compile(r"\btfmw progress (?P<fields>.*)$")
 COMPLETED = re.compile(r"\btfmw completed\b(?P<fields>.*)$")
 DONE = re.compile(r"\btfmw done\b(?P<fields>.*)$")
-
-
-def find_kubectl(kubectl: str | None = None) -> str:
-    """kubectl to use: argument, else $KUBECTL, else the pinned one, else PATH."""
-    return find_tool("kubectl", kubectl, PINNED_KUBECTL)
 
 
 # ---------------------------------------------------------------- workload identity
