@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
           f"{described}; run state in {run_dir}", flush=True)
     cluster = LocalCluster(pods, network, base_env(), grace_seconds=min(workload.grace_seconds, 60))
 
-    def on_signal(signum, _frame):
+    def on_signal(_signum, _frame):  # SIGTERM stops the run like Ctrl-C
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)

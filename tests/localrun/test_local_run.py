@@ -15,9 +15,10 @@ from types import SimpleNamespace
 import pytest
 
 from entrypoint.errors import EXIT_BAD_CONFIG, EXIT_OK, EXIT_PEERS_NOT_FOUND, EXIT_RETRIES_EXHAUSTED
+from scripts import local_run
 from scripts.local_run import run_dir_of, summary
 from scripts.localrun.kubelet import LocalCluster, LocalRunResult, PodFailure
-from scripts.localrun.podspec import LocalPod
+from scripts.localrun.podspec import LocalPod, LocalRunError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -163,8 +164,15 @@ def test_make_local_with_a_user_command_says_trained_then_already_completed(tmp_
     assert "  trained: the training command ran to the end" in fresh.stdout, fresh.stdout[-3000:]
 
 
-@pytest.mark.slow
-def test_make_local_refuses_bad_values_in_one_line_with_their_exit_code(tmp_path):
-    proc = make_local(tmp_path, "--set", "workers.replicas=-1")
-    assert proc.returncode == EXIT_BAD_CONFIG, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert proc.stderr.startswith("make local: ") and proc.stderr.count("\n") == 1, proc.stderr
+def test_bad_values_are_refused_in_one_line_with_their_exit_code(tmp_path, capsys):
+    assert local_run.main(["--runs-dir", str(tmp_path), "--set", "workers.replicas=-1"]) == EXIT_BAD_CONFIG
+    err = capsys.readouterr().err
+    assert err.startswith("make local: ") and err.count("\n") == 1, err
+
+
+def test_a_pod_that_cannot_run_here_is_refused_with_the_bad_config_code(tmp_path, capsys, monkeypatch):
+    def refuse(*_args, **_kwargs):
+        raise LocalRunError("env X reads a Kubernetes Secret; the local run cannot provide one")
+    monkeypatch.setattr(local_run.render, "prepare", refuse)
+    assert local_run.main(["--runs-dir", str(tmp_path)]) == EXIT_BAD_CONFIG
+    assert capsys.readouterr().err == "make local: env X reads a Kubernetes Secret; the local run cannot provide one\n"
