@@ -10,7 +10,6 @@ has no status object (API access off: completion.* = idle or rbac.create=false).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from dataclasses import dataclass
 
