@@ -25,6 +25,7 @@ from pathlib import Path
 from entrypoint import loglines
 from entrypoint.training.rundir import RunDir, is_uri, read_completed
 from scripts import render
+from scripts.helmkit import ToolError
 from scripts.localrun.kubelet import LocalCluster, LocalRunResult
 from scripts.localrun.network import (LoopbackNetwork, NetnsNetwork, cleanup_stale,
                                       free_port_range, netns_available)
@@ -124,7 +125,7 @@ def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return run(args)
-    except (render.ToolError, LocalRunError) as err:
+    except (ToolError, LocalRunError) as err:
         print(f"make local: {err}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
