@@ -226,6 +226,11 @@ def fig_launcher(summary, table_rows, headers, load: str) -> str:
     ])
 
 
+def _seconds(value: float | None) -> str:
+    """A time as the harness's table prints it (0.1 s); '-' when not run or not measured."""
+    return "-" if value is None or value != value else f"{value:.1f}"
+
+
 def fig_recovery(defaults, plotted: bool, variants: list, summary: tuple[list, list], quick: bool) -> str:
     """Figure 3: the harness's table at the chart's defaults, then the same faults with one
     setting changed (`variants`: fig_recovery.Run each) and the summary of fault → resumed per
@@ -259,7 +264,7 @@ def fig_recovery(defaults, plotted: bool, variants: list, summary: tuple[list, l
             "defaults). Fault → resumed, seconds ('-': not run in that configuration, or not measured; the "
             "partition lasts 15 s, a floor for its resume time):",
             "",
-            table(*summary),
+            table(summary[0], [[fault, *map(_seconds, cells)] for fault, *cells in summary[1]]),
             "",
         ]
         for run in variants:

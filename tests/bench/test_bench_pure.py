@@ -167,7 +167,7 @@ def test_recovery_report_publishes_the_harness_results():
     assert "*Command:* `python -m scripts.faults` — **every fault recovered**." in text
     assert "| kill-worker | yes | 50 | 40 | 10 (≤ 20) | nan | 4.0 | 0 | yes |" in text
     assert f"warm standby off: `{fig_recovery.VARIANTS[0].command()}` — **1 of 1 faults NOT recovered**" in text
-    assert "| kill-worker | NO: timeout |" in text and "| kill-worker | 4.00 | 25.8 |" in text
+    assert "| kill-worker | NO: timeout |" in text and "| kill-worker | 4.0 | 25.8 |" in text
     quick = report.fig_recovery(runs[0], False, [], fig_recovery.summary(runs[:1]), quick=True)
     assert "Quick mode runs one fault." in quick and "png" not in quick and "With and without" not in quick
 
