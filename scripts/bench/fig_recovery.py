@@ -11,6 +11,9 @@ import math
 from dataclasses import dataclass, field
 
 from scripts import faults
+from scripts.local_run import base_env
+from scripts.localrun.podspec import LocalRunError
+from scripts.render import ToolError
 
 from . import plots
 from .procs import ONE_THREAD, BenchError
@@ -73,15 +76,11 @@ class Run:
 
 def pods_env() -> dict[str, str]:
     """The pods' environment: make local's, one thread per process as in figure 1."""
-    from scripts.local_run import base_env
     return dict(base_env(), **ONE_THREAD)
 
 
 def run(config: Config, log=print) -> Run:
     """Every fault of `config`, one real 2-worker run each (scripts/faults.py)."""
-    from scripts.localrun.podspec import LocalRunError
-    from scripts.render import ToolError
-
     log(f"  figure 3: {config.label}: {config.command()}")
     done = Run(config)
     for scenario in config.scenarios or faults.SCENARIOS:
