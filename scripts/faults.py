@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -44,14 +43,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from entrypoint import loglines
+from entrypoint.loglines import LogLine, progress_step
 from scripts import render
+from scripts.bench.table import markdown_table
 from scripts.deploy_pods import find_kubectl
-from scripts.loglines import key_values, progress_step
 from scripts.local_run import DEFAULT_RUNS, base_env, choose_network
 from scripts.localrun.cluster import LocalCluster
-from scripts.localrun.podspec import build_pods, find_workload
-
-_START = re.compile(r"^tfmw start .*resume_step=(\d+)")
+from scripts.localrun.podspec import LocalRunError, build_pods, find_workload
 
 SCENARIOS = ("kill-worker", "kill-chief", "hang-worker", "partition-worker", "kill-during-checkpoint")
 
@@ -103,9 +102,17 @@ def _max_step(streams: dict, until: float | None = None) -> int:
     return best
 
 
-# A line that shows the group knows about the fault: a surviving worker's failed collective,
-# the watchdog, or a deleted pod's trainer told to stop (SIGTERM).
-DETECTED = ("tfmw error ", "tfmw launcher watchdog", "tfmw sigterm", "tfmw stopped ")
+def said(raw: str, kind: str, head: str = "") -> LogLine | None:
+    """The `tfmw <kind> <head>...` line `raw` is, else None: `said(l, "launcher", "watchdog")`."""
+    parsed = loglines.parse_kind(raw, kind)
+    return parsed if parsed is not None and parsed.text.startswith(head) else None
+
+
+def shows_detection(raw: str) -> bool:
+    """A line that shows the group knows about the fault: a surviving worker's failed
+    collective, the watchdog, or a deleted pod's trainer told to stop (SIGTERM)."""
+    return any(said(raw, kind, head) for kind, head in (
+        (loglines.ERROR, ""), (loglines.LAUNCHER, "watchdog"), (loglines.SIGTERM, ""), (loglines.STOPPED, "")))
 
 
 def fill_result(result: FaultResult, streams: dict, marks: dict[int, int], fault_time: float) -> None:
@@ -118,30 +125,30 @@ def fill_result(result: FaultResult, streams: dict, marks: dict[int, int], fault
     result.step_at_fault = max(result.step_at_fault, _max_step(streams, until=fault_time))
     chief = streams[0]
     # The run that finished: the chief's last `tfmw start` after the fault.
-    starts = [i for i in range(marks[0], len(chief.lines)) if _START.match(chief.lines[i])]
+    starts = [i for i in range(marks[0], len(chief.lines)) if said(chief.lines[i], loglines.START)]
     if starts:
         first = starts[-1]
-        result.resume_step = int(_START.match(chief.lines[first]).group(1))
+        resume = said(chief.lines[first], loglines.START).int_field("resume_step")
+        result.resume_step = -1 if resume is None else resume
         after = [i for i in range(first, len(chief.lines)) if progress_step(chief.lines[i]) is not None]
         if after:
             result.seconds_to_resume = chief.times[after[0]] - fault_time
     detected = [when for o, st in streams.items()
-                for when, line in zip(st.times[marks[o]:], st.lines[marks[o]:])
-                if line.startswith(DETECTED)]
+                for when, line in zip(st.times[marks[o]:], st.lines[marks[o]:]) if shows_detection(line)]
     if detected:
         result.seconds_to_detect = min(detected) - fault_time
     # Steps reached before the group broke can exceed the step at the fault moment.
     broke = chief.times[starts[0]] if starts else None
     result.step_at_fault = max(result.step_at_fault, _max_step(streams, until=broke))
     for ordinal, stream in streams.items():
-        done = [l for l in stream.lines if l.startswith("tfmw done ")]
+        done = loglines.find(stream.lines, loglines.DONE)
         if done:
-            kv = key_values(done[-1])
-            result.final_steps.add(int(kv["steps"]))
-            result.digests.add(kv["weights_digest"])
+            fields = done[-1].fields
+            result.final_steps.add(int(fields["steps"]))
+            result.digests.add(fields["weights_digest"])
             if ordinal == 0:
-                result.model = kv.get("model", "")
-        result.trainer_restarts += sum(l.startswith("tfmw launcher restarting training") for l in stream.lines)
+                result.model = fields.get("model", "")
+        result.trainer_restarts += sum(bool(said(l, loglines.LAUNCHER, "restarting training")) for l in stream.lines)
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -172,24 +179,26 @@ def _inject(cluster: LocalCluster, scenario: str, partition_seconds: float) -> N
         cluster.set_link(1, up=False)
         time.sleep(partition_seconds)
         cluster.set_link(1, up=True)
-    else:
-        raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
 
 
-def run_scenario(scenario: str, runs_dir: Path = DEFAULT_RUNS, steps: int = 120,
-                 checkpoint_every: int = 20, fault_after_step: int = 50,
-                 hang_timeout_seconds: int | None = None, partition_seconds: float = 15.0,
-                 extra_sets: tuple[str, ...] = (), timeout: float = 400,
-                 out=lambda line: None) -> FaultResult:
-    """One real 2-worker run with one fault; returns the measurements (never raises on a
-    failed recovery: the result says what happened). `hang_timeout_seconds` None: the chart's
-    default watchdog (training.hangTimeoutSeconds, training.hangDetection), as a user gets it."""
-    release = f"fault-{scenario}"[:40]
-    sets = [f"training.config.steps={steps}",
+def hang_sets(hang_timeout_seconds: int | None) -> list[str]:
+    """--set items for the watchdog: none for the chart's defaults (pure)."""
+    return [] if hang_timeout_seconds is None else [f"training.hangTimeoutSeconds={hang_timeout_seconds}"]
+
+
+def run_sets(steps: int, checkpoint_every: int, hang_timeout_seconds: int | None,
+             extra_sets: tuple[str, ...] = ()) -> list[str]:
+    """The --set items of every faulted run, local or on a cluster: progress logged every step,
+    the watchdog the chart's unless asked, then the caller's items (pure)."""
+    return [f"training.config.steps={steps}",
             f"training.config.checkpoint.everySteps={checkpoint_every}",
             "training.config.logEverySteps=1",
-            *hang_sets(hang_timeout_seconds),
-            *extra_sets]
+            *hang_sets(hang_timeout_seconds), *extra_sets]
+
+
+def scenario_pods(scenario: str, sets: list[str], runs_dir: Path, release: str) -> tuple:
+    """(workload, pods) of the chart rendered with values/local.yaml and `sets`, each pod with
+    its folder under a fresh run directory of this harness process."""
     rendered = render.prepare("local", sets, release=release, namespace="default")
     workload = find_workload(rendered.objects, "default")
     # One folder per harness process: two harness runs at once (a test and `make bench`)
@@ -201,30 +210,62 @@ def run_scenario(scenario: str, runs_dir: Path = DEFAULT_RUNS, steps: int = 120,
         # The chief pauses between writing a checkpoint's files and publishing it (a test
         # hook, docs/failure-model.md), so the kill lands mid-write rather than by luck.
         pods[0].env["TFMW_FAULT_CHECKPOINT_PAUSE_SECONDS"] = "3"
+    return workload, pods
+
+
+def fault_trigger(scenario: str, fault_after_step: int):
+    """The chief's line after which the fault is injected: its progress past `fault_after_step`,
+    or, to kill it mid-write, its `tfmw checkpoint writing` of a step past it (pure)."""
+    if scenario == "kill-during-checkpoint":
+        def writing(raw: str) -> bool:
+            parsed = said(raw, loglines.CHECKPOINT, "writing")
+            return parsed is not None and (parsed.int_field("step") or 0) >= fault_after_step
+        return writing
+    return lambda raw: (progress_step(raw) or 0) >= fault_after_step
+
+
+def fault_and_recover(cluster: LocalCluster, result: FaultResult, fault_after_step: int,
+                      partition_seconds: float, timeout: float) -> None:
+    """Start the cluster, wait for the trigger, inject the fault, wait for the run's end,
+    and measure it into `result`."""
+    started = time.monotonic()
+    cluster.start()
+    if cluster.wait_for_line(0, fault_trigger(result.scenario, fault_after_step), timeout=timeout) is None:
+        result.reason = f"never reached step {fault_after_step} before the fault"
+        return
+    fault_time = time.monotonic()
+    marks = {o: len(s.lines) for o, s in cluster.states.items()}
+    _inject(cluster, result.scenario, partition_seconds)
+    outcome = cluster.wait(timeout)
+    result.completed, result.reason = outcome.ok, outcome.reason
+    result.seconds_total = time.monotonic() - started
+    fill_result(result, cluster.states, marks, fault_time)
+    result.log_tail = [f"[{s.pod.name}] {l}" for s in cluster.states.values() for l in s.lines[-15:]]
+
+
+def run_scenario(scenario: str, runs_dir: Path = DEFAULT_RUNS, steps: int = 120,
+                 checkpoint_every: int = 20, fault_after_step: int = 50,
+                 hang_timeout_seconds: int | None = None, partition_seconds: float = 15.0,
+                 extra_sets: tuple[str, ...] = (), timeout: float = 400,
+                 out=lambda line: None, env: dict | None = None) -> FaultResult:
+    """One real 2-worker run with one fault; returns the measurements (never raises on a
+    failed recovery: the result says what happened). `hang_timeout_seconds` None: the chart's
+    default watchdog (training.hangTimeoutSeconds, training.hangDetection), as a user gets it.
+    `env`: the pods' environment (default: make local's). Raises render.ToolError or
+    LocalRunError when the chart cannot be run at all."""
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+    result = FaultResult(scenario, False, "", steps, checkpoint_every)
+    release = f"fault-{scenario}"[:40]
+    sets = run_sets(steps, checkpoint_every, hang_timeout_seconds, extra_sets)
+    workload, pods = scenario_pods(scenario, sets, runs_dir, release)
     network, _ = choose_network("auto", int(workload.env_value("TFMW_PORT") or 2222), len(pods))
     if scenario == "partition-worker" and not hasattr(network, "bridge"):
-        return FaultResult(scenario, False, "needs network namespaces (root)", steps, checkpoint_every)
-    cluster = LocalCluster(pods, network, pod_env(), grace_seconds=20, out=out)
-    result = FaultResult(scenario, False, "", steps, checkpoint_every)
-    started = time.monotonic()
+        result.reason = "needs network namespaces (root)"
+        return result
+    cluster = LocalCluster(pods, network, pod_env(env), grace_seconds=20, out=out)
     try:
-        cluster.start()
-        if scenario == "kill-during-checkpoint":
-            trigger = lambda line: line.startswith("tfmw checkpoint writing") and \
-                int(re.search(r"step=(\d+)", line).group(1)) >= fault_after_step  # noqa: E731
-        else:
-            trigger = lambda line: (progress_step(line) or 0) >= fault_after_step  # noqa: E731
-        if cluster.wait_for_line(0, trigger, timeout=timeout) is None:
-            result.reason = f"never reached step {fault_after_step} before the fault"
-            return result
-        fault_time = time.monotonic()
-        marks = {o: len(s.lines) for o, s in cluster.states.items()}
-        _inject(cluster, scenario, partition_seconds)
-        outcome = cluster.wait(timeout)
-        result.completed, result.reason = outcome.ok, outcome.reason
-        result.seconds_total = time.monotonic() - started
-        fill_result(result, cluster.states, marks, fault_time)
-        result.log_tail = [f"[{s.pod.name}] {l}" for s in cluster.states.values() for l in s.lines[-15:]]
+        fault_and_recover(cluster, result, fault_after_step, partition_seconds, timeout)
         return result
     finally:
         cluster.shutdown()
@@ -434,20 +475,12 @@ class PodLogs:
         return None
 
 
-def hang_sets(hang_timeout_seconds: int | None) -> list[str]:
-    """--set items for the watchdog: none for the chart's defaults (pure)."""
-    return [] if hang_timeout_seconds is None else [f"training.hangTimeoutSeconds={hang_timeout_seconds}"]
-
-
 def install_sets(steps: int, checkpoint_every: int, hang_timeout_seconds: int | None,
                  extra_sets: tuple[str, ...] = ()) -> list[str]:
     """The harness's --set items for a cluster run: shared storage from the cluster's default
     StorageClass (a ReadWriteMany claim), so a recreated pod finds the group's checkpoints (pure)."""
     return ["storage.type=createClaim", "storage.createClaim.size=1Gi",
-            f"training.config.steps={steps}",
-            f"training.config.checkpoint.everySteps={checkpoint_every}",
-            "training.config.logEverySteps=1",
-            *hang_sets(hang_timeout_seconds), *extra_sets]
+            *run_sets(steps, checkpoint_every, hang_timeout_seconds, extra_sets)]
 
 
 def completed_marker(kube: Kube, namespace: str, statefulset: dict) -> dict | None:
@@ -471,6 +504,23 @@ def completed_marker(kube: Kube, namespace: str, statefulset: dict) -> dict | No
         return json.loads(marker.read_text())
     except (OSError, ValueError):
         return None
+
+
+def ready_for_fault(chief: Stream, fault_after_step: int) -> bool:
+    """The chief has published a checkpoint and trained past `fault_after_step` (pure)."""
+    saved = any(said(l, loglines.CHECKPOINT, "saved") for l in chief.lines)
+    return saved and any((progress_step(l) or 0) >= fault_after_step for l in chief.lines)
+
+
+def run_end(streams: dict[int, Stream], fault_time: float) -> str | None:
+    """"done" once every pod (two at least) logged `tfmw done` after the fault; else the first
+    `tfmw failed` line, the run's end too; else None: still running (pure)."""
+    if len(streams) < 2:
+        return None
+    if all(loglines.find(st.lines[first_index_after(st.times, fault_time):], loglines.DONE)
+           for st in streams.values()):
+        return "done"
+    return next((l for st in streams.values() for l in st.lines if said(l, loglines.FAILED)), None)
 
 
 def run_cluster_scenario(scenario: str, kubeconfig: Path, namespace: str | None = None,
@@ -512,9 +562,7 @@ def run_cluster_scenario(scenario: str, kubeconfig: Path, namespace: str | None 
         result.victim = victim
 
         def checkpoint_and_step(pl: PodLogs):
-            chief = merge_incarnations(pl.snapshot()).get(0, Stream())
-            saved = any(l.startswith("tfmw checkpoint saved ") for l in chief.lines)
-            return saved and any((progress_step(l) or 0) >= fault_after_step for l in chief.lines)
+            return ready_for_fault(merge_incarnations(pl.snapshot()).get(0, Stream()), fault_after_step)
 
         if logs.wait_for(checkpoint_and_step, timeout) is None:
             result.reason = (f"never reached a checkpoint and step {fault_after_step} before the fault"
@@ -528,16 +576,7 @@ def run_cluster_scenario(scenario: str, kubeconfig: Path, namespace: str | None 
             return [inc for inc in pl.snapshot() if inc.name == victim and inc.uid not in before
                     and inc.running_since == inc.running_since]
 
-        def finished(pl: PodLogs):
-            streams = merge_incarnations(pl.snapshot())
-            if len(streams) < 2:
-                return None
-            done = all(any(l.startswith("tfmw done ") for l in
-                           st.lines[first_index_after(st.times, fault_time):]) for st in streams.values())
-            failed = [l for st in streams.values() for l in st.lines if l.startswith("tfmw failed ")]
-            return "done" if done else (failed[0] if failed else None)
-
-        outcome = logs.wait_for(finished, timeout)
+        outcome = logs.wait_for(lambda pl: run_end(merge_incarnations(pl.snapshot()), fault_time), timeout)
         new = recreated(logs)
         if new:
             result.recreated_pod = new[0].name
@@ -590,28 +629,27 @@ def check_cluster(kubeconfig: Path) -> Kube:
     return kube
 
 
+TABLE_HEADERS = ["fault", "completed", "fault at step", "resumed from", "steps lost", "fault → detected (s)",
+                 "fault → resumed (s)", "trainer restarts", "identical weights"]
+CLUSTER_HEADERS = ["fault", "pod deleted", "recreated as", "fault → recreated pod Running (s)",
+                   "COMPLETED marker digest", "total (s)"]
+
+
 def table(results: list[FaultResult]) -> list[str]:
-    rows = ["| fault | completed | fault at step | resumed from | steps lost | fault → detected (s) | "
-            "fault → resumed (s) | trainer restarts | identical weights |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    for r in results:
-        rows.append(f"| {r.scenario} | {'yes' if r.completed else 'NO: ' + r.reason} | {r.step_at_fault} | "
-                    f"{r.resume_step} | {r.steps_lost} (≤ {r.checkpoint_every}) | {r.seconds_to_detect:.1f} | "
-                    f"{r.seconds_to_resume:.1f} | "
-                    f"{r.trainer_restarts} | {'yes' if r.identical_weights else 'NO'} |")
-    return rows
+    """What each fault cost, one markdown row a fault (pure)."""
+    return markdown_table(TABLE_HEADERS, [[
+        r.scenario, "yes" if r.completed else "NO: " + r.reason, str(r.step_at_fault), str(r.resume_step),
+        f"{r.steps_lost} (≤ {r.checkpoint_every})", f"{r.seconds_to_detect:.1f}", f"{r.seconds_to_resume:.1f}",
+        str(r.trainer_restarts), "yes" if r.identical_weights else "NO"] for r in results]).splitlines()
 
 
 def cluster_table(results: list[FaultResult]) -> list[str]:
-    """What the cluster did about each deleted pod (cluster mode only)."""
-    rows = ["| fault | pod deleted | recreated as | fault → recreated pod Running (s) | "
-            "COMPLETED marker digest | total (s) |",
-            "|---|---|---|---|---|---|"]
-    for r in results:
-        marker = ("matches" if r.marker_digest in r.digests else "DIFFERS") if r.marker_digest else "not read"
-        rows.append(f"| {r.scenario} | {r.victim or '-'} | {r.recreated_pod or 'NOT recreated'} | "
-                    f"{r.seconds_to_pod_running:.1f} | {marker} | {r.seconds_total:.1f} |")
-    return rows
+    """What the cluster did about each deleted pod (cluster mode only; pure)."""
+    def marker(r: FaultResult) -> str:
+        return ("matches" if r.marker_digest in r.digests else "DIFFERS") if r.marker_digest else "not read"
+    return markdown_table(CLUSTER_HEADERS, [[
+        r.scenario, r.victim or "-", r.recreated_pod or "NOT recreated", f"{r.seconds_to_pod_running:.1f}",
+        marker(r), f"{r.seconds_total:.1f}"] for r in results]).splitlines()
 
 
 def parse_args(argv):
@@ -663,8 +701,12 @@ def main(argv=None) -> int:
     else:
         for scenario in args.scenarios:
             print(f"running {scenario} ...", flush=True)
-            results.append(run_scenario(scenario, steps=args.steps, extra_sets=tuple(args.sets),
-                                        hang_timeout_seconds=args.hang_timeout, out=out))
+            try:
+                results.append(run_scenario(scenario, steps=args.steps, extra_sets=tuple(args.sets),
+                                            hang_timeout_seconds=args.hang_timeout, out=out))
+            except (render.ToolError, LocalRunError) as err:   # the chart cannot run here at all
+                print(f"faults: {err}", file=sys.stderr)
+                return getattr(err, "exit_code", 2)
     print("\n".join(table(results)))
     if args.cluster:
         print("\n" + "\n".join(cluster_table(results)))

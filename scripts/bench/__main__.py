@@ -89,18 +89,12 @@ def run_figure2(args, machine_line: str, plots: Path) -> str:
 
 
 def run_figure3(args, machine_line: str, plots: Path) -> str:
-    result = fig_recovery.run_harness(args.quick, timeout=300 if args.quick else 900, log=log)
-    log(f"\nFigure 3: recovery — {result['status']}" + (f"\n{result['output']}" if result["output"] else ""))
-    variants = {}
-    if not args.quick and result["status"] != "missing":
-        for label, extra in fig_recovery.VARIANTS:
-            variants[label] = fig_recovery.run_harness(False, timeout=900, log=log, extra_args=extra)
-            log(f"\nFigure 3, {label}: {variants[label]['status']}"
-                + (f"\n{variants[label]['output']}" if variants[label]["output"] else ""))
-    summary = fig_recovery.summary({fig_recovery.DEFAULTS: result, **variants})
-    plotted = result["status"] == "measured" and bool(summary[1]) and \
-        fig_recovery.plot(*summary, plots / "fig3_recovery.png", machine_line)
-    return report.fig_recovery(result, plotted, variants, summary)
+    runs = [fig_recovery.run(fig_recovery.defaults(args.quick), log=log)]
+    if not args.quick:
+        runs += [fig_recovery.run(config, log=log) for config in fig_recovery.VARIANTS]
+    summary = fig_recovery.summary(runs)
+    plotted = fig_recovery.plot(*summary, plots / "fig3_recovery.png", machine_line)
+    return report.fig_recovery(runs[0], plotted, runs[1:], summary, args.quick)
 
 
 def run_figure4(args, machine_line: str, plots: Path) -> str:
@@ -124,22 +118,25 @@ def run_figure4(args, machine_line: str, plots: Path) -> str:
     return report.fig_control(result, helm_rows, growth, load)
 
 
-def run_figure5(args, machine_line: str, plots: Path) -> str:
+def one_measurement(module, title: str, png: str, write, args, machine_line: str, plots: Path) -> str:
+    """A figure from one `module.measure(quick)`: its table shown, its plot drawn, its section
+    written by `write(result, table_rows, headers, load)`."""
     load = load_average()
-    result = fig_pipeline.measure(args.quick, log=log)
-    table_rows = fig_pipeline.table_rows(result)
-    show("Figure 5: input pipeline", fig_pipeline.HEADERS, table_rows)
-    fig_pipeline.plot(result, plots / "fig5_pipeline.png", machine_line)
-    return report.fig_pipeline(result, table_rows, fig_pipeline.HEADERS, load)
+    result = module.measure(args.quick, log=log)
+    table_rows = module.table_rows(result)
+    show(title, module.HEADERS, table_rows)
+    module.plot(result, plots / png, machine_line)
+    return write(result, table_rows, module.HEADERS, load)
+
+
+def run_figure5(args, machine_line: str, plots: Path) -> str:
+    return one_measurement(fig_pipeline, "Figure 5: input pipeline", "fig5_pipeline.png", report.fig_pipeline,
+                           args, machine_line, plots)
 
 
 def run_figure6(args, machine_line: str, plots: Path) -> str:
-    load = load_average()
-    summary = fig_cluster.measure(args.quick, log=log)
-    table_rows = fig_cluster.table_rows(summary)
-    show("Figure 6: the local cluster", fig_cluster.HEADERS, table_rows)
-    fig_cluster.plot(summary, plots / "fig6_cluster.png", machine_line)
-    return report.fig_cluster(summary, table_rows, fig_cluster.HEADERS, load)
+    return one_measurement(fig_cluster, "Figure 6: the local cluster", "fig6_cluster.png", report.fig_cluster,
+                           args, machine_line, plots)
 
 
 RUNNERS = {1: ("Figure 1: distribution overhead", run_figure1),

@@ -25,9 +25,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from . import stats
+from entrypoint.loglines import progress_step
+
+from . import plots, stats
 from .fig_launcher import time_to_first_step
-from .parse import progress_step
 from .procs import PY, REPO, BenchError, base_env
 
 CHART = REPO / "charts" / "tf-multiworker"
@@ -260,11 +261,7 @@ def measure(quick: bool, log=print) -> Summary:
 
 
 def plot(s: Summary, path, subtitle: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(10, 4.2))
+    fig, ax = plots.subplots(figsize=(10, 4.2))
     rows = ["make cluster: ready", "make cluster-down", "cluster: helm install → first step",
             "make local: start → first step"]
     ax.barh(rows[0], s.ready_seconds, color="tab:blue", height=0.55)
@@ -285,6 +282,4 @@ def plot(s: Summary, path, subtitle: str) -> None:
     ax.set_title(f"Figure 6: the local cluster; helm install → first step is {s.ratio:.2f}x make local's "
                  f"(median of {s.rounds} paired round(s))\n{subtitle}", fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plots.save(fig, path)

@@ -17,8 +17,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from . import stats
-from .parse import log_kind, progress_step
+from entrypoint import loglines
+
+from . import plots, stats
 from .procs import PY, REPO, BenchError, base_env, free_ports, tf_config
 
 TRAINER_ARGS = ["--set", "model.name=mlp", "--set", "model.args={hidden: 32}", "--set", "steps=2",
@@ -54,9 +55,9 @@ def time_to_first_step(command: list[str], env: dict, timeout: float = 180.0, st
         for line in proc.stdout:
             now = time.perf_counter() - started
             tail = (tail + [line.rstrip()])[-3:]
-            if start_line is None and log_kind(line) == "start":
+            if start_line is None and loglines.parse_kind(line, loglines.START, prefixed=True):
                 start_line = now
-            if progress_step(line) is not None:
+            if loglines.progress_step(line) is not None:
                 first_step = now
                 break
     finally:
@@ -156,11 +157,7 @@ def table_rows(s: Summary) -> list[list]:
 
 
 def plot(results: dict, s: Summary, path, subtitle: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax = plots.subplots(figsize=(9, 4.5))
     names = ["by hand", "launcher"]
     for i, name in enumerate(names):
         starts = [t.start_line for t in results[name]]
@@ -180,6 +177,4 @@ def plot(results: dict, s: Summary, path, subtitle: str) -> None:
     ax.set_title(f"Figure 2: launcher overhead to first step: {s.overhead_percent:+.1f}% (median of "
                  f"{s.repeats} paired runs)\n{subtitle}", fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plots.save(fig, path)

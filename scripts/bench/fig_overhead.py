@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from . import stats
+from . import plots, stats
 from .parse import bench_cases
 from .procs import PY, REPO, BenchError, base_env, run_workers
 
@@ -273,13 +273,9 @@ def table_rows(rows: list[Row]) -> list[list]:
 
 
 def plot(rows: list[Row], workers: int, path, subtitle: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     by_id = {r.id: r for r in rows}
     sizes = [r for r in rows if r.k == 1]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
+    fig, (left, right) = plots.subplots(1, 2, figsize=(12, 4.8))
     xs = range(len(sizes))
     left.bar([x - 0.2 for x in xs], [r.t1_ms for r in sizes], 0.4, label="1 worker")
     left.bar([x + 0.2 for x in xs], [r.tn_ms for r in sizes], 0.4, label=f"{workers} workers (MWMS)")
@@ -316,9 +312,7 @@ def plot(rows: list[Row], workers: int, path, subtitle: str) -> None:
     right.set_title("Distribution cost per step vs. steps per execution\n(labels: ratio tN/t1)", fontsize=10)
     right.legend(fontsize=8)
     fig.suptitle(f"Figure 1: distribution overhead, {workers}-worker MWMS vs. 1 worker\n{subtitle}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plots.save(fig, path)
 
 
 if __name__ == "__main__":

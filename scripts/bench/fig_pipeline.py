@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+from entrypoint import loglines
+
+from . import plots
 from .procs import BenchError, run_workers
 
-MARKER = "tfmw bench pipeline="
+BENCH = "bench"   # the kind of the bench workers' result lines: `tfmw bench <what>=<json>`
+RESULT = "pipeline="
 
 
 def measure(quick: bool, log=print) -> dict:
@@ -18,10 +22,17 @@ def measure(quick: bool, log=print) -> dict:
     return parse(out)
 
 
+def result_line(result: dict) -> str:
+    """The worker's `tfmw bench pipeline=<json>` line. Not loglines.line(): the payload is JSON
+    (with spaces in its strings), longer than a log line's message may be."""
+    return f"{loglines.PREFIX} {BENCH} {RESULT}" + json.dumps(result, separators=(",", ":"))
+
+
 def parse(output: str) -> dict:
-    for line in output.splitlines():
-        if line.startswith(MARKER):
-            return json.loads(line[len(MARKER):])
+    """The result of the worker's output: its `tfmw bench pipeline=<json>` line."""
+    for found in loglines.find(output.splitlines(), BENCH):
+        if found.text.startswith(RESULT):
+            return json.loads(found.text[len(RESULT):])
     raise BenchError("figure 5: the pipeline worker printed no result line")
 
 
@@ -36,13 +47,9 @@ def table_rows(result: dict) -> list[list]:
 
 
 def plot(result: dict, path, subtitle: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     names = list(result["sources"])
     step = result["step_alone"]
-    fig, ax = plt.subplots(figsize=(10, 4.8))
+    fig, ax = plots.subplots(figsize=(10, 4.8))
     xs = range(len(names))
     pipe = [result["sources"][n]["pipeline"] for n in names]
     fed = [result["sources"][n]["fed_step"] for n in names]
@@ -59,6 +66,4 @@ def plot(result: dict, path, subtitle: str) -> None:
     ax.set_title(f"Figure 5: input pipeline vs. training step ({result['model']} model, batch {result['batch']})\n"
                  f"{subtitle}", fontsize=10)
     ax.legend(fontsize=8, loc="upper right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plots.save(fig, path)

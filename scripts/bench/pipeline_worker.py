@@ -18,6 +18,9 @@ import time
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
+from scripts.bench.fig_pipeline import result_line  # noqa: E402 - after the Keras choice
+from scripts.bench.stats import median  # noqa: E402
+
 
 def _rate(fn, batches: int, batch: int, warmup: int = 5) -> float:
     for _ in range(warmup):
@@ -26,12 +29,6 @@ def _rate(fn, batches: int, batch: int, warmup: int = 5) -> float:
     for _ in range(batches):
         fn()
     return batches * batch / (time.perf_counter() - started)
-
-
-def _median(values):
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def main(argv=None) -> int:
@@ -88,14 +85,14 @@ def main(argv=None) -> int:
                     return step(xb, yb).numpy()
                 samples[name]["fed_step"].append(_rate(fed_step, batches, batch))
         all_alone = [v for s in samples.values() for v in s["alone"]]
-        results["step_alone"] = _median(all_alone)
+        results["step_alone"] = median(all_alone)
         results["rounds"] = opts["rounds"]
         for name, s in samples.items():
             results["sources"][name] = {
-                "pipeline": _median(s["pipeline"]), "fed_step": _median(s["fed_step"]),
-                "fed_ratio": _median([f / a for f, a in zip(s["fed_step"], s["alone"])]),
+                "pipeline": median(s["pipeline"]), "fed_step": median(s["fed_step"]),
+                "fed_ratio": median([f / a for f, a in zip(s["fed_step"], s["alone"])]),
                 "describe": inputs[name].describe}
-    print("tfmw bench pipeline=" + json.dumps(results, separators=(",", ":")), flush=True)
+    print(result_line(results), flush=True)
     return 0
 
 

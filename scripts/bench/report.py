@@ -226,28 +226,22 @@ def fig_launcher(summary, table_rows, headers, load: str) -> str:
     ])
 
 
-def fig_recovery(result: dict, plotted: bool, variants: dict | None = None,
-                 summary: tuple[list, list] | None = None) -> str:
-    """Figure 3: the harness at the chart's defaults (verbatim), then, when measured, the same
-    faults with one setting changed (`variants`: {label: run_harness result}) and the summary
-    table of fault → resumed per configuration (fig_recovery.summary)."""
+def _seconds(value: float | None) -> str:
+    """A time as the harness's table prints it (0.1 s); '-' when not run or not measured."""
+    return "-" if value is None or value != value else f"{value:.1f}"
+
+
+def fig_recovery(defaults, plotted: bool, variants: list, summary: tuple[list, list], quick: bool) -> str:
+    """Figure 3: the harness's table at the chart's defaults, then the same faults with one
+    setting changed (`variants`: fig_recovery.Run each) and the summary of fault → resumed per
+    configuration (fig_recovery.summary)."""
+    from scripts.faults import table as fault_table
+
     lines = ["## Figure 3: recovery after a fault", ""]
-    if result["status"] == "missing":
-        lines += [
-            "**Not measured in this run: harness missing.** The fault-tolerance harness (issue 4: kill or stop a "
-            "worker mid-training, measure the time from the fault to training resumed and the steps lost) "
-            "was not in the repository when this ran. Method, ready to run: when `scripts/faults.py` (or a "
-            "`scripts/faults/` package) exists, `make bench` runs `python -m scripts.faults` "
-            "(with `--quick` if it offers it), publishes the table it prints here verbatim and plots its numeric "
-            "columns. No numbers are filled in by hand.",
-            "",
-        ]
-        return "\n".join(lines)
     if plotted:
         lines += [image("fig3_recovery.png", "fault to training resumed, per configuration"), ""]
     lines += [
-        f"*Command:* `{result['command']}` — status: **{result['status']}**"
-        + (f" (exit {result.get('exit_code')})" if result["status"] != "measured" else "") + ".",
+        f"*Command:* `{defaults.config.command()}` — **{defaults.status}**.",
         "",
         "Method (the harness, `scripts/faults.py`, issue 4): each row is a real 2-worker MWMS run of the rendered "
         "chart by `make local`'s runner with the chart's defaults (`values/local.yaml`; nothing about detection or "
@@ -255,32 +249,27 @@ def fig_recovery(result: dict, plotted: bool, variants: dict | None = None,
         "coordination heartbeat, the warm standby on for the built-in trainer); the fault is injected mid-training "
         "(see the harness's docstring for what each fault is); 'fault → resumed' is the time from the fault to the "
         "chief's first progress line after its restart, 'steps lost' the steps trained before the fault minus the "
-        "step the group resumed from (at most one checkpoint interval)." + (" Quick mode runs one scenario." if
-                                                                              result["command"].endswith("kill-worker") else ""),
+        "step the group resumed from (at most one checkpoint interval)." + (" Quick mode runs one fault." if quick
+                                                                              else ""),
         "",
-        "Output of the fault-tolerance harness, verbatim:",
-        "",
-        "```",
-        result["output"] or "(no output)",
-        "```",
+        *fault_table(defaults.results),
         "",
     ]
     if variants:
-        if summary and summary[1]:
-            lines += [
-                "**With and without adaptive detection and the warm standby.** The faults each setting decides, "
-                "re-run with that one setting changed from the defaults: `training.warmStandby=false` (every restart "
-                "imports TensorFlow again), `training.hangDetection=static` with the 20 s watchdog the harness used "
-                "to set by hand (static at the chart's 600 s, a hang would cost ten minutes), and both (the previous "
-                "defaults). Fault → resumed, seconds ('-': not run in that configuration; the partition lasts 15 s, "
-                "a floor for its resume time):",
-                "",
-                table(*summary),
-                "",
-            ]
-        for label, run in variants.items():
-            lines += [f"{label}: `{run['command']}`, status **{run['status']}**:", "", "```",
-                      run["output"] or "(no output)", "```", ""]
+        lines += [
+            "**With and without adaptive detection and the warm standby.** The faults each setting decides, "
+            "re-run with that one setting changed from the defaults: `training.warmStandby=false` (every restart "
+            "imports TensorFlow again), `training.hangDetection=static` with the 20 s watchdog the harness used "
+            "to set by hand (static at the chart's 600 s, a hang would cost ten minutes), and both (the previous "
+            "defaults). Fault → resumed, seconds ('-': not run in that configuration, or not measured; the "
+            "partition lasts 15 s, a floor for its resume time):",
+            "",
+            table(summary[0], [[fault, *map(_seconds, cells)] for fault, *cells in summary[1]]),
+            "",
+        ]
+        for run in variants:
+            lines += [f"{run.config.label}: `{run.config.command()}` — **{run.status}**:", "",
+                      *fault_table(run.results), ""]
     return "\n".join(lines)
 
 

@@ -2,33 +2,32 @@
 No timing assertions: benchmarks are not tests."""
 from __future__ import annotations
 
+import math
+import shlex
 import subprocess
 import sys
+import types
 
 import pytest
 
-from scripts.bench import fig_cluster, fig_control, fig_launcher, fig_overhead, fig_recovery, report, stats
-from scripts.bench.__main__ import parse_figures
+from scripts import faults
+from scripts.bench import (fig_cluster, fig_control, fig_launcher, fig_overhead, fig_pipeline, fig_recovery, report,
+                           stats)
+from scripts.bench.__main__ import one_measurement, parse_figures
 from scripts.bench.machine import cpu_model, memory_gib
-from scripts.bench.parse import bench_cases, key_values, log_kind, progress_step
+from scripts.bench.parse import bench_cases
+from scripts.bench.procs import BenchError
 from scripts.bench.table import console_table, fmt, markdown_table
 
 
 # ---------------------------------------------------------------- parsing
 
-def test_progress_step_reads_trainer_and_relayed_lines():
-    assert progress_step("tfmw progress step=1/2 epoch=1 loss=2.3 examples_per_sec=100.0") == 1
-    assert progress_step("worker-0 | tfmw progress step=37/200 epoch=2 loss=0.1 examples_per_sec=5") == 37
-    assert progress_step("tfmw start run=x worker=0/1 steps=2") is None
-    assert progress_step("tfmw progress loss=0.1") is None
-
-
-def test_log_kind_and_key_values():
-    line = 'tfmw start run=r worker=0/1 model=mlp data="synthetic examples=512" steps=2'
-    assert log_kind(line) == "start"
-    assert log_kind("some other output") is None
-    kv = key_values(line)
-    assert kv["data"] == "synthetic examples=512" and kv["worker"] == "0/1" and kv["steps"] == "2"
+def test_pipeline_result_line_round_trips_json_with_spaces():
+    result = {"step_alone": 100.0, "sources": {"npz shards": {"describe": "4 NPZ shards, in memory"}}}
+    output = "\n".join(["WARNING noise", "tfmw bench case={}", fig_pipeline.result_line(result), ""])
+    assert fig_pipeline.parse(output) == result
+    with pytest.raises(BenchError, match="no result line"):
+        fig_pipeline.parse("tfmw bench case={}\n")
 
 
 def test_bench_cases_collects_by_id_and_ignores_noise():
@@ -107,16 +106,12 @@ def test_control_growth_and_env_limit():
     assert fig_control.max_workers_for_env_limit({1: 100, 11: 1100}) == 1310
 
 
-def test_tf_config_bytes_matches_the_launcher_and_the_limit_is_real():
+def test_tf_config_bytes_matches_the_launcher():
     env = {"TFMW_STATEFULSET": "tf-multiworker", "TFMW_SERVICE": "tf-multiworker", "TFMW_PORT": "2222",
            "TFMW_CLUSTER_DOMAIN": "cluster.local"}
     one = fig_control.tf_config_bytes(env, 1)
     assert one == len('{"cluster":{"worker":["tf-multiworker-0.tf-multiworker.default.svc.cluster.local:2222"]},'
                       '"task":{"type":"worker","index":0}}')
-    # The Linux limit the figure reports: one environment string over 128 KiB cannot be exec'd.
-    with pytest.raises(OSError) as err:
-        subprocess.run([sys.executable, "-c", "pass"], env={"TF_CONFIG": "x" * fig_control.MAX_ARG_STRLEN})
-    assert err.value.errno == 7  # E2BIG
 
 
 def test_delayed_resolver_answers_from_ready_time():
@@ -128,38 +123,65 @@ def test_delayed_resolver_answers_from_ready_time():
     assert resolve("a") is True and slept == [0.002, 0.002]
 
 
-def test_recovery_table_parsing():
-    text = ("fault harness\n| fault | recovery s | steps lost |\n|---|---:|---|\n"
-            "| SIGKILL worker 1 | 12.5 | 3 |\n| SIGSTOP worker 0 | 20 s | 0 |\nbye\n")
-    headers, rows = fig_recovery.parse_table(text)
-    assert headers == ["fault", "recovery s", "steps lost"]
-    assert rows == [["SIGKILL worker 1", "12.5", "3"], ["SIGSTOP worker 0", "20 s", "0"]]
-    assert fig_recovery.number("20 s") == 20.0 and fig_recovery.number("n/a") is None
-    assert fig_recovery.number("10 (≤ 20)") == 10.0 and fig_recovery.number("NO: timeout") is None
-    assert fig_recovery.parse_table("no table here") == ([], [])
+def resumed(scenario: str, seconds: float, completed: bool = True) -> faults.FaultResult:
+    return faults.FaultResult(scenario, completed, "" if completed else "timeout", 120, 20,
+                              step_at_fault=50, resume_step=40, seconds_to_resume=seconds, digests={"d"})
+
+
+@pytest.mark.parametrize("config", [fig_recovery.DEFAULTS, fig_recovery.defaults(quick=True),
+                                    *fig_recovery.VARIANTS])
+def test_recovery_command_is_what_the_harness_runs(config):
+    # The command the figure prints must reproduce its runs from a shell.
+    args = faults.parse_args(shlex.split(config.command())[3:])
+    assert args.scenarios == list(config.scenarios or faults.SCENARIOS)
+    assert tuple(args.sets) == config.sets and args.hang_timeout == config.hang_timeout
+
+
+def test_recovery_variants_each_change_one_setting_for_the_faults_it_decides():
+    assert fig_recovery.defaults(quick=True).scenarios == (fig_recovery.QUICK_SCENARIO,)
+    assert all(c.sets and set(c.scenarios) <= set(faults.SCENARIOS) for c in fig_recovery.VARIANTS)
+    assert any(f"{fig_recovery.STANDBY_VALUE}=false" in c.sets for c in fig_recovery.VARIANTS)
 
 
 def test_recovery_summary_lists_resume_time_per_configuration(tmp_path):
-    head = ("| fault | completed | fault → detected (s) | fault → resumed (s) |\n|---|---|---|---|\n")
-    results = {"defaults": {"status": "measured", "output": head + "| kill-worker | yes | 0.1 | 4.0 |\n"
-                                                             "| hang-worker | yes | 6.3 | 12.9 |\n"},
-               "static": {"status": "measured", "output": head + "| hang-worker | yes | 10.4 | 26.4 |\n"},
-               "broken": {"status": "failed", "output": "Traceback ..."}}
-    headers, rows = fig_recovery.summary(results)
-    assert headers == ["fault", "defaults: resumed (s)", "static: resumed (s)", "broken: resumed (s)"]
-    assert rows == [["kill-worker", "4.0", "-", "-"], ["hang-worker", "12.9", "26.4", "-"]]
+    runs = [fig_recovery.Run(fig_recovery.DEFAULTS, [resumed("kill-worker", 4.0), resumed("hang-worker", 12.9)]),
+            fig_recovery.Run(fig_recovery.VARIANTS[1], [resumed("hang-worker", 26.4)]),
+            fig_recovery.Run(fig_recovery.Config("broken"), [resumed("kill-worker", float("nan"), completed=False)])]
+    headers, rows = fig_recovery.summary(runs)
+    assert headers == ["fault", "defaults: resumed (s)", "static detection (20 s): resumed (s)",
+                       "broken: resumed (s)"]
+    assert rows[1] == ["hang-worker", 12.9, 26.4, None]
+    assert rows[0][:3] == ["kill-worker", 4.0, None] and math.isnan(rows[0][3])
+    assert markdown_table(headers, rows).splitlines()[2] == "| kill-worker | 4.00 | - | - |"
     assert fig_recovery.plot(headers, rows, tmp_path / "f.png", "machine") and (tmp_path / "f.png").stat().st_size
-    assert fig_recovery.plot(["fault", "x"], [["kill-worker", "nan"]], tmp_path / "g.png", "m") is False
-    # every variant changes one setting away from the chart's defaults, for the faults it decides
-    assert all("--set" in args and "--scenario" in args for _, args in fig_recovery.VARIANTS)
-    assert any(f"{fig_recovery.STANDBY_VALUE}=false" in args for _, args in fig_recovery.VARIANTS)
+    assert fig_recovery.plot(["fault", "x"], [["kill-worker", float("nan")]], tmp_path / "g.png", "m") is False
+    assert runs[0].status == "every fault recovered" and runs[2].status == "1 of 1 faults NOT recovered"
 
 
-def test_recovery_harness_arguments_follow_its_help():
-    assert fig_recovery.harness_args("usage: [--quick]", quick=True) == ["--quick"]
-    assert fig_recovery.harness_args("[--scenario {kill-worker,kill-chief}]", quick=True) == \
-        ["--scenario", "kill-worker"]
-    assert fig_recovery.harness_args("[--scenario {kill-worker}]", quick=False) == []
+def test_recovery_report_publishes_the_harness_results():
+    runs = [fig_recovery.Run(fig_recovery.defaults(quick=False), [resumed("kill-worker", 4.0)]),
+            fig_recovery.Run(fig_recovery.VARIANTS[0], [resumed("kill-worker", 25.8, completed=False)])]
+    summary = fig_recovery.summary(runs)
+    text = report.fig_recovery(runs[0], True, runs[1:], summary, quick=False)
+    assert text.startswith("## Figure 3:") and "fig3_recovery.png" in text
+    assert "*Command:* `python -m scripts.faults` — **every fault recovered**." in text
+    assert "| kill-worker | yes | 50 | 40 | 10 (≤ 20) | nan | 4.0 | 0 | yes |" in text
+    assert f"warm standby off: `{fig_recovery.VARIANTS[0].command()}` — **1 of 1 faults NOT recovered**" in text
+    assert "| kill-worker | NO: timeout |" in text and "| kill-worker | 4.0 | 25.8 |" in text
+    quick = report.fig_recovery(runs[0], False, [], fig_recovery.summary(runs[:1]), quick=True)
+    assert "Quick mode runs one fault." in quick and "png" not in quick and "With and without" not in quick
+
+
+def test_one_measurement_shows_plots_and_writes_the_figure(tmp_path, capsys):
+    plotted = []
+    module = types.SimpleNamespace(
+        HEADERS=["a"], measure=lambda quick, log: {"quick": quick}, table_rows=lambda r: [[r["quick"]]],
+        plot=lambda r, path, subtitle: plotted.append((r, path, subtitle)))
+    args = types.SimpleNamespace(quick=True)
+    text = one_measurement(module, "Figure 9: x", "fig9.png", lambda *a: a, args, "machine", tmp_path)
+    assert text[:3] == ({"quick": True}, [[True]], ["a"]) and isinstance(text[3], str)
+    assert plotted == [({"quick": True}, tmp_path / "fig9.png", "machine")]
+    assert "Figure 9: x" in capsys.readouterr().out
 
 
 def test_cluster_summary_pairs_rounds_and_checks_the_targets():

@@ -82,7 +82,9 @@ def test_pods_run_this_checkouts_code():
 def test_the_watchdog_is_the_charts_unless_asked():
     assert faults.hang_sets(None) == []
     assert faults.hang_sets(10) == ["training.hangTimeoutSeconds=10"]
-    assert not any("hangTimeoutSeconds" in item for item in faults.install_sets(100, 20, None))
+    assert not any("hangTimeoutSeconds" in item for item in faults.run_sets(100, 20, None))
+    assert faults.run_sets(100, 20, 10, ("a=b",))[-2:] == ["training.hangTimeoutSeconds=10", "a=b"]
+    assert "training.config.logEverySteps=1" in faults.run_sets(100, 20, None)   # every step is seen
 
 
 def test_cluster_install_uses_a_shared_claim():
@@ -107,6 +109,7 @@ def test_cluster_table_says_what_the_controller_did():
     (["--steps", "30"], "--steps 30: the fault lands after step 50", 2),
     (["--cluster", "--kubeconfig", "/nonexistent/kubeconfig"],
      "--kubeconfig /nonexistent/kubeconfig: no such file; start a cluster with `make cluster`", 2),
+    (["--scenario", "kill-worker", "--set", "noequals"], "faults: bad --set 'noequals': expected key=value", 2),
 ])
 def test_cli_refusals_are_one_line(repo, args, message, code):
     proc = subprocess.run([sys.executable, "-m", "scripts.faults", *args], cwd=repo, capture_output=True,
@@ -127,3 +130,53 @@ def test_cli_refuses_an_unreachable_cluster(repo, tmp_path):
     assert proc.returncode == 3, proc.stderr
     assert f"the cluster of {kubeconfig} does not answer" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_detection_is_an_error_the_watchdog_a_sigterm_or_a_stop():
+    assert faults.shows_detection("tfmw error retryable=true worker=1 UnavailableError: peer gone")
+    assert faults.shows_detection("tfmw launcher watchdog: no training progress for 30.0s")
+    assert faults.shows_detection("tfmw sigterm: will checkpoint and stop")
+    assert faults.shows_detection("tfmw stopped step=60/100 reason=sigterm")
+    assert not faults.shows_detection("tfmw launcher restarting training in place in 1s: x")
+    assert not faults.shows_detection(progress(50)) and not faults.shows_detection("error: not ours")
+
+
+def test_the_fault_waits_for_its_trigger_line():
+    past = faults.fault_trigger("kill-worker", 50)
+    assert past(progress(50)) and not past(progress(49)) and not past("tfmw checkpoint writing step=60")
+    mid_write = faults.fault_trigger("kill-during-checkpoint", 50)
+    assert mid_write("tfmw checkpoint writing step=60") and not mid_write("tfmw checkpoint writing step=40")
+    assert not mid_write("tfmw checkpoint saved step=60 path=/c") and not mid_write(progress(60))
+
+
+def test_cluster_fault_waits_for_a_published_checkpoint_and_the_step():
+    saved = "tfmw checkpoint saved step=40 path=/c/ckpt-40"
+    assert faults.ready_for_fault(Stream([saved, progress(50)], [1, 2]), 50)
+    assert not faults.ready_for_fault(Stream(["tfmw checkpoint writing step=40", progress(50)], [1, 2]), 50)
+    assert not faults.ready_for_fault(Stream([saved, progress(49)], [1, 2]), 50)
+
+
+def test_cluster_run_ends_when_every_pod_is_done_after_the_fault_or_one_failed():
+    done = DONE.format("d")
+    before = Stream([done], [5])          # a `tfmw done` from before the fault does not count
+    after = Stream([progress(60), done], [11, 20])
+    assert faults.run_end({0: after, 1: after}, fault_time=10) == "done"
+    assert faults.run_end({0: after, 1: before}, fault_time=10) is None
+    assert faults.run_end({0: after}, fault_time=10) is None
+    failed = Stream(["tfmw failed reason=RestartLimit exit_code=5"], [12])
+    assert faults.run_end({0: after, 1: failed}, fault_time=10) == "tfmw failed reason=RestartLimit exit_code=5"
+
+
+def test_table_says_what_each_fault_cost():
+    ok = FaultResult("kill-worker", True, "", 120, 20, step_at_fault=50, resume_step=40, seconds_to_detect=0.12,
+                     seconds_to_resume=12.25, trainer_restarts=1, digests={"d"})
+    rows = faults.table([ok, FaultResult("hang-worker", False, "timeout", 120, 20)])
+    assert rows[0].startswith("| fault | completed | fault at step |") and rows[1].startswith("|---|")
+    assert rows[2] == "| kill-worker | yes | 50 | 40 | 10 (≤ 20) | 0.1 | 12.2 | 1 | yes |"
+    assert rows[3].startswith("| hang-worker | NO: timeout | -1 | -1 | -1 (≤ 20) | nan | nan | 0 | NO |")
+
+
+def test_unknown_scenario_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(ValueError, match="unknown scenario 'melt-worker'"):
+        faults.run_scenario("melt-worker", runs_dir=tmp_path)
+    assert not any(tmp_path.iterdir())

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from entrypoint import loglines
 from scripts import render
-from scripts.faults import SCENARIOS, run_scenario
+from scripts.faults import SCENARIOS, run_scenario, said
 from scripts.local_run import base_env, choose_network
 from scripts.localrun.cluster import LocalCluster
 from scripts.localrun.podspec import build_pods, find_workload
@@ -80,10 +81,10 @@ def test_completed_job_whose_pods_restart_does_not_train_again(tmp_path):
         for ordinal in (0, 1):
             mark = len(cluster.states[ordinal].lines)
             cluster.signal_pod(ordinal, signal.SIGKILL)   # pod deleted / rescheduled
-            line = cluster.wait_for_line(ordinal, lambda l: l.startswith("tfmw completed"), 120, mark)
+            line = cluster.wait_for_line(ordinal, lambda l: bool(said(l, loglines.COMPLETED)), 120, mark)
             assert line is not None, cluster.states[ordinal].lines[mark:]
             later = cluster.states[ordinal].lines[mark:]
-            assert not any(l.startswith(("tfmw start", "tfmw progress", "tfmw launcher starting"))
+            assert not any(said(l, loglines.START) or said(l, loglines.PROGRESS) or said(l, loglines.LAUNCHER, "starting")
                            for l in later), later
             assert cluster.states[ordinal].starts == 2
     finally:
