@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 
 from entrypoint import loglines
-from scripts.helmkit import ToolError, find_kubectl  # noqa: F401  (find_kubectl: re-exported)
+from scripts.helmkit import ToolError
 
 
 # ---------------------------------------------------------------- workload identity

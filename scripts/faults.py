@@ -47,9 +47,9 @@ from entrypoint import loglines
 from entrypoint.loglines import LogLine, progress_step
 from scripts import render
 from scripts.bench.table import markdown_table
-from scripts.deploy_pods import find_kubectl
+from scripts.helmkit import ToolError, find_helm, find_kubectl, helm_error_line
 from scripts.local_run import DEFAULT_RUNS, base_env, choose_network
-from scripts.localrun.cluster import LocalCluster
+from scripts.localrun.kubelet import LocalCluster
 from scripts.localrun.podspec import LocalRunError, build_pods, find_workload
 
 SCENARIOS = ("kill-worker", "kill-chief", "hang-worker", "partition-worker", "kill-during-checkpoint")
@@ -251,7 +251,7 @@ def run_scenario(scenario: str, runs_dir: Path = DEFAULT_RUNS, steps: int = 120,
     """One real 2-worker run with one fault; returns the measurements (never raises on a
     failed recovery: the result says what happened). `hang_timeout_seconds` None: the chart's
     default watchdog (training.hangTimeoutSeconds, training.hangDetection), as a user gets it.
-    `env`: the pods' environment (default: make local's). Raises render.ToolError or
+    `env`: the pods' environment (default: make local's). Raises ToolError or
     LocalRunError when the chart cannot be run at all."""
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
@@ -299,14 +299,14 @@ class Kube:
     def __init__(self, kubeconfig: Path, kubectl: str | None = None, helm: str | None = None):
         self.kubeconfig = Path(kubeconfig)
         self.kubectl_bin = find_kubectl(kubectl)
-        self.helm_bin = render.find_helm(helm)
+        self.helm_bin = find_helm(helm)
         self.env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
 
     def run(self, argv: list[str], check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         proc = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=timeout)
         if check and proc.returncode != 0:
             raise FaultError(f"`{Path(argv[0]).name} {' '.join(argv[1:4])} ...` exited {proc.returncode}: "
-                             f"{render.helm_error_line(proc.stderr)}")
+                             f"{helm_error_line(proc.stderr)}")
         return proc
 
     def kubectl(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -321,7 +321,7 @@ class Kube:
         if proc.returncode != 0:
             if "NotFound" in proc.stderr or "not found" in proc.stderr:
                 return None
-            raise FaultError(f"kubectl get {' '.join(args)}: {render.helm_error_line(proc.stderr)}")
+            raise FaultError(f"kubectl get {' '.join(args)}: {helm_error_line(proc.stderr)}")
         return json.loads(proc.stdout)
 
 
@@ -620,12 +620,12 @@ def check_cluster(kubeconfig: Path) -> Kube:
                          "or pass the kubeconfig of one", exit_code=2)
     try:
         kube = Kube(kubeconfig)
-    except render.ToolError as err:
+    except ToolError as err:
         raise FaultError(str(err), exit_code=err.exit_code) from None
     proc = kube.kubectl("get", "--raw", "/readyz", check=False, timeout=30)
     if proc.returncode != 0 or proc.stdout.strip() != "ok":
         raise FaultError(f"the cluster of {kubeconfig} does not answer: "
-                         f"{render.helm_error_line(proc.stderr) if proc.stderr.strip() else proc.stdout.strip()}")
+                         f"{helm_error_line(proc.stderr) if proc.stderr.strip() else proc.stdout.strip()}")
     return kube
 
 
@@ -704,7 +704,7 @@ def main(argv=None) -> int:
             try:
                 results.append(run_scenario(scenario, steps=args.steps, extra_sets=tuple(args.sets),
                                             hang_timeout_seconds=args.hang_timeout, out=out))
-            except (render.ToolError, LocalRunError) as err:   # the chart cannot run here at all
+            except (ToolError, LocalRunError) as err:   # the chart cannot run here at all
                 print(f"faults: {err}", file=sys.stderr)
                 return getattr(err, "exit_code", 2)
     print("\n".join(table(results)))

@@ -98,7 +98,7 @@ def run_figure3(args, machine_line: str, plots: Path) -> str:
 
 
 def run_figure4(args, machine_line: str, plots: Path) -> str:
-    from scripts.render import find_helm
+    from scripts.helmkit import find_helm
     load = load_average()
     sizes = [1, 100, 1000] if args.quick else [1, 10, 100, 300, 1000]
     helm_rows = fig_control.measure_helm(find_helm(), sizes, 2 if args.quick else 5, log=log)
@@ -149,7 +149,7 @@ RUNNERS = {1: ("Figure 1: distribution overhead", run_figure1),
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    from scripts.render import ToolError, find_helm
+    from scripts.helmkit import ToolError, find_helm
     try:
         helm = find_helm()
     except ToolError as err:

@@ -131,7 +131,7 @@ def _kubeconfig_env(state) -> dict:
 
 
 def _helm(state, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    from scripts.render import find_helm, helm_error_line
+    from scripts.helmkit import find_helm, helm_error_line
     proc = subprocess.run([find_helm(), *args], capture_output=True, text=True, env=_kubeconfig_env(state),
                           timeout=timeout)
     if proc.returncode != 0:

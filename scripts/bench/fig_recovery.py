@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from scripts import faults
 from scripts.local_run import base_env
 from scripts.localrun.podspec import LocalRunError
-from scripts.render import ToolError
+from scripts.helmkit import ToolError
 
 from . import plots
 from .procs import ONE_THREAD, BenchError

@@ -5,7 +5,7 @@ import pytest
 
 from scripts import deploy_pods
 from scripts.deploy_pods import PodState, WorkerReport
-from scripts.render import ToolError
+from scripts.helmkit import ToolError
 
 
 def pod(name, phase="Running", scheduled=True, ready=False, restarts=0, waiting=None, node="node-1",
@@ -286,12 +286,6 @@ def test_logs_follow_every_worker_with_pod_prefix():
     assert "--prefix" in args and "--follow" in args and "--max-log-requests=8" in args
     assert "--tail=-1" in args
     assert "--follow" not in deploy_pods.logs_args(workers, follow=False)
-
-
-def test_missing_kubectl_is_a_clear_error(monkeypatch):
-    monkeypatch.setenv("KUBECTL", "/nonexistent/kubectl")
-    with pytest.raises(ToolError, match=r"kubectl not found: /nonexistent/kubectl \(from KUBECTL\)"):
-        deploy_pods.find_kubectl()
 
 
 def test_worker_statefulset_is_preferred_over_others():

@@ -20,7 +20,7 @@ from entrypoint import loglines
 from scripts import render
 from scripts.faults import SCENARIOS, run_scenario, said
 from scripts.local_run import base_env, choose_network
-from scripts.localrun.cluster import LocalCluster
+from scripts.localrun.kubelet import LocalCluster
 from scripts.localrun.podspec import build_pods, find_workload
 
 REPO = Path(__file__).resolve().parents[2]
