@@ -1,8 +1,9 @@
 """The launcher's view of the run: the state machine (entrypoint.lifecycle) driven by what the
 supervisor sees, logged as one line per transition and handed to the status recorder.
 
-The trainer's output lines (docs/contracts.md, entrypoint.loglines) are parsed here, in the
-supervisor's output thread: `tfmw start`, `tfmw progress`, `tfmw checkpoint saved`, `tfmw error`, `tfmw done`.
+The trainer's output lines (docs/contracts.md) are parsed here with entrypoint.loglines, in
+the supervisor's output thread: `tfmw start`, `tfmw progress`, `tfmw checkpoint saved`,
+`tfmw error`, `tfmw done`.
 Parsing is cheap and never raises; recording is the recorder's background thread's job, so
 nothing here slows training.
 """
