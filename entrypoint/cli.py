@@ -1,14 +1,16 @@
-"""`python -m entrypoint tf-config | run [--] CMD...` — the in-container launcher.
+"""`python -m entrypoint tf-config | run [--] CMD... | check-peers HOST...` — the in-container launcher.
 
 `tf-config` prints the TF_CONFIG this pod would get; `run` derives it, exports it, waits
 for every peer name to resolve, supervises the training command (default: the built-in
-trainer) and ends the run (entrypoint.launcher, docs/lifecycle.md). Every refusal is one
+trainer) and ends the run (entrypoint.launcher, docs/lifecycle.md). `check-peers` runs the
+same peer wait on the names given (the chart's `helm test` pod). Every refusal is one
 line on stderr and a documented exit code.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from typing import Mapping, Sequence
@@ -16,6 +18,10 @@ from typing import Mapping, Sequence
 from .cluster import check_tf_config_size
 from .errors import EXIT_OK, LauncherError
 from .launcher import DEFAULT_TRAINING_COMMAND, Launcher, resolve_tf_config  # noqa: F401 - re-exported
+from .peers import dns_resolves, port_accepts, wait_for_peers
+
+CHECK_PEERS_HINT = ("check that those pods are running (kubectl get pods) or raise --timeout-seconds "
+                    "(helm test: the chart's tests.timeoutSeconds)")
 
 
 def cmd_tf_config(env: Mapping[str, str]) -> int:
@@ -24,6 +30,30 @@ def cmd_tf_config(env: Mapping[str, str]) -> int:
     check_tf_config_size(encoded)  # what `run` would refuse, this refuses too
     print(encoded)
     return EXIT_OK
+
+
+def cmd_check_peers(hosts: Sequence[str], timeout_seconds: float, port: int | None) -> int:
+    """The launcher's own peer wait on `hosts`; with `port`, a name counts once that port
+    also accepts a TCP connection (the worker's gRPC server is up)."""
+    resolve, ready = (dns_resolves, "resolved") if port is None else (port_accepts(port), "reachable")
+    wait_for_peers(hosts, timeout_seconds, resolve=resolve, ready=ready, hint=CHECK_PEERS_HINT)
+    return EXIT_OK
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
+    return seconds
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
+    return int(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="derive TF_CONFIG, wait for peers, supervise the training command")
     run.add_argument("training_command", nargs=argparse.REMAINDER,
                      help="command to run (after --); default: python -m entrypoint.training")
+    check = sub.add_parser("check-peers", help="wait until every host resolves (with --port: and accepts "
+                                               "a TCP connection there); exit 0, or 3 naming the missing")
+    check.add_argument("--timeout-seconds", type=_seconds, default=120.0, metavar="SECONDS",
+                       help="give up after this long (default 120)")
+    check.add_argument("--port", type=_port, help="also open a TCP connection to this port of every host")
+    check.add_argument("hosts", nargs="+", metavar="HOST", help="DNS names of the workers")
     return parser
 
 
@@ -47,6 +83,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     try:
         if args.command == "tf-config":
             return cmd_tf_config(env)
+        if args.command == "check-peers":
+            return cmd_check_peers(args.hosts, args.timeout_seconds, args.port)
         command = list(args.training_command)
         if command and command[0] == "--":
             command = command[1:]

@@ -16,6 +16,7 @@ from . import loglines
 from .errors import PeersNotFound
 
 Resolver = Callable[[str], bool]
+PEERS_HINT = "check that those pods are scheduled (kubectl get pods) or raise peers.timeoutSeconds"
 
 
 def dns_resolves(host: str) -> bool:
@@ -32,12 +33,14 @@ def wait_for_peers(hosts: Iterable[str], timeout_seconds: float,
                    sleep: Callable[[float], None] = time.sleep,
                    log: Callable[[str], None] = print,
                    first_delay: float = 0.25, max_delay: float = 5.0,
-                   log_every_seconds: float = 10.0) -> float:
+                   log_every_seconds: float = 10.0,
+                   ready: str = "resolved", hint: str = PEERS_HINT) -> float:
     """Block until all hosts resolve; return the seconds waited.
 
     Raises PeersNotFound naming the hosts still missing at the deadline. Backoff doubles
     from `first_delay` to `max_delay`; progress is logged at most every
-    `log_every_seconds` so `kubectl logs` shows why a pod is not training yet.
+    `log_every_seconds` so `kubectl logs` shows why a pod is not training yet. `ready`
+    says what `resolve` checks ("reachable" for port_accepts), `hint` what to do at the deadline.
     """
     pending = list(dict.fromkeys(hosts))
     total = len(pending)
@@ -50,15 +53,14 @@ def wait_for_peers(hosts: Iterable[str], timeout_seconds: float,
         now = clock()
         if not pending:
             waited = now - start
-            log(loglines.line(loglines.LAUNCHER, text=f"peers: all {total} resolved after {waited:.1f}s"))
+            log(loglines.line(loglines.LAUNCHER, text=f"peers: all {total} {ready} after {waited:.1f}s"))
             return waited
         if now >= deadline:
             raise PeersNotFound(
-                f"peers not found after {timeout_seconds:g}s: {len(pending)} of {total} never resolved: "
-                f"{_names(pending)}; check that those pods are scheduled "
-                "(kubectl get pods) or raise peers.timeoutSeconds")
+                f"peers not found after {timeout_seconds:g}s: {len(pending)} of {total} never {ready}: "
+                f"{_names(pending)}; {hint}")
         if last_log is None or now - last_log >= log_every_seconds:
-            log(loglines.line(loglines.LAUNCHER, text=f"peers: {total - len(pending)}/{total} resolved, waiting "
+            log(loglines.line(loglines.LAUNCHER, text=f"peers: {total - len(pending)}/{total} {ready}, waiting "
                               f"for {_names(pending)} ({now - start:.0f}s of {timeout_seconds:g}s)"))
             last_log = now
         sleep(min(delay, max(deadline - now, 0.0)))
@@ -78,3 +80,15 @@ def _still_pending(hosts: list[str], resolve: Resolver, parallel: int = 32) -> l
 def _names(hosts: list[str], limit: int = 5) -> str:
     shown = ", ".join(hosts[:limit])
     return shown + (f" and {len(hosts) - limit} more" if len(hosts) > limit else "")
+
+
+def port_accepts(port: int, connect_timeout: float = 5.0) -> Resolver:
+    """A Resolver that asks more than DNS: the name resolves and `port` accepts a TCP
+    connection, i.e. the worker's gRPC server is up (`check-peers --port`, the helm test)."""
+    def accepts(host: str) -> bool:
+        try:
+            socket.create_connection((host, port), timeout=connect_timeout).close()
+            return True
+        except (OSError, UnicodeError, ValueError):
+            return False
+    return accepts

@@ -1,6 +1,7 @@
 """Helm-side pieces of `tfmw deploy/status/diff/undeploy`: version-aware arguments, release state,
 and one-line explanations of cluster failures. Pure functions where possible (tested for Helm 3
-and Helm 4 without a cluster); the few that run helm/kubectl say so.
+and Helm 4 without a cluster); the few that run helm/kubectl say so. The helm major version
+they take comes from helmkit.helm_major.
 
 Helm 3 vs Helm 4 (checked against `helm upgrade --help` of 3.17.2 and 4.1.4):
 - rollback on failure: Helm 3 `--atomic`; Helm 4 `--rollback-on-failure` (4.1 still parses
@@ -18,26 +19,9 @@ import re
 import subprocess
 from pathlib import Path
 
-from scripts.render import ToolError, helm_error_line
+from scripts.helmkit import SUPPORTED_HELM_MAJORS, ToolError, helm_error_line, stderr_text
 
 PENDING_STATES = ("pending-install", "pending-upgrade", "pending-rollback", "uninstalling")
-
-
-def helm_major(helm: str) -> int:
-    """Major version of a helm binary (`helm version --template {{.Version}}` -> v4.1.4 -> 4)."""
-    try:
-        proc = subprocess.run([helm, "version", "--template", "{{ .Version }}"],
-                              capture_output=True, text=True, timeout=30)
-    except OSError as exc:
-        raise ToolError(f"helm at {helm} cannot run: {exc}", exit_code=127) from None
-    match = re.match(r"v?(\d+)\.", proc.stdout.strip())
-    if proc.returncode != 0 or not match:
-        raise ToolError(f"cannot tell the version of helm at {helm}: "
-                        f"{helm_error_line(proc.stderr) if proc.stderr else proc.stdout.strip()}")
-    major = int(match.group(1))
-    if major not in (3, 4):
-        raise ToolError(f"helm {proc.stdout.strip()} at {helm} is not supported: use Helm 3.x or 4.x")
-    return major
 
 
 def upgrade_args(major: int, release: str, chart: str | Path, namespace: str, *,
@@ -48,7 +32,7 @@ def upgrade_args(major: int, release: str, chart: str | Path, namespace: str, *,
     Creates the namespace, waits for every worker to be ready (up to timeout) and rolls back
     on failure.
     """
-    if major not in (3, 4):
+    if major not in SUPPORTED_HELM_MAJORS:
         raise ValueError(f"unsupported helm major version {major}")
     args = ["upgrade", release, str(chart), "--install",
             "--namespace", namespace, "--create-namespace",
@@ -65,7 +49,7 @@ def upgrade_args(major: int, release: str, chart: str | Path, namespace: str, *,
 
 def uninstall_args(major: int, release: str, namespace: str, *, timeout: str = "5m") -> list[str]:
     """`helm uninstall` that waits for the resources to be gone (flag spelled per version)."""
-    if major not in (3, 4):
+    if major not in SUPPORTED_HELM_MAJORS:
         raise ValueError(f"unsupported helm major version {major}")
     return ["uninstall", release, "--namespace", namespace, "--timeout", timeout,
             "--wait" if major == 3 else "--wait=watcher"]
@@ -241,9 +225,8 @@ def api_refusal(helm_line: str) -> tuple[str, bool] | None:
 def helm_error_text(stderr: str | bytes) -> str:
     """helm's error as one line, continuation lines included: Helm 3 reports several errors as
     'Error: ...: 1 error occurred:' followed by tab-indented '* <error>' lines, which
-    render.helm_error_line (the last 'Error:' line alone) would drop."""
-    if isinstance(stderr, bytes):
-        stderr = stderr.decode(errors="replace")
+    helmkit.helm_error_line (the last 'Error:' line alone) would drop."""
+    stderr = stderr_text(stderr)
     lines = stderr.splitlines()
     starts = [i for i, ln in enumerate(lines) if ln.strip().lower().startswith("error:")]
     if not starts:

@@ -10,22 +10,11 @@ has no status object (API access off: completion.* = idle or rbac.create=false).
 from __future__ import annotations
 
 import json
-import os
-import re
 import subprocess
 from dataclasses import dataclass
 
-from scripts.render import REPO, ToolError, find_tool
-
-PINNED_KUBECTL = REPO / ".tools" / "bin" / "kubectl"
-PROGRESS = re.compile(r"\btfmw progress (?P<fields>.*)$")
-COMPLETED = re.compile(r"\btfmw completed\b(?P<fields>.*)$")
-DONE = re.compile(r"\btfmw done\b(?P<fields>.*)$")
-
-
-def find_kubectl(kubectl: str | None = None) -> str:
-    """kubectl to use: argument, else $KUBECTL, else the pinned one, else PATH."""
-    return find_tool("kubectl", kubectl, PINNED_KUBECTL)
+from entrypoint import loglines
+from scripts.helmkit import ToolError, find_kubectl  # noqa: F401  (find_kubectl: re-exported)
 
 
 # ---------------------------------------------------------------- workload identity
@@ -323,23 +312,16 @@ def run_failed_here(record: RunRecord | None, workers: Workers, statefulset: dic
 
 def last_progress(log_text: str) -> str | None:
     """The fields of the last `tfmw progress ...` line, e.g. 'step=40/100 epoch=1 loss=0.52 ...'."""
-    found = None
-    for line in log_text.splitlines():
-        match = PROGRESS.search(line)
-        if match:
-            found = match.group("fields").strip()
-    return found
+    found = loglines.find(log_text.splitlines(), loglines.PROGRESS, prefixed=True)
+    return found[-1].text.strip() if found else None
 
 
 def completion(log_text: str) -> str | None:
-    """'completed run=...' / 'done steps=...' when this worker's log says training finished."""
-    found = None
-    for line in log_text.splitlines():
-        for word, pattern in (("completed", COMPLETED), ("done", DONE)):
-            match = pattern.search(line)
-            if match:
-                found = f"{word} {match.group('fields').strip()}".strip()
-    return found
+    """'completed run=...' / 'done steps=...' when this worker's log says training finished
+    (the launcher's `tfmw completed` or the built-in trainer's `tfmw done`, whichever is last)."""
+    ended = [p for p in (loglines.parse(line, prefixed=True) for line in log_text.splitlines())
+             if p is not None and p.kind in (loglines.COMPLETED, loglines.DONE)]
+    return f"{ended[-1].kind} {ended[-1].text.strip()}".strip() if ended else None
 
 
 @dataclass(frozen=True)

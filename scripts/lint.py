@@ -6,8 +6,10 @@ For the chart defaults and every overlay (values/*.yaml, plus tests/chart/values
 when present):
   helm-lint   `helm lint --strict` with Helm 4 ($HELM or .tools/bin/helm) and Helm 3
               ($HELM3 or .tools/bin/helm3), for each target Kubernetes version
+              (helmkit.KUBERNETES_VERSIONS)
   validate    `helm template` for each target Kubernetes version, then every rendered object
-              validated strictly (unknown fields are errors) with kubernetes-validate
+              validated strictly (unknown fields are errors) with kubernetes-validate, and
+              against Pod Security Standards restricted (scripts/pss.py)
 Once:
   checkov     checkov over all rendered manifests in one run (scripts.checkov_scan)
   hadolint    the Dockerfile, with .hadolint.yaml
@@ -21,7 +23,6 @@ exits 1 if any check failed, 2 on bad usage. Rendered manifests are kept in
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import re
 import shutil
@@ -35,18 +36,17 @@ from typing import Callable, Iterable, Sequence
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from scripts import helmkit, pss
+from scripts.helmkit import KUBERNETES_VERSIONS, ToolError
+
+REPO_ROOT = helmkit.REPO
 CHART_RELATIVE = Path("charts") / "tf-multiworker"
 ALL_ON_OVERLAY = Path("tests") / "chart" / "values-all-on.yaml"
-KUBERNETES_VERSIONS = ("1.30", "1.35")
 RELEASE = "tf-multiworker"
 NAMESPACE = "tfmw-lint"
 CHECKS = ("helm-lint", "validate", "checkov", "hadolint", "yamllint")
 MAX_DETAIL_LINES = 25
 TOOL_TIMEOUT_SECONDS = 300
-# apiVersion groups Kubernetes itself serves: a missing schema for one of these means the
-# API was removed or misspelt (a real failure); any other group is a custom resource.
-BUILTIN_GROUP = re.compile(r"^(?:[^./]+|[^/]*\.k8s\.io)/[^/]+$|^v1$")
 
 
 class UsageError(Exception):
@@ -75,8 +75,11 @@ class Overlay:
     path: Path | None
     label: str
 
+    def files(self) -> list[Path]:
+        return [self.path] if self.path else []
+
     def helm_args(self) -> list[str]:
-        return ["-f", str(self.path)] if self.path else []
+        return [arg for path in self.files() for arg in ("-f", str(path))]
 
     def slug(self) -> str:
         return re.sub(r"[^A-Za-z0-9_.-]+", "_", self.label.removesuffix(".yaml"))
@@ -138,58 +141,11 @@ def trim(lines: Iterable[str], limit: int = MAX_DETAIL_LINES) -> list[str]:
     return lines
 
 
-def object_label(obj: dict) -> str:
-    name = (obj.get("metadata") or {}).get("name", "?")
-    return f"{obj.get('kind', '?')}/{name}"
-
-
-def is_builtin_api(api_version: str) -> bool:
-    return bool(BUILTIN_GROUP.match(api_version or ""))
-
-
-def parse_manifests(text: str) -> list[dict]:
-    """Objects of a `helm template` stream (empty documents dropped)."""
-    objects = []
-    for document in yaml.safe_load_all(text):
-        if document is None:
-            continue
-        if not isinstance(document, dict) or "apiVersion" not in document or "kind" not in document:
-            raise ValueError(f"rendered document is not a Kubernetes object: {str(document)[:120]}")
-        objects.append(document)
-    return objects
-
-
-def _cache_schema_files() -> None:
-    """kubernetes-validate re-reads and re-parses its 1.5 MB definitions file for every object;
-    parsing each schema file once per process makes validation 5-10x faster. The parsed schemas
-    are only read by jsonschema, never modified, so sharing them is safe."""
-    from kubernetes_validate import utils
-
-    if not hasattr(utils.schema_contents, "cache_info"):
-        utils.schema_contents = functools.lru_cache(maxsize=None)(utils.schema_contents)
-
-
 def validation_problems(objects: Sequence[dict], kube_version: str) -> tuple[list[str], list[str]]:
     """(errors, notes) of strict schema validation of each object for one Kubernetes version."""
-    import kubernetes_validate
-
-    _cache_schema_files()
-
-    errors: list[str] = []
-    custom: list[str] = []
-    for obj in objects:
-        label = object_label(obj)
-        try:
-            kubernetes_validate.validate(obj, kube_version, strict=True)
-        except kubernetes_validate.ValidationError as error:
-            where = ".".join(str(p) for p in error.path) or "(top level)"
-            errors.append(f"k8s {kube_version}: {label}: {where}: {error.message}")
-        except kubernetes_validate.SchemaNotFoundError:
-            if is_builtin_api(obj["apiVersion"]):
-                errors.append(f"k8s {kube_version}: {label}: {obj['apiVersion']} {obj['kind']} "
-                              f"is not served by Kubernetes {kube_version}")
-            else:
-                custom.append(f"{label} ({obj['apiVersion']})")
+    checked = helmkit.validate_objects(objects, kube_version)
+    errors = [f"k8s {kube_version}: {problem}" for problem in checked.problems]
+    custom = [f"{helmkit.object_label(obj)} ({obj['apiVersion']})" for obj in checked.custom]
     return errors, custom
 
 
@@ -203,14 +159,6 @@ def run_tool(command: Sequence[str], cwd: Path | None = None) -> subprocess.Comp
         return subprocess.CompletedProcess(command, 127, "", f"{command[0]}: not found")
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess(command, 124, "", f"timed out after {TOOL_TIMEOUT_SECONDS}s")
-
-
-def helm_version(helm: str) -> str:
-    result = run_tool([helm, "version", "--template", "{{.Version}}"])
-    if result.returncode != 0:
-        raise UsageError(f"cannot run helm at {helm} ({(result.stderr or '').strip()[:200]}); "
-                         "run `make setup` or set HELM/HELM3 to a helm binary")
-    return result.stdout.strip()
 
 
 def timed(name: str, check: Callable[[], Result]) -> Result:
@@ -239,8 +187,8 @@ def helm_lint(layout: Layout, helm: str, version: str, overlay: Overlay) -> Resu
 
 def render(layout: Layout, overlay: Overlay, kube: str) -> tuple[Path | None, str]:
     """helm template for one Kubernetes version; (manifest file, error text)."""
-    result = run_tool([layout.helm, "template", RELEASE, str(layout.chart), "--namespace", NAMESPACE,
-                       "--kube-version", kube, *overlay.helm_args()])
+    result = helmkit.helm_template(layout.helm, layout.chart, RELEASE, NAMESPACE,
+                                   values_files=overlay.files(), kube_version=kube)
     if result.returncode != 0:
         return None, (result.stderr or result.stdout).strip()
     out = layout.build_dir / f"{overlay.slug()}.k8s-{kube}.yaml"
@@ -262,13 +210,13 @@ def render_and_validate(layout: Layout, overlay: Overlay) -> tuple[Result, list[
             continue
         rendered.append(path)
         try:
-            objects = parse_manifests(path.read_text())
+            objects = helmkit.parse_manifests(path.read_text())
         except (yaml.YAMLError, ValueError) as error:
             problems.append(f"k8s {kube}: rendered output is not valid Kubernetes YAML: {error}")
             continue
         errors, custom = validation_problems(objects, kube)
         problems += errors
-        from scripts import pss   # the restricted profile, as make template/deploy/local check it
+        # the restricted profile, as make template/deploy/local check it
         problems += [f"k8s {kube}: Pod Security Standards restricted: {v}"
                      for v in pss.all_violations(pss.pod_templates(objects))]
         notes.update(custom)
@@ -358,7 +306,7 @@ def run_checks(layout: Layout, selected: set[str], report: Callable[[Result], No
     for stale in layout.build_dir.glob("*.yaml"):
         stale.unlink()  # only this run's manifests are scanned
 
-    helms = [(layout.helm, helm_version(layout.helm)), (layout.helm3, helm_version(layout.helm3))]
+    helms = [(layout.helm, helmkit.helm_version(layout.helm)), (layout.helm3, helmkit.helm_version(layout.helm3))]
     # helm and the validators are mostly process start-up: two threads keep 2 cores busy.
     with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as pool:
         lint_jobs = []
@@ -432,11 +380,10 @@ def make_layout(root: Path, out: Path | None = None) -> Layout:
     root = root.resolve()
     if not (root / CHART_RELATIVE / "Chart.yaml").is_file():
         raise UsageError(f"no chart at {root / CHART_RELATIVE} (Chart.yaml missing); pass --root <repository root>")
-    tools = REPO_ROOT / ".tools" / "bin"
     return Layout(
         root=root,
-        helm=os.environ.get("HELM") or str(tools / "helm"),
-        helm3=os.environ.get("HELM3") or str(tools / "helm3"),
+        helm=helmkit.find_helm(),
+        helm3=helmkit.find_helm3(),
         build_dir=(out or root / "build" / "lint").resolve(),
     )
 
@@ -447,7 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         layout = make_layout(args.root, args.out)
         results = run_checks(layout, selected, print_result)
-    except UsageError as error:
+    except (UsageError, ToolError) as error:
         print(f"lint: {error}", file=sys.stderr)
         return 2
     print(summary_line(results), flush=True)

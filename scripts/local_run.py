@@ -22,12 +22,14 @@ import sys
 import time
 from pathlib import Path
 
+from entrypoint import loglines
+from entrypoint.training.rundir import RunDir, is_uri, read_completed
 from scripts import render
-from scripts.loglines import key_values
-from scripts.localrun.cluster import LocalCluster, Outcome
+from scripts.helmkit import ToolError
+from scripts.localrun.kubelet import LocalCluster, LocalRunResult
 from scripts.localrun.network import (LoopbackNetwork, NetnsNetwork, cleanup_stale,
                                       free_port_range, netns_available)
-from scripts.localrun.podspec import (LocalRunError, build_pods, find_workload, image_env)
+from scripts.localrun.podspec import (LocalPod, LocalRunError, build_pods, find_workload, image_env)
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_RUNS = REPO / ".local-runs"
@@ -36,6 +38,7 @@ DEFAULT_RUNS = REPO / ".local-runs"
 INHERITED = ("PATH", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
              "TF_CPP_MIN_LOG_LEVEL", "TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS",
              "OMP_NUM_THREADS")
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # Ctrl-C (or SIGTERM) stopped the local run: what a shell reports
 
 
 def parse_args(argv):
@@ -73,12 +76,37 @@ def choose_network(mode: str, port: int, replicas: int):
     return LoopbackNetwork(base_port=base), f"loopback 127.0.0.1 ports {base}..{base + replicas - 1}"
 
 
-def summary(cluster: LocalCluster, outcome: Outcome, elapsed: float, run_dir: Path) -> list[str]:
+def run_dir_of(pods: list[LocalPod]) -> RunDir | None:
+    """The run's directory in shared storage as the pods' launchers see it (their
+    TFMW_SHARED_DIR and TFMW_RUN_ID), or None when it is not a folder on this machine (an
+    object-store URI, no shared storage or no run id: the launcher records nothing there)."""
+    env = pods[0].env if pods else {}
+    shared, run_id = env.get("TFMW_SHARED_DIR"), env.get("TFMW_RUN_ID")
+    if not shared or not run_id or is_uri(shared):
+        return None
+    return RunDir.of(shared, run_id)
+
+
+def summary(cluster: LocalCluster, result: LocalRunResult, elapsed: float, run_dir: Path,
+            completed_before: bool | None) -> list[str]:
+    """What the local run did. Trained or not is the run's recorded state, whatever the training
+    command: `completed_before` (its COMPLETED marker was there before the pods started; None:
+    the marker is not on this machine) and every pod's `tfmw completed` (result.ok). The
+    built-in trainer's `tfmw done` lines only add its numbers (steps, loss, weights digests)."""
     states = sorted(cluster.states.values(), key=lambda s: s.pod.ordinal)
-    done = {s.pod.name: key_values(l) for s in states for l in s.lines if l.startswith("tfmw done ")}
+    done = {s.pod.name: found[-1].fields for s in states if (found := loglines.find(s.lines, loglines.DONE))}
     restarts = ", ".join(f"{s.pod.name}={max(s.starts - 1, 0)}" for s in states)
-    head = "completed" if outcome.ok else f"FAILED: {outcome.reason}"
+    head = "completed" if result.ok else f"FAILED: {result.reason}"
     lines = [f"tf-multiworker local run {head} in {elapsed:.1f}s ({len(states)} workers)"]
+    if result.ok and completed_before:
+        lines.append("  this run had already completed: nothing was trained again "
+                     "(make local FRESH=1, or --set training.runId=<new id>, to train anew)")
+    elif result.ok and completed_before is None:
+        lines.append("  the run's COMPLETED marker is not on this machine: the pods' lines above say "
+                     "whether it trained")
+    elif result.ok and not done:
+        lines.append("  trained: the training command ran to the end on every worker and the run "
+                     "is recorded complete (its own output is above)")
     if done:
         chief = done.get(states[0].pod.name) or next(iter(done.values()))
         lines.append(f"  steps={chief.get('steps')} final_loss={chief.get('final_loss')} "
@@ -88,9 +116,6 @@ def summary(cluster: LocalCluster, outcome: Outcome, elapsed: float, run_dir: Pa
         lines.append(f"  weights identical on every worker: {'yes' if same else 'NO'} "
                      f"({', '.join(sorted(str(d)[:12] for d in digests))})")
         lines.append(f"  model: {chief.get('model')}")
-    elif outcome.ok:
-        lines.append("  this run had already completed: nothing was trained again "
-                     "(make local FRESH=1, or --set training.runId=<new id>, to train anew)")
     lines.append(f"  pod restarts: {restarts}")
     lines.append(f"  run state: {run_dir}")
     return lines
@@ -98,51 +123,51 @@ def summary(cluster: LocalCluster, outcome: Outcome, elapsed: float, run_dir: Pa
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    cluster = None
     try:
-        rendered = render.prepare(args.env, args.sets, release=args.release, namespace=args.namespace)
-        for warning in rendered.warnings:
-            print(f"make local: {warning}", file=sys.stderr, flush=True)
-        workload = find_workload(rendered.objects, args.namespace)
-        run_dir = args.runs_dir / args.release
-        run_id = workload.env_value("TFMW_RUN_ID") or "default"
-        if args.fresh:
-            shutil.rmtree(run_dir / "shared" / run_id, ignore_errors=True)
-        shutil.rmtree(run_dir / "pods", ignore_errors=True)  # per-pod emptyDirs start empty
-        pods = build_pods(workload, run_dir.resolve())
-        port = int(workload.env_value("TFMW_PORT") or 2222)
-        network, described = choose_network(args.network, port, len(pods))
-        print(f"tf-multiworker local run: {len(pods)} workers of {workload.name} "
-              f"(values/{args.env}.yaml{' + --set ' + ' '.join(rendered.sets) if rendered.sets else ''}), "
-              f"{described}; run state in {run_dir}", flush=True)
-        cluster = LocalCluster(pods, network, base_env(), grace_seconds=min(workload.grace_seconds, 60))
-        stop_requested = []
-
-        def on_signal(signum, _frame):
-            stop_requested.append(signum)
-            raise KeyboardInterrupt
-
-        signal.signal(signal.SIGTERM, on_signal)
-        started = time.monotonic()
-        cluster.start()
-        try:
-            outcome = cluster.wait(args.timeout)
-        except KeyboardInterrupt:
-            outcome = Outcome(False, "interrupted (Ctrl-C): pods stopped, last checkpoint kept", 130)
-        cluster.shutdown()
-        for line in summary(cluster, outcome, time.monotonic() - started, run_dir):
-            print(line, flush=True)
-        return outcome.exit_code
-    except (render.ToolError, LocalRunError) as err:
-        if cluster is not None:
-            cluster.shutdown()
+        return run(args)
+    except (ToolError, LocalRunError) as err:
         print(f"make local: {err}", file=sys.stderr)
-        return getattr(err, "exit_code", 2)
+        return err.exit_code
     except KeyboardInterrupt:
-        if cluster is not None:
-            cluster.shutdown()
         print("make local: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def run(args: argparse.Namespace) -> int:
+    """Render, start the pods, wait for the run to end, stop the pods (always), summarise."""
+    rendered = render.prepare(args.env, args.sets, release=args.release, namespace=args.namespace)
+    for warning in rendered.warnings:
+        print(f"make local: {warning}", file=sys.stderr, flush=True)
+    workload = find_workload(rendered.objects, args.namespace)
+    run_dir = args.runs_dir / args.release
+    shutil.rmtree(run_dir / "pods", ignore_errors=True)  # per-pod emptyDirs start empty
+    pods = build_pods(workload, run_dir.resolve())
+    record = run_dir_of(pods)
+    if args.fresh and record is not None:
+        shutil.rmtree(record.root, ignore_errors=True)
+    completed_before = None if record is None else read_completed(record) is not None
+    port = int(workload.env_value("TFMW_PORT") or 2222)
+    network, described = choose_network(args.network, port, len(pods))
+    print(f"tf-multiworker local run: {len(pods)} workers of {workload.name} "
+          f"(values/{args.env}.yaml{' + --set ' + ' '.join(rendered.sets) if rendered.sets else ''}), "
+          f"{described}; run state in {run_dir}", flush=True)
+    cluster = LocalCluster(pods, network, base_env(), grace_seconds=min(workload.grace_seconds, 60))
+
+    def on_signal(_signum, _frame):  # SIGTERM stops the run like Ctrl-C
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    started = time.monotonic()
+    try:
+        cluster.start()
+        result = cluster.wait(args.timeout)
+    except KeyboardInterrupt:
+        result = LocalRunResult(False, "interrupted (Ctrl-C): pods stopped, last checkpoint kept", EXIT_INTERRUPTED)
+    finally:
+        cluster.shutdown()
+    for line in summary(cluster, result, time.monotonic() - started, run_dir, completed_before):
+        print(line, flush=True)
+    return result.exit_code
 
 
 if __name__ == "__main__":

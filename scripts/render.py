@@ -1,11 +1,15 @@
 """Layer values and render the chart exactly as helm would: a small library for host tools.
 
-Used by `python -m scripts.tfmw` (template/deploy/diff), `make local` and `make lint`.
+Used by `python -m scripts.tfmw` (template/deploy/diff) and `make local` (scripts/local_run.py).
+`make lint` does not use it: it lints the chart defaults and each overlay file as they are (no
+environment, no --set), with `helm template --kube-version` per version; both share
+scripts/helmkit.py (the helm binary, `helm template`, strict validation of the objects).
 
     known_envs() -> ["dev", "local", "prod", "staging"]
     layer_values(CHART_DIR, [overlay_path("dev")], ["workers.replicas=4"]) -> effective values
     render("dev", ["workers.replicas=4"]) -> list of rendered Kubernetes objects
     render_to_file("prod") -> Path("build/prod/manifests.yaml")
+    write_manifests(objects, path) -> path (what render_to_file writes, for callers that prepared)
     prepare(...) -> Rendered (all of the above plus validation, for the deploy path)
 
 How the layering stays exactly Helm's (maps merge, lists replace, null deletes, Helm's YAML
@@ -26,9 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,78 +39,15 @@ from typing import Iterable, Sequence
 import jsonschema
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+from scripts import helmkit, pss
+from scripts.helmkit import REPO, ToolError, find_helm, helm_error_line
+
 CHART_DIR = REPO / "charts" / "tf-multiworker"
 VALUES_DIR = REPO / "values"
 BUILD_DIR = REPO / "build"
-PINNED_HELM = REPO / ".tools" / "bin" / "helm"
 DEFAULT_RELEASE = "tf-multiworker"
 DEFAULT_NAMESPACE = "default"
-DEFAULT_KUBE_VERSION = "1.35"
-
-
-class ToolError(Exception):
-    """A refusal or failure the operator can act on; str() is one line, no traceback wanted.
-
-    exit_code: 2 bad input (env, --set, values, manifests), 3 cluster or release state,
-    4 a helm/kubectl operation failed, 127 a required binary is missing.
-    """
-
-    def __init__(self, message: str, exit_code: int = 2):
-        super().__init__(" ".join(message.split()))
-        self.exit_code = exit_code
-
-
-# ---------------------------------------------------------------- helm binary
-
-def find_tool(name: str, explicit: str | os.PathLike | None, pinned: Path) -> str:
-    """The `name` binary to use (helm, kubectl): explicit argument, else $NAME, else the pinned
-    one in .tools/bin, else PATH; a ToolError (exit 127) saying how to get one otherwise."""
-    variable = name.upper()
-    fix = f"run `make setup` to install the pinned {name}, or set {variable}=/path/to/{name}"
-    for origin, candidate in (("argument", explicit), (variable, os.environ.get(variable))):
-        if candidate:
-            path = shutil.which(str(candidate))
-            if not path:
-                raise ToolError(f"{name} not found: {candidate} (from {origin}) is not an executable; {fix}",
-                                exit_code=127)
-            return path
-    if os.access(pinned, os.X_OK):
-        return str(pinned)
-    on_path = shutil.which(name)
-    if on_path:
-        return on_path
-    raise ToolError(f"{name} not found: not at {pinned} nor on PATH; {fix}", exit_code=127)
-
-
-def find_helm(helm: str | os.PathLike | None = None) -> str:
-    return find_tool("helm", helm, PINNED_HELM)
-
-
-def helm_error_line(stderr: str | bytes) -> str:
-    """The useful part of helm's stderr, as one line (helm prefixes its error with 'Error: ')."""
-    if isinstance(stderr, bytes):
-        stderr = stderr.decode(errors="replace")
-    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if ln.lower().startswith("error:")]
-    chosen = errors[-1] if errors else (lines[-1] if lines else "no output")
-    chosen = chosen[len("error:"):].strip() if chosen.lower().startswith("error:") else chosen
-    return " ".join(chosen.split())
-
-
-def chart_error_line(stderr: str | bytes) -> str:
-    """helm's error as one line, keeping every problem of the chart's validateValues: its
-    `fail` puts the first on helm's 'Error:' line and each further one on a line of its own."""
-    if isinstance(stderr, bytes):
-        stderr = stderr.decode(errors="replace")
-    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
-    starts = [i for i, ln in enumerate(lines) if ln.lower().startswith("error:")]
-    if not starts or "execution error at" not in lines[starts[-1]]:
-        return helm_error_line(stderr)
-    problems = [ln for ln in lines[starts[-1]:] if not ln.startswith("Use --debug")]
-    # The chart's own words: helm's "execution error at (<template>:1:4): " only says where.
-    first = re.sub(r"^execution error at \([^)]*\): ", "", helm_error_line(problems[0]))
-    return "; ".join(" ".join(p.split()) for p in [first, *problems[1:]])
+DEFAULT_KUBE_VERSION = helmkit.DEFAULT_KUBE_VERSION
 
 
 # ---------------------------------------------------------------- environments
@@ -125,7 +64,7 @@ def overlay_path(env: str, values_dir: Path = VALUES_DIR) -> Path:
         known = ", ".join(known_envs(values_dir)) or "none"
         raise ToolError(
             f"unknown ENV '{env}': known environments are {known} "
-            f"(one per {_show(values_dir)}/<env>.yaml)"
+            f"(one per {repo_relative(values_dir)}/<env>.yaml)"
         )
     return path
 
@@ -213,12 +152,7 @@ def _probe_values(helm: str, defaults: Path | None, overlays: Sequence[Path],
         (probe / "templates" / "values.json").write_text(_PROBE_TEMPLATE)
         if defaults is not None:
             shutil.copyfile(defaults, probe / "values.yaml")
-        cmd = [helm, "template", "probe", str(probe)]
-        for overlay in overlays:
-            cmd += ["--values", str(overlay)]
-        for item in sets:
-            cmd += ["--set", item]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = helmkit.helm_template(helm, probe, "probe", values_files=overlays, sets=sets)
     if proc.returncode != 0:
         reason = helm_error_line(proc.stderr)
         if "--set" in reason:
@@ -245,13 +179,6 @@ def layer_values(chart_dir: Path, overlays: Sequence[Path], sets: Sequence[str] 
 
 # ---------------------------------------------------------------- values schema
 
-def _key_path(parts: Iterable) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
 def _error_key(error: jsonschema.ValidationError) -> str:
     """The values key an error is about (for required/additionalProperties: the child key)."""
     parts = list(error.absolute_path)
@@ -261,7 +188,7 @@ def _error_key(error: jsonschema.ValidationError) -> str:
             parts.append(missing)
     elif error.validator == "additionalProperties" and "'" in error.message:
         parts.append(error.message.split("'")[1])
-    return _key_path(parts)
+    return helmkit.key_path(parts)
 
 
 def validate_values(values: dict, chart_dir: Path = CHART_DIR, origin: str = "") -> None:
@@ -280,82 +207,49 @@ def validate_values(values: dict, chart_dir: Path = CHART_DIR, origin: str = "")
     what = "unknown key" if error.validator == "additionalProperties" else "invalid value for"
     raise ToolError(
         f"{what} {_error_key(error)}: {message}{more}; refused by "
-        f"{_show(schema_path)}{' — ' + origin if origin else ''}"
+        f"{repo_relative(schema_path)}{' — ' + origin if origin else ''}"
     )
 
 
 # ---------------------------------------------------------------- rendering (pyhelm3 over real helm)
 
-def _quiet_pyhelm3() -> None:
-    """pyhelm3 logs a warning per failed helm command; every failure here becomes a ToolError."""
-    import logging
-    logging.getLogger("pyhelm3").setLevel(logging.ERROR)
-
-
 async def _template(helm: str, chart_dir: Path, release: str, namespace: str, values: dict) -> list[dict]:
     import pyhelm3  # imported late: only rendering needs it
 
-    _quiet_pyhelm3()
-
-    client = pyhelm3.Client(executable=helm)
+    # executable= only feeds pyhelm3's own check that the binary exists; the command runs it.
+    client = pyhelm3.Client(helmkit.pyhelm3_command(helm), executable=helm)
     try:
         chart = await client.get_chart(Path(chart_dir).resolve())
         # One already-merged dict: pyhelm3's mergeconcat sees a single value and merges nothing.
         objects = await client.template_resources(chart, release, values, namespace=namespace)
         return [obj for obj in objects if obj]
     except pyhelm3.errors.Error as exc:
-        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr or "")
-        what = "refused the values" if "execution error at" in stderr else "could not be rendered by helm"
-        raise ToolError(f"{_show(chart_dir)} {what}: {chart_error_line(stderr)}") from None
+        refusal = helmkit.chart_refusal(exc.stderr)
+        what = (f"refused the values: {refusal}" if refusal
+                else f"could not be rendered by helm: {helm_error_line(exc.stderr)}")
+        raise ToolError(f"{repo_relative(chart_dir)} {what}") from None
 
 
 def render_values(values: dict, chart_dir: Path = CHART_DIR, release: str = DEFAULT_RELEASE,
                   namespace: str = DEFAULT_NAMESPACE, helm: str | None = None) -> list[dict]:
     """Render the chart with user values (as from user_values) through pyhelm3, offline."""
     if not (Path(chart_dir) / "Chart.yaml").is_file():
-        raise ToolError(f"no chart at {_show(chart_dir)} (Chart.yaml missing)")
+        raise ToolError(f"no chart at {repo_relative(chart_dir)} (Chart.yaml missing)")
     return asyncio.run(_template(find_helm(helm), Path(chart_dir), release, namespace, values))
 
 
 def validate_manifests(objects: Sequence[dict], kube_version: str = DEFAULT_KUBE_VERSION) -> list[str]:
-    """Check every object against the Kubernetes schema of kube_version (strict: unknown fields fail).
+    """Refuse the first object that is not valid for kube_version (strict: unknown fields fail).
 
     Returns the kinds that have no schema there (custom resources such as a PodGroup): they are
     reported, not refused, since their CRD lives in the cluster.
     """
-    import kubernetes_validate
-    from kubernetes_validate.utils import VersionNotSupportedError
-
-    unchecked: list[str] = []
-    for obj in objects:
-        name = f"{obj.get('kind', '?')}/{(obj.get('metadata') or {}).get('name', '?')}"
-        if not _is_builtin_api(str(obj.get("apiVersion", ""))):
-            # kubernetes-validate drops the group's domain, so scheduling.x-k8s.io/v1alpha1
-            # PodGroup would be checked against the unrelated built-in scheduling.k8s.io one.
-            unchecked.append(f"{obj.get('apiVersion')} {obj.get('kind')}")
-            continue
-        try:
-            kubernetes_validate.validate(obj, kube_version, strict=True)
-        except kubernetes_validate.SchemaNotFoundError:
-            unchecked.append(f"{obj.get('apiVersion')} {obj.get('kind')}")
-        except VersionNotSupportedError:
-            raise ToolError(
-                f"--kube-version {kube_version} is not known to kubernetes-validate "
-                f"(latest {kubernetes_validate.latest_version()})"
-            ) from None
-        except kubernetes_validate.ValidationError as exc:
-            where = _key_path(exc.absolute_path)
-            raise ToolError(
-                f"rendered {name} is invalid for Kubernetes {kube_version} at {where}: "
-                f"{exc.message[:200]}"
-            ) from None
-    return sorted(set(unchecked))
-
-
-def _is_builtin_api(api_version: str) -> bool:
-    """Kubernetes' own API groups: core (v1), dotless (apps, batch, policy...) and *.k8s.io."""
-    group = api_version.rpartition("/")[0]
-    return "." not in group or (group.endswith(".k8s.io") and not group.endswith(".x-k8s.io"))
+    checked = helmkit.validate_objects(objects, kube_version)
+    if checked.problems:
+        first = checked.problems[0]
+        raise ToolError(f"rendered {first.object} is invalid for Kubernetes {kube_version} at "
+                        f"{first.where}: {first.message[:200]}")
+    return checked.custom_kinds()
 
 
 def dump_manifests(objects: Sequence[dict]) -> str:
@@ -389,12 +283,12 @@ def prepare(env: str, sets: Iterable[str] | str | None = (), release: str = DEFA
     items = split_sets(sets)
     effective = layer_values(chart_dir, [overlay], items, helm)
     try:
-        validate_values(effective, chart_dir, origin=f"from {_show(overlay)}"
+        validate_values(effective, chart_dir, origin=f"from {repo_relative(overlay)}"
                         + (f" with --set {' '.join(items)}" if items else ""))
     except ToolError:
         # Blame the chart, not the overlay, when its own defaults already break the schema.
         validate_values(layer_values(chart_dir, [], [], helm), chart_dir,
-                        origin=f"in the chart's own {_show(Path(chart_dir) / 'values.yaml')}")
+                        origin=f"in the chart's own {repo_relative(Path(chart_dir) / 'values.yaml')}")
         raise
     supplied = user_values([overlay], items, helm)
     objects = render_values(supplied, chart_dir, release, namespace, helm)
@@ -407,8 +301,6 @@ def check_pod_security(objects: Sequence[dict], values: dict) -> list[str]:
     """Refuse (exit 2) a rendered pod that violates Pod Security Standards "restricted"
     (scripts/pss.py), unless the values opt in with security.allowUnsafe=true: then the
     violations come back as one warning line."""
-    from scripts import pss
-
     violations = pss.all_violations(pss.pod_templates(objects))
     if not violations:
         return []
@@ -436,13 +328,18 @@ def render_to_file(env: str, sets: Iterable[str] | str | None = (), release: str
                    path: Path | None = None, **kwargs) -> Path:
     """Write the rendered manifests to build/<env>/manifests.yaml (or path) and return the path."""
     objects = render(env, sets, release, namespace, helm, **kwargs)
-    path = Path(path) if path else manifests_path(env)
+    return write_manifests(objects, Path(path) if path else manifests_path(env))
+
+
+def write_manifests(objects: Sequence[dict], path: Path) -> Path:
+    """Write the objects as one multi-document YAML file (parents created) and return the path."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dump_manifests(objects))
     return path
 
 
-def _show(path: os.PathLike | str) -> str:
+def repo_relative(path: os.PathLike | str) -> str:
     """A path relative to the repo when inside it (messages stay short and copy-pasteable)."""
     try:
         return str(Path(path).resolve().relative_to(REPO))

@@ -10,7 +10,7 @@
 Everything a value can break is refused before any cluster call: the overlay is layered by helm's
 rules (scripts/render.py), validated against values.schema.json, rendered through pyhelm3 over the
 real helm, and the manifests validated against the Kubernetes schema of --kube-version.
-Errors are one line on stderr with a non-zero exit (see render.ToolError for the codes).
+Errors are one line on stderr with a non-zero exit (see helmkit.ToolError for the codes).
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from scripts import deploy_helm, deploy_pods, render
-from scripts.render import ToolError
+from scripts import deploy_helm, deploy_pods, helmkit, render
+from scripts.helmkit import ToolError, helm_error_line, stderr_text
 
 
 def say(line: str) -> None:
@@ -32,12 +32,6 @@ def say(line: str) -> None:
 
 
 # ---------------------------------------------------------------- helm via pyhelm3
-
-def _helm_command(helm: str, context: str | None):
-    import pyhelm3
-    render._quiet_pyhelm3()
-    return pyhelm3.Command(executable=helm, kubecontext=context)
-
 
 def _cluster_failure(stderr: str, context: str | None) -> ToolError | None:
     """The kube context is missing or the cluster does not answer: one line naming which, or None."""
@@ -56,26 +50,22 @@ def _cluster_failure(stderr: str, context: str | None) -> ToolError | None:
     return None
 
 
-def _stderr_text(stderr) -> str:
-    return stderr.decode(errors="replace") if isinstance(stderr, bytes) else str(stderr or "")
-
-
 def _helm_failure(exc, what: str, context: str | None) -> ToolError:
     """Turn a pyhelm3 error into one operator-facing line."""
-    stderr = _stderr_text(exc.stderr)
+    stderr = stderr_text(exc.stderr)
     return _cluster_failure(stderr, context) or \
         ToolError(f"{what} failed: {deploy_helm.helm_error_text(stderr)}", exit_code=4)
 
 
 def _kubectl_failure(exc: subprocess.CalledProcessError, what: str, context: str | None) -> ToolError:
-    stderr = _stderr_text(exc.stderr)
+    stderr = stderr_text(exc.stderr)
     return _cluster_failure(stderr, context) or \
-        ToolError(f"{what} failed: {render.helm_error_line(stderr)}", exit_code=4)
+        ToolError(f"{what} failed: {helm_error_line(stderr)}", exit_code=4)
 
 
 def _kubectl_or_none() -> str | None:
     try:
-        return deploy_pods.find_kubectl()
+        return helmkit.find_kubectl()
     except ToolError:
         return None
 
@@ -130,8 +120,8 @@ def _prepare(args) -> render.Rendered:
                               helm=args.helm, chart_dir=args.chart, values_dir=args.values_dir,
                               kube_version=args.kube_version)
     sets = f" + --set {' '.join(rendered.sets)}" if rendered.sets else ""
-    say(f"values: {render._show(rendered.overlay)}{sets} validated against "
-        f"{render._show(Path(args.chart) / 'values.schema.json')}")
+    say(f"values: {render.repo_relative(rendered.overlay)}{sets} validated against "
+        f"{render.repo_relative(Path(args.chart) / 'values.schema.json')}")
     unchecked = f" (not in the Kubernetes schema, checked by the cluster: " \
                 f"{', '.join(rendered.unchecked_kinds)})" if rendered.unchecked_kinds else ""
     say(f"rendered {len(rendered.objects)} objects, valid for Kubernetes {args.kube_version}{unchecked}")
@@ -142,10 +132,8 @@ def _prepare(args) -> render.Rendered:
 
 def cmd_template(args) -> int:
     rendered = _prepare(args)
-    path = Path(args.output) if args.output else render.manifests_path(args.env)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render.dump_manifests(rendered.objects))
-    say(render._show(path))
+    path = render.write_manifests(rendered.objects, args.output or render.manifests_path(args.env))
+    say(render.repo_relative(path))
     return 0
 
 
@@ -183,7 +171,7 @@ async def _deploy_failure(exc, args, cmd, kubectl: str | None, rendered: render.
                           started_wall: float) -> ToolError:
     """One line for a failed `helm upgrade --install`: what helm or the API server refused, why
     the workers were not ready (pods, scheduler and controller Events), and what is left."""
-    stderr = _stderr_text(exc.stderr)
+    stderr = stderr_text(exc.stderr)
     cluster = _cluster_failure(stderr, args.kube_context)
     if cluster:
         return cluster
@@ -258,8 +246,8 @@ def _run_after_deploy(kubectl: str | None, context: str | None, workers: deploy_
 
 async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
     import pyhelm3
-    cmd = _helm_command(helm, args.kube_context)
-    major = deploy_helm.helm_major(helm)
+    cmd = helmkit.pyhelm3_command(helm, args.kube_context)
+    major = helmkit.helm_major(helm)
     current = await _release_status(cmd, args.release, args.namespace, args.kube_context)
     if current:
         deploy_helm.refuse_pending(args.release, args.namespace, current)
@@ -304,7 +292,7 @@ async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
 
 def cmd_deploy(args) -> int:
     rendered = _prepare(args)
-    helm = render.find_helm(args.helm)
+    helm = helmkit.find_helm(args.helm)
     if args.dry_run:
         return _dry_run(args, rendered, helm)
     return asyncio.run(_deploy(args, rendered, helm))
@@ -313,7 +301,7 @@ def cmd_deploy(args) -> int:
 def _dry_run(args, rendered: render.Rendered, helm: str) -> int:
     """Offline: show the helm command deploy would run (helm's own --dry-run needs a cluster)."""
     import shlex
-    major = deploy_helm.helm_major(helm)
+    major = helmkit.helm_major(helm)
     helm_args = _upgrade_args(args, major)
     context = ["--kube-context", args.kube_context] if args.kube_context else []
     say(f"dry run (no cluster contacted): helm {major} would run, with the values below on stdin:")
@@ -326,10 +314,10 @@ def _dry_run(args, rendered: render.Rendered, helm: str) -> int:
 
 def cmd_diff(args) -> int:
     rendered = _prepare(args)
-    helm = render.find_helm(args.helm)
+    helm = helmkit.find_helm(args.helm)
 
     async def recorded():
-        cmd = _helm_command(helm, args.kube_context)
+        cmd = helmkit.pyhelm3_command(helm, args.kube_context)
         if await _release_status(cmd, args.release, args.namespace, args.kube_context) is None:
             return None
         return await _release_objects(cmd, args.release, args.namespace, args.kube_context)
@@ -350,7 +338,7 @@ def cmd_diff(args) -> int:
 # ---------------------------------------------------------------- status / logs / undeploy
 
 async def _workers_of_release(args, helm: str) -> tuple[dict, deploy_pods.Workers]:
-    cmd = _helm_command(helm, args.kube_context)
+    cmd = helmkit.pyhelm3_command(helm, args.kube_context)
     status = await _release_status(cmd, args.release, args.namespace, args.kube_context)
     if status is None:
         raise _missing_release(args.release, args.namespace, args.kube_context)
@@ -371,9 +359,9 @@ def _run_objects(kubectl: str, context: str | None, workers: deploy_pods.Workers
 
 
 def cmd_status(args) -> int:
-    helm = render.find_helm(args.helm)
+    helm = helmkit.find_helm(args.helm)
     status, workers = asyncio.run(_workers_of_release(args, helm))
-    kubectl = deploy_pods.find_kubectl()
+    kubectl = helmkit.find_kubectl()
     sts, status_object = _run_objects(kubectl, args.kube_context, workers)
     try:
         items = deploy_pods.list_pods(kubectl, args.kube_context, workers)
@@ -396,9 +384,9 @@ def cmd_status(args) -> int:
 
 
 def cmd_logs(args) -> int:
-    helm = render.find_helm(args.helm)
+    helm = helmkit.find_helm(args.helm)
     _, workers = asyncio.run(_workers_of_release(args, helm))
-    kubectl = deploy_pods.find_kubectl()
+    kubectl = helmkit.find_kubectl()
     try:
         pods = deploy_pods.list_pods(kubectl, args.kube_context, workers)
     except subprocess.CalledProcessError as exc:
@@ -424,11 +412,11 @@ def cmd_logs(args) -> int:
 
 
 def cmd_undeploy(args) -> int:
-    helm = render.find_helm(args.helm)
+    helm = helmkit.find_helm(args.helm)
 
     async def uninstall() -> int:
         import pyhelm3
-        cmd = _helm_command(helm, args.kube_context)
+        cmd = helmkit.pyhelm3_command(helm, args.kube_context)
         status = await _release_status(cmd, args.release, args.namespace, args.kube_context)
         if status is None:
             missing = _namespace_missing(args.namespace, args.kube_context)
@@ -438,7 +426,7 @@ def cmd_undeploy(args) -> int:
             say(f"release {args.release} is not installed in namespace {args.namespace}: nothing to do")
             return 0
         objects = await _release_objects(cmd, args.release, args.namespace, args.kube_context)
-        major = deploy_helm.helm_major(helm)
+        major = helmkit.helm_major(helm)
         try:
             await cmd.run(deploy_helm.uninstall_args(major, args.release, args.namespace,
                                                      timeout=args.timeout))

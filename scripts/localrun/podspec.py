@@ -19,9 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Sequence
 
+from entrypoint.errors import EXIT_BAD_CONFIG
+
 
 class LocalRunError(Exception):
-    """One-line reason a rendered pod cannot run locally."""
+    """One-line reason a rendered pod cannot run locally; `make local` exits with exit_code."""
+
+    exit_code = EXIT_BAD_CONFIG  # change the values (or --network): running it again cannot help
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Shared by the chart tests (imported as a plain module: pytest puts tests/chart on sys.path).
 Everything here runs helm as a subprocess with values *files*, so overlays merge with
-Helm's own rules (maps merge, lists replace), not pyhelm3's list concatenation.
+Helm's own rules (maps merge, lists replace), not pyhelm3's list concatenation. Finding helm,
+its version and `helm template` itself are scripts/helmkit.py's, as for the host tools.
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import yaml
+from scripts import helmkit
+from scripts.helmkit import helm_major  # noqa: F401  (the chart tests' name for it)
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "tf-multiworker"
@@ -21,27 +23,10 @@ OVERLAYS = ("local", "dev", "staging", "prod")
 ALL_ON = Path(__file__).resolve().parent / "values-all-on.yaml"
 RELEASE = "tfmw"
 NAMESPACE = "training"
-# Kubernetes versions every rendered object must validate against (kubernetes-validate ships 1.25-1.37).
-K8S_VERSIONS = ("1.30", "1.35")
 
-
-def helm4() -> str:
-    """Helm 4: env HELM, else the pinned .tools/bin/helm."""
-    return os.environ.get("HELM") or str(REPO / ".tools" / "bin" / "helm")
-
-
-def helm3() -> str:
-    """Helm 3: env HELM3, else the pinned .tools/bin/helm3."""
-    return os.environ.get("HELM3") or str(REPO / ".tools" / "bin" / "helm3")
-
-
+helm4 = helmkit.find_helm    # Helm 4: $HELM, else the pinned .tools/bin/helm
+helm3 = helmkit.find_helm3   # Helm 3: $HELM3, else the pinned .tools/bin/helm3
 HELMS = {"helm4": helm4, "helm3": helm3}
-
-
-def helm_major(executable: str) -> int:
-    out = subprocess.run([executable, "version", "--template", "{{ .Version }}"],
-                         capture_output=True, text=True, check=True).stdout.strip()
-    return int(out.lstrip("v").split(".")[0])
 
 
 @dataclass(frozen=True)
@@ -63,31 +48,19 @@ def run_helm(executable: str, args: Sequence[str], env: dict[str, str] | None = 
     return HelmResult(proc.returncode, proc.stdout, proc.stderr)
 
 
-def template_args(values_files: Iterable[Path | str] = (), sets: Iterable[str] = (),
-                  release: str = RELEASE, namespace: str = NAMESPACE,
-                  show_only: Sequence[str] = ()) -> list[str]:
-    args = ["template", release, str(CHART), "--namespace", namespace]
-    for path in values_files:
-        args += ["-f", str(path)]
-    for item in sets:
-        args += ["--set", item]
-    for template in show_only:
-        args += ["--show-only", template]
-    return args
-
-
 def template(executable: str, values_files: Iterable[Path | str] = (), sets: Iterable[str] = (),
-             **kwargs) -> list[dict]:
+             release: str = RELEASE, namespace: str = NAMESPACE, show_only: Sequence[str] = ()) -> list[dict]:
     """Rendered objects (hooks included); raises AssertionError with helm's stderr on failure."""
-    result = run_helm(executable, template_args(values_files, sets, **kwargs))
+    result = helmkit.helm_template(executable, CHART, release, namespace, values_files, sets,
+                                   show_only=show_only)
     assert result.returncode == 0, f"helm template failed: {result.stderr.strip()}"
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    return helmkit.parse_manifests(result.stdout)
 
 
-def template_error(executable: str, values_files: Iterable[Path | str] = (),
-                   sets: Iterable[str] = (), **kwargs) -> str:
+def template_error(executable: str, values_files: Iterable[Path | str] = (), sets: Iterable[str] = (),
+                   release: str = RELEASE, namespace: str = NAMESPACE) -> str:
     """helm's stderr for values that must be refused; fails the test if helm renders them."""
-    result = run_helm(executable, template_args(values_files, sets, **kwargs))
+    result = helmkit.helm_template(executable, CHART, release, namespace, values_files, sets)
     assert result.returncode != 0, f"helm rendered values that must be refused: {list(sets)}"
     return result.stderr
 

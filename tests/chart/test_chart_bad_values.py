@@ -6,6 +6,7 @@ form of the helm at hand. Template-level refusals (`fail`) read the same on both
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -367,6 +368,31 @@ def test_issue12_refusal_is_one_line_naming_the_key(helm, major, tmp_path, case)
 def test_a_namespace_that_is_not_a_dns_label_is_refused(helm, namespace):
     problems = chart_problems(chartkit.template_error(helm, namespace=namespace))
     assert len(problems) == 1 and problems[0].startswith(NAMESPACE_REFUSALS[namespace]), problems
+
+
+def test_a_fullname_that_is_not_a_dns_label_is_listed_with_the_other_problems(helm):
+    """The full name's check is validateValues' too: one problem among the others, not a
+    `fail` of its own that would hide them."""
+    problems = chart_problems(chartkit.template_error(
+        helm, release="1abc", sets=("podDisruptionBudget.maxUnavailable=100",)))
+    assert problems == [
+        'fullname "1abc-tf-multiworker" is not a DNS-1035 label (it names the headless Service and must '
+        "start with a letter): set fullnameOverride",
+        "podDisruptionBudget.maxUnavailable=100 is more than workers.replicas=2: use at most 2 "
+        "(1 drains one worker at a time)"]
+
+
+def test_every_template_refusal_is_in_validate_values():
+    """Bitnami's pattern: one helper collects every problem and fails once. A `fail` or
+    `required` anywhere else would stop at its own problem and hide the rest."""
+    calls = re.compile(r"\b(fail|required)\s+[(\"]")
+    where = [f"{path.relative_to(chartkit.CHART)}:{number}"
+             for path in sorted((chartkit.CHART / "templates").rglob("*")) if path.is_file()
+             for number, text in enumerate(path.read_text().splitlines(), 1) if calls.search(text)]
+    helpers = (chartkit.CHART / "templates" / "_helpers.tpl").read_text()
+    validate = helpers.split('define "tf-multiworker.validateValues"', 1)[1].split("{{- define ", 1)[0]
+    assert len(where) == 1 and where[0].startswith("templates/_helpers.tpl:"), where
+    assert calls.search(validate), "the one fail is not in validateValues"
 
 
 def test_several_problems_are_listed_one_per_line(helm):

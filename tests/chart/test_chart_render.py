@@ -222,11 +222,15 @@ def test_pyhelm3_renders_every_overlay(helm_name):
         assert find(objects, "Service", FULLNAME), env
 
 
-@pytest.mark.parametrize("env", OVERLAYS)
-def test_overlay_training_config_passes_the_trainers_own_validation(helm, render, env):
+# The chart defaults and every overlay file there is (not only the OVERLAYS the other tests name).
+SHIPPED_VALUES = {"chart-defaults": [], **{p.stem: [p] for p in sorted(chartkit.VALUES_DIR.glob("*.yaml"))}}
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_VALUES))
+def test_overlay_training_config_passes_the_trainers_own_validation(helm, render, name):
     """The ConfigMap the workers read is a config the built-in trainer accepts."""
     from entrypoint.training import config as trainer_config
 
-    objects = render(helm, overlay_path(env))
+    objects = render(helm, *SHIPPED_VALUES[name])
     rendered = yaml.safe_load(one(objects, "ConfigMap", f"{FULLNAME}-training")["data"]["training.yaml"])
     trainer_config.validate(rendered)

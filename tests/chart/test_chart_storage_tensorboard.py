@@ -1,6 +1,7 @@
 """Shared storage types, TensorBoard, and the `helm test` pod (whose check runs here for real)."""
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -111,14 +112,18 @@ def test_notes_give_plain_helm_users_only_commands_they_have(values):
 
 # -- the helm test pod --------------------------------------------------------------------
 
-def test_pod_targets_every_worker(helm, render):
+CHECK_PEERS = ["python", "-m", "entrypoint", "check-peers"]
+
+
+def test_pod_runs_the_launchers_peer_check_on_every_worker(helm, render):
     objects = render(helm, ALL_ON)
     pod = one(objects, "Pod")
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
     assert pod["spec"]["restartPolicy"] == "Never"
-    args = pod["spec"]["containers"][0]["args"]
-    assert args[0] == "120"
-    assert args[1:] == [f"{FULLNAME}-{i}.{FULLNAME}.training.svc.cluster.local:2222" for i in range(3)]
+    container = pod["spec"]["containers"][0]
+    assert container["command"] == CHECK_PEERS
+    assert container["args"] == ["--timeout-seconds", "120", "--port", "2222",
+                                 *(f"{FULLNAME}-{i}.{FULLNAME}.training.svc.cluster.local" for i in range(3))]
 
 
 @pytest.fixture()
@@ -131,34 +136,42 @@ def listener():
     server.close()
 
 
-def peer_check_command(helm) -> list[str]:
-    pod = one(chartkit.template(helm, show_only=("templates/tests/test-peers.yaml",)), "Pod")
-    command = pod["spec"]["containers"][0]["command"]
-    assert command[:2] == ["python", "-c"]
-    return [sys.executable, "-c", command[2]]
+def run_peer_check(helm, port: int, hosts: list[str]) -> subprocess.CompletedProcess:
+    """The rendered test pod's command and flags (workers.port=`port`, a 1 s timeout), run here
+    on this checkout's launcher with loopback names in place of the workers'."""
+    pod = one(chartkit.template(helm, sets=(f"workers.port={port}", "tests.timeoutSeconds=1"),
+                                show_only=("templates/tests/test-peers.yaml",)), "Pod")
+    container = pod["spec"]["containers"][0]
+    flags = container["args"][:4]
+    assert container["command"] == CHECK_PEERS and flags == ["--timeout-seconds", "1", "--port", str(port)]
+    return subprocess.run([sys.executable, *CHECK_PEERS[1:], *flags, *hosts], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(chartkit.REPO)})
 
 
 def test_the_peer_check_passes_when_every_port_accepts(helm, listener):
-    proc = subprocess.run(peer_check_command(helm) + ["5", f"127.0.0.1:{listener}", f"localhost:{listener}"],
-                          capture_output=True, text=True, timeout=30)
+    proc = run_peer_check(helm, listener, ["127.0.0.1", "localhost"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "2/2 workers reachable" in proc.stdout
+    assert "tfmw launcher peers: all 2 reachable after" in proc.stdout
+    assert proc.stderr == ""
 
 
 def test_the_peer_check_names_what_is_unreachable(helm, listener):
+    proc = run_peer_check(helm, listener, ["127.0.0.1", "no-such-worker.invalid"])
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("tfmw: peers not found after 1s: 1 of 2 never reachable: no-such-worker.invalid;")
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_peer_check_fails_on_a_refused_port(helm):
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))
-    closed_port = closed.getsockname()[1]   # bound, never listening: connection refused
+    port = closed.getsockname()[1]   # bound, never listening: connection refused
     try:
-        proc = subprocess.run(peer_check_command(helm) + [
-            "1", f"127.0.0.1:{listener}", f"127.0.0.1:{closed_port}", "no-such-worker.invalid:2222"],
-            capture_output=True, text=True, timeout=30)
+        proc = run_peer_check(helm, port, ["127.0.0.1"])
     finally:
         closed.close()
-    assert proc.returncode == 1
-    assert f"FAIL 127.0.0.1:{closed_port}" in proc.stdout
-    assert "FAIL no-such-worker.invalid:2222" in proc.stdout
-    assert "1/3 workers reachable" in proc.stdout
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "1 of 1 never reachable: 127.0.0.1;" in proc.stderr
 
 
 def test_notes_warn_when_the_object_store_is_unreachable():

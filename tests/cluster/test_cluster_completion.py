@@ -20,7 +20,7 @@ import yaml
 
 from clusterkit import CHART, REPO, wait_for
 from scripts.kube.api import ns_path
-from scripts.localrun.cluster import descendants
+from scripts.localrun.proctree import descendants
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 

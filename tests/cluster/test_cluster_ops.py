@@ -123,8 +123,7 @@ def test_deploy_local_trains_to_completion_then_status_logs_helm_test_and_undepl
     # which is open while TensorFlow's server runs: now, not after the run has scaled to 0.
     test = cluster.helm("test", release, "-n", namespace, "--timeout", "3m", "--logs", check=False)
     assert test.returncode == 0, test.stdout + test.stderr
-    assert f"ok {release}-tf-multiworker-0." in test.stdout and f"ok {release}-tf-multiworker-1." in test.stdout
-    assert "2/2 workers reachable" in test.stdout
+    assert "tfmw launcher peers: all 2 reachable after" in test.stdout
 
     # make logs: follows both workers until the StatefulSet controller deletes them at scale-to-0.
     assert follower.wait(timeout=400) == 0, follower.proc.stderr.read()

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-HELM4 = os.environ.get("HELM") or str(REPO / ".tools" / "bin" / "helm")
-HELM3 = str(REPO / ".tools" / "bin" / "helm3")
-KUBECTL = os.environ.get("KUBECTL") or str(REPO / ".tools" / "bin" / "kubectl")
+from scripts import helmkit
+
+REPO = helmkit.REPO
+HELM4 = helmkit.find_helm()
+HELM3 = helmkit.find_helm3()
+KUBECTL = helmkit.find_kubectl()
 
 MINI_CHART = {
     "Chart.yaml": "apiVersion: v2\nname: mini\nversion: 0.1.0\n",

@@ -7,14 +7,9 @@ import subprocess
 import pytest
 
 from scripts import deploy_helm
-from scripts.render import ToolError
+from scripts.helmkit import ToolError
 
 from deploykit import HELM3, HELM4
-
-
-def test_helm_major_of_the_pinned_binaries():
-    assert deploy_helm.helm_major(HELM4) == 4
-    assert deploy_helm.helm_major(HELM3) == 3
 
 
 def test_helm3_upgrade_uses_atomic_and_boolean_wait():

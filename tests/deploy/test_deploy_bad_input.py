@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from scripts import local_run, pss, render
-from scripts.render import ToolError
+from scripts.helmkit import ToolError
 
 from deploykit import HELM3, HELM4, REPO, run_cli
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from scripts import render
-from scripts.render import ToolError
+from scripts.helmkit import ToolError
 
 from deploykit import HELM3, HELM4, REPO
 
@@ -128,13 +128,6 @@ def test_unknown_kube_version_is_refused():
                                   "9.99")
 
 
-def test_missing_helm_is_a_clear_error(monkeypatch):
-    monkeypatch.setenv("HELM", "/nonexistent/helm")
-    with pytest.raises(ToolError, match=r"helm not found: /nonexistent/helm \(from HELM\).*make setup") as err:
-        render.find_helm()
-    assert err.value.exit_code == 127
-
-
 @pytest.mark.parametrize("env", ["local", "dev", "staging", "prod"])
 def test_real_chart_renders_offline_like_helm_template(env):
     """The real chart and overlay: our pipeline == `helm template -f values/<env>.yaml --set ...`."""
@@ -160,11 +153,3 @@ def test_schema_violation_in_chart_defaults_blames_the_chart(mini_chart, values_
     defaults.write_text(defaults.read_text().replace("  port: 2222", "  port: not-a-port"))
     with pytest.raises(ToolError, match=r"invalid value for workers\.port: .*in the chart's own .*values\.yaml"):
         render.prepare("dev", chart_dir=mini_chart, values_dir=values_dir)
-
-
-def test_no_helm_anywhere_is_a_clear_error(monkeypatch, tmp_path):
-    monkeypatch.delenv("HELM", raising=False)
-    monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(render, "PINNED_HELM", tmp_path / "missing" / "helm")
-    with pytest.raises(ToolError, match=r"helm not found: not at .*missing/helm nor on PATH; run `make setup`"):
-        render.find_helm()

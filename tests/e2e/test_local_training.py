@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from entrypoint import loglines
+
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
@@ -27,30 +29,40 @@ def local_run(tmp_path: Path, *sets: str, release: str = "e2e", timeout: float =
     return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
-def pod_lines(stdout: str, prefix: str) -> dict[str, list[str]]:
+def by_pod(stdout: str) -> dict[str, list[str]]:
+    """Each pod's lines of `make local`'s output (it prefixes every line with `[<pod>] `)."""
     lines: dict[str, list[str]] = {}
     for line in stdout.splitlines():
         match = re.match(r"^\[(?P<pod>[^\]]+)\] (?P<rest>.*)$", line)
-        if match and match.group("rest").startswith(prefix):
+        if match:
             lines.setdefault(match.group("pod"), []).append(match.group("rest"))
     return lines
 
 
-def kv(line: str) -> dict[str, str]:
-    return dict(w.split("=", 1) for w in line.split() if "=" in w)
+def pod_lines(stdout: str, kind: str) -> dict[str, list[loglines.LogLine]]:
+    """Each pod's `tfmw <kind>` lines, parsed, for the pods that printed any."""
+    found = {pod: loglines.find(lines, kind) for pod, lines in by_pod(stdout).items()}
+    return {pod: parsed for pod, parsed in found.items() if parsed}
+
+
+def example_lines(stdout: str) -> dict[str, dict[str, str]]:
+    """Each pod's last `example done k=v ...` line (the user script's own report), as fields."""
+    return {pod: loglines.key_values(done[-1]) for pod, lines in by_pod(stdout).items()
+            if (done := [l for l in lines if l.startswith("example done ")])}
 
 
 def test_builtin_trainer_two_workers_complete_with_identical_weights(tmp_path):
     proc = local_run(tmp_path, "training.config.steps=30", "training.config.checkpoint.everySteps=10")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    done = pod_lines(proc.stdout, "tfmw done ")
+    done = pod_lines(proc.stdout, loglines.DONE)
     assert sorted(done) == ["e2e-tf-multiworker-0", "e2e-tf-multiworker-1"]
-    records = [kv(lines[-1]) for lines in done.values()]
+    records = [lines[-1].fields for lines in done.values()]
     assert {r["steps"] for r in records} == {"30"}
     assert len({r["weights_digest"] for r in records}) == 1, "workers ended with different weights"
-    progress = [kv(l) for l in pod_lines(proc.stdout, "tfmw progress ")["e2e-tf-multiworker-0"]]
-    assert float(progress[-1]["loss"]) < float(progress[0]["loss"]), "loss did not fall"
+    progress = pod_lines(proc.stdout, loglines.PROGRESS)["e2e-tf-multiworker-0"]
+    assert progress[-1].float_field("loss") < progress[0].float_field("loss"), "loss did not fall"
     assert "weights identical on every worker: yes" in proc.stdout
+    assert "already completed" not in proc.stdout
     model = Path(records[0]["model"])
     assert model.is_dir() and tmp_path in model.parents
 
@@ -73,23 +85,23 @@ def test_builtin_trainer_two_workers_complete_with_identical_weights(tmp_path):
                             "--release", "e2e", "--timeout", "120"],
                            cwd=REPO, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stdout[-2000:]
-    assert "already completed" in again.stdout
-    assert not pod_lines(again.stdout, "tfmw progress ")
+    assert "this run had already completed: nothing was trained again" in again.stdout
+    assert not pod_lines(again.stdout, loglines.PROGRESS)
 
 
 def test_user_command_reading_tf_config_like_the_tutorial(tmp_path):
     script = REPO / "examples" / "keras_tutorial_worker.py"
     proc = local_run(tmp_path, f"training.command={{python,{script}}}", release="user")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    done = pod_lines(proc.stdout, "example done ")
+    done = example_lines(proc.stdout)
     assert sorted(done) == ["user-tf-multiworker-0", "user-tf-multiworker-1"]
-    for lines in done.values():
-        record = kv(lines[-1])
+    for record in done.values():
         assert float(record["loss"]) < float(record["first_loss"])
-    chief = kv(done["user-tf-multiworker-0"][-1])
-    assert Path(chief["model"]).is_dir()
-    # the launcher recorded completion for the user command
+    assert Path(done["user-tf-multiworker-0"]["model"]).is_dir()
+    # the launcher recorded completion for the user command, and the summary says it trained
     assert (tmp_path / "user" / "shared" / "user" / "COMPLETED").is_file()
+    assert "  trained: the training command ran to the end on every worker" in proc.stdout
+    assert "already completed" not in proc.stdout
 
 
 def _processes_with_env(needle: str) -> list[int]:
@@ -114,15 +126,16 @@ def test_ctrl_c_stops_cleanly_keeps_the_checkpoint_and_resumes(tmp_path):
     seen = []
     for line in proc.stdout:
         seen.append(line)
-        if "tfmw progress step=30/" in line:
+        if (loglines.progress_step(line) or 0) >= 30:
             break
     proc.send_signal(signal.SIGINT)  # what Ctrl-C sends to the runner (pods have their own sessions)
     rest, _ = proc.communicate(timeout=180)
     out = "".join(seen) + rest
     assert proc.returncode == 130, out[-3000:]
     assert "interrupted (Ctrl-C)" in out
-    match = re.search(r"tfmw stopped step=(\d+)/150 reason=sigterm", out)
-    assert match, "the trainer did not checkpoint on SIGTERM:\n" + out[-3000:]
+    stopped = [s for lines in pod_lines(out, loglines.STOPPED).values() for s in lines
+               if s.fields.get("reason") == "sigterm" and s.fields.get("step", "").endswith("/150")]
+    assert stopped, "the trainer did not checkpoint on SIGTERM:\n" + out[-3000:]
     assert _processes_with_env(str(tmp_path)) == [], "orphan pod processes left behind"
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert f"tfmw{proc.pid}" not in namespaces
@@ -130,9 +143,10 @@ def test_ctrl_c_stops_cleanly_keeps_the_checkpoint_and_resumes(tmp_path):
     # The next start picks up from the checkpoint written on the way out: no work lost.
     resumed = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stdout[-3000:]
-    assert f"resume_step={match.group(1)} " in resumed.stdout
-    done = pod_lines(resumed.stdout, "tfmw done ")
-    assert {kv(lines[-1])["steps"] for lines in done.values()} == {"150"}
+    starts = [s for lines in pod_lines(resumed.stdout, loglines.START).values() for s in lines]
+    assert stopped[0].int_field("step") in {s.int_field("resume_step") for s in starts}, resumed.stdout[-3000:]
+    done = pod_lines(resumed.stdout, loglines.DONE)
+    assert {lines[-1].fields["steps"] for lines in done.values()} == {"150"}
 
 
 def test_loopback_network_mode_trains_without_namespaces(tmp_path):
@@ -143,5 +157,5 @@ def test_loopback_network_mode_trains_without_namespaces(tmp_path):
     proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "loopback 127.0.0.1 ports" in proc.stdout
-    done = pod_lines(proc.stdout, "tfmw done ")
-    assert len(done) == 2 and len({kv(l[-1])["weights_digest"] for l in done.values()}) == 1
+    done = pod_lines(proc.stdout, loglines.DONE)
+    assert len(done) == 2 and len({l[-1].fields["weights_digest"] for l in done.values()}) == 1

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from scripts import helmkit
 from scripts.image import IMAGE_NAME, VARIANTS, read_dockerfile, variant_tag
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -36,11 +37,11 @@ def pyproject_pin(package: str) -> str:
 
 
 def render_statefulset(helm_path: str, overlay: Path | None = None) -> dict:
-    command = [helm_path, "template", "tfmw", str(CHART)] + (["-f", str(overlay)] if overlay else [])
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    result = helmkit.helm_template(helm_path, CHART, "tfmw", values_files=[overlay] if overlay else [])
     assert result.returncode == 0, result.stderr
-    statefulsets = [d for d in yaml.safe_load_all(result.stdout) if d and d.get("kind") == "StatefulSet"]
-    assert len(statefulsets) == 1, [d.get("kind") for d in yaml.safe_load_all(result.stdout) if d]
+    objects = helmkit.parse_manifests(result.stdout)
+    statefulsets = [d for d in objects if d["kind"] == "StatefulSet"]
+    assert len(statefulsets) == 1, [d["kind"] for d in objects]
     return statefulsets[0]
 
 

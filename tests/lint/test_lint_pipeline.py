@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.lint import (
-    ALL_ON_OVERLAY, CHART_RELATIVE, discover_overlays, is_builtin_api, yaml_files_to_lint,
-)
+from scripts.lint import ALL_ON_OVERLAY, CHART_RELATIVE, discover_overlays, yaml_files_to_lint
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -200,13 +198,6 @@ def test_checkov_failure_fails_lint_naming_the_check(repo_copy):
     assert result.returncode == 1
     assert status_lines(result, "FAIL")[0].startswith("FAIL checkov (")
     assert "CKV_K8S_16 Pod." in result.stdout  # "Container should not be privileged"
-
-
-def test_builtin_and_custom_api_groups():
-    for builtin in ["v1", "apps/v1", "policy/v1", "networking.k8s.io/v1", "scheduling.k8s.io/v1"]:
-        assert is_builtin_api(builtin), builtin
-    for custom in ["scheduling.volcano.sh/v1beta1", "scheduling.x-k8s.io/v1alpha1", "monitoring.coreos.com/v1"]:
-        assert not is_builtin_api(custom), custom
 
 
 def test_overlays_include_chart_defaults_and_the_all_on_overlay(tmp_path):

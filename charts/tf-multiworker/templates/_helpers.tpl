@@ -9,7 +9,7 @@ Chart name, truncated to a DNS label.
 Full name of the release's resources (StatefulSet, headless Service, ...). At most 52
 characters: the StatefulSet's controller-revision-hash label is "<name>-<10 char hash>"
 and must fit in 63. It also names the headless Service, a DNS-1035 label, so it must
-start with a letter.
+start with a letter (validateValues refuses a name that does not).
 */}}
 {{- define "tf-multiworker.fullname" -}}
 {{- $name := "" }}
@@ -23,11 +23,7 @@ start with a letter.
 {{- $name = printf "%s-%s" .Release.Name $base }}
 {{- end }}
 {{- end }}
-{{- $name = $name | trunc 52 | trimSuffix "-" }}
-{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) }}
-{{- fail (printf "fullname %q is not a DNS-1035 label (it names the headless Service and must start with a letter): set fullnameOverride" $name) }}
-{{- end }}
-{{- $name }}
+{{- $name | trunc 52 | trimSuffix "-" }}
 {{- end }}
 
 {{/*
@@ -369,6 +365,11 @@ Each line names the key and the fix.
 {{- if not (and (le (len $ns) 63) (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $ns)) }}
 {{- $problems = append $problems (printf "namespace %q is not a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters), and it is part of every worker's DNS name: install into another namespace (--namespace)" $ns) }}
 {{- end }}
+{{- /* The full name names the headless Service, a DNS-1035 label. */}}
+{{- $fullname := include "tf-multiworker.fullname" . }}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $fullname) }}
+{{- $problems = append $problems (printf "fullname %q is not a DNS-1035 label (it names the headless Service and must start with a letter): set fullnameOverride" $fullname) }}
+{{- end }}
 {{- /* Variables the chart or the entrypoint derives per pod: a user value would shadow them.
        Names are compared case-insensitively; TFMW_* is reserved as a whole. */}}
 {{- $chartEnv := list "TFMW_POD_NAME" "TFMW_NAMESPACE" "TFMW_STATEFULSET" "TFMW_SERVICE" "TFMW_REPLICAS" "TFMW_PORT" "TFMW_CLUSTER_DOMAIN" "TFMW_PEER_TIMEOUT_SECONDS" "TFMW_MAX_RESTARTS" "TFMW_HANG_TIMEOUT_SECONDS" "TFMW_HANG_DETECTION" "TFMW_TRAINING_CONFIG" "TFMW_SHARED_DIR" "TFMW_RUN_ID" "TFMW_ON_SUCCESS" "TFMW_ON_FAILURE" "TFMW_ACTIVE_DEADLINE_SECONDS" "TFMW_WARM_STANDBY" "TFMW_POD_REVISION" "TFMW_API_DIR" "TFMW_STATUS_CONFIGMAP" "TF_CONFIG" }}
@@ -570,7 +571,6 @@ Each line names the key and the fix.
 {{- /* TF_CONFIG, as the entrypoint serializes it (json.dumps, separators "," and ":") for the
        last worker, must fit in one environment string: Linux's MAX_ARG_STRLEN (128 KiB)
        less "TF_CONFIG=" and the NUL (entrypoint/cluster.py MAX_TF_CONFIG_BYTES). */}}
-{{- $fullname := include "tf-multiworker.fullname" . }}
 {{- $service := include "tf-multiworker.serviceName" . }}
 {{- $entry := add (len $fullname) (len $service) (len $ns) (len (toString $v.clusterDomain)) (len (toString (int $workers.port))) 11 }}
 {{- $size := add 22 (sub $replicas 1) 35 (len (toString (sub $replicas 1))) 2 }}

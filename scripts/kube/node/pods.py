@@ -38,7 +38,7 @@ from scripts.kube.api import Api, ApiError, ns_path
 from scripts.kube.node import podnet
 from scripts.kube.node.podstatus import (ContainerRecord, now_rfc3339, pod_status, resource_field_value,
                                          restart_wanted, terminated_state)
-from scripts.localrun.cluster import signal_tree
+from scripts.localrun.proctree import signal_tree
 
 BACKOFF_FIRST = 2.0
 BACKOFF_CAP = 40.0

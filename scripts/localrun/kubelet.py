@@ -1,4 +1,5 @@
-"""Start, restart and stop local pods as a kubelet would, and watch them finish.
+"""`make local`'s kubelet: start the local pods, restart them as `restartPolicy: Always` does,
+stop them, and tell when the run they train has ended.
 
 A StatefulSet pod has `restartPolicy: Always`: when a pod's process exits, it is started
 again (after a short back-off: 1 s doubling to 10 s here, where the kubelet uses 10 s to
@@ -21,19 +22,44 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from scripts.loglines import key_values
+from entrypoint import loglines
+from entrypoint.errors import (EXIT_BAD_CONFIG, EXIT_DEADLINE_EXCEEDED, EXIT_OK, EXIT_PEERS_NOT_FOUND,
+                               EXIT_RETRIES_EXHAUSTED, EXIT_TRAINING_FAILED, EXIT_UNEXPECTED)
 from .podspec import LocalPod
-from entrypoint.errors import (EXIT_BAD_CONFIG, EXIT_DEADLINE_EXCEEDED, EXIT_PEERS_NOT_FOUND,
-                               EXIT_RETRIES_EXHAUSTED, EXIT_TRAINING_FAILED)
+from .proctree import descendants, signal_tree
 
+# The launcher's exit codes that end a run for good (docs/contracts.md): a pod exiting with one
+# is not restarted, and the local run ends with that code.
 FATAL_EXIT = {EXIT_BAD_CONFIG: "bad configuration", EXIT_PEERS_NOT_FOUND: "peers not found",
               EXIT_TRAINING_FAILED: "training failed permanently",
               EXIT_RETRIES_EXHAUSTED: "training retries exhausted",
               EXIT_DEADLINE_EXCEEDED: "deadline exceeded"}
+EXIT_TIMED_OUT = 1  # `make local --timeout` passed before every pod completed (no launcher code)
+
+
+@dataclass(frozen=True)
+class PodFailure:
+    """Why one pod ended the local run: its launcher's `tfmw failed` line (reason, exit code,
+    message), or, from a launcher without a lifecycle, its process's fatal exit code."""
+
+    pod: str
+    exit_code: int
+    reason: str = ""    # the launcher's Reason (BadConfig, RestartLimit ...); "" for a bare exit
+    message: str = ""
+
+    def __str__(self) -> str:
+        meaning = FATAL_EXIT.get(self.exit_code, "failed")
+        if not self.reason:
+            return f"{self.pod} exited {self.exit_code} ({meaning})"
+        return f"{self.pod}: {self.reason} ({meaning}): {self.message}".rstrip(": ")
 
 
 @dataclass
-class PodState:
+class PodProcess:
+    """One local pod as its kubelet sees it: the current process, how often it was started,
+    every line it printed (and when), its exit codes, and whether its launcher logged the
+    run's end (`tfmw completed`, or `tfmw failed` -> failure)."""
+
     pod: LocalPod
     proc: subprocess.Popen | None = None
     starts: int = 0
@@ -41,22 +67,27 @@ class PodState:
     times: list[float] = field(default_factory=list)  # time.monotonic() of each line
     completed: bool = False
     exits: list[int] = field(default_factory=list)
-    fatal: str | None = None
-    fatal_code: int = 0
+    failure: PodFailure | None = None
 
 
-@dataclass
-class Outcome:
+@dataclass(frozen=True)
+class LocalRunResult:
+    """How waiting for the local pods ended: ok (every pod completed) or why not, and the
+    code `make local` exits with."""
+
     ok: bool
     reason: str
     exit_code: int
 
 
 class LocalCluster:
+    """The local pods of one rendered StatefulSet and their network, each kept running by its
+    own kubelet thread until shutdown(); `states` holds each pod's PodProcess by ordinal."""
+
     def __init__(self, pods: Sequence[LocalPod], network, base_env: dict[str, str],
                  grace_seconds: float = 30.0, out: Callable[[str], None] | None = None,
                  max_backoff: float = 10.0):
-        self.states = {p.ordinal: PodState(p) for p in pods}
+        self.states = {p.ordinal: PodProcess(p) for p in pods}
         self.network = network
         self.base_env = base_env
         self.grace_seconds = grace_seconds
@@ -85,7 +116,7 @@ class LocalCluster:
             thread.start()
             self._threads.append(thread)
 
-    def _spawn(self, state: PodState) -> subprocess.Popen:
+    def _spawn(self, state: PodProcess) -> subprocess.Popen:
         pod = state.pod
         env = dict(self.base_env, **pod.env)
         argv = self.network.wrap(pod, list(pod.argv))
@@ -95,7 +126,7 @@ class LocalCluster:
         state.starts += 1
         return proc
 
-    def _kubelet(self, state: PodState) -> None:
+    def _kubelet(self, state: PodProcess) -> None:
         backoff = 1.0
         while not self._stopping.is_set():
             with self._lock:
@@ -115,9 +146,8 @@ class LocalCluster:
                 return
             if code in FATAL_EXIT:
                 with self._changed:
-                    if state.fatal is None:
-                        state.fatal = f"{state.pod.name} exited {code} ({FATAL_EXIT[code]})"
-                        state.fatal_code = code
+                    if state.failure is None:
+                        state.failure = PodFailure(state.pod.name, code)
                     self._changed.notify_all()
                 return
             self._emit(state, f"(local kubelet) container exited with {code}; restarting in "
@@ -128,34 +158,31 @@ class LocalCluster:
                 return
             backoff = min(backoff * 2, self.max_backoff)
 
-    def _emit(self, state: PodState, line: str) -> None:
+    def _emit(self, state: PodProcess, line: str) -> None:
         with self._changed:
             state.lines.append(line)
             state.times.append(time.monotonic())
-            if line.startswith("tfmw completed"):
+            parsed = loglines.parse(line)
+            if parsed is not None and parsed.kind == loglines.COMPLETED:
                 state.completed = True
-            elif line.startswith("tfmw failed ") and state.fatal is None:
-                fields = key_values(line)
-                code = int(fields.get("exit_code") or 1)
-                state.fatal = (f"{state.pod.name}: {fields.get('reason', 'Failed')} "
-                               f"({FATAL_EXIT.get(code, 'failed')}): {fields.get('message', '')}".rstrip(": "))
-                state.fatal_code = code
+            elif parsed is not None and parsed.kind == loglines.FAILED and state.failure is None:
+                state.failure = failure_of(state.pod.name, parsed)
             self._changed.notify_all()
         self._out(f"[{state.pod.name}] {line}")
 
     # -- waiting -------------------------------------------------------------------
-    def wait(self, timeout: float) -> Outcome:
+    def wait(self, timeout: float) -> LocalRunResult:
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
-                fatal = [s for s in self.states.values() if s.fatal]
-                if fatal:
-                    return Outcome(False, "; ".join(s.fatal for s in fatal), fatal[0].fatal_code)
+                failures = [s.failure for s in self.states.values() if s.failure]
+                if failures:
+                    return LocalRunResult(False, "; ".join(map(str, failures)), failures[0].exit_code)
                 if all(s.completed for s in self.states.values()):
-                    return Outcome(True, "every worker completed", 0)
+                    return LocalRunResult(True, "every worker completed", EXIT_OK)
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return Outcome(False, f"not completed after {timeout:g}s", 1)
+                    return LocalRunResult(False, f"not completed after {timeout:g}s", EXIT_TIMED_OUT)
                 self._changed.wait(min(left, 1.0))
 
     def wait_for_line(self, ordinal: int, predicate: Callable[[str], bool], timeout: float,
@@ -220,30 +247,9 @@ class LocalCluster:
         self.network.teardown()
 
 
-def descendants(root: int) -> list[int]:
-    """root and every process below it, from /proc (children first found, root first)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read().decode(errors="replace")
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
-    return found
-
-
-def signal_tree(root: int, sig: int) -> None:
-    for pid in descendants(root):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
+def failure_of(pod: str, failed: loglines.LogLine) -> PodFailure:
+    """The failure a launcher's `tfmw failed run=<id> reason=<R> exit_code=<n> message="..."`
+    line reports (a line without exit_code: 1, what a crash exits with)."""
+    code = failed.int_field("exit_code")
+    return PodFailure(pod, EXIT_UNEXPECTED if code is None else code,
+                      failed.fields.get("reason", "Failed"), failed.fields.get("message", ""))
