@@ -3,17 +3,22 @@
 Modelled on TensorFlow's tfconfig_cluster_resolver: TF_CONFIG is
 `{"cluster": {"worker": [...]}, "task": {"type": "worker", "index": i}}`. MWMS treats
 worker 0 as the chief when no explicit "chief" task exists.
+
+The one TF_CONFIG parser (parse_tf_config) and the one chief rule (is_chief), for the
+launcher and the trainer alike (the trainer's view of it: worker_group), so both accept
+exactly the same TF_CONFIGs and agree on who exports and writes the COMPLETED marker.
 """
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Mapping
 
 import jsonschema
 
 from .errors import ConfigError
 from .identity import PodIdentity
-from .lifecycle import one_line
+from .loglines import one_line
 from .settings import LauncherSettings
 
 # Task types a platform may inject for MultiWorkerMirroredStrategy. "ps" is refused:
@@ -158,9 +163,38 @@ def cluster_hosts(tf_config: Mapping) -> list[str]:
     return hosts
 
 
-def task_is_chief(tf_config: Mapping) -> bool:
-    """The task that exports the model and writes the completion marker."""
+def is_chief(tf_config: Mapping) -> bool:
+    """Is this the task that exports the model and writes the completion marker?"""
     task = tf_config["task"]
     if "chief" in tf_config["cluster"]:
         return task["type"] == "chief"
     return task["type"] == "worker" and task["index"] == 0
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What the trainer needs to know about TF_CONFIG before TensorFlow is imported."""
+
+    num_workers: int
+    worker_index: int   # the rank in the MWMS group: the chief is 0 (worker_group), the workers follow
+
+    @property
+    def is_chief(self) -> bool:
+        return self.worker_index == 0
+
+
+def worker_group(raw: str | None) -> Cluster:
+    """This worker's place in the MWMS group, from TF_CONFIG (unset or empty: one worker).
+    parse_tf_config validates it (a bad one would otherwise fail deep inside TensorFlow); the
+    trainer adds that MWMS trains with 'worker' (and optionally 'chief') tasks only."""
+    if not raw:
+        return Cluster(num_workers=1, worker_index=0)
+    spec = parse_tf_config(raw)
+    cluster, task = spec["cluster"], spec["task"]
+    if set(cluster) - {"worker", "chief"} or task["type"] not in ("worker", "chief"):
+        raise ConfigError(f"TF_CONFIG: cluster has job types {sorted(cluster)} and task type "
+                          f"{task['type']!r}; MultiWorkerMirroredStrategy trains 'worker' (and optionally "
+                          "'chief') tasks only")
+    chiefs = len(cluster.get("chief") or [])
+    workers = len(cluster.get("worker") or [])
+    return Cluster(num_workers=workers + chiefs, worker_index=0 if is_chief(spec) else task["index"] + chiefs)

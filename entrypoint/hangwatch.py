@@ -1,7 +1,8 @@
 """The hang watchdog's policy: from what the supervisor observed, the current timeout.
 
 Pure (no I/O, no clock of its own): the supervisor (entrypoint.supervisor) feeds it every
-change of the trainer's heartbeat file and asks, at each poll, whether training is hung.
+change of the trainer's heartbeat file (read by entrypoint.rundir.read_beat) and asks, at
+each poll, whether training is hung.
 
 Two bounds:
 - static: `training.hangTimeoutSeconds` (TFMW_HANG_TIMEOUT_SECONDS) since the last sign of
@@ -54,19 +55,6 @@ def percentile(values, q: float) -> float:
     low = int(pos)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
-
-
-def parse_beat(text: str) -> tuple[int, str | None] | None:
-    """'<step> <phase>' (the built-in trainer) or '<step>' (an older trainer, a user command
-    that writes the file: no phase, so never timed adaptively); None when unreadable."""
-    parts = text.split()
-    if not parts:
-        return None
-    try:
-        step = int(parts[0])
-    except ValueError:
-        return None
-    return step, (parts[1] if len(parts) > 1 else None)
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,6 @@ class PodIdentity:
     def pod_name(self) -> str:
         return f"{self.host_prefix}-{self.ordinal}"
 
-    @property
-    def is_chief(self) -> bool:
-        # MWMS makes worker 0 the chief: it exports the model and writes the marker.
-        return self.ordinal == 0
-
 
 def pod_kind(env: Mapping[str, str]) -> str:
     """Where this pod's identity comes from, and so who owns the run's lifecycle."""

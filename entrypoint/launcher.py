@@ -23,20 +23,21 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from .cluster import build_tf_config, check_tf_config_size, cluster_hosts, parse_tf_config, task_is_chief
+from . import loglines
+from .cluster import build_tf_config, check_tf_config_size, cluster_hosts, is_chief, parse_tf_config
 from .errors import EXIT_OK, EXIT_SIGTERM, ConfigError, PeersNotFound
 from .identity import (INDEXED_JOB, PRESET_TF_CONFIG, STATEFULSET, parse_indexed_hostname, parse_pod_name,
                        platform_owns_lifecycle, pod_kind)
 from .kubeapi import KubeAPI
 from .lifecycle import (FAILED_ALREADY, SUCCEEDED_ALREADY, Phase, Reason, RunState, deadline_epoch,
-                        exit_code, fresh, one_line, plan_start, recorded_final, rfc3339)
+                        exit_code, fresh, plan_start, recorded_final, rfc3339, status_message)
 from .peers import wait_for_peers
 from .settings import INDEXED_JOB_REQUIRED, POLICIES, LauncherSettings, load_settings
 from .standby import standby_plan
 from .status import StatusRecorder
-from .supervisor import (MarkerUnreadable, Supervisor, SupervisorConfig, command_problem, completed_detail,
+from .supervisor import (MarkerUnreadable, Supervisor, SupervisorConfig, command_problem, completed_fields,
                          completed_marker, marker_exists, shared_dir_problem)
-from .tracker import RunTracker, _quote
+from .tracker import RunTracker
 
 DEFAULT_TRAINING_COMMAND = ("python", "-m", "entrypoint.training")
 FLUSH_SECONDS = 30.0          # at the end: how long the status, Events and scale may take
@@ -130,9 +131,9 @@ class Launcher:
             return self._refused(err)
         task = tf_config["task"]
         workers = sum(len(v) for v in tf_config["cluster"].values())
-        self.log(f"tfmw launcher task={task['type']}:{task['index']} workers={workers} "
-                 f"identity={IDENTITY[kind]} lifecycle={'platform' if platform else 'launcher'}")
-        is_chief = task_is_chief(tf_config)
+        self.log(loglines.line(loglines.LAUNCHER, task=f"{task['type']}:{task['index']}", workers=workers,
+                               identity=IDENTITY[kind], lifecycle="platform" if platform else "launcher"))
+        chief = is_chief(tf_config)
         run_id = settings.run_id or "default"
         # An object-store URI (gs://, s3://) is the trainer's business (tf.io.gfile); the
         # launcher never imports TF, so it looks for the completion marker on mounted paths only.
@@ -147,21 +148,21 @@ class Launcher:
         except MarkerUnreadable as err:  # not known: never train (it may have finished), below
             completed, unreadable = False, str(err)
         plan = plan_start(recorded, run_id, settings.pod_revision, completed, rfc3339(launched))
-        tracker = RunTracker(plan.state, recorder, is_chief=is_chief, worker_index=task["index"], log=self.log)
-        self.log(f"tfmw launcher run={run_id} revision={settings.pod_revision or '-'}: {plan.why}")
+        tracker = RunTracker(plan.state, recorder, is_chief=chief, worker_index=task["index"], log=self.log)
+        self._say(f"run={run_id} revision={settings.pod_revision or '-'}: {plan.why}")
         if plan.action == SUCCEEDED_ALREADY:
-            if is_chief:  # say why the workers came back and go away again
+            if chief:  # say why the workers came back and go away again
                 if plan.state != recorded:  # the marker is there, the status lags behind: record it
                     recorder.record(plan.state)
                 recorder.event("Succeeded", "Normal", f"run {run_id} already completed: not training again")
-            return self._finish(tracker, settings, platform, marker)
+            return self._finish(tracker, settings, platform, run_dir)
         if plan.action == FAILED_ALREADY:
-            if is_chief:
+            if chief:
                 recorder.event("Failed", "Warning",
                                f"run {run_id} already Failed ({plan.state.reason}: {plan.state.message}) at "
                                f"revision {settings.pod_revision}; not retrying: fix the values (a changed pod "
                                "template trains again) or set a new training.runId")
-            return self._finish(tracker, settings, platform, marker)
+            return self._finish(tracker, settings, platform, run_dir)
 
         deadline = deadline_epoch(plan.state.started_at, settings.active_deadline_seconds, launched)
         hosts = cluster_hosts(tf_config)
@@ -176,7 +177,7 @@ class Launcher:
             problem = command_problem(self.command, child_env)
             if problem:  # before the peer wait: no retry makes a missing program appear
                 raise _Failure(Reason.BAD_CONFIG, problem)
-            problem = shared_dir_problem(run_dir) if is_chief else None
+            problem = shared_dir_problem(run_dir) if chief else None
             if problem:  # the chief could never record completion: do not train first
                 raise _Failure(Reason.BAD_CONFIG, problem)
             try:
@@ -189,13 +190,13 @@ class Launcher:
             self._wait_for_peers(hosts, settings, deadline)
             heartbeat = Path(tmp) / f"tfmw-heartbeat-{os.getpid()}"
             preload, why = standby_plan(settings.warm_standby, self.command)
-            self.log(f"tfmw launcher warm standby: {why}")
+            self._say(f"warm standby: {why}")
             self.supervisor = Supervisor(SupervisorConfig(
                 command=self.command, env=child_env, run_dir=run_dir,
                 marker_retry_seconds=self.marker_retry_seconds,
                 heartbeat_file=heartbeat, max_restarts=settings.max_restarts,
                 hang_timeout_seconds=settings.hang_timeout_seconds,
-                hang_detection=settings.hang_detection, is_chief=is_chief, log=self.log,
+                hang_detection=settings.hang_detection, is_chief=chief, log=self.log,
                 regroup=lambda: self._regroup(hosts, settings, deadline, tracker, recorder),
                 deadline=deadline, deadline_seconds=settings.active_deadline_seconds,
                 on_attempt=lambda attempt: self._attempt(tracker, attempt, workers),
@@ -208,18 +209,18 @@ class Launcher:
             finally:
                 heartbeat.unlink(missing_ok=True)
         except _Stopped:
-            self.log("tfmw launcher stopped by signal while waiting for peers")
+            self._say("stopped by signal while waiting for peers")
             return EXIT_SIGTERM
         except _Failure as failure:
             tracker.transition(Phase.FAILED, failure.reason, failure.message)
-            return self._finish(tracker, settings, platform, marker)
+            return self._finish(tracker, settings, platform, run_dir)
         except _EndedElsewhere as ended:
             tracker.adopt(ended.state)
-            return self._finish(tracker, settings, platform, marker)
+            return self._finish(tracker, settings, platform, run_dir)
         if ending.phase is None:
             return ending.returncode
         tracker.transition(ending.phase, ending.reason, ending.message)
-        return self._finish(tracker, settings, platform, marker)
+        return self._finish(tracker, settings, platform, run_dir)
 
     def _attempt(self, tracker: RunTracker, attempt: int, workers: int) -> None:
         tracker.attempt_started()
@@ -281,34 +282,39 @@ class Launcher:
                              worker_index=int(ordinal.group(1)) if ordinal else -1, log=self.log)
         tracker.transition(Phase.FAILED, Reason.BAD_CONFIG, str(err))
         on_failure = env.get("TFMW_ON_FAILURE") if env.get("TFMW_ON_FAILURE") in POLICIES else "idle"
-        return self._end(tracker, recorder, on_failure, release=on_failure == "scaleToZero", marker=None)
+        return self._end(tracker, recorder, on_failure, release=on_failure == "scaleToZero", run_dir=None)
 
     def _finish(self, tracker: RunTracker, settings: LauncherSettings, platform: bool,
-                marker: Path | None) -> int:
+                run_dir: Path | None) -> int:
         state = tracker.state
         if platform:
-            self._log_end(state, marker)
+            self._log_end(state, run_dir)
             return exit_code(state)
         succeeded = state.phase is Phase.SUCCEEDED
         policy = settings.on_success if succeeded else settings.on_failure
         # Succeeded is the chief's to decide and release; a Failed run is released by any
         # worker that knows of it (a crash-looping or idle group would hold its GPUs).
         release = policy == "scaleToZero" and (not succeeded or tracker.is_chief)
-        return self._end(tracker, tracker.recorder, policy, release, marker)
+        return self._end(tracker, tracker.recorder, policy, release, run_dir)
 
-    def _log_end(self, state: RunState, marker: Path | None) -> None:
+    def _say(self, text: str) -> None:
+        """One `tfmw launcher <text>` line."""
+        self.log(loglines.line(loglines.LAUNCHER, text=text))
+
+    def _log_end(self, state: RunState, run_dir: Path | None) -> None:
         if state.phase is Phase.SUCCEEDED:
-            self.log(f"tfmw completed run={state.run_id}{completed_detail(marker)}")
+            self.log(loglines.line(loglines.COMPLETED, run=state.run_id, **completed_fields(run_dir)))
         else:
-            self.log(f"tfmw failed run={state.run_id} reason={state.reason} exit_code={exit_code(state)} "
-                     f"message={_quote(state.message)}")
-            print(f"tfmw: {state.reason}: {one_line(state.message)}", file=sys.stderr, flush=True)
+            self.log(loglines.line(loglines.FAILED, run=state.run_id, reason=state.reason,
+                                   exit_code=exit_code(state), message=state.message))
+            # the CLI's one-line refusal format (`tfmw: <what>`), as cli.main prints a LauncherError
+            print(f"tfmw: {state.reason}: {status_message(state.message)}", file=sys.stderr, flush=True)
 
     def _end(self, tracker: RunTracker, recorder: StatusRecorder, policy: str, release: bool,
-             marker: Path | None) -> int:
+             run_dir: Path | None) -> int:
         state = tracker.state
         succeeded = state.phase is Phase.SUCCEEDED
-        self._log_end(state, marker)
+        self._log_end(state, run_dir)
         can_release = release and recorder.can_release
         if release:
             recorder.scale_to_zero()  # without API access: says so once, and nothing to retry
@@ -325,7 +331,7 @@ class Launcher:
         else:
             how = ("fix the cause, then helm upgrade (a changed pod template trains again) or set a new "
                    "training.runId; uninstall the release to free its resources")
-        self.log(f"tfmw launcher idle: {what}; {how}")
+        self._say(f"idle: {what}; {how}")
         self._idle(recorder, can_release)
         return EXIT_OK
 

@@ -21,6 +21,7 @@ from enum import Enum
 
 from .errors import (EXIT_BAD_CONFIG, EXIT_DEADLINE_EXCEEDED, EXIT_OK, EXIT_PEERS_NOT_FOUND,
                      EXIT_RETRIES_EXHAUSTED, EXIT_TRAINING_FAILED)
+from .loglines import one_line
 
 
 class Phase(str, Enum):
@@ -143,9 +144,15 @@ def advance(state: RunState, to: Phase, *, now: str, reason: Reason | None = Non
     elif reason is not None:
         raise IllegalTransition(f"{state.phase} -> {to} is not terminal and takes no reason")
     return replace(state, phase=to, reason=str(reason) if reason else "",
-                   message=one_line(message), updated_at=now,
+                   message=status_message(message), updated_at=now,
                    restarts=state.restarts + (1 if to is Phase.RESTARTING else 0),
                    finished_at=now if to in TERMINAL else "")
+
+
+def status_message(text: object) -> str:
+    """A state's message: one line whose words are separated by one space (a multi-line,
+    indented error reads as one sentence in `kubectl get`/`describe`), cut to MESSAGE_LIMIT."""
+    return one_line(" ".join(str(text).split()), MESSAGE_LIMIT)
 
 
 def event_for(src: Phase, dst: Phase) -> tuple[str, str] | None:
@@ -160,11 +167,6 @@ def exit_code(state: RunState) -> int:
         return EXIT_CODE[Reason(state.reason)]
     except ValueError:
         return EXIT_TRAINING_FAILED  # a reason this version does not know: still permanent
-
-
-def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 # -- the status object ---------------------------------------------------------------

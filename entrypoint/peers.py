@@ -12,6 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable
 
+from . import loglines
 from .errors import PeersNotFound
 
 Resolver = Callable[[str], bool]
@@ -52,15 +53,15 @@ def wait_for_peers(hosts: Iterable[str], timeout_seconds: float,
         now = clock()
         if not pending:
             waited = now - start
-            log(f"tfmw launcher peers: all {total} {ready} after {waited:.1f}s")
+            log(loglines.line(loglines.LAUNCHER, text=f"peers: all {total} {ready} after {waited:.1f}s"))
             return waited
         if now >= deadline:
             raise PeersNotFound(
                 f"peers not found after {timeout_seconds:g}s: {len(pending)} of {total} never {ready}: "
                 f"{_names(pending)}; {hint}")
         if last_log is None or now - last_log >= log_every_seconds:
-            log(f"tfmw launcher peers: {total - len(pending)}/{total} {ready}, waiting for "
-                f"{_names(pending)} ({now - start:.0f}s of {timeout_seconds:g}s)")
+            log(loglines.line(loglines.LAUNCHER, text=f"peers: {total - len(pending)}/{total} {ready}, waiting "
+                              f"for {_names(pending)} ({now - start:.0f}s of {timeout_seconds:g}s)"))
             last_log = now
         sleep(min(delay, max(deadline - now, 0.0)))
         delay = min(delay * 2, max_delay)

@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Callable
 
+from . import loglines
 from .kubeapi import APIError, KubeAPI
 from .lifecycle import STATUS_KEYS, RunState, from_data, recorded_final, rfc3339, to_data
 
@@ -208,7 +209,8 @@ class StatusRecorder:
             return
         if not self.released:
             self.released = True
-            self.log(f"tfmw launcher released: scaled statefulset/{self.statefulset} to 0 replicas")
+            self.log(loglines.line(loglines.LAUNCHER,
+                                   text=f"released: scaled statefulset/{self.statefulset} to 0 replicas"))
 
     def _log_once(self, verb: str, what: str, err: APIError) -> None:
         key = (verb, err.kind)
@@ -217,4 +219,4 @@ class StatusRecorder:
                 return
             self._logged.add(key)
         detail = f"{err.kind}: {err.detail}" if err.detail else err.kind
-        self.log(f"tfmw launcher status: cannot {verb} {what} ({detail}); training goes on")
+        self.log(loglines.line(loglines.LAUNCHER, text=f"status: cannot {verb} {what} ({detail}); training goes on"))

@@ -11,7 +11,6 @@ scale to 0, exit) is the launcher's business (entrypoint.launcher).
 from __future__ import annotations
 
 import errno
-import json
 import os
 import signal
 import subprocess
@@ -22,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from . import loglines
 from .errors import (EXIT_BAD_CONFIG, EXIT_OK, EXIT_RETRYABLE, EXIT_SIGTERM, EXIT_TRAINING_FAILED)
-from .hangwatch import ADAPTIVE, FLOOR_SECONDS, HangWatch, parse_beat
+from .hangwatch import ADAPTIVE, FLOOR_SECONDS, HangWatch
 from .lifecycle import Phase, Reason
+# The run directory's one API (no TensorFlow import for a local path): the marker is
+# published the same way, and reads the same, whichever side writes it.
+from .rundir import RunDir, read_beat, read_completed, write_completed
 from .standby import Standby
-# The trainer's write-then-rename (no TensorFlow import for a local path): one way to
-# publish the marker, whichever side writes it.
-from .training.rundir import RunDir, write_atomic
 
 DONE, PERMANENT, RETRY = "done", "permanent", "retry"
 
@@ -166,18 +166,20 @@ def start_problem(command: Sequence[str], err: OSError) -> str:
             "training.command")
 
 
-def completed_detail(marker: Path | None) -> str:
+# The COMPLETED record's keys the `tfmw completed` line and the Succeeded message show, by
+# the names the log lines use for them (`tfmw done`'s).
+_COMPLETED_SHOWN = (("steps", "steps"), ("finalLoss", "final_loss"), ("model", "model"))
+
+
+def completed_fields(run_dir: Path | None) -> dict[str, str]:
+    """{steps, final_loss, model} from the run's COMPLETED record, those it has ({} if none)."""
+    record = read_completed(RunDir(str(run_dir))) if run_dir else None
+    return {name: str(record[key]) for key, name in _COMPLETED_SHOWN if record and key in record}
+
+
+def completed_detail(run_dir: Path | None) -> str:
     """' steps=315 final_loss=0.12 model=/...' from the COMPLETED record ('' if none)."""
-    if marker is None:
-        return ""
-    try:
-        record = json.loads(marker.read_text())
-    except (OSError, ValueError):
-        return ""
-    if not isinstance(record, dict):
-        return ""
-    return "".join(f" {name}={record[key]}" for key, name in
-                   (("steps", "steps"), ("finalLoss", "final_loss"), ("model", "model")) if key in record)
+    return "".join(f" {name}={value}" for name, value in completed_fields(run_dir).items())
 
 
 class _StartRefused(Exception):
@@ -205,6 +207,10 @@ class Supervisor:
         self._env: dict | None = None
         self._standby: Standby | None = None
         self._standby_lock = threading.Lock()
+
+    def _say(self, text: str) -> None:
+        """One `tfmw launcher <text>` line."""
+        self.cfg.log(loglines.line(loglines.LAUNCHER, text=text))
 
     # -- signals -------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
@@ -244,48 +250,47 @@ class Supervisor:
                 return Ending(Phase.FAILED, Reason.BAD_CONFIG, str(err))
             if done_before:
                 return Ending(Phase.SUCCEEDED, Reason.COMPLETED,
-                              f"COMPLETED marker found:{completed_detail(marker) or ' the run finished'}")
+                              f"COMPLETED marker found:{completed_detail(self.cfg.run_dir) or ' the run finished'}")
             if self._deadline_passed():
                 return self._deadline_ending("not restarting training")
             attempt += 1
             self.cfg.on_attempt(attempt)
-            self.cfg.log(f"tfmw launcher starting training (attempt {attempt}): "
-                         f"{' '.join(self.cfg.command)}")
+            self._say(f"starting training (attempt {attempt}): "
+                      f"{' '.join(self.cfg.command)}")
             try:
                 result = self._run_once()
             except _StartRefused as refused:  # no retry makes the kernel start it
                 message = str(refused)
-                self.cfg.log(f"tfmw launcher {message}; not retrying")
+                self._say(f"{message}; not retrying")
                 return Ending(Phase.FAILED, Reason.BAD_CONFIG, message)
             returncode = result.returncode
             if self._stop.is_set():
-                self.cfg.log(f"tfmw launcher stopped by signal; training exited with {returncode}")
+                self._say(f"stopped by signal; training exited with {returncode}")
                 return Ending(None, returncode=EXIT_SIGTERM if returncode != 0 else EXIT_OK)
             outcome = classify_exit(returncode)
             if outcome == DONE:
-                self.cfg.log("tfmw launcher training finished")
-                marker = completed_marker(self.cfg.run_dir)
-                if self.cfg.is_chief and marker is not None:
+                self._say("training finished")
+                if self.cfg.is_chief and self.cfg.run_dir is not None:
                     # A user command knows nothing of the marker: record completion for it,
                     # so a restarted pod of this run never trains again either.
-                    failed = self._record_completion(marker)
+                    failed = self._record_completion(RunDir(str(self.cfg.run_dir)))
                     if failed is not None:
                         return failed
                 return Ending(Phase.SUCCEEDED, Reason.COMPLETED,
-                              f"training finished:{completed_detail(marker) or ' exit 0'}")
+                              f"training finished:{completed_detail(self.cfg.run_dir) or ' exit 0'}")
             if result.deadline_hit:
                 return self._deadline_ending(f"training stopped (exit {returncode})")
             if outcome == PERMANENT:
                 reason = PERMANENT_REASONS[returncode]
                 what = ("training refused its configuration" if reason is Reason.BAD_CONFIG
                         else "training failed permanently")
-                self.cfg.log(f"tfmw launcher {what} (exit {returncode}); not retrying"
-                             + (": fix training.config" if reason is Reason.BAD_CONFIG else ""))
+                self._say(f"{what} (exit {returncode}); not retrying"
+                          + (": fix training.config" if reason is Reason.BAD_CONFIG else ""))
                 return Ending(Phase.FAILED, reason, result.last_error or f"training exited with {returncode}")
             failures_without_progress = 1 if result.progressed else failures_without_progress + 1
             if failures_without_progress > self.cfg.max_restarts:
-                self.cfg.log(f"tfmw launcher giving up: {failures_without_progress - 1} restarts "
-                             f"without progress (limit {self.cfg.max_restarts}); last failure: {result.reason}")
+                self._say(f"giving up: {failures_without_progress - 1} restarts "
+                          f"without progress (limit {self.cfg.max_restarts}); last failure: {result.reason}")
                 return Ending(Phase.FAILED, Reason.RESTART_LIMIT,
                               f"{failures_without_progress - 1} restarts without progress "
                               f"(training.maxRestarts={self.cfg.max_restarts}); last failure: {result.reason}"
@@ -293,7 +298,7 @@ class Supervisor:
             self._spawn_standby()  # none yet (an early failure): it imports during the back-off
             delay = backoff_seconds(failures_without_progress, first=self.cfg.backoff_first_seconds)
             self.cfg.on_restart(result.reason)
-            self.cfg.log(f"tfmw launcher restarting training in place in {delay:.0f}s: {result.reason}")
+            self._say(f"restarting training in place in {delay:.0f}s: {result.reason}")
             if self._stop.wait(self._until_deadline(delay)):
                 break
             if self._deadline_passed():
@@ -301,11 +306,12 @@ class Supervisor:
             self.cfg.regroup()
         return Ending(None, returncode=EXIT_SIGTERM)
 
-    def _record_completion(self, marker: Path) -> Ending | None:
+    def _record_completion(self, run: RunDir) -> Ending | None:
         """Write COMPLETED unless the trainer did; retry a failed write for
         `marker_retry_seconds` (a storage hiccup), backing off. None: recorded. Else the run's
         end, Failed (CompletionNotRecorded): Succeeded without a marker would let a restart
         train the finished run again."""
+        marker = Path(run.completed)
         started = time.monotonic()
         delay, tries = 0.5, 0
         while True:
@@ -313,9 +319,7 @@ class Supervisor:
             try:
                 if marker_exists(marker):
                     return None
-                record = {"by": "launcher", "command": " ".join(self.cfg.command),
-                          "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-                write_atomic(str(marker), json.dumps(record, indent=2, sort_keys=True) + "\n")
+                write_completed(run, {"by": "launcher", "command": " ".join(self.cfg.command)})
                 return None
             except (OSError, MarkerUnreadable) as err:
                 error = (f"{type(err).__name__}: {err.strerror}" if isinstance(err, OSError) and err.strerror
@@ -326,11 +330,11 @@ class Supervisor:
                            f"tries ({error}); not retrying (that would train the run again): fix the shared "
                            "storage (TFMW_SHARED_DIR, storage.*), then create that file (any JSON) or set a new "
                            "training.runId")
-                self.cfg.log(f"tfmw launcher {message}")
+                self._say(message)
                 return Ending(Phase.FAILED, Reason.COMPLETION_NOT_RECORDED, message)
             if tries == 1:
-                self.cfg.log(f"tfmw launcher cannot write COMPLETED to {marker} ({error}); retrying for up "
-                             f"to {self.cfg.marker_retry_seconds:g}s")
+                self._say(f"cannot write COMPLETED to {marker} ({error}); retrying for up "
+                          f"to {self.cfg.marker_retry_seconds:g}s")
             if self._stop.wait(min(delay, left)):
                 continue  # stopped: one last try, then the failure above
             delay = min(delay * 2, 10.0)
@@ -370,7 +374,7 @@ class Supervisor:
         term_sent = 0.0
         while child.poll() is None:
             time.sleep(self.cfg.poll_seconds)
-            beat = _read_heartbeat(hb)
+            beat = read_beat(hb)
             if beat is not None and beat != last_beat:
                 progressed = progressed or last_beat is not None or beat[0] > 0
                 last_beat = beat
@@ -382,20 +386,20 @@ class Supervisor:
             if not deadline_hit and not self._stop.is_set() and self._deadline_passed():
                 deadline_hit = True
                 term_sent = time.monotonic()
-                self.cfg.log(f"tfmw launcher deadline: training.activeDeadlineSeconds="
-                             f"{self.cfg.deadline_seconds} passed; stopping training (SIGTERM: the trainer "
-                             f"checkpoints at its next checkpoint boundary, SIGKILL after "
-                             f"{self.cfg.stop_grace_seconds:g}s)")
+                self._say(f"deadline: training.activeDeadlineSeconds="
+                          f"{self.cfg.deadline_seconds} passed; stopping training (SIGTERM: the trainer "
+                          f"checkpoints at its next checkpoint boundary, SIGKILL after "
+                          f"{self.cfg.stop_grace_seconds:g}s)")
                 _signal_group(child, signal.SIGTERM)
             if deadline_hit and child.poll() is None and \
                     time.monotonic() - term_sent > self.cfg.stop_grace_seconds:
-                self.cfg.log("tfmw launcher deadline: training did not stop in time; killing it")
+                self._say("deadline: training did not stop in time; killing it")
                 _signal_group(child, signal.SIGKILL)
                 term_sent = float("inf")
             verdict = None if self._stop.is_set() or hung else watch.check(time.monotonic(), self._last_activity)
             if verdict is not None:
-                self.cfg.log(f"tfmw launcher watchdog: no training progress for {verdict.idle:.1f}s "
-                             f"(hang timeout {verdict.timeout:.3g}s, {verdict.basis}); killing training")
+                self._say(f"watchdog: no training progress for {verdict.idle:.1f}s "
+                          f"(hang timeout {verdict.timeout:.3g}s, {verdict.basis}); killing training")
                 _signal_group(child, signal.SIGKILL)
                 hung = verdict
         pump.join(timeout=5)
@@ -422,7 +426,7 @@ class Supervisor:
             try:
                 self._standby = Standby(self.cfg.command, self._env, self.cfg.standby_preload)
             except OSError as err:  # the cold start will say what is wrong, if anything
-                self.cfg.log(f"tfmw launcher standby: cannot start one ({err}); restarts start cold")
+                self._say(f"standby: cannot start one ({err}); restarts start cold")
                 self.cfg.standby_preload = None
 
     def _start_standby(self) -> subprocess.Popen | None:
@@ -434,11 +438,11 @@ class Supervisor:
             return None
         child = standby.take()
         if child is None:
-            self.cfg.log(f"tfmw launcher start standby=no: the standby (pid {standby.pid}) {standby.why}; "
-                         "starting cold")
+            self._say(f"start standby=no: the standby (pid {standby.pid}) {standby.why}; "
+                      "starting cold")
             return None
-        self.cfg.log(f"tfmw launcher start standby=yes pid={child.pid} ready={'yes' if standby.ready else 'no'}: "
-                     "the waiting process runs the training command (its imports already done)")
+        self._say(f"start standby=yes pid={child.pid} ready={'yes' if standby.ready else 'no'}: "
+                  "the waiting process runs the training command (its imports already done)")
         return child
 
     def _discard_standby(self) -> None:
@@ -460,15 +464,16 @@ class Supervisor:
             if not line:
                 continue
             self._last_line = line
-            if line.startswith("tfmw error "):
-                self._last_error = line.split(" ", 4)[-1] if line.count(" ") >= 4 else line
+            error = loglines.parse_kind(line, loglines.ERROR)
+            if error is not None:
+                self._last_error = loglines.error_text(error)
             try:
                 self.cfg.on_output(line)
             except Exception as err:  # noqa: BLE001 - following progress must never stop the output
                 if not self._output_error:
                     self._output_error = True
-                    self.cfg.log(f"tfmw launcher status: cannot follow training output "
-                                 f"({type(err).__name__}: {err}); training goes on")
+                    self._say(f"status: cannot follow training output "
+                              f"({type(err).__name__}: {err}); training goes on")
         child.stdout.close()
 
 
@@ -503,14 +508,6 @@ def shared_dir_problem(run_dir: Path | None) -> str | None:
         why = "is on a read-only file system" if read_only else "is not writable by this user"
         return f"{where}: {path} {why}; fix storage.* (a writable, shared volume)"
     return None
-
-
-def _read_heartbeat(path: Path) -> tuple[int, str | None] | None:
-    """(step, phase) from the heartbeat file (hangwatch.parse_beat); None when unreadable."""
-    try:
-        return parse_beat(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _signal_group(child: subprocess.Popen, sig: int) -> None:

@@ -1,8 +1,9 @@
 """The launcher's view of the run: the state machine (entrypoint.lifecycle) driven by what the
 supervisor sees, logged as one line per transition and handed to the status recorder.
 
-The trainer's output lines (docs/contracts.md) are parsed here, in the supervisor's output
-thread: `tfmw start`, `tfmw progress`, `tfmw checkpoint saved`, `tfmw error`, `tfmw done`.
+The trainer's output lines (docs/contracts.md) are parsed here with entrypoint.loglines, in
+the supervisor's output thread: `tfmw start`, `tfmw progress`, `tfmw checkpoint saved`,
+`tfmw error`, `tfmw done`.
 Parsing is cheap and never raises; recording is the recorder's background thread's job, so
 nothing here slows training.
 """
@@ -14,46 +15,23 @@ import time
 from dataclasses import replace
 from typing import Callable
 
-from .lifecycle import (TERMINAL_KEYS, Phase, Reason, RunState, advance, event_for, one_line,
-                        rfc3339)
+from . import loglines
+from .lifecycle import TERMINAL_KEYS, Phase, Reason, RunState, advance, event_for, rfc3339
+from .loglines import CHECKPOINT, DONE, ERROR, PROGRESS, START, LogLine
 
-_KV = re.compile(r'(\w+)=("[^"]*"|\S+)')
 _TASK = re.compile(r"/job:worker(?:/replica:\d+)?/task:(\d+)")
+_FOLLOWED = (START, PROGRESS, CHECKPOINT, ERROR, DONE)
 
 
-def key_values(line: str) -> dict[str, str]:
-    return {k: v.strip('"') for k, v in _KV.findall(line)}
-
-
-def parse_line(line: str) -> tuple[str, dict[str, str]] | None:
-    """(kind, fields) of a trainer line the launcher follows, else None.
-
-    kinds: start, progress, checkpoint (saved only), error, done."""
-    if not line.startswith("tfmw "):
+def followed(raw: str) -> LogLine | None:
+    """The trainer line the launcher follows (start, progress, checkpoint saved, error, done),
+    parsed; None for any other line."""
+    parsed = loglines.parse(raw)
+    if parsed is None or parsed.kind not in _FOLLOWED:
         return None
-    head, _, rest = line[5:].partition(" ")
-    if head in ("start", "progress", "done"):
-        return head, key_values(rest)
-    if head == "checkpoint" and rest.startswith("saved "):
-        return "checkpoint", key_values(rest)
-    if head == "error":
-        fields = key_values(rest)
-        # everything after "worker=<i> " is the error itself: "<ErrorType>: <message>"
-        match = re.match(r"retryable=\S+ worker=\S+ (?P<text>.*)$", rest)
-        fields["text"] = match.group("text") if match else rest
-        return "error", fields
-    return None
-
-
-def _int(value: str | None) -> int | None:
-    try:
-        return int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-
-
-def _quote(message: str) -> str:
-    return '"' + one_line(message, 500).replace('"', "'") + '"'
+    if parsed.kind == CHECKPOINT and not parsed.text.startswith("saved "):
+        return None  # `checkpoint writing`: not saved yet
+    return parsed
 
 
 class RunTracker:
@@ -91,17 +69,18 @@ class RunTracker:
                 event = event_for(src, to)
                 if event is not None:
                     self.recorder.event(event[0], event[1], state.message or f"{to}")
-        self.log(f"tfmw lifecycle phase={to} from={src} run={state.run_id} worker={self.worker_index}"
-                 + (f" reason={state.reason}" if state.reason else "") + f" restarts={state.restarts}"
-                 + (f" message={_quote(state.message)}" if state.message else ""))
+        self.log(loglines.line(loglines.LIFECYCLE, phase=to, **{"from": src}, run=state.run_id,
+                               worker=self.worker_index, reason=state.reason or None, restarts=state.restarts,
+                               message=state.message or None))
         return state
 
     def adopt(self, recorded: RunState) -> None:
         """The run ended elsewhere (a peer recorded it): take its state as ours, record nothing."""
         with self._lock:
             self._state = recorded
-        self.log(f"tfmw lifecycle phase={recorded.phase} run={recorded.run_id} worker={self.worker_index} "
-                 f"reason={recorded.reason or '-'} recorded_by=peer message={_quote(recorded.message)}")
+        self.log(loglines.line(loglines.LIFECYCLE, phase=recorded.phase, run=recorded.run_id,
+                               worker=self.worker_index, reason=recorded.reason or "-", recorded_by="peer",
+                               message=recorded.message))
 
     def record_now(self, event: tuple[str, str, str] | None = None) -> None:
         """The chief writes the current state (start of a launcher), optionally with an Event."""
@@ -118,29 +97,32 @@ class RunTracker:
             self._last_error = ""
 
     def on_line(self, line: str) -> None:
-        parsed = parse_line(line)
+        parsed = followed(line)
         if parsed is None:
             return
-        kind, f = parsed
+        kind, f = parsed.kind, parsed.fields
         checkpoint = False
         with self._lock:
             s = self._state
-            if kind == "start":
-                s = replace(s, step=_int(f.get("resume_step")) if _int(f.get("resume_step")) is not None else s.step,
-                            total_steps=_int(f.get("steps")) or s.total_steps)
-            elif kind == "progress":
-                step, _, total = f.get("step", "").partition("/")
-                s = replace(s, step=_int(step) if _int(step) is not None else s.step,
-                            total_steps=_int(total) or s.total_steps, loss=f.get("loss", s.loss))
-            elif kind == "checkpoint" and _int(f.get("step")) is not None:
-                saved = _int(f.get("step"))
+            if kind == START:
+                resume = parsed.int_field("resume_step")
+                s = replace(s, step=resume if resume is not None else s.step,
+                            total_steps=parsed.int_field("steps") or s.total_steps)
+            elif kind == PROGRESS:
+                step = parsed.int_field("step")
+                total = f.get("step", "").partition("/")[2]
+                s = replace(s, step=step if step is not None else s.step,
+                            total_steps=(int(total) if total.isdigit() else 0) or s.total_steps,
+                            loss=f.get("loss", s.loss))
+            elif kind == CHECKPOINT and parsed.int_field("step") is not None:
+                saved = parsed.int_field("step")
                 s = replace(s, last_checkpoint_step=saved, step=max(s.step or 0, saved))
                 checkpoint = True
-            elif kind == "done":
-                s = replace(s, step=_int(f.get("steps")) if _int(f.get("steps")) is not None else s.step,
-                            loss=f.get("final_loss", s.loss))
-            elif kind == "error":
-                self._last_error = f.get("text", "")
+            elif kind == DONE:
+                steps = parsed.int_field("steps")
+                s = replace(s, step=steps if steps is not None else s.step, loss=f.get("final_loss", s.loss))
+            elif kind == ERROR:
+                self._last_error = loglines.error_text(parsed)
             if checkpoint:
                 s = replace(s, updated_at=self.now())
             self._state = s
@@ -154,4 +136,4 @@ class RunTracker:
         if error:
             tasks = [int(t) for t in _TASK.findall(error) if int(t) != self.worker_index]
             cause = f"worker {tasks[0]} lost: {error}" if tasks else f"{cause}: {error}"
-        return f"{one_line(cause, 700)}, resuming from step {state.last_checkpoint_step or 0}"
+        return f"{loglines.one_line(cause, 700)}, resuming from step {state.last_checkpoint_step or 0}"

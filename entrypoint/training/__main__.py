@@ -11,9 +11,12 @@ import os
 import sys
 import traceback
 
-from .config import ConfigError, parse_tf_config, resolve, run_env
-from .failures import EXIT_DONE, EXIT_RETRYABLE, EXIT_SIGTERM, TrainingError, exit_code_for, is_retryable, one_line
-from .rundir import RunDir, read_completed
+from .. import loglines
+from ..cluster import worker_group
+from ..errors import EXIT_OK, EXIT_RETRYABLE, EXIT_SIGTERM
+from ..rundir import RunDir, read_completed
+from .config import ConfigError, resolve, run_env
+from .failures import TrainingError, error_summary, exit_code_for, is_retryable
 from .sigterm import SigtermFlag
 
 
@@ -36,7 +39,7 @@ def main(argv=None) -> int:
     stop.install()
     try:
         config = resolve(args.config, args.overrides)
-        cluster = parse_tf_config(os.environ.get("TF_CONFIG"))
+        cluster = worker_group(os.environ.get("TF_CONFIG"))
         env = run_env(os.environ, args.shared_dir, args.run_id)
     except ConfigError as err:
         print(str(err), file=sys.stderr, flush=True)
@@ -44,14 +47,14 @@ def main(argv=None) -> int:
     if args.check:
         import json
         print(json.dumps(config, indent=2, sort_keys=True, allow_nan=False))  # validated: all finite
-        return EXIT_DONE
+        return EXIT_OK
 
     if not os.environ.get("TF_CONFIG"):
         os.environ.pop("TF_CONFIG", None)  # TensorFlow fails on an empty TF_CONFIG; unset means one worker
     run = RunDir.of(env.shared_dir, env.run_id)
     if read_completed(run) is not None:
-        print(f"tfmw completed run={env.run_id}", flush=True)
-        return EXIT_DONE
+        print(loglines.line(loglines.COMPLETED, run=env.run_id), flush=True)
+        return EXIT_OK
 
     try:
         from .trainer import train  # TensorFlow is imported here, not before
@@ -63,22 +66,20 @@ def main(argv=None) -> int:
         # retryable=true: exit 75, the launcher restarts training in place; retryable=false:
         # exit 4, permanent (the launcher does not retry). A TrainingError is a known condition
         # (corrupt data, a diverged loss) that its one line explains; anything else gets its traceback.
-        if is_retryable(err):
-            print(f"tfmw error retryable=true worker={cluster.worker_index} {one_line(err)}", flush=True)
-        else:
-            if not isinstance(err, TrainingError):
-                traceback.print_exc()
-            print(f"tfmw error retryable=false worker={cluster.worker_index} {one_line(err)}", flush=True)
+        retryable = is_retryable(err)
+        if not retryable and not isinstance(err, TrainingError):
+            traceback.print_exc()
+        print(loglines.line(loglines.ERROR, retryable="true" if retryable else "false", worker=cluster.worker_index,
+                            text=error_summary(err)), flush=True)
         return exit_code_for(err)
     if outcome.stopped:
         return EXIT_SIGTERM
     # '-' where a value is unknown (examples_per_sec after a restart that only exported)
     loss = "-" if outcome.final_loss is None else f"{outcome.final_loss:.4f}"
     rate = "-" if outcome.examples_per_sec is None else f"{outcome.examples_per_sec:.1f}"
-    print(f"tfmw done steps={outcome.steps} final_loss={loss} "
-          f"examples_per_sec={rate} model={outcome.model_path or '-'} "
-          f"weights_digest={outcome.weights_digest}", flush=True)
-    return EXIT_DONE
+    print(loglines.line(loglines.DONE, steps=outcome.steps, final_loss=loss, examples_per_sec=rate,
+                        model=outcome.model_path or "-", weights_digest=outcome.weights_digest), flush=True)
+    return EXIT_OK
 
 
 def _exit(code: int) -> None:

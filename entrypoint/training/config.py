@@ -13,6 +13,9 @@ from dataclasses import dataclass
 import jsonschema
 import yaml
 
+# Transitional: trainer.py (another helper's file in issue 13) imports Cluster from here; the
+# merge changes that to `from ..cluster import Cluster` and drops this line.
+from ..cluster import Cluster  # noqa: F401
 # The launcher's ConfigError: a bad training config or environment is one line, exit code 2,
 # never retried, the same class on both sides of the launcher/trainer boundary.
 from ..errors import ConfigError  # noqa: F401 - imported from here by the trainer modules
@@ -247,39 +250,6 @@ def check_sizes(config: dict) -> None:
         raise ConfigError(f"training config: data.synthetic.examples: {examples} examples of shape {shape} are "
                           f"{examples * elements * 4} bytes, more than the limit of {limits.MAX_SYNTHETIC_BYTES} "
                           "(4 GiB); use fewer examples or a smaller shape")
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """What the trainer needs to know about TF_CONFIG before TensorFlow is imported."""
-
-    num_workers: int
-    worker_index: int
-
-    @property
-    def is_chief(self) -> bool:
-        return self.worker_index == 0
-
-
-def parse_tf_config(raw: str | None) -> Cluster:
-    """This worker's place in the group, from TF_CONFIG (a bad one would otherwise fail deep
-    inside TensorFlow). Validation is the launcher's own (entrypoint.cluster), so the trainer
-    and the launcher accept exactly the same TF_CONFIGs; the trainer adds that MWMS trains
-    with 'worker' (and optionally 'chief') tasks only."""
-    from ..cluster import parse_tf_config as validate_tf_config
-
-    if not raw:
-        return Cluster(num_workers=1, worker_index=0)
-    spec = validate_tf_config(raw)
-    cluster, task = spec["cluster"], spec["task"]
-    if set(cluster) - {"worker", "chief"} or task["type"] not in ("worker", "chief"):
-        raise ConfigError(f"TF_CONFIG: cluster has job types {sorted(cluster)} and task type "
-                          f"{task['type']!r}; MultiWorkerMirroredStrategy trains 'worker' (and optionally "
-                          "'chief') tasks only")
-    chiefs = cluster.get("chief") or []
-    workers = cluster.get("worker") or []
-    index = 0 if task["type"] == "chief" else task["index"] + len(chiefs)
-    return Cluster(num_workers=len(workers) + len(chiefs), worker_index=index)
 
 
 @dataclass(frozen=True)

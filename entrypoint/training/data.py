@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from .config import ConfigError, check_example_size, data_path
-from .failures import TrainingError, one_line
+from .failures import TrainingError, error_summary
 from .sharding import ShardPlan, plan_shards
 from .synthetic import make_synthetic, shard_arrays
 
@@ -73,7 +73,7 @@ def _load_npz(files) -> tuple[np.ndarray, np.ndarray]:
                 ys.append(npz["y"].astype(np.int64))
         except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError, tf.errors.OpError) as err:
             # Corrupt data stays corrupt: a permanent failure (exit 4), not one to retry.
-            raise TrainingError(f"data.path: {name} is corrupt or truncated ({one_line(err, 200)})") from None
+            raise TrainingError(f"data.path: {name} is corrupt or truncated ({error_summary(err, 200)})") from None
         if len(xs[-1]) != len(ys[-1]):
             raise TrainingError(f"data.path: {name} holds {len(xs[-1])} examples in 'x' but "
                                 f"{len(ys[-1])} labels in 'y'")
@@ -147,7 +147,7 @@ def build_input(config: dict, shared_dir: str, num_workers: int, worker_index: i
         count = int(records().reduce(np.int64(0), lambda n, _: n + 1).numpy())
     except tf.errors.DataLossError as err:
         raise TrainingError(f"data.path: a TFRecord file of {data_path(config, shared_dir)} is corrupt or "
-                            f"truncated ({one_line(err, 200)})") from None
+                            f"truncated ({error_summary(err, 200)})") from None
     _refuse_empty(count, describe)
     shuffle = data["shuffleBuffer"]
 

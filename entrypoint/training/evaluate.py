@@ -10,6 +10,8 @@ import argparse
 import os
 import sys
 
+from .. import loglines
+
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 
@@ -50,7 +52,7 @@ def main(argv=None) -> int:
         correct += int(np.sum(predicted == y.numpy()))
         total += int(y.shape[0])
     accuracy = correct / max(total, 1)
-    print(f"tfmw eval accuracy={accuracy:.4f} examples={total} model={args.model}", flush=True)
+    print(loglines.line(loglines.EVAL, accuracy=f"{accuracy:.4f}", examples=total, model=args.model), flush=True)
     if args.min_accuracy is not None and accuracy < args.min_accuracy:
         print(f"evaluate: accuracy {accuracy:.4f} is below --min-accuracy {args.min_accuracy}", file=sys.stderr)
         return 1

@@ -10,9 +10,7 @@ tf.errors classes are named UnavailableError, DeadlineExceededError, ... .
 """
 from __future__ import annotations
 
-from ..errors import EXIT_OK as EXIT_DONE  # noqa: F401 - the trainer's name for it
-from ..errors import EXIT_RETRYABLE, EXIT_SIGTERM  # noqa: F401 - re-exported for the trainer
-from ..errors import EXIT_TRAINING_FAILED as EXIT_FAILED
+from ..errors import EXIT_RETRYABLE, EXIT_TRAINING_FAILED
 
 # A peer died, restarted or timed out: training can resume from the last checkpoint.
 _RETRYABLE = {"UnavailableError", "DeadlineExceededError", "CancelledError", "AbortedError"}
@@ -39,7 +37,7 @@ class TrainingError(Exception):
 
 
 def exit_code_for(err: BaseException) -> int:
-    return EXIT_RETRYABLE if is_retryable(err) else EXIT_FAILED
+    return EXIT_RETRYABLE if is_retryable(err) else EXIT_TRAINING_FAILED
 
 
 def _without_graph_trace(message: str) -> str:
@@ -64,8 +62,9 @@ def _without_graph_trace(message: str) -> str:
     return "\n".join(kept) or message
 
 
-def one_line(err: BaseException, limit: int = 300) -> str:
-    """The meaningful part of a (often multi-line) TF error message, on one line."""
+def error_summary(err: BaseException, limit: int = 300) -> str:
+    """'<ErrorType>: <message>': the meaningful part of a (often multi-line) TF error message,
+    on one line, the message cut to `limit` characters."""
     text = " ".join(_without_graph_trace(str(err)).split())
     kind = type(err).__name__
     return f"{kind}: {text[:limit]}" if text else kind

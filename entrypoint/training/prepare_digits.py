@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 
+from .. import loglines
 
 
 def split_digits(test_fraction: float = 0.2, seed: int = 0):
@@ -82,8 +83,8 @@ def main(argv=None) -> int:
     x_train, y_train, x_test, y_test = split_digits(args.test_fraction)
     write_shards(os.path.join(args.out_dir, "train"), "train", x_train, y_train, args.shards, args.format)
     write_shards(os.path.join(args.out_dir, "test"), "test", x_test, y_test, 1, args.format)
-    print(f"tfmw digits train={len(y_train)} test={len(y_test)} shards={args.shards} "
-          f"format={args.format} out={args.out_dir}", flush=True)
+    print(loglines.line("digits", train=len(y_train), test=len(y_test), shards=args.shards, format=args.format,
+                        out=args.out_dir), flush=True)
     return 0
 
 

@@ -7,8 +7,7 @@ import sys
 
 import pytest
 
-from entrypoint.training.config import (ConfigError, apply_override, merge_defaults, parse_tf_config,
-                                        resolve, run_env, validate)
+from entrypoint.training.config import ConfigError, apply_override, merge_defaults, resolve, run_env, validate
 from entrypoint.training.schema import DEFAULTS
 
 from .workers import REPO, base_env
@@ -136,15 +135,6 @@ def test_resolve_accepts_a_user_model_with_its_own_args(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("model: {name: 'my_models.vision:build', args: {depth: 50}}\n")
     assert resolve(str(path), [])["model"] == {"name": "my_models.vision:build", "args": {"depth": 50}}
-
-
-def test_tf_config_parsing():
-    assert parse_tf_config(None).num_workers == 1
-    two = parse_tf_config(json.dumps({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1}}))
-    assert (two.num_workers, two.worker_index, two.is_chief) == (2, 1, False)
-    with_chief = parse_tf_config(json.dumps({"cluster": {"chief": ["c:1"], "worker": ["a:1"]},
-                                             "task": {"type": "worker", "index": 0}}))
-    assert (with_chief.num_workers, with_chief.worker_index) == (2, 1)
 
 
 def test_run_env_defaults_run_id():

@@ -1,15 +1,12 @@
-"""Pure pieces of the trainer: shard plan, synthetic data, error mapping, atomic files, heartbeat."""
+"""Pure pieces of the trainer: shard plan, synthetic data, error mapping (the run directory's
+files and the heartbeat: tests/unit/test_rundir.py)."""
 from __future__ import annotations
-
-import json
-import os
 
 import numpy as np
 import pytest
 
-from entrypoint.training.failures import (EXIT_FAILED, EXIT_RETRYABLE, TrainingError, exit_code_for, is_retryable,
-                                          one_line)
-from entrypoint.training.rundir import Heartbeat, RunDir, read_completed, write_atomic, write_completed
+from entrypoint.errors import EXIT_RETRYABLE, EXIT_TRAINING_FAILED
+from entrypoint.training.failures import TrainingError, error_summary, exit_code_for, is_retryable
 from entrypoint.training.sharding import plan_shards
 from entrypoint.training.synthetic import make_synthetic, shard_arrays
 
@@ -98,10 +95,10 @@ class SubUnavailable(UnavailableError):
     (AbortedError("group changed"), EXIT_RETRYABLE),
     (InternalError("Collective ops is aborted by: task 1 heartbeat timeout"), EXIT_RETRYABLE),
     (InternalError("Coordination service error"), EXIT_RETRYABLE),
-    (InternalError("cuDNN launch failure"), EXIT_FAILED),
-    (ValueError("shapes differ"), EXIT_FAILED),
-    (MemoryError(), EXIT_FAILED),
-    (TrainingError("data.path: a.npz is corrupt or truncated"), EXIT_FAILED),
+    (InternalError("cuDNN launch failure"), EXIT_TRAINING_FAILED),
+    (ValueError("shapes differ"), EXIT_TRAINING_FAILED),
+    (MemoryError(), EXIT_TRAINING_FAILED),
+    (TrainingError("data.path: a.npz is corrupt or truncated"), EXIT_TRAINING_FAILED),
 ])
 def test_error_mapping(err, code):
     assert exit_code_for(err) == code
@@ -109,9 +106,8 @@ def test_error_mapping(err, code):
 
 
 def test_permanent_errors_exit_with_the_code_the_launcher_does_not_retry():
-    from entrypoint.errors import EXIT_TRAINING_FAILED
     from entrypoint.supervisor import PERMANENT, classify_exit
-    assert EXIT_FAILED == EXIT_TRAINING_FAILED == 4
+    assert exit_code_for(ValueError("corrupt")) == 4
     assert classify_exit(exit_code_for(ValueError("corrupt"))) == PERMANENT
 
 
@@ -119,8 +115,8 @@ def test_error_mapping_matches_real_tensorflow_classes():
     from tensorflow.python.framework import errors_impl as errors  # the classes behind tf.errors.*
 
     assert exit_code_for(errors.UnavailableError(None, None, "peer down")) == EXIT_RETRYABLE
-    assert exit_code_for(errors.InvalidArgumentError(None, None, "bad shape")) == EXIT_FAILED
-    assert exit_code_for(errors.DataLossError(None, None, "corrupted record at 12")) == EXIT_FAILED
+    assert exit_code_for(errors.InvalidArgumentError(None, None, "bad shape")) == EXIT_TRAINING_FAILED
+    assert exit_code_for(errors.DataLossError(None, None, "corrupted record at 12")) == EXIT_TRAINING_FAILED
 
 
 # What a survivor's collective raised when its peer was killed (TensorFlow 2.21, captured).
@@ -140,49 +136,14 @@ The error could be from a previous operation. Restart your program to reset.
 \t [[{{node CollectiveReduceV2_1}}]] [Op:__inference_train_step_797]"""
 
 
-def test_one_line_keeps_the_cause_of_a_graph_execution_error():
-    line = one_line(UnavailableError(PEER_LOST))
+def test_error_summary_keeps_the_cause_of_a_graph_execution_error():
+    line = error_summary(UnavailableError(PEER_LOST))
     assert line.startswith("UnavailableError: Collective ops is aborted by: Error reported from /job:worker/task:1: "
                            "The following tasks are unhealthy (stopped sending heartbeats): /job:worker/replica:0/task:1")
     assert "File " not in line and "[[{{node" not in line
-    assert one_line(UnavailableError("Graph execution error:")) == "UnavailableError: Graph execution error:"
+    assert error_summary(UnavailableError("Graph execution error:")) == "UnavailableError: Graph execution error:"
 
 
-def test_one_line_flattens_multiline_messages():
-    assert one_line(UnavailableError("a\n  b\n\nc")) == "UnavailableError: a b c"
-    assert "\n" not in one_line(ValueError("x" * 1000)) and len(one_line(ValueError("x" * 1000))) < 400
-
-
-def test_write_atomic_replaces_whole_file_and_leaves_no_temp(tmp_path):
-    target = tmp_path / "sub" / "f.txt"
-    write_atomic(str(target), "one")
-    write_atomic(str(target), "two")
-    assert target.read_text() == "two"
-    assert os.listdir(target.parent) == ["f.txt"]
-
-
-def test_completed_marker_roundtrip_and_unreadable_counts_as_done(tmp_path):
-    run = RunDir.of(str(tmp_path), "r")
-    assert read_completed(run) is None
-    write_completed(run, {"steps": 3})
-    assert json.loads(open(run.completed).read()) == {"steps": 3}
-    assert read_completed(run) == {"steps": 3}
-    open(run.completed, "w").write("{trunc")
-    assert read_completed(run) == {}
-
-
-def test_heartbeat_is_throttled_and_atomic(tmp_path):
-    now = [100.0]
-    beat = Heartbeat(str(tmp_path / "hb"), interval=1.0, clock=lambda: now[0])
-    assert beat.beat(1) is True
-    assert beat.beat(2) is False  # within the interval
-    now[0] += 1.5
-    assert beat.beat(3) is True
-    assert (tmp_path / "hb").read_text() == "3 train\n"
-    assert beat.beat(4, force=True) is True
-    assert (tmp_path / "hb").read_text() == "4 train\n"
-    assert beat.beat(4, phase="checkpoint") is True  # a phase change is written at once
-    assert (tmp_path / "hb").read_text() == "4 checkpoint\n"
-    assert beat.beat(5) is True
-    assert beat.beat(6) is False
-    assert Heartbeat(None).beat(5) is False
+def test_error_summary_flattens_multiline_messages():
+    assert error_summary(UnavailableError("a\n  b\n\nc")) == "UnavailableError: a b c"
+    assert "\n" not in error_summary(ValueError("x" * 1000)) and len(error_summary(ValueError("x" * 1000))) < 400

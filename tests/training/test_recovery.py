@@ -15,9 +15,9 @@ pytestmark = pytest.mark.slow
 
 import tensorflow as tf  # noqa: E402
 
-from entrypoint.training.config import Cluster  # noqa: E402
+from entrypoint.cluster import Cluster  # noqa: E402
+from entrypoint.rundir import RunDir  # noqa: E402
 from entrypoint.training.failures import TrainingError  # noqa: E402
-from entrypoint.training.rundir import RunDir  # noqa: E402
 
 from .workers import REPO, base_env, free_ports, parse_line, tf_config  # noqa: E402
 

@@ -9,6 +9,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from entrypoint import loglines
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 QUIET_TF_ENV = {
@@ -96,10 +98,6 @@ def trainer_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "entrypoint.training", *args]
 
 
-def parse_line(output: str, prefix: str) -> list[dict]:
-    """Every `tfmw <prefix> k=v ...` line as a dict."""
-    rows = []
-    for line in output.splitlines():
-        if line.startswith(f"tfmw {prefix} ") or line == f"tfmw {prefix}":
-            rows.append(dict(part.split("=", 1) for part in line.split()[2:] if "=" in part))
-    return rows
+def parse_line(output: str, kind: str) -> list[dict]:
+    """The fields of every `tfmw <kind> k=v ...` line in `output` (entrypoint.loglines)."""
+    return [parsed.fields for parsed in loglines.find(output.splitlines(), kind)]

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from entrypoint.cli import resolve_tf_config
-from entrypoint.cluster import build_tf_config, cluster_hosts, parse_tf_config, task_is_chief
+from entrypoint.cluster import build_tf_config, cluster_hosts, is_chief, parse_tf_config, worker_group
 from entrypoint.errors import ConfigError
 from entrypoint.identity import parse_pod_name
 from entrypoint.settings import load_settings
@@ -26,9 +26,8 @@ BASE_ENV = {
 
 def test_ordinal_from_pod_name():
     ident = parse_pod_name("web-12", replicas=13)
-    assert (ident.host_prefix, ident.ordinal, ident.is_chief) == ("web", 12, False)
+    assert (ident.host_prefix, ident.ordinal) == ("web", 12)
     assert parse_pod_name("a-b-c-0", replicas=1).host_prefix == "a-b-c"
-    assert parse_pod_name("a-b-c-0", replicas=1).is_chief
 
 
 @pytest.mark.parametrize("name,replicas,needle", [
@@ -81,11 +80,35 @@ def test_loopback_mapping_gives_each_worker_its_own_port():
 
 
 def test_worker_zero_is_chief_unless_platform_names_a_chief():
-    assert task_is_chief({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 0}})
-    assert not task_is_chief({"cluster": {"chief": ["c:1"], "worker": ["a:1"]},
-                              "task": {"type": "worker", "index": 0}})
-    assert task_is_chief({"cluster": {"chief": ["c:1"], "worker": ["a:1"]},
-                          "task": {"type": "chief", "index": 0}})
+    assert is_chief({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 0}})
+    assert not is_chief({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1}})
+    assert not is_chief({"cluster": {"chief": ["c:1"], "worker": ["a:1"]},
+                         "task": {"type": "worker", "index": 0}})
+    assert is_chief({"cluster": {"chief": ["c:1"], "worker": ["a:1"]},
+                     "task": {"type": "chief", "index": 0}})
+    assert not is_chief({"cluster": {"worker": ["a:1"], "evaluator": ["e:1"]},
+                         "task": {"type": "evaluator", "index": 0}})
+
+
+def test_the_trainers_view_ranks_the_chief_first():
+    assert worker_group(None) == worker_group("") and worker_group(None).num_workers == 1
+    two = worker_group(json.dumps({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1}}))
+    assert (two.num_workers, two.worker_index, two.is_chief) == (2, 1, False)
+    spec = {"cluster": {"chief": ["c:1"], "worker": ["a:1"]}, "task": {"type": "worker", "index": 0}}
+    with_chief = worker_group(json.dumps(spec))
+    assert (with_chief.num_workers, with_chief.worker_index, with_chief.is_chief) == (2, 1, False)
+    chief = worker_group(json.dumps(dict(spec, task={"type": "chief", "index": 0})))
+    assert (chief.worker_index, chief.is_chief) == (0, True)
+
+
+@pytest.mark.parametrize("spec,needle", [
+    ({"cluster": {"worker": ["a:1"], "evaluator": ["e:1"]}, "task": {"type": "evaluator", "index": 0}},
+     "MultiWorkerMirroredStrategy trains 'worker'"),
+    ({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 1}}, "out of range"),
+])
+def test_the_trainers_view_refuses_what_mwms_cannot_train(spec, needle):
+    with pytest.raises(ConfigError, match=needle):
+        worker_group(json.dumps(spec))
 
 
 def test_preset_tf_config_is_validated_and_kept():

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from entrypoint.errors import ConfigError
-from entrypoint.hangwatch import (ADAPTIVE, FLOOR_SECONDS, MIN_SAMPLES, MULTIPLIER, STATIC, HangWatch,
-                                  parse_beat, percentile)
+from entrypoint.hangwatch import ADAPTIVE, FLOOR_SECONDS, MIN_SAMPLES, MULTIPLIER, STATIC, HangWatch, percentile
 from entrypoint.lifecycle import Phase
+from entrypoint.rundir import format_beat, parse_beat
 from entrypoint.settings import load_settings
 from entrypoint.supervisor import Supervisor, SupervisorConfig
 
@@ -49,6 +49,10 @@ def test_percentile_interpolates():
                                        ("0 start", (0, "start")), ("", None), ("x train", None)])
 def test_parse_beat(text, beat):
     assert parse_beat(text) == beat
+
+
+def test_the_beat_the_trainer_writes_is_the_beat_the_watchdog_reads():
+    assert parse_beat(format_beat(12, "checkpoint")) == (12, "checkpoint")
 
 
 def test_static_until_enough_steady_steps():
@@ -171,7 +175,7 @@ ADAPTIVE_BOUND = MULTIPLIER * STEP
 # interval 0, so the observed gaps are the steps), after a "start" phase.
 FAKE_TRAINER = """
     import os, pathlib, signal, sys, time
-    from entrypoint.training.rundir import Heartbeat
+    from entrypoint.rundir import Heartbeat
     counter = pathlib.Path(sys.argv[0]).with_name("attempts")
     n = int(counter.read_text()) if counter.exists() else 0
     counter.write_text(str(n + 1))

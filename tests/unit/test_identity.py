@@ -158,15 +158,3 @@ def test_example_pod_gets_the_tf_config_its_peers_answer_to(index):
     assert json.loads(proc.stdout) == {
         "cluster": {"worker": [f"tfmw-indexed-{j}.tfmw-indexed.ml.svc.cluster.local:2222" for j in range(2)]},
         "task": {"type": "worker", "index": index}}
-
-
-def test_imports_go_launcher_to_trainer_never_back():
-    # The trainer may use the shared contracts (entrypoint.errors, the TF_CONFIG validator) but
-    # none of the launcher's lifecycle machinery; and the launcher imports no TensorFlow.
-    code = ("import sys, entrypoint.training.__main__, entrypoint.training.failures, entrypoint.training.config\n"
-            "launcher = {'entrypoint.launcher', 'entrypoint.lifecycle', 'entrypoint.status', 'entrypoint.kubeapi',\n"
-            "            'entrypoint.tracker', 'entrypoint.supervisor', 'entrypoint.cli'}\n"
-            "assert not launcher & set(sys.modules), launcher & set(sys.modules)\n"
-            "import entrypoint.cli, entrypoint.launcher\n"
-            "assert 'tensorflow' not in sys.modules\n")
-    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -180,31 +181,36 @@ def test_no_standby_configured_means_every_start_is_cold(tmp_path):
     assert len(attempts(tmp_path)) == 2
 
 
+def run_signalling_the_standby(sup: Supervisor, sig: int, after: float = 0.0) -> tuple:
+    """Run `sup` while a thread sends `sig` to its first standby, `after` seconds after it
+    appears: (the Ending, that standby's pid)."""
+    hit = []
+
+    def send():
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            standby = sup._standby
+            if standby is not None:
+                time.sleep(after)
+                os.kill(standby.pid, sig)
+                hit.append(standby.pid)
+                return
+            time.sleep(0.02)
+    thread = threading.Thread(target=send)
+    thread.start()
+    ending = sup.run()
+    thread.join()
+    assert hit, "no standby was started"
+    return ending, hit[0]
+
+
 def test_a_standby_that_died_means_a_cold_start(tmp_path):
     command = script_command(tmp_path)
     sup, logs = supervisor(tmp_path, command, env={"DUMP_SLEEP": "1.0"}, delay=0.1)
-
-    killer_done = []
-    import threading
-
-    def killer():
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and not killer_done:
-            standby = sup._standby
-            if standby is not None:
-                time.sleep(0.2)
-                os.kill(standby.pid, signal.SIGKILL)
-                killer_done.append(standby.pid)
-                return
-            time.sleep(0.02)
-    t = threading.Thread(target=killer)
-    t.start()
-    ending = sup.run()
-    t.join()
+    ending, killed = run_signalling_the_standby(sup, signal.SIGKILL, after=0.2)
     assert ending.phase is Phase.SUCCEEDED, logs
-    assert killer_done
-    assert any("standby=no" in line and f"pid {killer_done[0]}) exited with -9" in line for line in logs), logs
-    assert all(a["pid"] != killer_done[0] for a in attempts(tmp_path))
+    assert any("standby=no" in line and f"pid {killed}) exited with -9" in line for line in logs), logs
+    assert all(a["pid"] != killed for a in attempts(tmp_path))
 
 
 def test_a_stopped_standby_is_not_used(tmp_path):
@@ -213,26 +219,11 @@ def test_a_stopped_standby_is_not_used(tmp_path):
     stopped standby is killed and reaped."""
     command = script_command(tmp_path)
     sup, logs = supervisor(tmp_path, command, env={"DUMP_SLEEP": "1.0"}, delay=0.1)
-    stopped = []
-    import threading
-
-    def stopper():
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            standby = sup._standby
-            if standby is not None:
-                os.kill(standby.pid, signal.SIGSTOP)
-                stopped.append(standby.pid)
-                return
-            time.sleep(0.02)
-    t = threading.Thread(target=stopper)
-    t.start()
-    ending = sup.run()
-    t.join()
+    ending, stopped = run_signalling_the_standby(sup, signal.SIGSTOP)
     assert ending.phase is Phase.SUCCEEDED, logs
-    assert any(f"pid {stopped[0]}) is stopped (SIGSTOP); starting cold" in line for line in logs), logs
-    assert all(a["pid"] != stopped[0] for a in attempts(tmp_path))
-    assert not alive(stopped[0])
+    assert any(f"pid {stopped}) is stopped (SIGSTOP); starting cold" in line for line in logs), logs
+    assert all(a["pid"] != stopped for a in attempts(tmp_path))
+    assert not alive(stopped)
 
 
 # -- no orphan: the standby ends with supervision ---------------------------------------------
@@ -241,7 +232,6 @@ def test_standby_is_reaped_when_supervision_ends(tmp_path):
     path.write_text("import time; time.sleep(1.0)\n")
     sup, logs = supervisor(tmp_path, [PY, str(path)], delay=0.1)
     seen = []
-    import threading
 
     def watch():
         while not seen:
@@ -262,7 +252,6 @@ def test_stop_ends_the_standby_too(tmp_path):
     path = tmp_path / "long.py"
     path.write_text("import time; time.sleep(60)\n")
     sup, logs = supervisor(tmp_path, [PY, str(path)], delay=0.1)
-    import threading
     result = []
     t = threading.Thread(target=lambda: result.append(sup.run()))
     t.start()
@@ -338,7 +327,6 @@ def test_sigterm_and_hang_kill_reach_the_warm_trainer(tmp_path):
         time.sleep(60)
     """))
     sup, logs = supervisor(tmp_path, [PY, str(path)])
-    import threading
     result = []
     t = threading.Thread(target=lambda: result.append(sup.run()))
     t.start()

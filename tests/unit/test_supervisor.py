@@ -217,7 +217,7 @@ def test_chief_records_completion_for_a_user_command(tmp_path):
     sup, _ = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])), is_chief=True)
     assert sup.run().phase is Phase.SUCCEEDED
     record = json.loads((tmp_path / "run" / "COMPLETED").read_text())
-    assert record["by"] == "launcher"
+    assert record["by"] == "launcher" and set(record) == {"by", "command", "finishedAt"}  # the trainer's spelling
     # ... and the next start of any pod of this run trains nothing.
     again, logs = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])))
     ending = again.run()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from entrypoint.lifecycle import TERMINAL_KEYS, Phase, Reason, fresh
-from entrypoint.tracker import RunTracker, parse_line
+from entrypoint.tracker import RunTracker, followed
 
 
 class Recorder:
@@ -29,18 +29,18 @@ def tracker(is_chief=True, index=0):
     ("tfmw start run=r worker=0/2 replicas=2 resume_step=20 steps=100", ("start", {"resume_step": "20"})),
     ("tfmw progress step=30/100 epoch=1 loss=0.5 examples_per_sec=9", ("progress", {"step": "30/100"})),
     ("tfmw checkpoint saved step=40 path=/c/ckpt-40", ("checkpoint", {"step": "40"})),
-    ("tfmw error retryable=true worker=0 UnavailableError: a=b c", ("error", {"text": "UnavailableError: a=b c"})),
+    ("tfmw error retryable=true worker=0 UnavailableError: a=b c", ("error", {"worker": "0"})),
     ("tfmw done steps=100 final_loss=0.1 model=-", ("done", {"final_loss": "0.1"})),
 ])
 def test_lines_it_follows(line, expected):
-    kind, fields = parse_line(line)
-    assert kind == expected[0] and expected[1].items() <= fields.items()
+    parsed = followed(line)
+    assert parsed.kind == expected[0] and expected[1].items() <= parsed.fields.items()
 
 
 @pytest.mark.parametrize("line", ["tfmw checkpoint writing step=40", "[pod] tfmw progress step=1/2",
                                   "tfmw launcher starting", "progress step=1/2", ""])
 def test_lines_it_ignores(line):
-    assert parse_line(line) is None
+    assert followed(line) is None
 
 
 def test_progress_and_checkpoints_update_the_state_and_the_chief_records_checkpoints():

@@ -1,0 +1,193 @@
+"""The run directory in shared storage and the files in it, written atomically: the one
+place that knows their paths and formats (docs/contracts.md), for the launcher and the trainer.
+
+- `COMPLETED`: the JSON record that says "never train this run again", written by the chief's
+  trainer after the export, or by the chief's launcher for a user command (write_completed),
+  read by both (read_completed);
+- the heartbeat file (TFMW_HEARTBEAT_FILE, outside the run directory): `<step> <phase>`,
+  written by the trainer (Heartbeat), read by the launcher's hang watchdog (read_beat).
+
+Shared storage is a mounted path or an object-store URI (`gs://bucket/prefix`, what the
+chart's storage.type=objectStore sets). Local paths use the os module (no TensorFlow
+import: "already completed" answers in well under a second); a URI goes through
+tf.io.gfile, which TensorFlow's own checkpoints and summaries use too. The launcher
+imports this module, never anything under entrypoint.training (imports go one way).
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RunDir:
+    root: str
+
+    @classmethod
+    def of(cls, shared_dir: str, run_id: str) -> "RunDir":
+        return cls(os.path.join(shared_dir, run_id))
+
+    @property
+    def checkpoints(self) -> str:
+        return os.path.join(self.root, "checkpoints")
+
+    @property
+    def tensorboard(self) -> str:
+        return os.path.join(self.root, "tensorboard")
+
+    @property
+    def model(self) -> str:
+        return os.path.join(self.root, "model")
+
+    @property
+    def completed(self) -> str:
+        return os.path.join(self.root, "COMPLETED")
+
+
+def is_uri(path: str) -> bool:
+    return "://" in path
+
+
+def _gfile():
+    import tensorflow as tf  # only for object-store URIs
+    return tf.io.gfile
+
+
+def makedirs(path: str) -> None:
+    if is_uri(path):
+        _gfile().makedirs(path)
+    else:
+        os.makedirs(path, exist_ok=True)
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write text to path so a reader sees either the old file or the whole new one."""
+    if is_uri(path):
+        # Object stores publish an object whole on close; write-then-rename keeps the same
+        # "old or whole new" promise on file systems behind a URI that do not.
+        gfile = _gfile()
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with gfile.GFile(tmp, "w") as f:
+            f.write(text)
+        gfile.rename(tmp, path, overwrite=True)
+        return
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# The COMPLETED record's keys, one spelling (camelCase, as the status ConfigMap's): the
+# trainer's record, and the launcher's (`by: launcher`, the command) for a user command.
+COMPLETED_KEYS = ("runId", "steps", "finalLoss", "model", "seconds", "examplesPerSec", "weightsDigest",
+                  "workers", "by", "command", "finishedAt")
+# Launchers before issue 13 wrote `finished_at`: a marker they left on a volume is read with
+# today's key, so a run recorded by an older version reads whole (and still never retrains).
+_OLDER_SPELLINGS = {"finished_at": "finishedAt"}
+
+
+def write_completed(run: RunDir, record: dict, now: float | None = None) -> None:
+    """Write the COMPLETED marker: `record` (keys from COMPLETED_KEYS) stamped with
+    `finishedAt` (UTC, `now` or the clock), as strict JSON (NaN or infinity raise
+    ValueError; unknown values are null). Another key is a programming error: ValueError."""
+    unknown = sorted(set(record) - set(COMPLETED_KEYS))
+    if unknown:
+        raise ValueError(f"COMPLETED: unknown keys {unknown}; the record's keys are {', '.join(COMPLETED_KEYS)}")
+    stamped = {**record, "finishedAt": record.get("finishedAt") or
+               time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))}
+    write_atomic(run.completed, json.dumps(stamped, indent=2, sort_keys=True, allow_nan=False) + "\n")
+
+
+def read_completed(run: RunDir) -> dict | None:
+    """The COMPLETED record, None when there is none. A marker that is present but unreadable
+    or not a JSON object (the operator may create it by hand: any JSON) reads as {}: it
+    still means "done", never retrain a finished run. Older key spellings read as today's."""
+    record = _read_marker(run.completed)
+    if record is None:
+        return None
+    if not isinstance(record, dict):
+        return {}
+    return {_OLDER_SPELLINGS.get(key, key): value for key, value in record.items()}
+
+
+def _read_marker(path: str):
+    if is_uri(path):
+        gfile = _gfile()
+        if not gfile.exists(path):
+            return None
+        try:
+            with gfile.GFile(path, "r") as f:
+                return json.loads(f.read())
+        except Exception:  # noqa: BLE001 - any read failure of a present marker still means "done"
+            return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}  # present but unreadable (or not UTF-8) still means "done"
+
+
+# -- the heartbeat file ------------------------------------------------------------------
+
+def format_beat(step: int, phase: str) -> str:
+    return f"{step} {phase}\n"
+
+
+def parse_beat(text: str) -> tuple[int, str | None] | None:
+    """'<step> <phase>' (the built-in trainer) or '<step>' (an older trainer, a user command
+    that writes the file: no phase, so never timed adaptively); None when unreadable."""
+    parts = text.split()
+    if not parts:
+        return None
+    try:
+        step = int(parts[0])
+    except ValueError:
+        return None
+    return step, (parts[1] if len(parts) > 1 else None)
+
+
+def read_beat(path) -> tuple[int, str | None] | None:
+    """(step, phase) from the heartbeat file; None when it is missing or unreadable."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_beat(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+class Heartbeat:
+    """Rewrite TFMW_HEARTBEAT_FILE with "<step> <phase>", atomically, at most once per interval
+    (a phase change is always written). The launcher's hang watchdog (entrypoint/hangwatch.py)
+    times only "train" beats by the observed step time; any other phase ("start": restore and
+    the first, traced step; "checkpoint"; "finish": export) gets the static timeout."""
+
+    def __init__(self, path: str | None, interval: float = 1.0, clock=time.monotonic):
+        self.path = path
+        self.interval = interval
+        self.clock = clock
+        self._last = None
+        self._phase = None
+
+    def beat(self, step: int, force: bool = False, phase: str = "train") -> bool:
+        if not self.path:
+            return False
+        now = self.clock()
+        if not force and phase == self._phase and self._last is not None and now - self._last < self.interval:
+            return False
+        write_atomic(self.path, format_beat(step, phase))
+        self._last, self._phase = now, phase
+        return True
