@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from entrypoint import loglines
-from entrypoint.training.rundir import RunDir, is_uri, read_completed
+from entrypoint.rundir import RunDir, is_uri, read_completed
 from scripts import render
 from scripts.helmkit import ToolError
 from scripts.localrun.kubelet import LocalCluster, LocalRunResult
