@@ -35,13 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from entrypoint import loglines
+from entrypoint.errors import EXIT_RETRYABLE, EXIT_SIGTERM
 
 from .procs import PY, REPO, base_env, free_ports, tf_config
 from .table import console_table, markdown_table
 
 PATHS = {"today": ["-m", "entrypoint.training"],
          "handler": ["-m", "scripts.bench.preemption", "--worker", "handler"]}
-EXIT_SIGTERM = 143
 
 
 def handler_worker(argv: list[str]) -> int:
@@ -88,11 +88,10 @@ def handler_worker(argv: list[str]) -> int:
                 trainer.log_window(s, state)
             if state.step % every_ckpt == 0 or state.step == s.total:
                 trainer.at_boundary(s, state, False)
-    except Stopped:
+    except Stopped:  # returns, as train() does, so the exit pays the same teardown
         trainer.log(loglines.line(loglines.STOPPED, step=f"{state.step}/{s.total}", reason="sigterm",
                                   checkpoint=s.run.checkpoints))
-        sys.stdout.flush()
-        os._exit(EXIT_SIGTERM)
+        return EXIT_SIGTERM
     finally:
         flag.training_finished()
         s.writer.close()
@@ -103,8 +102,9 @@ def handler_worker(argv: list[str]) -> int:
 
 
 def run_handler_worker(argv: list[str]) -> int:
-    """handler_worker with the built-in trainer's exit codes (75 retryable, 4 permanent), leaving
-    at once as `python -m entrypoint.training` does."""
+    """handler_worker with the built-in trainer's exit codes (75 retryable, 4 permanent) and its
+    way out: at once after a stop or a retryable failure, a normal exit otherwise (so the handler's
+    watcher threads are torn down as they would be in the trainer)."""
     from entrypoint.training.failures import exit_code_for, is_retryable, one_line
     try:
         code = handler_worker(argv)
@@ -112,7 +112,9 @@ def run_handler_worker(argv: list[str]) -> int:
         print(loglines.line(loglines.ERROR, f"retryable={str(is_retryable(err)).lower()}", text=one_line(err)))
         code = exit_code_for(err)
     sys.stdout.flush()
-    os._exit(code)
+    if code in (EXIT_SIGTERM, EXIT_RETRYABLE):
+        os._exit(code)
+    return code
 
 
 @dataclass
@@ -167,7 +169,7 @@ def _first_int(log: Path, kind: str, key: str) -> int | None:
     return found[0].int_field(key) if found else None
 
 
-def _published_step(checkpoints: Path) -> int | None:
+def published_step(checkpoints: Path) -> int | None:
     """The step of the checkpoint the chief's `checkpoint` state file names."""
     try:
         match = re.search(r'^model_checkpoint_path: "[^"]*ckpt-(\d+)"', (checkpoints / "checkpoint").read_text(), re.M)
@@ -208,7 +210,7 @@ def run_round(path: str, train_args: list[str], after: int, workdir: Path, timeo
         _kill(procs)
     codes = [p.returncode for p in procs]
     stop_steps = [_first_int(log, loglines.STOPPED, "step") for log in logs]
-    checkpoint_step = _published_step(shared / "bench" / "checkpoints")
+    checkpoint_step = published_step(shared / "bench" / "checkpoints")
 
     again, again_logs = _start(path, train_args, shared, "restart")
     try:
@@ -287,7 +289,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     log_every = 10
     train_args = ["--set", "model.name=mlp", "--set", "data.synthetic.inputShape=[8,8]", "--set",
-                  "export.enabled=false", "--set", f"steps={args.steps}", "--set", f"checkpoint.everySteps={args.every}",
+                  "export.enabled=false", "--set", f"steps={args.steps}",
+                  "--set", f"checkpoint.everySteps={args.every}",
                   "--set", f"logEverySteps={log_every}", "--set", "timeoutSeconds=30"]
     workdir = Path(tempfile.mkdtemp(prefix="tfmw-preemption-"))
     rounds, hung = [], []
