@@ -37,9 +37,11 @@ def one_line(text: object, limit: int = _MESSAGE_LIMIT) -> str:
 
 
 def value(raw: object) -> str:
-    """One field value: bare when it is one plain word, else double-quoted."""
+    """One field value: bare when it is one word without quotes, else double-quoted. An `=`
+    inside a word stays bare (`data=npz(files=2/4,shard_by=file)`): a value runs to the next
+    space, so parse() reads it whole."""
     text = one_line(raw)
-    if text and not re.search(r'[\s"=]', text):
+    if text and not re.search(r'[\s"]', text):
         return text
     return '"' + text.replace('"', "'") + '"'
 
@@ -117,3 +119,8 @@ def error_text(parsed: LogLine) -> str:
     """The error itself of a `tfmw error retryable=... worker=<i> <Type>: <message>` line."""
     match = re.match(r"retryable=\S+ worker=\S+ (.*)$", parsed.text)
     return match.group(1) if match else parsed.text
+
+
+def notice(kind: str, text: str) -> str:
+    """`tfmw <kind>: <text>`, one line of prose about `kind` (`tfmw sigterm: will checkpoint ...`)."""
+    return f"{line(kind)}: {one_line(text)}"

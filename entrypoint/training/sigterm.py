@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 
+from .. import loglines
 from ..errors import EXIT_SIGTERM
 
 
@@ -38,11 +39,13 @@ class SigtermFlag:
 
     def handle(self) -> None:
         if self.phase == "starting":
-            print("tfmw sigterm: stopping before training started (nothing to checkpoint)", flush=True)
+            print(loglines.notice(loglines.SIGTERM, "stopping before training started (nothing to checkpoint)"),
+                  flush=True)
             sys.stderr.flush()
             self._exit_now(EXIT_SIGTERM)
         elif self.phase == "training" and not self.raised:
-            print("tfmw sigterm: will checkpoint and stop at the next checkpoint boundary", flush=True)
+            print(loglines.notice(loglines.SIGTERM, "will checkpoint and stop at the next checkpoint boundary"),
+                  flush=True)
         self.raised = True
 
     def training_started(self) -> None:

@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # user models written against tf.keras get Keras 2
 
@@ -23,6 +23,7 @@ import tensorflow as tf  # noqa: E402
 import tf_keras as keras  # noqa: E402
 from tensorflow.python.checkpoint import checkpoint_management  # noqa: E402
 
+from .. import loglines  # noqa: E402
 from .config import Cluster, ConfigError, RunEnv  # noqa: E402
 from .data import build_input  # noqa: E402
 from . import checkpoints  # noqa: E402
@@ -32,11 +33,15 @@ from .rundir import Heartbeat, RunDir, is_uri, makedirs, write_completed  # noqa
 
 
 def log(line: str) -> None:
+    """Print one `tfmw` line (built by entrypoint.loglines.line) and flush it at once: the
+    supervisor and the tests follow these lines as they come."""
     print(line, flush=True)
 
 
 @dataclass
-class Outcome:
+class TrainingResult:
+    """What train() returns to __main__, which prints `tfmw done` from it (or exits 143)."""
+
     steps: int
     final_loss: float | None       # None: unknown
     examples_per_sec: float | None  # None: nothing trained in this process
@@ -208,7 +213,8 @@ def restore_latest(checkpoint: tf.train.Checkpoint, directory: str, is_chief: bo
             # IndexError: a truncated data file; ValueError/AssertionError: not this model's checkpoint
             if is_retryable(err):
                 raise
-            log(f"tfmw warning checkpoint={path} unreadable ({type(err).__name__}); trying an older one")
+            log(loglines.line(loglines.WARNING, checkpoint=path,
+                              text=f"unreadable ({type(err).__name__}); trying an older one"))
             failed.append(path)
             problem = problem or (f"state file names {os.path.basename(path)}, which does not restore "
                                   f"({type(err).__name__})")
@@ -216,7 +222,7 @@ def restore_latest(checkpoint: tf.train.Checkpoint, directory: str, is_chief: bo
         step = int(checkpoint.step.numpy())
         kept = plan.kept_until(path, failed)
         if problem:
-            log(f"tfmw recovered checkpoint={path} step={step} reason=\"{problem}\"")
+            log(loglines.line(loglines.RECOVERED, checkpoint=path, step=step, reason=problem))
             if is_chief:
                 # Atomic (write-then-rename), relative paths: the next start follows it directly.
                 checkpoint_management.update_checkpoint_state_internal(
@@ -228,7 +234,8 @@ def restore_latest(checkpoint: tf.train.Checkpoint, directory: str, is_chief: bo
                             "Use a new training.runId, or move the checkpoints away to start from step 0")
     if plan.state.problem != "is missing":
         # A state file without any complete checkpoint: nothing to lose, but say so.
-        log(f"tfmw recovered checkpoint=- step=0 reason=\"{problem}; no complete checkpoint in {directory}\"")
+        log(loglines.line(loglines.RECOVERED, checkpoint="-", step=0,
+                          reason=f"{problem}; no complete checkpoint in {directory}"))
     return Restored(0, "", [])
 
 
@@ -261,7 +268,7 @@ class CheckpointWriter:
         self.checkpoint.step.assign(step)
         chief = self.cluster.is_chief
         if chief:
-            log(f"tfmw checkpoint writing step={step}")
+            log(loglines.line(loglines.CHECKPOINT, "writing", step=step))
         prefix = self.checkpoint.write(os.path.join(self.directory, f"ckpt-{step}"))
         if self.pause and chief:
             time.sleep(self.pause)
@@ -275,7 +282,7 @@ class CheckpointWriter:
             for path in tf.io.gfile.glob(old + ".*"):
                 tf.io.gfile.remove(path)
         if chief:
-            log(f"tfmw checkpoint saved step={step} path={prefix}")
+            log(loglines.line(loglines.CHECKPOINT, "saved", step=step, path=prefix))
         return prefix
 
     def close(self) -> None:
@@ -402,22 +409,46 @@ class StopAgreement:
 DEBUG_COLLECTIVES_ENV = "TFMW_DEBUG_COLLECTIVES"
 
 
-def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcome:
-    """Run (or resume) training to config['steps'].
+@dataclass
+class Session:
+    """What the steps of one run share, built once by `set_up`."""
 
-    stop_requested() is this worker's SIGTERM flag (entrypoint.training.sigterm.SigtermFlag)."""
-    log(f"tfmw connecting worker={cluster.worker_index}/{cluster.num_workers}")
-    strategy, collective = make_strategy(config)
-    run = RunDir.of(env.shared_dir, env.run_id)
-    makedirs(run.checkpoints)
-    tf.random.set_seed(config["seed"])
-    keras.utils.set_random_seed(config["seed"])
+    config: dict
+    cluster: Cluster
+    env: RunEnv
+    run: RunDir
+    spec: object          # data.InputSpec: this worker's shard
+    model: object
+    optimizer: object
+    checkpoint: object    # tf.train.Checkpoint of the model, the optimizer, `step` and `loss`
+    agreement: StopAgreement
+    writer: CheckpointWriter
+    heartbeat: Heartbeat
+    summaries: object     # TensorBoard writer (a no-op one off the chief)
+    iterator: object
+    train_step: object    # tf.function: one global step, adding this worker's loss to loss_sum
+    eval_step: object     # tf.function: the group's mean loss on one global batch
+    loss_sum: object      # this worker's summed loss since the last log line, on the device
+    start_step: int       # the restored step (0: none)
+    total: int            # the last step
+    global_batch: int
 
-    replicas = strategy.num_replicas_in_sync
-    per_replica = config["batchSizePerReplica"]
-    global_batch = per_replica * replicas
-    spec = build_input(config, env.shared_dir, cluster.num_workers, cluster.worker_index)
 
+@dataclass
+class LoopState:
+    """The step loop's running state: the step, the current logging window, what is reported."""
+
+    step: int
+    window_first: int      # the step the current logging window started after
+    window_start: float    # monotonic time it started
+    paused: float = 0.0    # checkpoint seconds in the window: not training throughput
+    final_loss: float | None = None
+    steady: Throughput = field(default_factory=Throughput)
+    stopped: bool = False  # the group agreed to stop (SIGTERM) at a checkpoint boundary
+
+
+def build_state(strategy, config: dict, spec):
+    """The model, its optimizer and the checkpoint holding them, in the strategy's scope."""
     with strategy.scope():
         model = build_model(config["model"]["name"], spec.input_shape, spec.num_classes, config["model"]["args"])
         optimizer = make_optimizer(config)
@@ -426,30 +457,23 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
                                          step=tf.Variable(0, dtype=tf.int64, trainable=False),
                                          loss=tf.Variable(float("nan"), dtype=tf.float32, trainable=False))
-    restored = restore_latest(checkpoint, run.checkpoints, cluster.is_chief)
-    start_step = restored.step
-    # This worker's sum of its replicas' losses since the last log line, kept on the device: a
-    # NaN or infinite loss at any step makes it non-finite. It is read only at log and checkpoint
-    # boundaries (no host sync per step), and summed across workers only there (no collective
-    # for the loss on the other steps).
-    loss_sum = tf.Variable(0.0, dtype=tf.float64, trainable=False)
-    agreement = StopAgreement(strategy, cluster.num_workers)
-    total = config["steps"]
-    if config.get("epochs"):
-        # Shards can differ in size: every worker must run the same number of steps, so the
-        # count comes from the group's total number of examples (an all-reduce), not this shard.
-        examples = agreement.total(spec.examples_per_worker) / strategy.num_replicas_in_sync * cluster.num_workers
-        total = steps_for_epochs(config["epochs"], int(round(examples)), global_batch)
-    log(f"tfmw start run={env.run_id} worker={cluster.worker_index}/{cluster.num_workers} "
-        f"replicas={replicas} global_batch={global_batch} collective={collective} "
-        f"model={config['model']['name']} data={spec.describe} resume_step={start_step} steps={total}")
+    return model, optimizer, checkpoint
 
-    replica_batch = per_replica  # distribute_datasets_from_function: the fn batches per replica
-    dist_dataset = strategy.distribute_datasets_from_function(
-        lambda ctx: spec.dataset_fn(replica_batch, start_step))
-    iterator = iter(dist_dataset)
+
+def total_steps(config: dict, spec, agreement: StopAgreement, workers: int, global_batch: int) -> int:
+    """config['steps'], or the steps of config['epochs'] over the whole group's data."""
+    if not config.get("epochs"):
+        return config["steps"]
+    # Shards can differ in size: every worker must run the same number of steps, so the
+    # count comes from the group's total number of examples (an all-reduce), not this shard.
+    replicas = agreement.strategy.num_replicas_in_sync
+    examples = agreement.total(spec.examples_per_worker) / replicas * workers
+    return steps_for_epochs(config["epochs"], int(round(examples)), global_batch)
+
+
+def step_functions(strategy, model, optimizer, config: dict, loss_sum, global_batch: int):
+    """(train_step, eval_step): the tf.functions the loop and the finish call on the iterator."""
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=keras.losses.Reduction.NONE)
-
     step_fn = replica_step(model, optimizer, loss_fn, global_batch, REDUCE_DTYPES[config["allReduceDtype"]],
                            communication_options(strategy))
 
@@ -465,23 +489,41 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
             return tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
         x, y = next(it)
         return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(step_fn, args=(x, y)), axis=None)
+    return train_step, eval_step
 
-    def check_finite(step: int, wants_stop: bool = False) -> tuple[bool, float]:
-        """Group-wide, before anything stores the weights: no non-finite loss since the last
-        log line, no non-finite weight. Returns whether any worker wants to stop (SIGTERM) and
-        the sum of the losses since the last log line."""
-        pending = float(loss_sum.numpy())  # this worker's; the group sum comes with the flags
-        bad = None
-        if not math.isfinite(pending):
-            bad = diverged("loss", pending, step)
-        elif not weights_finite(model, optimizer):
-            bad = TrainingError(f"weights are not finite (NaN or infinite) after step {step}: training "
-                                "diverged; lower training.config.learningRate or check the data")
-        stop, any_bad, pending = agreement.flags(wants_stop, bad is not None, pending)
-        if any_bad:  # every worker fails together, none goes on to save or export
-            raise bad or TrainingError(f"another worker found a non-finite loss or weights at step {step}: "
-                                       "training diverged; lower training.config.learningRate or check the data")
-        return stop, pending
+
+def set_up(config: dict, cluster: Cluster, env: RunEnv) -> Session:
+    """Join the group, build the model, restore the newest checkpoint, open the data at the
+    restored step; refuse when the workers restored different steps."""
+    log(loglines.line(loglines.CONNECTING, worker=f"{cluster.worker_index}/{cluster.num_workers}"))
+    strategy, collective = make_strategy(config)
+    run = RunDir.of(env.shared_dir, env.run_id)
+    makedirs(run.checkpoints)
+    tf.random.set_seed(config["seed"])
+    keras.utils.set_random_seed(config["seed"])
+
+    replicas = strategy.num_replicas_in_sync
+    per_replica = config["batchSizePerReplica"]
+    global_batch = per_replica * replicas
+    spec = build_input(config, env.shared_dir, cluster.num_workers, cluster.worker_index)
+    model, optimizer, checkpoint = build_state(strategy, config, spec)
+    restored = restore_latest(checkpoint, run.checkpoints, cluster.is_chief)
+    start_step = restored.step
+    # This worker's sum of its replicas' losses since the last log line, kept on the device: a
+    # NaN or infinite loss at any step makes it non-finite. It is read only at log and checkpoint
+    # boundaries (no host sync per step), and summed across workers only there (no collective
+    # for the loss on the other steps).
+    loss_sum = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+    agreement = StopAgreement(strategy, cluster.num_workers)
+    total = total_steps(config, spec, agreement, cluster.num_workers, global_batch)
+    log(loglines.line(loglines.START, run=env.run_id, worker=f"{cluster.worker_index}/{cluster.num_workers}",
+                      replicas=replicas, global_batch=global_batch, collective=collective,
+                      model=config["model"]["name"], data=spec.describe, resume_step=start_step, steps=total))
+
+    # distribute_datasets_from_function: the fn batches per replica
+    dist_dataset = strategy.distribute_datasets_from_function(lambda ctx: spec.dataset_fn(per_replica, start_step))
+    iterator = iter(dist_dataset)
+    train_step, eval_step = step_functions(strategy, model, optimizer, config, loss_sum, global_batch)
 
     writer = CheckpointWriter(checkpoint, run, cluster, config["checkpoint"]["keep"], restored.kept)
     if not agreement.same_everywhere(start_step):
@@ -489,93 +531,139 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Outcom
         raise ConfigError(f"shared storage: workers restored different checkpoints (this worker: step "
                           f"{start_step} from {run.checkpoints}); every worker must mount the same "
                           "shared storage (storage.type emptyDir is per pod)")
-    heartbeat = Heartbeat(env.heartbeat_file)
     summaries = (tf.summary.create_file_writer(run.tensorboard)
                  if cluster.is_chief and config["tensorboard"]["enabled"] else tf.summary.create_noop_writer())
-    every_ckpt = config["checkpoint"]["everySteps"]
-    every_log = config["logEverySteps"]
-    per_worker_batch = global_batch // cluster.num_workers
+    return Session(config, cluster, env, run, spec, model, optimizer, checkpoint, agreement, writer,
+                   Heartbeat(env.heartbeat_file), summaries, iterator, train_step, eval_step, loss_sum,
+                   start_step, total, global_batch)
 
-    step = start_step
-    window_start = time.monotonic()
-    window_first = step
-    paused = 0.0
-    started = time.monotonic()
-    final_loss = None
-    throughput = 0.0
-    steady = Throughput()
-    stopped = False
+
+def check_finite(s: Session, step: int, wants_stop: bool = False) -> tuple[bool, float]:
+    """Group-wide, before anything stores the weights: no non-finite loss since the last
+    log line, no non-finite weight. Returns whether any worker wants to stop (SIGTERM) and
+    the sum of the losses since the last log line."""
+    pending = float(s.loss_sum.numpy())  # this worker's; the group sum comes with the flags
+    bad = None
+    if not math.isfinite(pending):
+        bad = diverged("loss", pending, step)
+    elif not weights_finite(s.model, s.optimizer):
+        bad = TrainingError(f"weights are not finite (NaN or infinite) after step {step}: training "
+                            "diverged; lower training.config.learningRate or check the data")
+    stop, any_bad, pending = s.agreement.flags(wants_stop, bad is not None, pending)
+    if any_bad:  # every worker fails together, none goes on to save or export
+        raise bad or TrainingError(f"another worker found a non-finite loss or weights at step {step}: "
+                                   "training diverged; lower training.config.learningRate or check the data")
+    return stop, pending
+
+
+def log_window(s: Session, state: LoopState) -> None:
+    """Close a logging window: the group's mean loss and this window's throughput, as a
+    `tfmw progress` line and TensorBoard scalars.
+
+    Every worker logs at the same steps: the one collective for the loss, whose sum is the
+    same (NaN included) on every worker, so all fail or all go on together."""
+    step, steps = state.step, state.step - state.window_first
+    window_sum = s.agreement.sum_over_workers(s.loss_sum.value())
+    if not math.isfinite(window_sum):
+        raise diverged("loss", window_sum, step)
+    state.final_loss = window_sum / steps
+    s.loss_sum.assign(0.0)
+    elapsed = max(time.monotonic() - state.window_start - state.paused, 1e-9)
+    throughput = steps * s.global_batch / elapsed
+    state.steady.add(steps * s.global_batch, elapsed, warmup=state.window_first == s.start_step)
+    per_worker_batch = s.global_batch // s.cluster.num_workers
+    epoch = (step - 1) * per_worker_batch // s.spec.examples_per_worker + 1
+    log(loglines.line(loglines.PROGRESS, step=f"{step}/{s.total}", epoch=epoch, loss=f"{state.final_loss:.4f}",
+                      examples_per_sec=f"{throughput:.1f}"))
+    with s.summaries.as_default(step=step):
+        write_scalar("loss", state.final_loss)
+        write_scalar("examples_per_sec", throughput)
+    state.window_start, state.window_first, state.paused = time.monotonic(), step, 0.0
+
+
+def at_boundary(s: Session, state: LoopState, wants_stop: bool) -> bool:
+    """A checkpoint boundary: one group-wide decision before the save (a non-finite loss, also
+    of the steps not logged yet, or weight fails every worker), then every worker saves.
+    Returns whether any worker wants to stop: then all stop here, else all go on."""
+    step = state.step
+    s.heartbeat.beat(step, phase="checkpoint")
+    stop, pending = check_finite(s, step, wants_stop)
+    recent = pending / (step - state.window_first) if step > state.window_first else state.final_loss
+    s.checkpoint.loss.assign(float("nan") if recent is None else recent)
+    save_started = time.monotonic()
+    s.writer.save(step)
+    state.paused += time.monotonic() - save_started  # checkpoint time is not training throughput
+    return stop
+
+
+def run_steps(s: Session, stop_requested) -> LoopState:
+    """Train from the restored step to the last one, or to the checkpoint boundary where the
+    group agreed to stop (`tfmw stopped`)."""
+    state = LoopState(step=s.start_step, window_first=s.start_step, window_start=time.monotonic())
+    every_ckpt, every_log = s.config["checkpoint"]["everySteps"], s.config["logEverySteps"]
     debug_collectives = os.environ.get(DEBUG_COLLECTIVES_ENV) == "1"
-    heartbeat.beat(step, force=True, phase="start")
+    s.heartbeat.beat(state.step, force=True, phase="start")
     stop_requested.training_started()
     try:
-        while step < total:
-            train_step(iterator)
-            step += 1
-            if debug_collectives and step == start_step + 1:
-                dtypes = collective_dtypes(train_step.get_concrete_function(iterator))
-                log(f"tfmw debug train_step_collectives={','.join(dtypes) or '-'}")
-            heartbeat.beat(step)
-            if step % every_log == 0 or step == total:
-                # Every worker logs at the same steps: the one collective for the loss, whose sum
-                # is the same (NaN included) on every worker, so all fail or all go on together.
-                window_sum = agreement.sum_over_workers(loss_sum.value())
-                if not math.isfinite(window_sum):
-                    raise diverged("loss", window_sum, step)
-                final_loss = window_sum / (step - window_first)
-                loss_sum.assign(0.0)
-                elapsed = max(time.monotonic() - window_start - paused, 1e-9)
-                throughput = (step - window_first) * global_batch / elapsed
-                steady.add((step - window_first) * global_batch, elapsed, warmup=window_first == start_step)
-                epoch = (step - 1) * per_worker_batch // spec.examples_per_worker + 1
-                log(f"tfmw progress step={step}/{total} epoch={epoch} loss={final_loss:.4f} "
-                    f"examples_per_sec={throughput:.1f}")
-                with summaries.as_default(step=step):
-                    write_scalar("loss", final_loss)
-                    write_scalar("examples_per_sec", throughput)
-                window_start, window_first, paused = time.monotonic(), step, 0.0
-            if step % every_ckpt == 0 or step == total:
-                # One group-wide decision per boundary, before the save: a non-finite loss (also
-                # of the steps not logged yet) or weight fails every worker; otherwise every
-                # worker saves, then all stop or all go on.
-                heartbeat.beat(step, phase="checkpoint")
-                stop, pending = check_finite(step, stop_requested() if step < total else False)
-                recent = pending / (step - window_first) if step > window_first else final_loss
-                checkpoint.loss.assign(float("nan") if recent is None else recent)
-                save_started = time.monotonic()
-                writer.save(step)
-                paused += time.monotonic() - save_started  # checkpoint time is not training throughput
-                if stop:
-                    stopped = True
-                    log(f"tfmw stopped step={step}/{total} reason=sigterm checkpoint={run.checkpoints}")
-                    break
+        while state.step < s.total:
+            s.train_step(s.iterator)
+            state.step += 1
+            step = state.step
+            if debug_collectives and step == s.start_step + 1:
+                dtypes = collective_dtypes(s.train_step.get_concrete_function(s.iterator))
+                log(loglines.line(loglines.DEBUG, train_step_collectives=",".join(dtypes) or "-"))
+            s.heartbeat.beat(step)
+            if step % every_log == 0 or step == s.total:
+                log_window(s, state)
+            if (step % every_ckpt == 0 or step == s.total) and \
+                    at_boundary(s, state, stop_requested() if step < s.total else False):
+                state.stopped = True
+                log(loglines.line(loglines.STOPPED, step=f"{step}/{s.total}", reason="sigterm",
+                                  checkpoint=s.run.checkpoints))
+                break
     finally:
         stop_requested.training_finished()
-        writer.close()
-        summaries.flush()
-    heartbeat.beat(step, force=True, phase="finish")
-    digest = weights_digest(model)
-    if stopped:
-        return Outcome(step, final_loss, steady.rate(), "", digest, stopped=True)
+        s.writer.close()
+        s.summaries.flush()
+    s.heartbeat.beat(state.step, force=True, phase="finish")
+    return state
 
-    if step == start_step:
+
+def finish(s: Session, state: LoopState, digest: str, started: float) -> TrainingResult:
+    """After the last step: export the model, wait for every worker, and (the chief) mark the
+    run COMPLETED."""
+    final_loss = state.final_loss
+    if state.step == s.start_step:
         # Restarted at the last step (a crash between the last checkpoint and the export):
         # nothing was trained here, so check the restored weights before exporting them, and
         # take the final loss recorded in the checkpoint (an older checkpoint without one: the
         # restored model's loss on one global batch).
-        check_finite(step)
-        recorded = float(checkpoint.loss.numpy())
-        final_loss = recorded if math.isfinite(recorded) else float(eval_step(iterator).numpy())
-    model_path = export_model(model, run, cluster) if config["export"]["enabled"] else ""
+        check_finite(s, state.step)
+        recorded = float(s.checkpoint.loss.numpy())
+        final_loss = recorded if math.isfinite(recorded) else float(s.eval_step(s.iterator).numpy())
+    model_path = export_model(s.model, s.run, s.cluster) if s.config["export"]["enabled"] else ""
     # Barrier: nobody leaves before every worker has exported; the chief (which hosts the
     # coordination service) exiting early makes the others' last TensorFlow calls fail.
-    agreement.any_wants_stop(False)
+    s.agreement.any_wants_stop(False)
     seconds = time.monotonic() - started
-    overall = steady.rate()
-    if cluster.is_chief:
-        write_completed(run, {"runId": env.run_id, "steps": step, "finalLoss": finite_or_none(final_loss),
-                              "model": model_path, "seconds": round(seconds, 3),
-                              "examplesPerSec": None if overall is None else round(overall, 1),
-                              "weightsDigest": digest, "workers": cluster.num_workers,
-                              "finishedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    return Outcome(step, finite_or_none(final_loss), overall, model_path, digest, stopped=False)
+    overall = state.steady.rate()
+    if s.cluster.is_chief:
+        write_completed(s.run, {"runId": s.env.run_id, "steps": state.step, "finalLoss": finite_or_none(final_loss),
+                                "model": model_path, "seconds": round(seconds, 3),
+                                "examplesPerSec": None if overall is None else round(overall, 1),
+                                "weightsDigest": digest, "workers": s.cluster.num_workers,
+                                "finishedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    return TrainingResult(state.step, finite_or_none(final_loss), overall, model_path, digest, stopped=False)
+
+
+def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> TrainingResult:
+    """Run (or resume) training to config['steps'] (or config['epochs']).
+
+    stop_requested() is this worker's SIGTERM flag (entrypoint.training.sigterm.SigtermFlag)."""
+    session = set_up(config, cluster, env)
+    started = time.monotonic()
+    state = run_steps(session, stop_requested)
+    digest = weights_digest(session.model)
+    if state.stopped:
+        return TrainingResult(state.step, state.final_loss, state.steady.rate(), "", digest, stopped=True)
+    return finish(session, state, digest, started)
