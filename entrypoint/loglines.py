@@ -13,6 +13,7 @@ second line. Pure: no I/O, importable from the host tools, the launcher and the 
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -124,3 +125,18 @@ def error_text(parsed: LogLine) -> str:
 def notice(kind: str, text: str) -> str:
     """`tfmw <kind>: <text>`, one line of prose about `kind` (`tfmw sigterm: will checkpoint ...`)."""
     return f"{line(kind)}: {one_line(text)}"
+
+
+BENCH = "bench"   # the bench workers' result lines: `tfmw bench <name>=<json>`
+
+
+def payload_line(kind: str, name: str, payload: object) -> str:
+    """`tfmw <kind> <name>=<compact JSON>`: a machine-read result. Not line(): the JSON may
+    hold spaces and be longer than a message may be; json.dumps keeps it on one line."""
+    return f"{line(kind)} {name}=" + json.dumps(payload, separators=(",", ":"))
+
+
+def payloads(lines, kind: str, name: str) -> list:
+    """The JSON of every `tfmw <kind> <name>=<json>` line among `lines`, in order."""
+    head = f"{name}="
+    return [json.loads(p.text[len(head):]) for p in find(lines, kind) if p.text.startswith(head)]

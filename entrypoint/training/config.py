@@ -13,9 +13,6 @@ from dataclasses import dataclass
 import jsonschema
 import yaml
 
-# Transitional: trainer.py (another helper's file in issue 13) imports Cluster from here; the
-# merge changes that to `from ..cluster import Cluster` and drops this line.
-from ..cluster import Cluster  # noqa: F401
 # The launcher's ConfigError: a bad training config or environment is one line, exit code 2,
 # never retried, the same class on both sides of the launcher/trainer boundary.
 from ..errors import ConfigError  # noqa: F401 - imported from here by the trainer modules

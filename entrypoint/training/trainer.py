@@ -24,12 +24,13 @@ import tf_keras as keras  # noqa: E402
 from tensorflow.python.checkpoint import checkpoint_management  # noqa: E402
 
 from .. import loglines  # noqa: E402
-from .config import Cluster, ConfigError, RunEnv  # noqa: E402
+from ..cluster import Cluster  # noqa: E402
+from ..rundir import Heartbeat, RunDir, is_uri, makedirs, write_completed  # noqa: E402
+from .config import ConfigError, RunEnv  # noqa: E402
 from .data import build_input  # noqa: E402
 from . import checkpoints  # noqa: E402
 from .failures import TrainingError, is_retryable  # noqa: E402
 from .models import build_model  # noqa: E402
-from .rundir import Heartbeat, RunDir, is_uri, makedirs, write_completed  # noqa: E402
 
 
 def log(line: str) -> None:
@@ -651,8 +652,7 @@ def finish(s: Session, state: LoopState, digest: str, started: float) -> Trainin
         write_completed(s.run, {"runId": s.env.run_id, "steps": state.step, "finalLoss": finite_or_none(final_loss),
                                 "model": model_path, "seconds": round(seconds, 3),
                                 "examplesPerSec": None if overall is None else round(overall, 1),
-                                "weightsDigest": digest, "workers": s.cluster.num_workers,
-                                "finishedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+                                "weightsDigest": digest, "workers": s.cluster.num_workers})
     return TrainingResult(state.step, finite_or_none(final_loss), overall, model_path, digest, stopped=False)
 
 

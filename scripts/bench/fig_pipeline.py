@@ -9,8 +9,7 @@ from entrypoint import loglines
 from . import plots
 from .procs import BenchError, run_workers
 
-BENCH = "bench"   # the kind of the bench workers' result lines: `tfmw bench <what>=<json>`
-RESULT = "pipeline="
+RESULT = "pipeline"   # the worker's `tfmw bench pipeline=<json>` line
 
 
 def measure(quick: bool, log=print) -> dict:
@@ -23,16 +22,14 @@ def measure(quick: bool, log=print) -> dict:
 
 
 def result_line(result: dict) -> str:
-    """The worker's `tfmw bench pipeline=<json>` line. Not loglines.line(): the payload is JSON
-    (with spaces in its strings), longer than a log line's message may be."""
-    return f"{loglines.PREFIX} {BENCH} {RESULT}" + json.dumps(result, separators=(",", ":"))
+    """The worker's `tfmw bench pipeline=<json>` line."""
+    return loglines.payload_line(loglines.BENCH, RESULT, result)
 
 
 def parse(output: str) -> dict:
     """The result of the worker's output: its `tfmw bench pipeline=<json>` line."""
-    for found in loglines.find(output.splitlines(), BENCH):
-        if found.text.startswith(RESULT):
-            return json.loads(found.text[len(RESULT):])
+    for result in loglines.payloads(output.splitlines(), loglines.BENCH, RESULT):
+        return result
     raise BenchError("figure 5: the pipeline worker printed no result line")
 
 

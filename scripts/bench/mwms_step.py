@@ -96,13 +96,14 @@ def main(argv=None) -> int:
         from scripts.bench.fig_overhead import plan
         cases = [c.spec() for c in plan(quick=False)]
     gpus = os.environ.get("TFMW_BENCH_GPUS", "0") not in ("", "0")
+    from scripts.bench.parse import case_line
     import tensorflow as tf
     import tf_keras as keras
     _threads_from_env(tf)
     strategy = make_strategy(tf, gpus)
     for case in cases:
         result = run_case(tf, keras, strategy, case)
-        print("tfmw bench case=" + json.dumps(result, separators=(",", ":")), flush=True)
+        print(case_line(result), flush=True)
     return 0
 
 

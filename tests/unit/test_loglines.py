@@ -54,3 +54,11 @@ def test_find_error_text_and_numbers():
     (done,) = ll.find(lines, ll.DONE)
     assert done.int_field("steps") == 3 and done.float_field("final_loss") != done.float_field("final_loss")
     assert done.float_field("absent") is None and done.int_field("absent") is None
+
+
+def test_payload_lines_round_trip_json_with_spaces():
+    payload = {"id": "a b", "n": [1, 2.5], "long": "x" * 2000}
+    raw = ll.payload_line(ll.BENCH, "case", payload)
+    assert "\n" not in raw and raw.startswith("tfmw bench case={")
+    lines = ["noise", "tfmw bench other={}", raw, ll.payload_line(ll.BENCH, "case", {"id": 2})]
+    assert ll.payloads(lines, ll.BENCH, "case") == [payload, {"id": 2}]
