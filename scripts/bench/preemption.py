@@ -48,14 +48,15 @@ def handler_worker(argv: list[str]) -> int:
     """One worker of the handler path: the trainer's steps, PreemptionCheckpointHandler.run around
     each, our SIGTERM flag as its termination watcher, the trainer's writer as its save_fn."""
     from entrypoint.training.__main__ import parse_args
-    from entrypoint.training.config import parse_tf_config, resolve, run_env
+    from entrypoint.cluster import worker_group
+    from entrypoint.training.config import resolve, run_env
     from entrypoint.training.sigterm import SigtermFlag
 
     args = parse_args(argv)
     flag = SigtermFlag()
     flag.install()
     config = resolve(args.config, args.overrides)
-    cluster = parse_tf_config(os.environ.get("TF_CONFIG"))
+    cluster = worker_group(os.environ.get("TF_CONFIG"))
     env = run_env(os.environ, args.shared_dir, args.run_id)
     from entrypoint.training import trainer
     import tensorflow as tf
@@ -105,11 +106,11 @@ def run_handler_worker(argv: list[str]) -> int:
     """handler_worker with the built-in trainer's exit codes (75 retryable, 4 permanent) and its
     way out: at once after a stop or a retryable failure, a normal exit otherwise (so the handler's
     watcher threads are torn down as they would be in the trainer)."""
-    from entrypoint.training.failures import exit_code_for, is_retryable, one_line
+    from entrypoint.training.failures import error_summary, exit_code_for, is_retryable
     try:
         code = handler_worker(argv)
     except Exception as err:  # noqa: BLE001 - the same one line and exit code as the trainer's
-        print(loglines.line(loglines.ERROR, f"retryable={str(is_retryable(err)).lower()}", text=one_line(err)))
+        print(loglines.line(loglines.ERROR, f"retryable={str(is_retryable(err)).lower()}", text=error_summary(err)))
         code = exit_code_for(err)
     sys.stdout.flush()
     if code in (EXIT_SIGTERM, EXIT_RETRYABLE):
