@@ -57,7 +57,7 @@ def test_restricted_namespace_admits_every_pod_the_chart_creates(cluster):
         assert "FailedCreate" not in cluster.kubectl("get", "events", "-n", ns).stdout
         assert "violates PodSecurity" not in test.stdout + test.stderr, test.stderr
         assert test.returncode == 0, test.stdout + test.stderr
-        assert "ok pss-tf-multiworker-0." in test.stdout and "ok pss-tf-multiworker-1." in test.stdout
+        assert "tfmw launcher peers: all 2 reachable after" in test.stdout
     finally:
         delete_namespace(cluster, ns)
 
