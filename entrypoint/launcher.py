@@ -108,14 +108,20 @@ class Launcher:
 
     # -- signals -------------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
-        self.stopping.set()
-        if self.supervisor is not None:
+        if self.supervisor is not None:  # the trainer hears it before anyone acts on `stopping`
             self.supervisor.request_stop(signum)
+        self.stopping.set()
+
+    def _on_signal(self, signum: int, _frame) -> None:
+        # Not request_stop() here: a handler runs in the main thread, which may be inside
+        # Event.wait() holding that Event's (non-reentrant) lock; set() would then deadlock and
+        # SIGTERM would never reach the trainer. A thread waits its turn for the lock instead.
+        threading.Thread(target=self.request_stop, args=(signum,), name="tfmw-stop", daemon=True).start()
 
     def _install_signals(self) -> None:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda signum, _frame: self.request_stop(signum))
+                signal.signal(sig, self._on_signal)
 
     # -- the run -------------------------------------------------------------------------
     def run(self) -> int:

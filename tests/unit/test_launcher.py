@@ -482,3 +482,24 @@ def test_a_refused_environment_is_recorded_as_failed_naming_the_variable(fake_ap
     assert fake_api.replicas["train"] == 0
     assert run.line("tfmw lifecycle phase=Failed from=Pending run=r1 worker=1 reason=BadConfig")
     assert run.stop() == 0
+
+
+SIGNAL_WHILE_WAITING = r"""
+import os, signal, sys
+from entrypoint.launcher import Launcher
+launcher = Launcher({}, ["true"], log=lambda line: None)
+launcher._install_signals()
+with launcher.stopping._cond:          # where the main thread is on entering or leaving wait()
+    os.kill(os.getpid(), signal.SIGTERM)   # the handler runs here, in this thread
+print("handler returned", flush=True)
+sys.exit(0 if launcher.stopping.wait(10) else 1)
+"""
+
+
+def test_sigterm_while_the_main_thread_holds_the_stop_events_lock_does_not_deadlock():
+    """The handler interrupts the main thread wherever it is, also inside Event.wait() with the
+    Event's lock held; setting that Event from the handler would hang the launcher for good
+    (seen as a SIGTERM in idle that never ended the pod)."""
+    proc = subprocess.run([sys.executable, "-c", SIGNAL_WHILE_WAITING], cwd=REPO, env={**os.environ,
+                          "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "handler returned" in proc.stdout, proc.stderr
