@@ -305,7 +305,9 @@ def run(state: ClusterState) -> int:
     stopping = threading.Event()
 
     def on_signal(signum, _frame):
-        stopping.set()
+        # Not stopping.set() here: the handler may interrupt this thread inside stopping.wait()
+        # while it holds the Event's non-reentrant lock (a deadlock); a thread waits its turn.
+        threading.Thread(target=stopping.set, name="agent-stop", daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
