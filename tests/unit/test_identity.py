@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 import yaml
 
@@ -17,6 +16,7 @@ from entrypoint.identity import (INDEXED_JOB, PRESET_TF_CONFIG, STATEFULSET, par
                                  platform_owns_lifecycle, pod_kind)
 from entrypoint.launcher import resolve_tf_config
 from entrypoint.lifecycle import EXIT_CODE
+from scripts.helmkit import KUBERNETES_VERSIONS, validate_objects
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "indexed-job.yaml"
@@ -102,10 +102,10 @@ def container_env(job: dict, namespace: str) -> dict:
     return env
 
 
-def test_example_is_valid_kubernetes():
-    for obj in example().values():
-        for version in ("1.30", "1.35"):
-            kubernetes_validate.validate(obj, version, strict=True)
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_example_is_valid_kubernetes(version):
+    result = validate_objects(list(example().values()), version)
+    assert result.problems == [] and result.custom == []
 
 
 def test_example_wires_job_service_and_launcher_together():
