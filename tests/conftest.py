@@ -1,6 +1,7 @@
 """Shared test helpers: the repo on sys.path (helm is found by scripts/helmkit.py)."""
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 
@@ -14,3 +15,22 @@ if str(REPO) not in sys.path:
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture()
+def listener():
+    """A loopback TCP port that accepts connections, standing in for a worker's gRPC server."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    yield server.getsockname()[1]
+    server.close()
+
+
+@pytest.fixture()
+def refused_port():
+    """A loopback port bound but never listening: a connection there is refused."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    yield closed.getsockname()[1]
+    closed.close()

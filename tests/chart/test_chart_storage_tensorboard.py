@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 
@@ -126,16 +125,6 @@ def test_pod_runs_the_launchers_peer_check_on_every_worker(helm, render):
                                  *(f"{FULLNAME}-{i}.{FULLNAME}.training.svc.cluster.local" for i in range(3))]
 
 
-@pytest.fixture()
-def listener():
-    """A TCP port on loopback that accepts connections, standing in for a worker."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    yield server.getsockname()[1]
-    server.close()
-
-
 def run_peer_check(helm, port: int, hosts: list[str]) -> subprocess.CompletedProcess:
     """The rendered test pod's command and flags (workers.port=`port`, a 1 s timeout), run here
     on this checkout's launcher with loopback names in place of the workers'."""
@@ -162,14 +151,8 @@ def test_the_peer_check_names_what_is_unreachable(helm, listener):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_the_peer_check_fails_on_a_refused_port(helm):
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
-    port = closed.getsockname()[1]   # bound, never listening: connection refused
-    try:
-        proc = run_peer_check(helm, port, ["127.0.0.1"])
-    finally:
-        closed.close()
+def test_the_peer_check_fails_on_a_refused_port(helm, refused_port):
+    proc = run_peer_check(helm, refused_port, ["127.0.0.1"])
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "1 of 1 never reachable: 127.0.0.1;" in proc.stderr
 

@@ -2,7 +2,6 @@
 `helm test` pod runs it). Exit 0 once every name is ready, else 3 with one line naming the rest."""
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,25 +13,6 @@ from entrypoint.errors import EXIT_OK, EXIT_PEERS_NOT_FOUND
 from entrypoint.peers import port_accepts
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture()
-def listener():
-    """A loopback TCP port that accepts connections, standing in for a worker's gRPC server."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    yield server.getsockname()[1]
-    server.close()
-
-
-@pytest.fixture()
-def refused_port():
-    """A loopback port bound but never listening: a connection there is refused."""
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
-    yield closed.getsockname()[1]
-    closed.close()
 
 
 def check_peers(capsys, *argv: str) -> tuple[int, str, str]:
