@@ -1,8 +1,9 @@
-"""Build the pinned control-plane binaries once: etcd, kube-apiserver, kube-controller-manager, kube-scheduler.
+"""Build the pinned Kubernetes binaries once: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, and the node parts kubelet and kube-proxy.
 
 Sources come from the Go module proxy through the two wrapper modules in
 scripts/kube/gomod/ (their go.mod pins the versions, their go.sum is the checksum;
-`-mod=readonly` means a build never rewrites either). The three Kubernetes commands
+`-mod=readonly` means a build never rewrites either). The five Kubernetes commands
 are built in one `go build` (shared compile, parallel link), etcd in a second. Output
 goes to a temporary directory beside the target, is checked (`--version` must report
 the pinned release, not v0.0.0) and renamed into
@@ -40,7 +41,7 @@ DEFAULT_DEST = REPO / ".tools" / "kube"
 
 KUBE_MODULE = "k8s.io/kubernetes"
 ETCD_MODULE = "go.etcd.io/etcd/server/v3"  # this package is etcd's main
-KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
 BINARIES = ("etcd",) + KUBE_COMMANDS
 
 # Where the version strings live. -X on a variable the binary lacks is silently ignored
@@ -55,7 +56,7 @@ GO_BUILD_FLAGS = ("-trimpath", "-mod=readonly", "-buildvcs=false")
 
 # Measured first builds on this project's 2-core machine, rounded up (README "Local
 # Kubernetes control plane: build": 7m16s and 1m44s); only tells the user what to expect.
-FIRST_KUBE_BUILD_MINUTES = 8
+FIRST_KUBE_BUILD_MINUTES = 11
 FIRST_ETCD_BUILD_MINUTES = 2
 HEARTBEAT_SECONDS = 180  # a quiet 20-minute step would look hung in a CI log
 
@@ -217,7 +218,7 @@ def kube_version_values(version: str, build_date: str) -> dict[str, str]:
 
 
 def kube_ldflags(version: str, build_date: str, declared: Mapping[str, Iterable[str]]) -> str:
-    """-ldflags for the three Kubernetes commands; declared: package -> its package-level vars."""
+    """-ldflags for the Kubernetes commands; declared: package -> its package-level vars."""
     values = kube_version_values(version, build_date)
     flags = ["-s", "-w"]
     for package in KUBE_VERSION_PACKAGES:

@@ -277,9 +277,9 @@ def test_complete_install_is_reused_without_go(tmp_path):
 
 
 def test_cli_refuses_an_unknown_binary_name():
-    result = run_cli("--print-path", "kubelet")
+    result = run_cli("--print-path", "kubectl")
     assert result.returncode == 2
-    assert result.stderr.count("\n") == 1 and "unknown binary 'kubelet'" in result.stderr
+    assert result.stderr.count("\n") == 1 and "unknown binary 'kubectl'" in result.stderr
 
 
 def test_cli_without_go_says_what_is_missing(tmp_path):
