@@ -15,15 +15,21 @@ TIMEOUT ?=
 DRY_RUN ?=
 CTX_ARG = $(if $(KUBE_CONTEXT),--kube-context $(KUBE_CONTEXT))
 PYTEST_ARGS ?=
-# make cluster: nodes to register (1-7) and nvidia.com/gpu capacity each advertises (no GPU is used).
+# make cluster: nodes (1-7, default 2) and nvidia.com/gpu capacity each advertises (no GPU is used).
 NODES ?=
 GPUS ?=
 # make image: gpu (tensorflow[and-cuda], tag <version>) or cpu (tensorflow-cpu, tag <version>-cpu);
-# IMAGE=registry/name (the variant's tag is added) or name:tag; PUSH=1 pushes after building;
-# BASE_DIGEST=sha256:... pins the Python base (read from the environment by scripts/image.py).
+# IMAGE=registry/name (the variant's tag is added) or name:tag, default the chart's image.repository;
+# PUSH=1 pushes after building; BASE=debian builds the Python base here from Debian packages
+# (debootstrap, root) instead of pulling docker.io/library/python; BASE_IMAGE=/BASE_TAG= choose
+# another official-style base; BASE_DIGEST=sha256:... pins it (read from the environment by
+# scripts/image.py).
 VARIANT ?=
 IMAGE ?=
 PUSH ?=
+BASE ?=
+BASE_IMAGE ?=
+BASE_TAG ?=
 
 PYTHON_BOOTSTRAP ?= python3
 VENV := .venv
@@ -36,9 +42,10 @@ CHART := charts/tf-multiworker
 
 VENV_STAMP := $(VENV)/.installed-stamp
 TOOLS_STAMP := $(TOOLS)/.installed-stamp
-# etcd + kube-apiserver/-controller-manager/-scheduler, built once from pinned Go modules
+# etcd, kube-apiserver/-controller-manager/-scheduler, kubelet, kube-proxy and CoreDNS, built
+# once from pinned Go modules
 KUBE_STAMP := .tools/kube/.installed-stamp
-KUBE_GOMOD := $(wildcard scripts/kube/gomod/*/go.mod scripts/kube/gomod/*/go.sum scripts/kube/gomod/*/tools.go)
+KUBE_GOMOD := $(wildcard scripts/kube/gomod/*/go.mod scripts/kube/gomod/*/go.sum scripts/kube/gomod/*/tools.go scripts/kube/gomod/*/main.go)
 
 .PHONY: help
 help: ## List the targets
@@ -54,12 +61,13 @@ $(TOOLS_STAMP): scripts/tools.py
 	$(PYTHON_BOOTSTRAP) scripts/tools.py --dest $(TOOLS)
 	@touch $@
 
-$(KUBE_STAMP): scripts/kube/build.py $(KUBE_GOMOD)
+$(KUBE_STAMP): scripts/kube/build.py scripts/kube/build_coredns.py $(KUBE_GOMOD)
 	$(PYTHON_BOOTSTRAP) -m scripts.kube.build
+	$(PYTHON_BOOTSTRAP) -m scripts.kube.build_coredns >/dev/null
 	@touch $@
 
 .PHONY: setup
-setup: $(VENV_STAMP) $(TOOLS_STAMP) $(KUBE_STAMP) ## Create the venv, install pinned helm/helm3/kubectl, build the pinned control plane once (idempotent)
+setup: $(VENV_STAMP) $(TOOLS_STAMP) $(KUBE_STAMP) ## Create the venv, install pinned helm/helm3/kubectl, build the pinned Kubernetes, etcd and CoreDNS once (idempotent)
 
 # What the verbs that never start a local control plane need: no Go build on their first use.
 .PHONY: setup-tools
@@ -86,11 +94,15 @@ local: setup-tools ## Train for real on this machine: the chart rendered with va
 	$(PY) -m scripts.local_run --env $(ENV) $(if $(SET),--set "$(SET)") $(if $(FRESH),--fresh)
 
 .PHONY: cluster
-cluster: setup ## Start a real local Kubernetes control plane + node agent (root); prints `export KUBECONFIG=...`
-	$(PY) -m scripts.kube.cluster up $(if $(NODES),--nodes $(NODES)) $(if $(GPUS),--gpus-per-node $(GPUS))
+cluster: setup ## Start a real local Kubernetes (root): control plane, CoreDNS, NODES real nodes running the worker image; prints `export KUBECONFIG=...`
+	$(PY) -m scripts.kube.cluster up $(if $(NODES),--nodes $(NODES)) $(if $(GPUS),--gpus-per-node $(GPUS)) $(if $(BASE),--base $(BASE))
+
+.PHONY: cluster-load
+cluster-load: setup-tools ## Rebuild the worker image if its sources changed and import it into every node of the running cluster
+	$(PY) -m scripts.kube.cluster load $(if $(BASE),--base $(BASE))
 
 .PHONY: cluster-down
-cluster-down: ## Stop the local cluster: no process, mount or network namespace left
+cluster-down: ## Stop the local cluster: no process, mount, cgroup, network namespace or state folder left
 	$(PY) -m scripts.kube.cluster down
 
 .PHONY: deploy
@@ -118,8 +130,8 @@ bench: setup ## Measure the performance figures into docs/benchmarks.md (QUICK=1
 	$(PY) -m scripts.bench $(if $(QUICK),--quick)
 
 .PHONY: image
-image: ## Build the worker image (VARIANT=gpu|cpu, IMAGE=registry/name, PUSH=1) with docker or podman
-	$(PYTHON_BOOTSTRAP) -m scripts.image $(if $(VARIANT),--variant $(VARIANT)) $(if $(IMAGE),--image $(IMAGE)) $(if $(filter 1,$(PUSH)),--push)
+image: ## Build the worker image (VARIANT=gpu|cpu, IMAGE=registry/name, BASE=debian, PUSH=1) with docker or podman
+	$(PYTHON_BOOTSTRAP) -m scripts.image $(if $(VARIANT),--variant $(VARIANT)) $(if $(IMAGE),--image $(IMAGE)) $(if $(BASE),--base $(BASE)) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(BASE_TAG),--base-tag $(BASE_TAG)) $(if $(filter 1,$(PUSH)),--push)
 
 .PHONY: clean
 clean: ## Remove local run state and build output (keeps the venv and tools)

@@ -1,18 +1,21 @@
-"""A real Kubernetes control plane on this machine: etcd, kube-apiserver,
-kube-controller-manager and kube-scheduler (built from their upstream Go modules by
-scripts/kube/build.py), plus the node agent (scripts/kube/node) that runs bound pods.
+"""A real Kubernetes cluster on this machine: etcd, kube-apiserver, kube-controller-manager
+and kube-scheduler (built from their upstream Go modules by scripts/kube/build.py), CoreDNS
+(scripts/kube/build_coredns.py), a hostPath volume provisioner (scripts/kube/provisioner.py),
+and real nodes: a kubelet, containerd (+ runc, CNI) and kube-proxy each, every node in its own
+network and mount namespace (scripts/kube/nodes.py), running the project's own image.
 
 Network: each cluster takes a free "slot" s (0..15) and a Linux bridge `tfmwk<s>` with the
-host address 198.19.(16s).1/20 (RFC 2544's benchmarking range: nothing routes it). The API
-server listens on that address, so pods in their network namespaces on the bridge reach it
-as they would `kubernetes.default`; node k's pods get 198.19.(16s+k).x; Services get
-ClusterIPs from 198.19.(16s+8).0/21, which nothing routes (no kube-proxy: the workers use a
-headless Service and the API server's real address, which the node agent injects as
-KUBERNETES_SERVICE_HOST). etcd listens on 127.0.0.1 only, TLS with client certificates.
+host address 198.19.(16s).1/24 (RFC 2544's benchmarking range: nothing routes it). The API
+server and CoreDNS listen on that address; node k sits on the bridge at 198.19.(16s).(10+k)
+and gives its pods 198.19.(16s+k).0/24; Services get ClusterIPs from 198.19.(16s+8).0/21,
+which each node's kube-proxy (nftables) serves: `kubernetes` at .1, the cluster DNS
+(`kube-system/kube-dns`, whose endpoint is CoreDNS on the bridge address) at .10. etcd
+listens on 127.0.0.1 only, TLS with client certificates.
 
 Everything lives in one state folder (default `.cluster/` in the repo, git-ignored): pki/,
-etcd/, logs/, the admin kubeconfig, state.json (addresses, ports, PIDs). Processes are
-stopped by the PIDs recorded there, after checking each is still the program we started.
+etcd/, logs/, nodes/<name>/ (configs, the kubelet's root, containerd's data), the admin
+kubeconfig, state.json (addresses, ports, PIDs, the kernel settings to put back). Processes
+are stopped by the PIDs recorded there, after checking each is still the program we started.
 """
 from __future__ import annotations
 
@@ -33,6 +36,8 @@ from scripts.kube.build import read_pins
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_STATE = REPO / ".cluster"
+# Image archives made for the nodes (a cache, like the builds: kept across clusters).
+IMAGE_CACHE = REPO / ".tools" / "images"
 # The release the pinned wrapper go.mod builds (scripts/kube/gomod): one place for the version.
 KUBERNETES_VERSION = read_pins().kubernetes
 CLUSTER_DOMAIN = "cluster.local"
@@ -40,6 +45,10 @@ SLOTS = 16
 STORAGE_CLASS = "local-shared"
 PROVISIONER = "tf-multiworker.local/hostpath"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+# Host programs every node needs (Debian packages: containerd, runc, util-linux, iproute2).
+NODE_PROGRAMS = {"containerd": "containerd", "containerd-shim-runc-v2": "containerd",
+                 "runc": "runc", "ctr": "containerd", "nsenter": "util-linux",
+                 "unshare": "util-linux", "catatonit": "catatonit", "ip": "iproute2"}
 
 
 class ClusterError(Exception):
@@ -60,17 +69,12 @@ def slot_network(slot: int) -> dict[str, str]:
     return {
         "bridge": f"tfmwk{slot}",
         "address": f"198.19.{third}.1",
-        "prefix": "20",
+        "prefix": "24",
+        "cluster_cidr": f"198.19.{third}.0/20",
         "service_cidr": f"198.19.{third + 8}.0/21",
         "service_ip": f"198.19.{third + 8}.1",
+        "dns_ip": f"198.19.{third + 8}.10",
     }
-
-
-def node_pod_prefix(slot: int, node_index: int) -> str:
-    """Node k (1-based, at most 7) gives its pods 198.19.(16s+k).2..254."""
-    if not 1 <= node_index <= 7:
-        raise ValueError("a cluster has at most 7 nodes")
-    return f"198.19.{16 * slot + node_index}"
 
 
 def node_names(count: int) -> list[str]:
@@ -89,8 +93,12 @@ class ClusterState:
     etcd_peer_port: int
     nodes: list[str]
     gpus_per_node: int = 0
-    kubelet_ports: dict[str, int] = field(default_factory=dict)
     pids: dict[str, int] = field(default_factory=dict)
+    # kernel settings the kubelets change machine-wide, as they were before (put back by down)
+    sysctls: dict[str, str] = field(default_factory=dict)
+    # host folders made as mount points for the nodes (removed by down when still empty)
+    made_dirs: list[str] = field(default_factory=list)
+    dns_ports: dict[str, int] = field(default_factory=dict)
     started_at: float = 0.0
     ready_seconds: float = 0.0
 
@@ -355,13 +363,44 @@ def scheduler_args(bins: dict, state: ClusterState) -> list[str]:
             "--secure-port", "0", "--leader-elect=false", "--profiling=false"]
 
 
-def node_agent_args(state: ClusterState) -> list[str]:
-    return [sys.executable, "-m", "scripts.kube.node", "--state", str(state.dir)]
+def corefile(state: ClusterState, kubeconfig: Path) -> str:
+    """CoreDNS serves the cluster domain from the API server (Services, headless
+    StatefulSet names from EndpointSlices) on the bridge address only; other names go to the
+    host's resolver. No cache: a peer's name must resolve as soon as its slice lists it."""
+    return f""".:53 {{
+    bind {state.address}
+    errors
+    health {state.address}:{state.dns_ports['health']}
+    ready {state.address}:{state.dns_ports['ready']}
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        kubeconfig {kubeconfig} tfmw-local
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 5
+    }}
+    forward . /etc/resolv.conf
+    loadbalance
+}}
+"""
+
+
+def coredns_args(coredns: Path, state: ClusterState) -> list[str]:
+    return [str(coredns), "-conf", str(state.dir / "Corefile")]
+
+
+def provisioner_args(state: ClusterState) -> list[str]:
+    return [sys.executable, "-m", "scripts.kube.provisioner", "--state", str(state.dir)]
 
 
 MARKERS = {"etcd": "etcd", "kube-apiserver": "kube-apiserver",
            "kube-controller-manager": "kube-controller-manager", "kube-scheduler": "kube-scheduler",
-           "node-agent": "scripts.kube.node"}
+           "coredns": "coredns", "provisioner": "scripts.kube.provisioner"}
+
+
+def marker(name: str) -> str:
+    """What a recorded process's command line names (nodes: their node.sh)."""
+    from scripts.kube.nodes import node_marker_for
+    return MARKERS.get(name) or node_marker_for(name)
 
 
 # ---------------------------------------------------------------- bootstrap (pure objects)
@@ -402,6 +441,51 @@ def bootstrap_objects() -> list[tuple[str, dict]]:
     ]
 
 
+def dns_objects(state: ClusterState) -> list[tuple[str, dict]]:
+    """The cluster DNS as pods see it: Service kube-system/kube-dns at the kubelets'
+    clusterDNS address, whose one endpoint is CoreDNS on the bridge (it runs on the host,
+    outside the nodes), plus CoreDNS's read-only RBAC (CoreDNS's own ClusterRole)."""
+    net = slot_network(state.slot)
+    ports = [{"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]
+    return [
+        ("/api/v1/namespaces/kube-system/services", {
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "kube-dns", "namespace": "kube-system",
+                         "labels": {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}},
+            "spec": {"clusterIP": net["dns_ip"], "ports": [{**p, "targetPort": 53} for p in ports]}}),
+        ("/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices", {
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "kube-dns-host", "namespace": "kube-system",
+                         "labels": {"kubernetes.io/service-name": "kube-dns",
+                                    "endpointslice.kubernetes.io/managed-by": "tf-multiworker.local-cluster"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [state.address], "conditions": {"ready": True}}],
+            "ports": ports}),
+        ("/apis/rbac.authorization.k8s.io/v1/clusterroles", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "system:coredns"},
+            "rules": [
+                {"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"],
+                 "verbs": ["list", "watch"]},
+                {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
+            ]}),
+        ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "system:coredns"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "tfmw:coredns"}]}),
+        # The API server calls kubelets (logs, exec, port-forward) as this identity; the
+        # kubelets authorize it through the API server (webhook).
+        ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "tfmw:kube-apiserver-kubelet-client"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "system:kubelet-api-admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                          "name": "kube-apiserver-kubelet-client"}]}),
+    ]
+
+
 # ---------------------------------------------------------------- up / down
 
 def running(state: ClusterState | None) -> bool:
@@ -430,19 +514,43 @@ def wait_until(check, timeout: float, what: str, logs: list[Path], interval: flo
     raise ClusterError(f"{what} not ready after {timeout:g}s ({last_error or 'no answer'}); {tails}")
 
 
-def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, bins: dict | None = None,
-       say=print, api_port: int = 6443, timeout: float = 90.0) -> ClusterState:
-    """Start a cluster in `directory` (or report the one running there). Returns its state."""
-    directory = Path(directory).resolve()
+def missing_node_programs() -> list[str]:
+    """`program (package)` for each host program a node needs that is not installed."""
+    from scripts.kube.nodes import cni_bin_dir
+    missing = [f"{prog} ({pkg})" for prog, pkg in NODE_PROGRAMS.items() if shutil.which(prog) is None]
+    if cni_bin_dir() is None:
+        missing.append("the CNI plugins bridge/host-local (containernetworking-plugins)")
+    return missing
+
+
+def preflight(nodes: int, gpus_per_node: int) -> None:
     if os.geteuid() != 0:
-        raise ClusterError("make cluster needs root: pods run in network namespaces on a bridge "
-                           "(ip netns / ip link); run it as root", exit_code=2)
-    if shutil.which("ip") is None:
-        raise ClusterError("make cluster needs iproute2 (`ip`): apt-get install iproute2", exit_code=2)
+        raise ClusterError("make cluster needs root: nodes run in network and mount namespaces on a "
+                           "bridge (ip netns, unshare, cgroups); run it as root", exit_code=2)
     if not 1 <= nodes <= 7:
         raise ClusterError(f"--nodes {nodes}: a local cluster has 1 to 7 nodes", exit_code=2)
     if gpus_per_node < 0:
         raise ClusterError(f"--gpus-per-node {gpus_per_node}: must be 0 or more", exit_code=2)
+    missing = missing_node_programs()
+    if missing:
+        packages = sorted({m.split("(")[-1].rstrip(")").split()[-1] for m in missing})
+        raise ClusterError(f"make cluster needs {', '.join(missing)}: apt-get install "
+                           f"{' '.join(packages)}", exit_code=2)
+
+
+def node_bins(bins: dict) -> dict:
+    return {**bins, "containerd": shutil.which("containerd"), "ctr": shutil.which("ctr")}
+
+
+def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, bins: dict | None = None,
+       say=print, api_port: int = 6443, timeout: float = 90.0, images: list[Path] = ()) -> ClusterState:
+    """Start a cluster in `directory` (or report the one running there) with `images`
+    (docker-save archives) in every node. Returns its state."""
+    from scripts.kube import nodes as nodemod
+    from scripts.kube.images import pause_archive
+
+    directory = Path(directory).resolve()
+    preflight(nodes, gpus_per_node)
     existing = ClusterState.load(directory)
     if running(existing):
         say(f"cluster: already running in {directory} (API server {existing.server}, pid "
@@ -453,50 +561,85 @@ def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, 
     if bins is None:
         from scripts.kube.build import ensure_binaries
         bins = ensure_binaries(progress=say)
+    if "coredns" not in bins:
+        from scripts.kube.build_coredns import ensure_coredns
+        bins = {**bins, "coredns": ensure_coredns(progress=say)}
+    bins = node_bins(bins)
     started = time.monotonic()
     directory.mkdir(parents=True, exist_ok=True)
-    directory.chmod(0o700)
+    directory.chmod(0o711)   # the nodes' folders are reached by the containers' users too
     slot = free_slot()
     net = slot_network(slot)
     names = node_names(nodes)
+    node_nets = [nodemod.node_net(slot, i) for i in range(1, nodes + 1)]
     state = ClusterState(directory=str(directory), slot=slot, address=net["address"],
                          api_port=0, etcd_port=free_port(), etcd_peer_port=free_port(),
-                         nodes=names, gpus_per_node=gpus_per_node, started_at=time.time())
+                         nodes=names, gpus_per_node=gpus_per_node, started_at=time.time(),
+                         sysctls=nodemod.read_kernel_sysctls())
     state.save()  # from here on, `down` can clean up whatever was made
     procs: dict[str, subprocess.Popen] = {}
     try:
         create_bridge(slot)
         state.api_port = free_port(state.address, api_port)
-        state.kubelet_ports = {n: free_port(state.address, 10250 + i) for i, n in enumerate(names)}
-        pki.make_cluster_pki(state.pki_dir, state.address, net["service_ip"], names, CLUSTER_DOMAIN)
+        state.dns_ports = {"health": free_port(state.address), "ready": free_port(state.address)}
+        pki.make_cluster_pki(state.pki_dir, state.address, net["service_ip"], names, CLUSTER_DOMAIN,
+                             node_ips={n.name: n.address for n in node_nets})
         _write_private(state.kubeconfig, kubeconfig_text(state, "admin", "tfmw-admin"))
-        _write_private(state.dir / "kubeconfigs" / "controller-manager",
-                       kubeconfig_text(state, "controller-manager", "system:kube-controller-manager"))
-        _write_private(state.dir / "kubeconfigs" / "scheduler",
-                       kubeconfig_text(state, "scheduler", "system:kube-scheduler"))
+        for identity, user in (("controller-manager", "system:kube-controller-manager"),
+                               ("scheduler", "system:kube-scheduler"), ("kube-proxy", "system:kube-proxy"),
+                               ("coredns", "tfmw:coredns"), ("cluster-services", "tfmw:cluster-services"),
+                               *((f"node-{n}", f"system:node:{n}") for n in names)):
+            _write_private(state.dir / "kubeconfigs" / identity, kubeconfig_text(state, identity, user))
         logs = state.dir / "logs"
         say(f"cluster: starting etcd, kube-apiserver ({KUBERNETES_VERSION}) on {state.server}")
         procs["etcd"] = _spawn(etcd_args(bins, state), logs / "etcd.log")
         procs["kube-apiserver"] = _spawn(apiserver_args(bins, state), logs / "kube-apiserver.log")
         state.pids.update({name: proc.pid for name, proc in procs.items()})
         state.save()
+
+        # The nodes' namespaces, folders and containerd start while the API server comes up.
+        for dir_name in ("/var/lib/kubelet", "/run/containerd"):
+            if not Path(dir_name).exists():
+                Path(dir_name).mkdir(parents=True)
+                state.made_dirs.append(dir_name)
+        Path("/run/netns").mkdir(exist_ok=True)
+        for node in node_nets:
+            nodemod.make_cgroups(node.cgroup)
+            nodemod.create_network(node, net["bridge"], node_nets)
+            script = nodemod.prepare_node(
+                node, state.dir, bins, net["dns_ip"], CLUSTER_DOMAIN, net["cluster_cidr"],
+                state.dir / "kubeconfigs" / f"node-{node.name}", state.dir / "kubeconfigs" / "kube-proxy")
+            procs[node.name] = _spawn(nodemod.node_argv(node, script), logs / f"{node.name}.log")
+        state.pids.update({name: proc.pid for name, proc in procs.items()})
+        state.save()
+
         admin = state.api("admin", timeout=5)
         wait_until(lambda: admin.request("GET", "/readyz", raw=True) == b"ok", timeout, "kube-apiserver",
                    [logs / "kube-apiserver.log", logs / "etcd.log"],
-                   alive=dict(procs))
-        for path, obj in bootstrap_objects():
+                   alive={k: procs[k] for k in ("etcd", "kube-apiserver")})
+        for path, obj in bootstrap_objects() + dns_objects(state):
             admin.create_or_keep(path, obj)
-        say("cluster: starting kube-controller-manager, kube-scheduler, node agent "
-            f"({nodes} node{'s' if nodes > 1 else ''}{f', {gpus_per_node} nvidia.com/gpu each' if gpus_per_node else ''})")
+        say(f"cluster: starting kube-controller-manager, kube-scheduler, CoreDNS, {nodes} node"
+            f"{'s' if nodes > 1 else ''} (kubelet, containerd, kube-proxy"
+            f"{f', {gpus_per_node} nvidia.com/gpu each' if gpus_per_node else ''})")
         procs["kube-controller-manager"] = _spawn(controller_manager_args(bins, state),
                                                   logs / "kube-controller-manager.log")
         procs["kube-scheduler"] = _spawn(scheduler_args(bins, state), logs / "kube-scheduler.log")
-        state.pids.update({name: proc.pid for name, proc in procs.items()})
-        state.save()
+        (state.dir / "Corefile").write_text(corefile(state, state.dir / "kubeconfigs" / "coredns"))
+        procs["coredns"] = _spawn(coredns_args(bins["coredns"], state), logs / "coredns.log")
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        procs["node-agent"] = _spawn(node_agent_args(state), logs / "node-agent.log", env=env)
+        procs["provisioner"] = _spawn(provisioner_args(state), logs / "provisioner.log", env=env)
         state.pids.update({name: proc.pid for name, proc in procs.items()})
         state.save()
+
+        node_dirs = [state.dir / "nodes" / n for n in names]
+        wait_until(lambda: all((d / "containerd.ready").exists() for d in node_dirs), timeout,
+                   "containerd on every node", [logs / f"{n}-containerd.log" for n in names] + [logs / f"{n}.log" for n in names],
+                   alive={n: procs[n] for n in names})
+        archives = [pause_archive(nodemod.SANDBOX_IMAGE, state.dir / "images"), *images]
+        load_images(state, archives, say=say)
+        for d in node_dirs:
+            (d / "images.ready").touch()
 
         def nodes_ready():
             ready = 0
@@ -512,8 +655,12 @@ def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, 
                 admin.get_or_none("/api/v1/namespaces/default/configmaps/kube-root-ca.crt")
 
         wait_until(nodes_ready, timeout, f"{nodes} node(s)",
-                   [logs / "node-agent.log", logs / "kube-controller-manager.log", logs / "kube-scheduler.log"],
+                   [logs / f"{n}-kubelet.log" for n in names] + [logs / "kube-controller-manager.log"],
                    alive=dict(procs))
+        if gpus_per_node:
+            advertise_gpus(admin, names, gpus_per_node)
+        wait_until(lambda: _http_ok(state.address, state.dns_ports["ready"], "/ready"), timeout,
+                   "CoreDNS", [logs / "coredns.log"], alive={"coredns": procs["coredns"]})
         wait_until(default_sa, timeout, "the default ServiceAccount and kube-root-ca.crt",
                    [logs / "kube-controller-manager.log"], alive=dict(procs))
         state.ready_seconds = round(time.monotonic() - started, 2)
@@ -527,10 +674,61 @@ def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, 
         raise
 
 
+def _http_ok(host: str, port: int, path: str) -> bool:
+    import http.client
+    conn = http.client.HTTPConnection(host, port, timeout=2)
+    try:
+        conn.request("GET", path)
+        return conn.getresponse().status == 200
+    finally:
+        conn.close()
+
+
+def advertise_gpus(admin: Api, names: list[str], count: int) -> None:
+    """nvidia.com/gpu capacity on each Node (an extended resource, as Kubernetes documents
+    for advertising one by hand): GPU values schedule; no GPU is used."""
+    for name in names:
+        admin.request("PATCH", f"/api/v1/nodes/{name}/status",
+                      [{"op": "add", "path": "/status/capacity/nvidia.com~1gpu", "value": str(count)}],
+                      content_type="application/json-patch+json")
+    wait_until(lambda: all((admin.get(f"/api/v1/nodes/{n}").get("status", {}).get("allocatable") or {})
+                           .get("nvidia.com/gpu") == str(count) for n in names), 30,
+               "nvidia.com/gpu capacity on the nodes", [])
+
+
+def load_images(state: ClusterState, archives: list[Path], say=print) -> None:
+    """Import docker-save archives into every node's containerd (the nodes pull nothing:
+    no registry is reachable). Nodes import in parallel."""
+    import concurrent.futures
+    from scripts.kube import nodes as nodemod
+    ctr = shutil.which("ctr")
+    started = time.monotonic()
+
+    def one(name: str) -> None:
+        pid = state.pids.get(name, 0)
+        if not is_ours(pid, marker(name)):
+            raise ClusterError(f"{name} is not running; `make cluster-down` then `make cluster`", exit_code=3)
+        for archive in archives:
+            try:
+                nodemod.import_image(pid, ctr, archive)
+            except nodemod.NodeError as err:
+                raise ClusterError(f"{name}: {err}") from None
+
+    with concurrent.futures.ThreadPoolExecutor(len(state.nodes)) as pool:
+        for future in [pool.submit(one, name) for name in state.nodes]:
+            future.result()
+    big = [a for a in archives if a.stat().st_size > 10 << 20]
+    if big:
+        say(f"cluster: images {', '.join(a.name for a in big)} imported into {len(state.nodes)} "
+            f"node(s) in {time.monotonic() - started:.1f}s")
+
+
 def down(directory: Path = DEFAULT_STATE, say=print) -> bool:
-    """Stop the cluster in `directory`: node agent first (it stops its pods and removes their
-    network namespaces), then the control plane, then the bridge and the state folder.
-    Returns whether anything was running."""
+    """Stop the cluster in `directory`: the nodes first (kubelet, kube-proxy, every container,
+    containerd), then CoreDNS, the provisioner and the control plane; then the nodes'
+    cgroups and namespaces, the bridge, the kernel settings the kubelets changed, and the
+    state folder. Returns whether anything was running."""
+    from scripts.kube import nodes as nodemod
     directory = Path(directory).resolve()
     state = ClusterState.load(directory)
     if state is None:
@@ -539,14 +737,27 @@ def down(directory: Path = DEFAULT_STATE, say=print) -> bool:
         say(f"cluster: none running in {directory}")
         return False
     stopped = []
-    for name, grace in (("node-agent", 90.0), ("kube-scheduler", 10.0), ("kube-controller-manager", 10.0),
-                        ("kube-apiserver", 15.0), ("etcd", 10.0)):
-        pid = state.pids.get(name, 0)
-        if stop_pid(pid, MARKERS[name], grace):
+    order = [(n, 30.0) for n in state.nodes] + [
+        ("provisioner", 10.0), ("coredns", 10.0), ("kube-scheduler", 10.0),
+        ("kube-controller-manager", 10.0), ("kube-apiserver", 15.0), ("etcd", 10.0)]
+    for name, grace in order:
+        if stop_pid(state.pids.get(name, 0), marker(name), grace):
             stopped.append(name)
-    from scripts.kube.node import podnet
-    podnet.remove_leftovers(state.slot)
+    left = []
+    for index in range(1, len(state.nodes) + 1):
+        node = nodemod.node_net(state.slot, index)
+        left += nodemod.remove_cgroups(node.cgroup)
+        nodemod.delete_network(node)
+    nodemod.remove_leftover_networks(state.slot)
     delete_bridge(state.slot)
+    if state.sysctls:
+        nodemod.restore_kernel_sysctls(state.sysctls)
+    for made in state.made_dirs:
+        try:
+            Path(made).rmdir()
+        except OSError:
+            pass
     shutil.rmtree(directory, ignore_errors=True)
-    say(f"cluster: stopped ({', '.join(stopped) or 'nothing was running'}); removed {directory}")
+    say(f"cluster: stopped ({', '.join(stopped) or 'nothing was running'}); removed {directory}"
+        + (f"; could not remove cgroups {', '.join(left)}" if left else ""))
     return bool(stopped)

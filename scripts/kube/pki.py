@@ -10,12 +10,14 @@ Identities (CN / O as Kubernetes reads them):
     admin                     tfmw-admin / system:masters         the kubeconfig `make cluster` writes
     kube-controller-manager   system:kube-controller-manager
     kube-scheduler            system:kube-scheduler
-    node-<name>               system:node:<name> / system:nodes    a node agent's kubelet identity
-    cluster-services          tfmw:cluster-services               hosts-from-EndpointSlices, volume provisioner
+    node-<name>               system:node:<name> / system:nodes    the node's kubelet
+    cluster-services          tfmw:cluster-services               the volume provisioner
+    kube-proxy                system:kube-proxy                   every node's kube-proxy (system:node-proxier)
+    coredns                   tfmw:coredns                        CoreDNS's kubernetes plugin (system:coredns)
     apiserver-kubelet-client  kube-apiserver-kubelet-client       the API server calling a node (logs)
     apiserver-etcd-client     kube-apiserver-etcd-client          the API server calling etcd
 Serving certificates: apiserver (the cluster address, 127.0.0.1, kubernetes.default.svc...),
-etcd (127.0.0.1), node-<name>-serving (the node's address).
+etcd (127.0.0.1), node-<name>-serving (the kubelet's HTTPS endpoint at the node's address).
 """
 from __future__ import annotations
 
@@ -119,12 +121,15 @@ class ClusterPki:
     controller_manager: CertPair
     scheduler: CertPair
     cluster_services: CertPair
+    kube_proxy: CertPair
+    coredns: CertPair
     nodes: dict[str, CertPair]          # kubelet client identity per node
     node_serving: dict[str, CertPair]   # kubelet HTTPS endpoint per node
 
 
 def make_cluster_pki(directory: Path, address: str, service_ip: str, nodes: list[str],
-                     cluster_domain: str = "cluster.local") -> ClusterPki:
+                     cluster_domain: str = "cluster.local",
+                     node_ips: dict[str, str] | None = None) -> ClusterPki:
     """Every certificate a cluster at `address` with these nodes needs, under `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
@@ -144,8 +149,11 @@ def make_cluster_pki(directory: Path, address: str, service_ip: str, nodes: list
         controller_manager=issue(ca, directory, "controller-manager", "system:kube-controller-manager"),
         scheduler=issue(ca, directory, "scheduler", "system:kube-scheduler"),
         cluster_services=issue(ca, directory, "cluster-services", "tfmw:cluster-services"),
+        kube_proxy=issue(ca, directory, "kube-proxy", "system:kube-proxy"),
+        coredns=issue(ca, directory, "coredns", "tfmw:coredns"),
         nodes={n: issue(ca, directory, f"node-{n}", f"system:node:{n}", "system:nodes") for n in nodes},
         node_serving={n: issue(ca, directory, f"node-{n}-serving", f"system:node:{n}",
-                               server_dns=[n, "localhost"], server_ips=sorted({address, "127.0.0.1"}))
+                               server_dns=[n, "localhost"],
+                               server_ips=sorted({address, "127.0.0.1", *([node_ips[n]] if node_ips and n in node_ips else [])}))
                       for n in nodes},
     )

@@ -1,5 +1,0 @@
-import sys
-
-from scripts.kube.node.agent import main
-
-sys.exit(main())
