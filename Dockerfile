@@ -2,9 +2,12 @@
 # hash lock, plus the `entrypoint` launcher (TF_CONFIG from the pod ordinal, peer wait,
 # supervisor, built-in trainer).
 #
-# Build: `make image [VARIANT=cpu|gpu] [IMAGE=registry/name]` (scripts/image.py), or by hand:
+# Build: `make image [VARIANT=cpu|gpu] [IMAGE=registry/name] [BASE=debian]` (scripts/image.py),
+# or by hand:
 #   docker build --build-arg VERSION=0.1.0 -t tf-multiworker:0.1.0 .                     # GPU
 #   docker build --build-arg VERSION=0.1.0 --build-arg VARIANT=cpu -t tf-multiworker:0.1.0-cpu .
+# With podman/buildah add `--format docker`: under the default OCI format the SHELL line below
+# (pipefail) is ignored with only a warning.
 # See docs/image.md for the facts this file relies on, pushing, and adding your own code.
 
 # Not the tensorflow/tensorflow:*-gpu image: its system cuDNN does not match TF 2.21 (cuDNN
@@ -25,6 +28,10 @@ ARG BASE_DIGEST
 ARG VERSION=unknown
 # gpu: tensorflow[and-cuda] (NVIDIA wheels); cpu: tensorflow-cpu (no CUDA, much smaller).
 ARG VARIANT=gpu
+# Build time only (an ARG: in RUN steps' environment, not in the image's): a CA bundle for pip
+# where outbound TLS is re-signed by a local CA. `make image` with podman mounts the host's
+# bundle read-only and sets this to it; unset otherwise. No certificate enters the image.
+ARG PIP_CERT
 
 LABEL org.opencontainers.image.title="tf-multiworker" \
       org.opencontainers.image.description="TensorFlow MultiWorkerMirroredStrategy worker: TF_CONFIG from the StatefulSet ordinal, peer wait, supervised training" \
@@ -83,8 +90,10 @@ WORKDIR /app
 COPY pyproject.toml README.md /src/
 COPY entrypoint /src/entrypoint
 # --no-deps: the lock above already holds the runtime dependencies (pyhelm3 is host-side and
-# never used in the container). The smoke test runs the launcher from site-packages.
-RUN pip install --no-cache-dir --no-deps /src \
+# never used in the container). --no-build-isolation: build with the lock's setuptools instead
+# of fetching the build backend unpinned (and online) into a throwaway environment. The smoke
+# test runs the launcher from site-packages.
+RUN pip install --no-cache-dir --no-deps --no-build-isolation /src \
     && rm -rf /src \
     && python -m entrypoint --help >/dev/null
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from scripts import helmkit
-from scripts.image import IMAGE_NAME, VARIANTS, read_dockerfile, variant_tag
+from scripts.image import IMAGE_NAME, VARIANTS, BuildPlan, build_command, read_dockerfile, variant_tag
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "tf-multiworker"
@@ -157,6 +157,10 @@ def test_every_package_comes_from_the_variants_hash_lock():
         assert packages in (["/tmp/requirements.lock"], ["/src"]), words
     lock_installs = [w for w in installs if "-r" in w]
     assert len(lock_installs) == 1 and "--require-hashes" in lock_installs[0]
+    # The package itself is built with the lock's setuptools, not a build backend pip would
+    # fetch unpinned into an isolated build environment.
+    [source_install] = [w for w in installs if "/src" in w]
+    assert "--no-build-isolation" in source_install
     assert DOCKERFILE.args["VARIANT"] == "gpu"
     copy = re.search(r"^COPY requirements/image-\$\{VARIANT\}\.lock /tmp/requirements\.lock$",
                      (REPO_ROOT / "Dockerfile").read_text(), re.M)
@@ -278,3 +282,46 @@ def test_dockerignore_lets_in_exactly_what_the_build_copies():
               for source in DOCKERFILE.copy_sources for variant in VARIANTS}
     assert copied == allowed
     assert PYPROJECT["project"]["readme"] in allowed  # setuptools reads it during `pip install`
+
+
+def lock_pins(variant: str) -> dict[str, str]:
+    text = (REPO_ROOT / "requirements" / f"image-{variant}.lock").read_text()
+    return {m.group(1).lower(): m.group(2) for m in re.finditer(r"^([A-Za-z0-9_.-]+)==(\S+)", text, re.M)}
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_lock_holds_the_build_backend_so_the_source_install_needs_no_index(variant):
+    # `pip install --no-build-isolation /src` uses what is installed: pyproject's build-system
+    # requirements must be in the lock the step before installs.
+    pins = lock_pins(variant)
+    for requirement in PYPROJECT["build-system"]["requires"]:
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)\s*(>=\s*(\S+))?", requirement)
+        assert match, f"build requirement {requirement!r}: teach this test its form"
+        name, minimum = match.group(1).lower(), match.group(3)
+        assert name in pins, f"{name} (build-system.requires) is not in image-{variant}.lock"
+        if minimum:
+            assert version_tuple(pins[name]) >= version_tuple(minimum), (name, pins[name], minimum)
+    assert PYPROJECT["build-system"]["build-backend"] == "setuptools.build_meta"
+
+
+def test_shell_is_bash_with_pipefail_and_podman_builds_keep_it():
+    # Under podman/buildah's default OCI format SHELL is dropped with a warning only.
+    assert re.search(r'^SHELL \["/bin/bash", "-o", "pipefail", "-c"\]$', (REPO_ROOT / "Dockerfile").read_text(), re.M)
+    plan = BuildPlan("/usr/bin/podman", "x:1", "0", "cpu", REPO_ROOT / "Dockerfile", REPO_ROOT)
+    command = build_command(plan)
+    assert command[command.index("--format") + 1] == "docker"
+    docker = build_command(BuildPlan("/usr/bin/docker", "x:1", "0", "cpu", REPO_ROOT / "Dockerfile", REPO_ROOT))
+    assert "--format" not in docker  # docker build always writes the docker format (and has no such flag)
+
+
+def test_no_ca_certificate_is_baked_into_the_image():
+    # The build may trust a local CA through a read-only mount and PIP_CERT, a build argument
+    # (not ENV: not in the image's environment); nothing copies or registers a certificate.
+    assert "PIP_CERT" in DOCKERFILE.args and DOCKERFILE.args["PIP_CERT"] is None
+    assert not any(name.startswith(("PIP_CERT", "REQUESTS_CA", "SSL_CERT")) for name in DOCKERFILE.env)
+    assert not any(re.search(r"\.(crt|pem)$", source) for source in DOCKERFILE.copy_sources)
+    assert not any("update-ca-certificates" in c or "ca-certificates" in c for c in DOCKERFILE.run_commands)
