@@ -76,6 +76,21 @@ class PodState:
     #                   (CrashLoopBackOff, CreateContainerConfigError) or the scheduler's (Unschedulable)
     node: str = ""    # spec.nodeName ("" until scheduled)
     message: str = ""  # the message that goes with reason, e.g. "0/1 nodes are available: ..."
+    hint: str = ""     # what to do about reason, when we know (a missing image)
+
+
+# The kubelet's reasons for an image it could not get onto the node.
+IMAGE_REASONS = ("ErrImageNeverPull", "ImagePullBackOff", "ErrImagePull", "InvalidImageName")
+
+
+def image_hint(reason: str, image: str) -> str:
+    """The fix for a worker image the node cannot get: on `make cluster` (no registry) it is
+    built and imported; on a cluster with a registry it is pushed."""
+    if reason not in IMAGE_REASONS:
+        return ""
+    return (f"the image {image or '?'} is not on the node and cannot be pulled: build it with `make image` "
+            f"and import it with `make cluster-load` (local cluster), or push it to a registry the "
+            f"cluster can pull from (docs/image.md)")
 
 
 def _condition(pod: dict, kind: str) -> dict | None:
@@ -89,12 +104,13 @@ def _true(pod: dict, kind: str) -> bool:
 def pod_state(pod: dict) -> PodState:
     status = pod.get("status") or {}
     containers = status.get("containerStatuses") or []
-    reason = message = ""
+    reason = message = image = ""
     for c in containers:
         state = c.get("state") or {}
         for key in ("waiting", "terminated"):
             if (state.get(key) or {}).get("reason"):
                 reason, message = state[key]["reason"], state[key].get("message") or ""
+                image = c.get("image") or ""
     scheduled = _condition(pod, "PodScheduled") or {}
     if not reason and scheduled.get("status") == "False" and scheduled.get("reason"):
         # The scheduler's verdict, e.g. Unschedulable: "0/1 nodes are available: 1 Insufficient ..."
@@ -112,6 +128,7 @@ def pod_state(pod: dict) -> PodState:
         reason=reason,
         node=(pod.get("spec") or {}).get("nodeName") or "",
         message=" ".join(message.split()),
+        hint=image_hint(reason, image),
     )
 
 
@@ -126,7 +143,7 @@ def pod_problems(pods: list[PodState]) -> list[str]:
     groups: dict[tuple[str, str], list[str]] = {}
     for p in pods:
         if p.reason and not p.ready:
-            text = p.reason + (f": {shorten(p.message)}" if p.message else "")
+            text = p.reason + (f": {shorten(p.message)}" if p.message else "") + (f"; {p.hint}" if p.hint else "")
             groups.setdefault((p.phase, text), []).append(p.name)
     return [f"{', '.join(names)} {phase}: {text}" for (phase, text), names in groups.items()]
 
@@ -347,7 +364,8 @@ def logs_summary(reports: list[WorkerReport], replicas: int) -> str:
 def worker_line(report: WorkerReport) -> str:
     """'worker w-0: Running, ready, 0 restarts, node node-1' (+ why not, + last log progress)."""
     p = report.pod
-    why = f" ({p.reason}{': ' + shorten(p.message, 200) if p.message else ''})" if p.reason and not p.ready else ""
+    why = (f" ({p.reason}{': ' + shorten(p.message, 200) if p.message else ''}"
+           f"{'; ' + p.hint if p.hint else ''})") if p.reason and not p.ready else ""
     line = (f"worker {p.name}: {p.phase}{why}, {'ready' if p.ready else 'not ready'}, "
             f"{p.restarts} restart{'' if p.restarts == 1 else 's'}, node {p.node or '-'}")
     shown = report.finished or report.progress

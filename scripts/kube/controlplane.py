@@ -37,7 +37,7 @@ from scripts.kube.build import read_pins
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_STATE = REPO / ".cluster"
 # Image archives made for the nodes (a cache, like the builds: kept across clusters).
-IMAGE_CACHE = REPO / ".tools" / "images"
+IMAGE_CACHE = REPO / ".tools" / "image" / "archives"
 # The release the pinned wrapper go.mod builds (scripts/kube/gomod): one place for the version.
 KUBERNETES_VERSION = read_pins().kubernetes
 CLUSTER_DOMAIN = "cluster.local"

@@ -28,6 +28,7 @@ SLEEPER = ["training.command={python,-m,http.server,--directory,/tmp}", "workers
 @dataclass
 class Cluster:
     state: ClusterState
+    image: str = ""   # the worker image every node holds (the chart's default for workers.gpus 0)
 
     @property
     def kubeconfig(self) -> Path:

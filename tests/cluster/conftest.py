@@ -1,6 +1,8 @@
 """One real local cluster for the whole session (scripts/kube: etcd, kube-apiserver,
-kube-controller-manager, kube-scheduler from their pinned Go builds, plus the node agent);
-each test works in a namespace of its own and leaves nothing running behind it."""
+kube-controller-manager, kube-scheduler, CoreDNS from their pinned Go builds, and two real
+nodes: kubelet, containerd, kube-proxy) running the project's own worker image, built here
+from the Dockerfile when its sources changed; each test works in a namespace of its own and
+leaves nothing running behind it."""
 from __future__ import annotations
 
 import os
@@ -14,19 +16,30 @@ from scripts.kube.build import ensure_binaries
 from clusterkit import Cluster, delete_namespace, new_namespace
 
 GPUS_PER_NODE = 2
+NODES = 2
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory) -> Cluster:
+def worker_image() -> tuple[str, object]:
+    """The CPU worker image (what values/local.yaml pulls) and its docker-save archive,
+    built from the Dockerfile on a Debian-made base (no registry is reachable here)."""
+    from scripts import image
+    ref = image.ensure_image(variant="cpu", base="debian", progress=print)
+    return ref, image.save_archive(ref, controlplane.IMAGE_CACHE)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory, worker_image) -> Cluster:
     if os.geteuid() != 0:
-        # Pods run in network namespaces on a bridge: that needs root. CI runs as root, so
-        # there this fixture always runs; a non-root developer sees why these did not.
-        pytest.skip("the local cluster needs root (network namespaces, a bridge)")
+        # Nodes run in network and mount namespaces on a bridge: that needs root. CI runs as
+        # root, so there this fixture always runs; a non-root developer sees why these did not.
+        pytest.skip("the local cluster needs root (network and mount namespaces, a bridge)")
     bins = ensure_binaries()
-    state = controlplane.up(tmp_path_factory.mktemp("kube") / "state", nodes=1,
-                            gpus_per_node=GPUS_PER_NODE, bins=bins, say=print)
+    ref, archive = worker_image
+    state = controlplane.up(tmp_path_factory.mktemp("kube") / "state", nodes=NODES,
+                            gpus_per_node=GPUS_PER_NODE, bins=bins, say=print, images=[archive])
     try:
-        yield Cluster(state)
+        yield Cluster(state, image=ref)
     finally:
         # The components' and the node agent's logs outlive the cluster, for a failed run.
         logs = tmp_path_factory.getbasetemp() / "kube-logs"

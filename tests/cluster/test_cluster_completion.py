@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import calendar
 import json
-import os
-import signal
 import time
 from pathlib import Path
 
@@ -20,10 +18,12 @@ import yaml
 
 from clusterkit import CHART, REPO, wait_for
 from scripts.kube.api import ns_path
-from scripts.localrun.proctree import descendants
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
+# GPU values schedule on the nodes' advertised nvidia.com/gpu; the pods run the CPU image
+# (the GPU variant, `<appVersion>`, is not built here: there is no GPU to run it).
+ON_FAKE_GPUS = ["image.tag=0.1.0-cpu"]
 FAST = ["training.config.model.name=mlp", "training.config.steps=30", "training.config.logEverySteps=5",
         "training.config.checkpoint.everySteps=10"]
 
@@ -70,7 +70,7 @@ def _never_crash_looped(cluster, ns) -> bool:
 
 
 def test_success_records_scales_to_zero_and_frees_the_gpus(cluster, namespace):
-    _install(cluster, namespace, "ok", *FAST, "workers.gpus=1")
+    _install(cluster, namespace, "ok", *FAST, "workers.gpus=1", *ON_FAKE_GPUS)
     status = _wait_phase(cluster, namespace, "ok", "Succeeded")
     assert status["reason"] == "Completed" and status["step"] == status["totalSteps"] == "30"
     assert float(status["loss"]) > 0 and status["finishedAt"] and status["startedAt"]
@@ -82,24 +82,24 @@ def test_success_records_scales_to_zero_and_frees_the_gpus(cluster, namespace):
     succeeded = next(e for e in events if e["reason"] == "Succeeded")
     deleted = [e for e in events if e["reason"] == "SuccessfulDelete"]
     assert deleted and max(_when(e) for e in deleted) - _when(succeeded) <= 10   # API timestamps
-    # The node's two GPUs are free again: a pod asking for both schedules at once.
+    # Every node's two GPUs are free again: a pod asking for both schedules at once.
     cluster.api.create(ns_path(namespace, "pods"), {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gpu-probe"},
         "spec": {"restartPolicy": "Never", "containers": [{
-            "name": "c", "image": "unused", "command": ["true"],
+            "name": "c", "image": cluster.image, "command": ["true"],
             "resources": {"limits": {"nvidia.com/gpu": 2}}}]}})
     wait_for(lambda: (cluster.api.get(ns_path(namespace, "pods", "gpu-probe")).get("spec") or {}).get("nodeName"),
              30, "a 2-GPU pod to be scheduled")
     assert _never_crash_looped(cluster, namespace)
 
     # Redeploy, same run id: the workers come back, see Succeeded, and return to 0 untrained.
-    _install(cluster, namespace, "ok", *FAST, "workers.gpus=1")
+    _install(cluster, namespace, "ok", *FAST, "workers.gpus=1", *ON_FAKE_GPUS)
     wait_for(lambda: _replicas(cluster, namespace, "ok") == 2, 10, "helm to restore the replicas")
     wait_for(lambda: _replicas(cluster, namespace, "ok") == 0, 90, "the redeployed workers to return to 0",
              describe=_describe(cluster, namespace))
     assert _status(cluster, namespace, "ok")["finishedAt"] == status["finishedAt"]   # not trained again
     # A new run id trains anew.
-    _install(cluster, namespace, "ok", *FAST, "workers.gpus=1", "training.runId=second", helm="helm3")
+    _install(cluster, namespace, "ok", *FAST, "workers.gpus=1", *ON_FAKE_GPUS, "training.runId=second", helm="helm3")
     again = wait_for(lambda: (lambda s: s if s.get("runId") == "second" and s.get("phase") == "Succeeded"
                               else None)(_status(cluster, namespace, "ok")), 180, "run 'second' to succeed",
                      describe=_describe(cluster, namespace))
@@ -118,8 +118,10 @@ def test_bad_training_config_fails_once_naming_the_key(cluster, namespace):
 
 
 def test_peers_that_never_appear_fail_after_the_timeout(cluster, namespace):
-    """Each worker asks for both of the node's GPUs: one is scheduled, the other stays Pending."""
-    _install(cluster, namespace, "lonely", *FAST, "workers.gpus=2", "peers.timeoutSeconds=8")
+    """Both workers are held to node-1 and each asks for both of its GPUs: one is scheduled,
+    the other stays Pending."""
+    _install(cluster, namespace, "lonely", *FAST, "workers.gpus=2", *ON_FAKE_GPUS, "peers.timeoutSeconds=8",
+             "workers.nodeSelector.kubernetes\\.io/hostname=node-1")
     status = _wait_phase(cluster, namespace, "lonely", "Failed", timeout=120)
     # Either ordinal may be the one the scheduler places first (both may see a FailedScheduling
     # while the node's GPUs are still counted for an earlier pod): the one placed first ran and
@@ -161,14 +163,15 @@ def test_a_killed_worker_is_restarted_in_place_and_the_run_succeeds(cluster, nam
              "training.config.logEverySteps=5")
     wait_for(lambda: int(_status(cluster, namespace, "kill").get("lastCheckpointStep") or 0) >= 10, 180,
              "a first checkpoint", describe=_describe(cluster, namespace))
-    pod = cluster.api.get(ns_path(namespace, "pods", "kill-tf-multiworker-1"))
-    container_pid = int(pod["status"]["containerStatuses"][0]["containerID"].split("://")[1])
-    # The trainer, not the launcher (whose command line names the trainer too): its argv is
-    # `python -m entrypoint.training`.
-    trainers = [pid for pid in descendants(container_pid)
-                if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:3] == [b"-m", b"entrypoint.training"]]
-    assert trainers, "worker 1's training process"
-    os.kill(trainers[0], signal.SIGKILL)
+    # SIGKILL the trainer inside worker 1's container (not the launcher, whose command line
+    # names the trainer too: the trainer's argv is `python -m entrypoint.training`).
+    kill = ("import os, signal\n"
+            "pids = [int(p) for p in os.listdir('/proc') if p.isdigit() and "
+            "open(f'/proc/{p}/cmdline', 'rb').read().split(b'\\0')[1:3] == [b'-m', b'entrypoint.training']]\n"
+            "[os.kill(p, signal.SIGKILL) for p in pids]\nprint(len(pids))")
+    out = cluster.kubectl("exec", "-n", namespace, "kill-tf-multiworker-1", "-c", "worker", "--",
+                          "python", "-c", kill).stdout
+    assert out.strip() == "1", f"worker 1's training process: {out!r}"
     status = _wait_phase(cluster, namespace, "kill", "Succeeded", timeout=240)
     assert int(status["restarts"]) >= 1
     restarted = [e for e in _sts_events(cluster, namespace, "kill") if e["reason"] == "Restarted"]
@@ -209,7 +212,7 @@ def test_tfjob_style_preset_tf_config_exits_zero_after_training(cluster, namespa
             "metadata": {"name": f"tfjob-worker-{i}", "labels": {"job": "tfjob"}},
             "spec": {"hostname": f"tfjob-worker-{i}", "subdomain": "tfjob", "restartPolicy": "Never",
                      "automountServiceAccountToken": False,
-                     "containers": [{"name": "tensorflow", "image": "unused",
+                     "containers": [{"name": "tensorflow", "image": cluster.image,
                                      "command": ["python", "-m", "entrypoint", "run", "--",
                                                  "python", "-m", "entrypoint.training"],
                                      "env": [{"name": "TF_CONFIG", "value": tf_config},

@@ -30,13 +30,19 @@ def test_starting_again_reports_the_running_cluster(cluster):
     assert "already running" in lines[0] and cluster.state.server in lines[0]
 
 
-def test_node_advertises_gpus_and_is_ready(cluster):
-    node = cluster.api.get("/api/v1/nodes/node-1")
-    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "2"
-    ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"]
-    assert ready == "True"
-    lease = cluster.api.get(ns_path("kube-node-lease", "leases", "node-1", group="coordination.k8s.io/v1"))
-    assert lease["spec"]["holderIdentity"] == "node-1"
+def test_every_node_is_a_real_kubelet_advertising_gpus_and_ready(cluster):
+    for name in cluster.state.nodes:
+        node = cluster.api.get(f"/api/v1/nodes/{name}")
+        assert node["status"]["allocatable"]["nvidia.com/gpu"] == "2"
+        ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"]
+        assert ready == "True"
+        info = node["status"]["nodeInfo"]
+        assert info["kubeletVersion"] == controlplane.KUBERNETES_VERSION
+        assert info["containerRuntimeVersion"].startswith("containerd://")
+        assert info["kubeProxyVersion"] in ("", controlplane.KUBERNETES_VERSION)
+        lease = cluster.api.get(ns_path("kube-node-lease", "leases", name, group="coordination.k8s.io/v1"))
+        assert lease["spec"]["holderIdentity"] == name
+    assert len(cluster.state.nodes) == 2
 
 
 def test_node_identity_is_limited_by_the_node_authorizer(cluster):
@@ -72,10 +78,15 @@ def _procs_mentioning(text: str) -> list[int]:
 
 
 def test_cluster_down_leaves_no_process_mount_or_namespace(cluster, tmp_path):
-    """A second cluster (its own slot) runs a pod, then `cluster down` removes everything."""
+    """A second cluster (its own slot, one node) runs a pod, then `cluster down` removes
+    everything: processes, mounts, cgroups, namespaces, the bridge, nftables tables (they live
+    in the node's namespace), the kernel settings the kubelet changed, the state folder."""
+    from scripts.kube import nodes
     directory = tmp_path / "second"
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    up = subprocess.run([sys.executable, "-m", "scripts.kube.cluster", "up", "--state", str(directory)],
+    sysctls_before = nodes.read_kernel_sysctls()
+    up = subprocess.run([sys.executable, "-m", "scripts.kube.cluster", "up", "--state", str(directory),
+                         "--nodes", "1", "--no-image"],
                         capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     assert up.returncode == 0, up.stderr
     assert up.stdout.strip().splitlines()[-1] == f"export KUBECONFIG={directory / 'kubeconfig'}"
@@ -84,7 +95,7 @@ def test_cluster_down_leaves_no_process_mount_or_namespace(cluster, tmp_path):
     api = state.api()
     api.create(ns_path("default", "pods"), {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sleeper"},
-        "spec": {"containers": [{"name": "c", "image": "unused", "command": ["sleep", "600"]}]}})
+        "spec": {"containers": [{"name": "c", "image": nodes.SANDBOX_IMAGE}]}})   # catatonit -P: waits
     wait_for(lambda: (api.get(ns_path("default", "pods", "sleeper")).get("status") or {}).get("phase") == "Running",
              60, "the pod to run")
     netns = f"tfmwk{state.slot}-"
@@ -101,6 +112,8 @@ def test_cluster_down_leaves_no_process_mount_or_namespace(cluster, tmp_path):
     assert subprocess.run(["ip", "link", "show", f"tfmwk{state.slot}"], capture_output=True).returncode != 0
     mounts = Path("/proc/mounts").read_text()
     assert str(directory) not in mounts and netns not in mounts
+    assert not nodes.leftover_cgroups(f"tfmwk{state.slot}-")
+    assert nodes.read_kernel_sysctls() == sysctls_before
     again = subprocess.run([sys.executable, "-m", "scripts.kube.cluster", "down", "--state", str(directory)],
                            capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
     assert again.returncode == 0 and "none running" in again.stdout
@@ -108,7 +121,7 @@ def test_cluster_down_leaves_no_process_mount_or_namespace(cluster, tmp_path):
 
 def test_a_component_that_dies_at_start_is_named_and_nothing_is_left(cluster, tmp_path):
     """A broken scheduler binary: `up` fails with one line naming it and its log, and stops
-    everything it had started (etcd, the API server, the controller manager, the node agent)."""
+    everything it had started (etcd, the API server, the controller manager, the nodes)."""
     fake = tmp_path / "bin" / "kube-scheduler"
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\necho 'flag provided but not defined: -boom' >&2\nexit 1\n")

@@ -1,174 +1,192 @@
-"""The node agent honours the pod spec (image aside): env from the downward API and
-ConfigMaps, projected service-account tokens that the real API server accepts, restart
-policies and exit codes, `kubectl logs` (also --previous) through the API server, the
-grace period on delete, and cluster DNS names only once the EndpointSlice lists a pod."""
+"""What a real node enforces and the stand-in never could: the chart's pods run the
+project's own image in containers (kubelet + containerd + runc), as UID 1000 on a read-only
+root with only their writable folders writable, shared storage as a real mount, a memory
+limit that OOM-kills, Services through kube-proxy, names from CoreDNS, pods on two nodes
+talking across them, and a missing image named with its fix."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
+import yaml
 
-from clusterkit import wait_for
+from clusterkit import CHART, REPO, SLEEPER, wait_for
 from scripts.kube.api import ns_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
+LOCAL_VALUES = REPO / "values" / "local.yaml"
 
-def _pod(name, code, *, policy="Never", env=None, volumes=None, mounts=None, sa=None, grace=None, extra=None):
-    spec = {"restartPolicy": policy, "automountServiceAccountToken": False,
-            "containers": [{"name": "main", "image": "not-pulled", "command": ["python", "-c", code],
-                            "env": env or [], "volumeMounts": mounts or [],
-                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
-                                          "limits": {"cpu": "1", "memory": "256Mi"}}}],
-            "volumes": volumes or []}
-    if sa:
-        spec["serviceAccountName"] = sa
-    if grace is not None:
-        spec["terminationGracePeriodSeconds"] = grace
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                        "readOnlyRootFilesystem": True, "runAsNonRoot": True, "runAsUser": 1000,
+                        "runAsGroup": 1000, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _pod(cluster, name, argv, *, policy="Never", labels=None, extra=None, command=None, resources=None):
+    container = {"name": "main", "image": cluster.image, "imagePullPolicy": "Never", "args": argv,
+                 "securityContext": RESTRICTED_CONTAINER,
+                 "resources": resources or {"requests": {"cpu": "50m", "memory": "64Mi"},
+                                            "limits": {"cpu": "1", "memory": "512Mi"}}}
+    if command is not None:
+        container["command"] = command
+    spec = {"restartPolicy": policy, "automountServiceAccountToken": False, "containers": [container],
+            "terminationGracePeriodSeconds": 1}
     spec.update(extra or {})
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}}, "spec": spec}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {"app": name}},
+            "spec": spec}
+
+
+def _python(cluster, name, code, **kw):
+    return _pod(cluster, name, ["-c", code], command=["python"], **kw)
 
 
 def _phase(cluster, ns, name):
     return (cluster.api.get(ns_path(ns, "pods", name)).get("status") or {}).get("phase")
 
 
-def _run(cluster, ns, pod, phase="Succeeded", timeout=60):
+def _run(cluster, ns, pod, phase="Succeeded", timeout=90):
     cluster.api.create(ns_path(ns, "pods"), pod)
     name = pod["metadata"]["name"]
     wait_for(lambda: _phase(cluster, ns, name) == phase, timeout, f"pod {name} to be {phase}",
-             describe=lambda: cluster.logs(ns, name))
+             describe=lambda: cluster.logs(ns, name) + json.dumps(
+                 cluster.api.get(ns_path(ns, "pods", name)).get("status"), indent=1)[:3000])
     return cluster.api.get(ns_path(ns, "pods", name))
 
 
-def test_env_from_downward_api_resources_and_configmaps(cluster, namespace):
-    cluster.api.create(ns_path(namespace, "configmaps"), {
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"greeting": "hello"}})
-    env = [{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-           {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-           {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-           {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
-           {"name": "CPU_LIMIT", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}},
-           {"name": "MEM_MI", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory", "divisor": "1Mi"}}},
-           {"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "greeting"}}},
-           {"name": "COMPOSED", "value": "$(GREETING)-$(POD)"}]
-    code = "import os; print(' '.join(f'{k}={os.environ[k]}' for k in " \
-           "['POD','NS','IP','APP','CPU_LIMIT','MEM_MI','GREETING','COMPOSED','KUBERNETES_SERVICE_HOST']))"
-    pod = _run(cluster, namespace, _pod("env", code, env=env))
-    out = dict(kv.split("=", 1) for kv in cluster.logs(namespace, "env").split())
-    assert out["POD"] == "env" and out["NS"] == namespace and out["APP"] == "env"
-    assert out["IP"] == pod["status"]["podIP"]
-    assert out["CPU_LIMIT"] == "1" and out["MEM_MI"] == "256"
-    assert out["GREETING"] == "hello" and out["COMPOSED"] == "hello-env"
-    assert out["KUBERNETES_SERVICE_HOST"] == cluster.state.address
+def test_the_image_entrypoint_is_the_launcher(cluster, namespace):
+    """No command: the image's own ENTRYPOINT (python -m entrypoint) with `--help`."""
+    _run(cluster, namespace, _pod(cluster, "help", ["--help"]))
+    out = cluster.logs(namespace, "help")
+    assert "usage:" in out and "tf-config" in out and "run" in out
 
 
-def test_projected_token_is_accepted_by_the_api_server_as_the_pods_service_account(cluster, namespace):
-    """The token comes from the real TokenRequest API; RBAC then allows exactly what its Role
-    grants: reading one ConfigMap, not listing Secrets."""
-    api = cluster.api
-    api.create(ns_path(namespace, "serviceaccounts"), {"apiVersion": "v1", "kind": "ServiceAccount",
-                                                        "metadata": {"name": "reader"}})
-    api.create(ns_path(namespace, "configmaps"), {"apiVersion": "v1", "kind": "ConfigMap",
-                                                   "metadata": {"name": "readable"}, "data": {"k": "v"}})
-    api.create(ns_path(namespace, "roles", group="rbac.authorization.k8s.io/v1"), {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "reader"},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["readable"], "verbs": ["get"]}]})
-    api.create(ns_path(namespace, "rolebindings", group="rbac.authorization.k8s.io/v1"), {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "reader"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
-        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}]})
-    volume = {"name": "api", "projected": {"sources": [
-        {"serviceAccountToken": {"path": "token", "expirationSeconds": 600}},
-        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}}]}}
+def test_worker_runs_as_1000_on_a_read_only_root_with_only_its_writable_dirs_writable(cluster, namespace, tmp_path):
+    """The chart's own worker pod spec (rendered by helm, admitted by the restricted Pod
+    Security level) on a real node: the container's identity and file system."""
     code = """
-import json, os, ssl, urllib.request, urllib.error
-d = os.environ['API_DIR']   # the node rewrites env values under a mountPath to the volume's folder
-ns = open(d + '/namespace').read()
-ctx = ssl.create_default_context(cafile=d + '/ca.crt')
-base = 'https://%s:%s' % (os.environ['KUBERNETES_SERVICE_HOST'], os.environ['KUBERNETES_SERVICE_PORT'])
-def get(path):
-    req = urllib.request.Request(base + path, headers={'Authorization': 'Bearer ' + open(d + '/token').read()})
+import os, json
+def writable(path):
     try:
-        return urllib.request.urlopen(req, context=ctx, timeout=10).status
-    except urllib.error.HTTPError as e:
-        return e.code
-print('configmap', get('/api/v1/namespaces/%s/configmaps/readable' % ns))
-print('secrets', get('/api/v1/namespaces/%s/secrets' % ns))
+        with open(os.path.join(path, '.probe'), 'w') as fh:
+            fh.write('x')
+        os.remove(os.path.join(path, '.probe'))
+        return True
+    except OSError as err:
+        return err.strerror
+mounts = {line.split()[1]: line.split()[3].split(',')[0] for line in open('/proc/self/mounts')}
+status = dict(line.split(':', 1) for line in open('/proc/self/status') if ':' in line)
+print(json.dumps({'uid': os.getuid(), 'gid': os.getgid(), 'groups': sorted(os.getgroups()),
+                  'root': writable('/'), 'app': writable('/app'), 'tmp': writable('/tmp'),
+                  'home': writable(os.environ.get('HOME', '/home/tfmw')),
+                  'shared': writable('/shared'), 'shared_mount': mounts.get('/shared'),
+                  'root_mount': mounts.get('/'), 'capeff': status['CapEff'].strip(),
+                  'seccomp': status['Seccomp'].strip(), 'nnp': status['NoNewPrivs'].strip()}), flush=True)
+import time; time.sleep(600)
 """
-    _run(cluster, namespace, _pod("token", code, sa="reader", volumes=[volume],
-                                  env=[{"name": "API_DIR", "value": "/var/run/api"}],
-                                  mounts=[{"name": "api", "mountPath": "/var/run/api", "readOnly": True}]))
-    out = cluster.logs(namespace, "token").split("\n")
-    assert "configmap 200" in out and "secrets 403" in out
+    release = "ident"
+    values = tmp_path / "probe.yaml"
+    values.write_text(yaml.safe_dump({"workers": {"replicas": 1},
+                                      "training": {"command": ["python", "-c", code]}}))
+    cluster.helm("install", release, str(CHART), "-n", namespace, "-f", str(LOCAL_VALUES), "-f", str(values),
+                 "--wait", "--timeout", "2m")
+    pod = f"{release}-tf-multiworker-0"
+    wait_for(lambda: '"uid"' in cluster.logs(namespace, pod), 60, "the probe's line",
+             describe=lambda: cluster.logs(namespace, pod))
+    line = next(l for l in cluster.logs(namespace, pod).splitlines() if l.startswith("{"))
+    seen = json.loads(line)
+    assert (seen["uid"], seen["gid"]) == (1000, 1000) and 1000 in seen["groups"]
+    assert seen["root"] == "Read-only file system" and seen["app"] == "Read-only file system"
+    assert seen["root_mount"] == "ro"
+    assert seen["tmp"] is True and seen["shared"] is True
+    assert seen["shared_mount"] == "rw"             # a real mount of the claim's volume
+    assert int(seen["capeff"], 16) == 0             # every capability dropped
+    assert seen["seccomp"] == "2" and seen["nnp"] == "1"   # RuntimeDefault filter, no privilege escalation
+    spec = cluster.api.get(ns_path(namespace, "pods", pod))
+    assert spec["spec"]["containers"][0]["image"] == cluster.image
 
 
-def test_exit_codes_and_restart_policies(cluster, namespace):
-    failed = _run(cluster, namespace, _pod("never-3", "raise SystemExit(3)"), phase="Failed")
-    term = failed["status"]["containerStatuses"][0]["state"]["terminated"]
-    assert term["exitCode"] == 3 and term["reason"] == "Error"
-    # OnFailure: restarted until it succeeds; the second try sees the first one's file.
-    volumes = [{"name": "scratch", "emptyDir": {}}]
-    mounts = [{"name": "scratch", "mountPath": "/scratch"}]
-    code = ("import os,sys; p=os.environ['SCRATCH']+'/tried'\n"
-            "if os.path.exists(p): print('second try'); sys.exit(0)\n"
-            "open(p,'w').write('x'); print('first try'); sys.exit(7)")
-    pod = _run(cluster, namespace, _pod("onfailure", code, policy="OnFailure", volumes=volumes, mounts=mounts,
-                                        env=[{"name": "SCRATCH", "value": "/scratch"}]),
-               timeout=90)
-    status = pod["status"]["containerStatuses"][0]
-    assert status["restartCount"] == 1 and status["lastState"]["terminated"]["exitCode"] == 7
-    assert cluster.logs(namespace, "onfailure").strip() == "second try"
-    assert cluster.logs(namespace, "onfailure", previous=True).strip() == "first try"
+def test_a_worker_over_its_memory_limit_is_oom_killed_and_reported(cluster, namespace):
+    """The container's memory limit is the kernel's: a worker that allocates past it is
+    OOMKilled (exit 137), which the launcher never sees; the kubelet restarts it."""
+    code = "b = bytearray(400 * 1024 * 1024); print('allocated', flush=True)"
+    pod = _python(cluster, "hog", code, policy="Never",
+                  resources={"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "128Mi"}})
+    done = _run(cluster, namespace, pod, phase="Failed")
+    term = done["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert term["reason"] == "OOMKilled" and term["exitCode"] == 137
+    assert "allocated" not in cluster.logs(namespace, "hog")
 
 
-def test_always_restarts_with_back_off_and_counts(cluster, namespace):
-    cluster.api.create(ns_path(namespace, "pods"), _pod("crash", "print('run'); raise SystemExit(1)", policy="Always"))
-
-    def restarted():
-        s = cluster.api.get(ns_path(namespace, "pods", "crash"))["status"]["containerStatuses"][0]
-        return s if s["restartCount"] >= 2 else None
-    status = wait_for(restarted, 90, "two restarts")
-    assert status["lastState"]["terminated"]["exitCode"] == 1
-    assert _phase(cluster, namespace, "crash") == "Running"   # restarting is still Running
-    reasons = {e["reason"] for e in cluster.events(namespace) if e["involvedObject"]["name"] == "crash"}
-    assert {"Started", "BackOff"} <= reasons
-
-
-def test_delete_gives_the_grace_period_then_kills(cluster, namespace):
-    code = ("import signal, sys, time\n"
-            "def term(*a):\n    print('got SIGTERM', flush=True); time.sleep(600)\n"
-            "signal.signal(signal.SIGTERM, term); print('ready', flush=True); time.sleep(600)")
-    _run(cluster, namespace, _pod("graceful", code, policy="Always", grace=3), phase="Running")
-    wait_for(lambda: "ready" in cluster.logs(namespace, "graceful"), 30, "the handler to be installed")
-    started = time.monotonic()
-    cluster.api.delete(ns_path(namespace, "pods", "graceful"))
-    wait_for(lambda: "got SIGTERM" in cluster.logs(namespace, "graceful"), 10, "SIGTERM to reach the container")
-    wait_for(lambda: cluster.api.get_or_none(ns_path(namespace, "pods", "graceful")) is None, 30,
-             "the pod to be killed after its grace period and removed")
-    assert time.monotonic() - started >= 2.5   # it was given its grace period, not killed at once
-
-
-def test_cluster_names_resolve_once_the_endpointslice_lists_the_pod(cluster, namespace):
+def test_pods_on_two_nodes_reach_each_other_and_names_resolve_through_coredns(cluster, namespace):
+    """Two pods pinned to different nodes behind a headless Service: each resolves the other's
+    stable name from CoreDNS (only once the EndpointSlice lists it) and connects across nodes."""
     cluster.api.create(ns_path(namespace, "services"), {
         "apiVersion": "v1", "kind": "Service", "metadata": {"name": "grp"},
         "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"group": "g"},
-                 "ports": [{"name": "p", "port": 9999}]}})
+                 "ports": [{"name": "p", "port": 8000}]}})
+    server = _pod(cluster, "b", ["-m", "http.server", "--directory", "/tmp", "8000"], command=["python"],
+                  policy="Always", labels={"group": "g"},
+                  extra={"hostname": "b", "subdomain": "grp", "nodeName": "node-2"})
     peer = f"b.grp.{namespace}.svc.cluster.local"
-    code = ("import socket, time\n"
-            f"for i in range(120):\n    try:\n        print('resolved', socket.gethostbyname('{peer}'), flush=True); break\n"
-            "    except OSError:\n        time.sleep(0.5)")
-    a = _pod("a", code, extra={"hostname": "a", "subdomain": "grp"})
-    a["metadata"]["labels"]["group"] = "g"
-    cluster.api.create(ns_path(namespace, "pods"), a)
-    wait_for(lambda: _phase(cluster, namespace, "a") == "Running", 30, "pod a to run")
+    code = ("import socket, time, urllib.request\n"
+            f"for i in range(240):\n    try:\n        ip = socket.gethostbyname('{peer}'); break\n"
+            "    except OSError:\n        time.sleep(0.5)\n"
+            "print('resolved', ip, flush=True)\n"
+            f"for i in range(60):\n    try:\n        r = urllib.request.urlopen('http://{peer}:8000/', timeout=5); break\n"
+            "    except OSError:\n        time.sleep(0.5)\n"
+            "print('status', r.status, flush=True)")
+    client = _python(cluster, "a", code, extra={"nodeName": "node-1"})
+    cluster.api.create(ns_path(namespace, "pods"), client)
+    wait_for(lambda: _phase(cluster, namespace, "a") == "Running", 60, "pod a to run")
     time.sleep(2)
     assert "resolved" not in cluster.logs(namespace, "a")     # b does not exist: its name does not resolve
-    b = _pod("b", "import time; time.sleep(600)", policy="Always", extra={"hostname": "b", "subdomain": "grp"})
-    b["metadata"]["labels"]["group"] = "g"
-    cluster.api.create(ns_path(namespace, "pods"), b)
-    wait_for(lambda: _phase(cluster, namespace, "a") == "Succeeded", 60, "pod a to resolve b and finish",
+    cluster.api.create(ns_path(namespace, "pods"), server)
+    wait_for(lambda: _phase(cluster, namespace, "a") == "Succeeded", 120, "pod a to reach b",
              describe=lambda: cluster.logs(namespace, "a"))
-    b_ip = cluster.api.get(ns_path(namespace, "pods", "b"))["status"]["podIP"]
-    assert cluster.logs(namespace, "a").strip() == f"resolved {b_ip}"
+    pods = {p["metadata"]["name"]: p for p in cluster.pods(namespace)}
+    assert pods["a"]["spec"]["nodeName"] != pods["b"]["spec"]["nodeName"]
+    assert cluster.logs(namespace, "a").split() == ["resolved", pods["b"]["status"]["podIP"], "status", "200"]
+
+
+def test_a_cluster_ip_service_answers_through_kube_proxy(cluster, namespace):
+    """A ClusterIP (a virtual address only kube-proxy's rules give meaning to) reaches a pod
+    on the other node; and the API server answers pods at the `kubernetes` Service."""
+    cluster.api.create(ns_path(namespace, "pods"), _pod(
+        cluster, "web", ["-m", "http.server", "--directory", "/tmp", "8000"], command=["python"],
+        policy="Always", labels={"app": "web"}, extra={"nodeName": "node-2"}))
+    svc = cluster.api.create(ns_path(namespace, "services"), {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8000}]}})
+    code = ("import os, socket, ssl, time, urllib.request, urllib.error\n"
+            "for i in range(120):\n    try:\n        r = urllib.request.urlopen('http://web/', timeout=3); break\n"
+            "    except OSError:\n        time.sleep(0.5)\n"
+            "print('web', r.status, socket.gethostbyname('web'), flush=True)\n"
+            "host = os.environ['KUBERNETES_SERVICE_HOST']\n"
+            "ctx = ssl._create_unverified_context()\n"
+            "try:\n    urllib.request.urlopen('https://%s/version' % host, context=ctx, timeout=5)\n"
+            "except urllib.error.HTTPError as e:\n    print('api', host, e.code, flush=True)\n")
+    _run(cluster, namespace, _python(cluster, "client", code, extra={"nodeName": "node-1"}), timeout=120)
+    words = cluster.logs(namespace, "client").split()
+    assert words[:3] == ["web", "200", svc["spec"]["clusterIP"]]
+    kubernetes_ip = cluster.api.get("/api/v1/namespaces/default/services/kubernetes")["spec"]["clusterIP"]
+    assert words[3:] == ["api", kubernetes_ip, "401"]   # reached, and refused without credentials
+
+
+def test_a_missing_image_is_named_by_make_status_with_the_fix(cluster, namespace):
+    """A worker image that is on no node (no registry here to pull from): the pods wait in
+    ErrImageNeverPull / ImagePullBackOff and `make status` says so in one line with the fix."""
+    release = "noimg"
+    cluster.helm("install", release, str(CHART), "-n", namespace, "-f", str(LOCAL_VALUES),
+                 "--set", "image.tag=0.0.0-missing", "--set", "image.pullPolicy=Never", *sum((["--set", s] for s in SLEEPER), []))
+
+    def waiting_reason():
+        pods = cluster.workers(namespace, release)
+        reasons = {((c.get("state") or {}).get("waiting") or {}).get("reason")
+                   for p in pods for c in (p.get("status") or {}).get("containerStatuses") or []}
+        return reasons & {"ErrImageNeverPull", "ImagePullBackOff", "ErrImagePull"}
+    wait_for(waiting_reason, 60, "the kubelet to report the missing image")
+    status = cluster.tfmw("status", "--release", release, "--namespace", namespace)
+    lines = [l for l in status.stdout.splitlines() + status.stderr.splitlines() if "image" in l.lower()]
+    assert any("0.0.0-missing" in l and "make image" in l and "make cluster-load" in l for l in lines), \
+        status.stdout + status.stderr

@@ -180,8 +180,11 @@ def test_helm3_deploy_status_diff_and_undeploy(cluster, namespace):
     lines = status.stdout.strip().splitlines()
     assert len(lines) == 3, status.stdout
     assert f"run {release} Running" in lines[0] and lines[0].endswith("workers 2/2 ready")
-    assert lines[1] == f"worker {release}-tf-multiworker-0: Running, ready, 0 restarts, node node-1"
-    assert lines[2] == f"worker {release}-tf-multiworker-1: Running, ready, 0 restarts, node node-1"
+    nodes = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in cluster.workers(namespace, release)}
+    assert lines[1] == f"worker {release}-tf-multiworker-0: Running, ready, 0 restarts, " \
+                       f"node {nodes[f'{release}-tf-multiworker-0']}"
+    assert lines[2] == f"worker {release}-tf-multiworker-1: Running, ready, 0 restarts, " \
+                       f"node {nodes[f'{release}-tf-multiworker-1']}"
 
     diff = tfmw(cluster, "diff", "--env", "local", "--namespace", namespace, "--release", release,
                 helm="helm3", sets=[*SLEEPER, "training.runId=second"])
@@ -292,8 +295,8 @@ def test_a_namespace_that_does_not_exist(cluster):
 
 
 @pytest.mark.parametrize("helm,sets,why", [
-    ("helm4", ["workers.gpus=8"], "1 Insufficient nvidia.com/gpu"),
-    ("helm3", ["workers.resources.requests.cpu=64", "workers.resources.limits.cpu=64"], "1 Insufficient cpu"),
+    ("helm4", ["workers.gpus=8"], "Insufficient nvidia.com/gpu"),
+    ("helm3", ["workers.resources.requests.cpu=64", "workers.resources.limits.cpu=64"], "Insufficient cpu"),
 ])
 def test_an_install_whose_pods_cannot_schedule_says_why_and_is_rolled_back(cluster, helm, sets, why):
     """`--wait` runs out (TIMEOUT=15s): the error quotes the scheduler, and says the install was
@@ -305,7 +308,7 @@ def test_an_install_whose_pods_cannot_schedule_says_why_and_is_rolled_back(clust
         line = one_line_error(
             proc, "deploy", "helm upgrade --install did not finish within --timeout 15s",
             "workers not ready: big-tf-multiworker-0, big-tf-multiworker-1 Pending: Unschedulable: "
-            f"0/1 nodes are available: {why}",
+            f"0/2 nodes are available: 2 {why}",
             "the failed install was rolled back: release big was uninstalled",
             "kept by helm.sh/resource-policy: PersistentVolumeClaim big-tf-multiworker-shared",
             f"namespace {name}, created by this deploy, is left")
@@ -334,7 +337,7 @@ def test_an_upgrade_whose_pods_cannot_schedule_is_rolled_back_to_the_running_rev
     proc = tfmw(cluster, "deploy", "--env", "local", "--namespace", namespace, "--release", release,
                 "--timeout", "15s", sets=[*SLEEPER, "workers.gpus=8"])
     one_line_error(proc, "deploy", "did not finish within --timeout 15s",
-                   "Pending: Unschedulable: 0/1 nodes are available: 1 Insufficient nvidia.com/gpu",
+                   "Pending: Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu",
                    f"rolled back: release {release} is deployed again as revision 3, the configuration "
                    "of revision 1 that ran before this deploy")
     # The workers of revision 1 run again (the StatefulSet controller rolls the template back).

@@ -371,3 +371,20 @@ def test_deploy_progress_prints_a_line_only_when_counts_change(monkeypatch, caps
     # The last pod list that said why a worker was not ready is kept for the failure report
     # (neither later healthy lists nor failed polls replace it).
     assert [(p.name, p.reason) for p in seen] == [("w-0", ""), ("w-1", "ContainerCreating")]
+
+
+def test_a_worker_image_missing_from_the_node_is_named_with_the_fix():
+    pod = {"metadata": {"name": "w-0"}, "spec": {"nodeName": "node-1"},
+           "status": {"phase": "Pending", "containerStatuses": [{
+               "image": "ghcr.io/tf-multiworker/tf-multiworker:0.0.0-missing", "restartCount": 0,
+               "state": {"waiting": {"reason": "ErrImageNeverPull",
+                                     "message": 'Container image "x" is not present with pull policy of Never'}}}]}}
+    state = deploy_pods.pod_state(pod)
+    line = deploy_pods.worker_line(deploy_pods.WorkerReport(state))
+    assert "ErrImageNeverPull" in line and "0.0.0-missing" in line
+    assert "`make image`" in line and "`make cluster-load`" in line and "\n" not in line
+    problems = deploy_pods.pod_problems([state])
+    assert len(problems) == 1 and "make cluster-load" in problems[0]
+    crashing = dict(pod, status={"phase": "Running", "containerStatuses": [{
+        "image": "i", "restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]})
+    assert deploy_pods.pod_state(crashing).hint == ""   # only image problems get the image fix
