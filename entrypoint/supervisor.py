@@ -25,6 +25,7 @@ from . import loglines
 from .errors import (EXIT_BAD_CONFIG, EXIT_OK, EXIT_RETRYABLE, EXIT_SIGTERM, EXIT_TRAINING_FAILED)
 from .hangwatch import ADAPTIVE, FLOOR_SECONDS, HangWatch
 from .lifecycle import Phase, Reason
+from .oomkill import MemoryCgroup, oom_cause
 # The run directory's one API (no TensorFlow import for a local path): the marker is
 # published the same way, and reads the same, whichever side writes it.
 from .rundir import RunDir, read_beat, read_completed, write_completed
@@ -101,6 +102,9 @@ class SupervisorConfig:
     # standby_delay_seconds, and at once when an attempt fails without one.
     standby_preload: Sequence[str] | None = None
     standby_delay_seconds: float = 20.0
+    # The container's memory cgroup (entrypoint.oomkill): its OOM-kill counter, read before each
+    # attempt and after a SIGKILL, tells the kernel's OOM killer from any other SIGKILL.
+    memory: MemoryCgroup = field(default_factory=MemoryCgroup)
 
 
 def completed_marker(run_dir: Path | None) -> Path | None:
@@ -350,6 +354,7 @@ class Supervisor:
         env = dict(self.cfg.env, TFMW_HEARTBEAT_FILE=str(hb))
         self._last_line = self._last_error = ""
         self._env = env
+        oom_kills = self.cfg.memory.oom_kills()  # None: unknown (no cgroup), reported as before
         child = self._start_standby()  # the waiting standby, else a cold start
         if child is None:
             try:
@@ -407,6 +412,9 @@ class Supervisor:
         returncode = child.returncode
         if hung:
             reason = f"hang: no progress for {hung.timeout:.3g}s ({hung.basis})"
+        elif returncode in (-signal.SIGKILL, 128 + signal.SIGKILL) and not deadline_hit and (
+                oom := oom_cause(oom_kills, self.cfg.memory)) is not None:  # 137: a shell's SIGKILLed child
+            reason = oom  # "OOMKilled: ... at the container's memory limit (2.0 GiB): raise ..."
         elif returncode < 0:
             reason = f"killed by signal {_signal_name(-returncode)}"
         elif returncode == EXIT_RETRYABLE:

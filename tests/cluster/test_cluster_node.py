@@ -190,3 +190,98 @@ def test_a_missing_image_is_named_by_make_status_with_the_fix(cluster, namespace
     lines = [l for l in status.stdout.splitlines() + status.stderr.splitlines() if "image" in l.lower()]
     assert any("0.0.0-missing" in l and "make image" in l and "make cluster-load" in l for l in lines), \
         status.stdout + status.stderr
+
+
+# -- the kernel's OOM killer inside a training worker: named by the launcher, recovered in place --
+# The training command: the built-in trainer, run in this same process as `python -m
+# entrypoint.training` would run it, plus a daemon thread that waits for /tmp/oom-now (an
+# emptyDir: writableDirs), deletes it, says how big the process is, then allocates 64 MiB at a
+# time (written, so resident) until the kernel kills the process at the container's limit.
+# A restarted trainer's thread waits for a trigger that never comes again.
+OOM_WRAPPER = """
+import os, runpy, sys, threading, time
+def hog():
+    while not os.path.exists('/tmp/oom-now'):
+        time.sleep(0.2)
+    os.remove('/tmp/oom-now')
+    rss = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmRSS:'))
+    usage = open('/sys/fs/cgroup/memory/memory.usage_in_bytes').read().strip() \\
+        if os.path.exists('/sys/fs/cgroup/memory/memory.usage_in_bytes') else '-'
+    print(f'oom-probe: allocating until killed rss_kib={rss} cgroup_usage={usage}', flush=True)
+    held = []
+    while True:
+        held.append(bytearray(b'\\x01') * (64 << 20))
+threading.Thread(target=hog, daemon=True).start()
+sys.argv = [sys.argv[0]]
+runpy.run_module('entrypoint.training', run_name='__main__', alter_sys=True)
+"""
+OOM_LIMIT = "1500Mi"
+
+
+def _oom_status(cluster, ns, release) -> dict:
+    cm = cluster.api.get_or_none(ns_path(ns, "configmaps", f"{release}-tf-multiworker-status"))
+    return (cm or {}).get("data") or {}
+
+
+def test_an_oom_killed_trainer_is_named_and_restarted_in_place_from_its_checkpoint(cluster, namespace, tmp_path):
+    """Worker 1's trainer grows past the container's memory limit: the kernel's OOM killer
+    SIGKILLs it (the biggest process in the container's memory cgroup; the launcher, PID 1,
+    lives on). The launcher reads the cgroup's OOM-kill counter, says OOMKilled with the limit
+    and the fix, and restarts the trainer in place: the group resumes from the checkpoint and
+    the run Succeeds, with no container restart.
+
+    The model is the chart's local `cnn` (~0.2 s a step here), not `mlp`: an mlp step takes
+    milliseconds, so 60 of them end before the first checkpoint can be seen and acted on.
+    Its trainer is about 0.7 GiB resident, so 1500Mi fits it and a few allocations pass it."""
+    import calendar
+    import re
+    from entrypoint import loglines
+    release = "oom"
+    started = time.monotonic()
+    values = tmp_path / "oom.yaml"
+    values.write_text(yaml.safe_dump({
+        "workers": {"resources": {"limits": {"memory": OOM_LIMIT}}},
+        "training": {"command": ["python", "-c", OOM_WRAPPER],
+                     "config": {"steps": 60, "logEverySteps": 5, "checkpoint": {"everySteps": 10}}},
+        "completion": {"onSuccess": "idle"}}))   # the pods stay: their logs are read at the end
+    cluster.helm("install", release, str(CHART), "-n", namespace, "-f", str(LOCAL_VALUES), "-f", str(values))
+    describe = lambda: cluster.kubectl("get", "pods,sts,events,cm", "-n", namespace, "-o", "wide",  # noqa: E731
+                                       check=False).stdout
+    wait_for(lambda: int(_oom_status(cluster, namespace, release).get("lastCheckpointStep") or 0) >= 10, 240,
+             "a first checkpoint", describe=describe)
+    pod = f"{release}-tf-multiworker-1"
+    cluster.kubectl("exec", "-n", namespace, pod, "-c", "worker", "--", "touch", "/tmp/oom-now")
+    status = wait_for(lambda: (lambda s: s if s.get("phase") in ("Succeeded", "Failed") else None)(
+        _oom_status(cluster, namespace, release)), 300, "the run to end", describe=describe)
+    log = cluster.logs(namespace, pod)
+    assert status["phase"] == "Succeeded", f"{status}\n{log}"
+    lines = log.splitlines()
+    probe = [l for l in lines if l.startswith("oom-probe:")]
+    assert len(probe) == 1, log                       # the trigger fired once, in the first trainer
+    oom = [i for i, l in enumerate(lines) if (p := loglines.parse_kind(l, loglines.LAUNCHER)) is not None
+           and "OOMKilled" in p.text]
+    assert oom, log
+    restart = lines[oom[0]]
+    assert re.fullmatch(r"tfmw launcher restarting training in place in \d+s: OOMKilled: the trainer was killed "
+                        r"by the kernel's OOM killer at the container's memory limit \(1500 MiB\): raise "
+                        r"workers\.resources\.limits\.memory or lower training\.config\.batchSizePerReplica",
+                        restart), restart
+    starts = [loglines.parse_kind(l, loglines.START) for l in lines[oom[0]:]]
+    resumed = [s.int_field("resume_step") for s in starts if s is not None]
+    assert resumed and resumed[0] >= 10, log          # from a checkpoint, not from step 0
+    assert int(status["restarts"]) >= 1
+    pods = cluster.workers(namespace, release)
+    counts = {p["metadata"]["name"]: [c["restartCount"] for c in p["status"]["containerStatuses"]] for p in pods}
+    assert all(n == 0 for c in counts.values() for n in c), counts   # the launcher restarted it, not the kubelet
+    # For docs/failure-model.md: by the kubelet's timestamps, the trigger seen, the restart line,
+    # the restarted trainer's first progress line.
+    stamped = []
+    for raw in cluster.kubectl("logs", "--timestamps", "-n", namespace, pod, check=False).stdout.splitlines():
+        stamp, _, text = raw.partition(" ")
+        seconds = float("0" + stamp[19:].rstrip("Z")) if stamp[19:20] == "." else 0.0
+        stamped.append((calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) + seconds, text))
+    fault = next(t for t, text in stamped if text.startswith("oom-probe:"))
+    restarted = next(t for t, text in stamped if "OOMKilled" in text)
+    resumed_at = next((t for t, text in stamped if t > restarted and text.startswith("tfmw progress")), float("nan"))
+    print(f"\n{probe[0]}\n{restart}\nresume_step={resumed[0]}; fault -> restart line {restarted - fault:.1f}s, "
+          f"-> first step after it {resumed_at - fault:.1f}s; test took {time.monotonic() - started:.0f}s")
