@@ -73,8 +73,13 @@ setup: $(VENV_STAMP) $(TOOLS_STAMP) $(KUBE_STAMP) ## Create the venv, install pi
 .PHONY: setup-tools
 setup-tools: $(VENV_STAMP) $(TOOLS_STAMP)
 
+# Debian packages of the local cluster's nodes and the image build (apt when root; else it names them).
+.PHONY: host-packages
+host-packages: ## Install the Debian packages make cluster and make image need (containerd, runc, CNI, podman, ...)
+	@bash scripts/host_packages.sh
+
 .PHONY: test
-test: setup lint ## make lint, then every test (unit, chart, deploy, training, e2e with real TensorFlow)
+test: setup host-packages lint ## make lint, then every test (unit, chart, deploy, training, e2e with real TensorFlow)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 .PHONY: test-fast
@@ -94,7 +99,7 @@ local: setup-tools ## Train for real on this machine: the chart rendered with va
 	$(PY) -m scripts.local_run --env $(ENV) $(if $(SET),--set "$(SET)") $(if $(FRESH),--fresh)
 
 .PHONY: cluster
-cluster: setup ## Start a real local Kubernetes (root): control plane, CoreDNS, NODES real nodes running the worker image; prints `export KUBECONFIG=...`
+cluster: setup host-packages ## Start a real local Kubernetes (root): control plane, CoreDNS, NODES real nodes running the worker image; prints `export KUBECONFIG=...`
 	$(PY) -m scripts.kube.cluster up $(if $(NODES),--nodes $(NODES)) $(if $(GPUS),--gpus-per-node $(GPUS)) $(if $(BASE),--base $(BASE))
 
 .PHONY: cluster-load

@@ -36,8 +36,10 @@ from scripts.kube.build import read_pins
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_STATE = REPO / ".cluster"
-# Image archives made for the nodes (a cache, like the builds: kept across clusters).
+# Image archives made for the nodes, and the nodes' containerd roots (their unpacked
+# images): caches, like the builds, kept across clusters.
 IMAGE_CACHE = REPO / ".tools" / "image" / "archives"
+CONTAINERD_CACHE = REPO / ".tools" / "containerd"
 # The release the pinned wrapper go.mod builds (scripts/kube/gomod): one place for the version.
 KUBERNETES_VERSION = read_pins().kubernetes
 CLUSTER_DOMAIN = "cluster.local"
@@ -365,8 +367,9 @@ def scheduler_args(bins: dict, state: ClusterState) -> list[str]:
 
 def corefile(state: ClusterState, kubeconfig: Path) -> str:
     """CoreDNS serves the cluster domain from the API server (Services, headless
-    StatefulSet names from EndpointSlices) on the bridge address only; other names go to the
-    host's resolver. No cache: a peer's name must resolve as soon as its slice lists it."""
+    StatefulSet names from EndpointSlices) on the bridge address only. Nothing is forwarded:
+    the cluster's traffic stays on this machine, so another name gets no answer. No cache: a
+    peer's name must resolve as soon as its slice lists it."""
     return f""".:53 {{
     bind {state.address}
     errors
@@ -378,7 +381,6 @@ def corefile(state: ClusterState, kubeconfig: Path) -> str:
         fallthrough in-addr.arpa ip6.arpa
         ttl 5
     }}
-    forward . /etc/resolv.conf
     loadbalance
 }}
 """
@@ -608,7 +610,8 @@ def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, 
             nodemod.create_network(node, net["bridge"], node_nets)
             script = nodemod.prepare_node(
                 node, state.dir, bins, net["dns_ip"], CLUSTER_DOMAIN, net["cluster_cidr"],
-                state.dir / "kubeconfigs" / f"node-{node.name}", state.dir / "kubeconfigs" / "kube-proxy")
+                state.dir / "kubeconfigs" / f"node-{node.name}", state.dir / "kubeconfigs" / "kube-proxy",
+                CONTAINERD_CACHE)
             procs[node.name] = _spawn(nodemod.node_argv(node, script), logs / f"{node.name}.log")
         state.pids.update({name: proc.pid for name, proc in procs.items()})
         state.save()
@@ -698,29 +701,38 @@ def advertise_gpus(admin: Api, names: list[str], count: int) -> None:
 
 def load_images(state: ClusterState, archives: list[Path], say=print) -> None:
     """Import docker-save archives into every node's containerd (the nodes pull nothing:
-    no registry is reachable). Nodes import in parallel."""
+    no registry is reachable), skipping an image a node already holds under the same id
+    (its containerd root is a cache). Nodes import in parallel."""
     import concurrent.futures
     from scripts.kube import nodes as nodemod
     ctr = shutil.which("ctr")
     started = time.monotonic()
+    contents = {archive: nodemod.archive_image(archive) for archive in archives}
+    imported: list[str] = []
 
     def one(name: str) -> None:
         pid = state.pids.get(name, 0)
         if not is_ours(pid, marker(name)):
             raise ClusterError(f"{name} is not running; `make cluster-down` then `make cluster`", exit_code=3)
-        for archive in archives:
+        present = nodemod.node_images(pid, ctr)
+        for archive, (refs, image_id) in contents.items():
+            if image_id in present and set(refs) <= present:
+                continue
             try:
                 nodemod.import_image(pid, ctr, archive)
             except nodemod.NodeError as err:
                 raise ClusterError(f"{name}: {err}") from None
+            imported.append(f"{', '.join(refs)} into {name}")
 
     with concurrent.futures.ThreadPoolExecutor(len(state.nodes)) as pool:
         for future in [pool.submit(one, name) for name in state.nodes]:
             future.result()
     big = [a for a in archives if a.stat().st_size > 10 << 20]
-    if big:
-        say(f"cluster: images {', '.join(a.name for a in big)} imported into {len(state.nodes)} "
-            f"node(s) in {time.monotonic() - started:.1f}s")
+    for archive in big:
+        refs = ", ".join(contents[archive][0])
+        where = [line for line in imported if line.startswith(refs + " into ")]
+        say(f"cluster: image {refs} " + (f"imported into {len(where)} node(s) in {time.monotonic() - started:.1f}s"
+                                          if where else "already in every node"))
 
 
 def down(directory: Path = DEFAULT_STATE, say=print) -> bool:

@@ -9,7 +9,8 @@ network namespace it runs in. Two nodes on one machine therefore each get:
     network namespace  tfmwk<slot>-n<k>, a veth into the cluster bridge, the node address
                        198.19.(16s).(10+k)/24 and the pod subnet 198.19.(16s+k).0/24 on its
                        own CNI bridge (routes to the other nodes' pod subnets go straight
-                       over the cluster bridge; the host routes each pod subnet to its node)
+                       over the cluster bridge; the host routes each pod subnet to its node;
+                       no default route: nothing a node runs reaches beyond the bridge)
     mount namespace    private: a tmpfs on /run/containerd and /run/netns, the node's own
                        folders bind-mounted on /var/lib/kubelet and /var/log. Every mount a
                        node makes (volumes, container root file systems, pod namespaces)
@@ -110,11 +111,12 @@ def cni_conflist(net: NodeNet, ipam_dir: Path) -> str:
     }, indent=2)
 
 
-def containerd_config(node_dir: Path, cni_bin_dir: str) -> str:
-    """containerd 1.6 (config version 2): its data in the node's folder, its sockets and
-    state on the node's private /run/containerd, runc through the CRI plugin."""
+def containerd_config(node_dir: Path, cni_bin_dir: str, root: Path) -> str:
+    """containerd 1.6 (config version 2): its images and snapshots in `root` (kept across
+    clusters, see containerd_root), its sockets and state on the node's private
+    /run/containerd, runc through the CRI plugin, CNI from the node's folder."""
     return f"""version = 2
-root = "{node_dir / 'containerd'}"
+root = "{root}"
 state = "/run/containerd"
 oom_score = 0
 
@@ -354,14 +356,15 @@ def restore_kernel_sysctls(saved: dict[str, str]) -> None:
 
 def create_network(net: NodeNet, bridge: str, others: list[NodeNet]) -> None:
     """The node's namespace and its veth on the cluster bridge; routes to the other nodes'
-    pod subnets over the bridge; the host's route to this node's pods."""
+    pod subnets over the bridge; the host's route to this node's pods. No default route: a
+    node reaches the bridge's subnet (the API server, CoreDNS, the other nodes) and nothing
+    else, so an image pull or a pod's stray connection fails at once, on this machine."""
     _ip("netns", "add", net.netns)
     _ip("link", "add", net.host_veth, "type", "veth", "peer", "name", "eth0", "netns", net.netns)
     _ip("link", "set", net.host_veth, "master", bridge, "up")
     _ip("-n", net.netns, "addr", "add", f"{net.address}/24", "dev", "eth0")
     _ip("-n", net.netns, "link", "set", "eth0", "up")
     _ip("-n", net.netns, "link", "set", "lo", "up")
-    _ip("-n", net.netns, "route", "add", "default", "via", net.gateway)
     for other in others:
         if other.index != net.index:
             _ip("-n", net.netns, "route", "add", other.pod_subnet, "via", other.address)
@@ -405,18 +408,28 @@ def cni_bin_dir() -> str | None:
     return None
 
 
+def containerd_root(cache: Path, net: NodeNet) -> Path:
+    """Where node k of slot s keeps its images: a cache outside the state folder, so the next
+    cluster on that slot finds the worker image already unpacked (importing 1.8 GB into a
+    node takes about half a minute). One slot is one running cluster at a time (its bridge
+    name is unique), so two containerds never share a root."""
+    return cache / f"k{net.slot}-n{net.index}"
+
+
 def prepare_node(net: NodeNet, state_dir: Path, bins: dict, cluster_dns: str, cluster_domain: str,
-                 cluster_cidr: str, kubeconfig: Path, proxy_kubeconfig: Path) -> Path:
+                 cluster_cidr: str, kubeconfig: Path, proxy_kubeconfig: Path, image_cache: Path) -> Path:
     """Write the node's folder: configs, resolv.conf, node.sh. Returns node.sh's path."""
     node_dir = state_dir / "nodes" / net.name
-    for sub in ("kubelet", "log", "cni", "cni-ipam", "containerd", "kubelet-pki"):
+    containerd_root(image_cache, net).mkdir(parents=True, exist_ok=True)
+    for sub in ("kubelet", "log", "cni", "cni-ipam", "kubelet-pki"):
         (node_dir / sub).mkdir(parents=True, exist_ok=True)
     cni_dir = cni_bin_dir()
     if cni_dir is None:
         raise NodeError("the CNI plugins (bridge, host-local) are not installed: "
                         "apt-get install containernetworking-plugins")
     (node_dir / "cni" / "10-tfmw.conflist").write_text(cni_conflist(net, node_dir / "cni-ipam"))
-    (node_dir / "containerd.toml").write_text(containerd_config(node_dir, cni_dir))
+    (node_dir / "containerd.toml").write_text(
+        containerd_config(node_dir, cni_dir, containerd_root(image_cache, net)))
     (node_dir / "kubelet.json").write_text(
         kubelet_config(net, node_dir, state_dir / "pki", cluster_dns, cluster_domain))
     (node_dir / "kube-proxy.json").write_text(kube_proxy_config(net, proxy_kubeconfig, cluster_cidr))
@@ -460,6 +473,16 @@ def import_image(pid: int, ctr: str, archive: Path) -> None:
     if proc.returncode != 0:
         last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
         raise NodeError(f"importing {archive.name} into the node's containerd failed: {last}")
+
+
+def archive_image(archive: Path) -> tuple[list[str], str]:
+    """(references, image id) a docker-save archive holds, read from its manifest.json
+    (tarfile skips over the layers without reading them)."""
+    import tarfile
+    with tarfile.open(archive) as tar:
+        manifest = json.loads(tar.extractfile("manifest.json").read())
+    entry = manifest[0]
+    return list(entry.get("RepoTags") or []), "sha256:" + entry["Config"].split("/")[-1].removesuffix(".json")
 
 
 def node_images(pid: int, ctr: str) -> set[str]:

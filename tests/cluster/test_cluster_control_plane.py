@@ -3,8 +3,10 @@ node advertises, starting twice, and that `make cluster-down` leaves nothing beh
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -64,6 +66,13 @@ def test_anonymous_requests_are_refused(cluster):
     assert info.value.code == 401
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def _procs_mentioning(text: str) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
@@ -77,10 +86,12 @@ def _procs_mentioning(text: str) -> list[int]:
     return found
 
 
-def test_cluster_down_leaves_no_process_mount_or_namespace(cluster, tmp_path):
-    """A second cluster (its own slot, one node) runs a pod, then `cluster down` removes
-    everything: processes, mounts, cgroups, namespaces, the bridge, nftables tables (they live
-    in the node's namespace), the kernel settings the kubelet changed, the state folder."""
+def test_cluster_down_after_a_crash_leaves_no_process_mount_or_namespace(cluster, tmp_path):
+    """A second cluster (its own slot, one node) runs a pod; then it crashes (its node's first
+    process and the API server are SIGKILLed, so the kubelet, containerd and the container are
+    orphans nobody stops); `cluster down` still removes everything: processes, mounts, cgroups,
+    namespaces, the bridge, nftables tables (they live in the node's namespace), the kernel
+    settings the kubelet changed, the state folder."""
     from scripts.kube import nodes
     directory = tmp_path / "second"
     env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -101,6 +112,12 @@ def test_cluster_down_leaves_no_process_mount_or_namespace(cluster, tmp_path):
     netns = f"tfmwk{state.slot}-"
     assert any(n.startswith(netns) for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
                                                             text=True).stdout.split())
+    kubelets = [pid for pid in _procs_mentioning(str(directory)) if "kubelet" in _cmdline(pid)]
+    assert kubelets, "the node's kubelet"
+    for name in ("node-1", "kube-apiserver"):
+        os.kill(state.pids[name], signal.SIGKILL)
+    time.sleep(1)
+    assert all(Path(f"/proc/{pid}").exists() for pid in kubelets)   # orphaned, still running
     down = subprocess.run([sys.executable, "-m", "scripts.kube.cluster", "down", "--state", str(directory)],
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     assert down.returncode == 0, down.stderr

@@ -72,7 +72,7 @@ def test_kube_proxy_config_leaves_machine_wide_conntrack_alone(tmp_path):
 
 
 def test_containerd_config_restricts_oom_score_and_uses_the_node_folder(tmp_path):
-    text = nodes.containerd_config(tmp_path, "/usr/lib/cni")
+    text = nodes.containerd_config(tmp_path, "/usr/lib/cni", tmp_path / "containerd")
     assert "restrict_oom_score_adj = true" in text
     assert f'root = "{tmp_path / "containerd"}"' in text and f'conf_dir = "{tmp_path / "cni"}"' in text
     assert f'sandbox_image = "{nodes.SANDBOX_IMAGE}"' in text and "SystemdCgroup = false" in text

@@ -79,13 +79,6 @@ def test_unreadable_files_are_unknown(tmp_path):
     assert (cg.oom_kills(), cg.limit()) == (None, None)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a mode-000 file")
-def test_a_file_without_permission_is_unknown(tmp_path):
-    cg = v2(tmp_path, 1, 2 * GIB)
-    (tmp_path / "memory.events").chmod(0)
-    assert cg.oom_kills() is None
-
-
 # -- the cause -------------------------------------------------------------------------
 @pytest.mark.parametrize("version", FAKES)
 def test_a_counter_that_went_up_is_oom_killed_naming_the_limit(tmp_path, version):
