@@ -42,7 +42,9 @@ def test_every_node_is_a_real_kubelet_advertising_gpus_and_ready(cluster):
         assert info["kubeletVersion"] == controlplane.KUBERNETES_VERSION
         assert info["containerRuntimeVersion"].startswith("containerd://")
         assert info["kubeProxyVersion"] in ("", controlplane.KUBERNETES_VERSION)
-        lease = cluster.api.get(ns_path("kube-node-lease", "leases", name, group="coordination.k8s.io/v1"))
+        # The kubelet's lease controller renews the node's heartbeat Lease (made soon after Ready).
+        lease = wait_for(lambda: cluster.api.get_or_none(
+            ns_path("kube-node-lease", "leases", name, group="coordination.k8s.io/v1")), 30, f"{name}'s Lease")
         assert lease["spec"]["holderIdentity"] == name
     assert len(cluster.state.nodes) == 2
 
