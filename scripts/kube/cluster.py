@@ -38,6 +38,16 @@ def worker_image_archive(base: str, dest: Path, say=print) -> Path:
         raise ClusterError(f"the worker image: {err}", exit_code=getattr(err, "exit_code", 4)) from None
 
 
+def check_image_engine() -> None:
+    """The nodes run the worker image, which is built here: say so before anything starts."""
+    from scripts import image
+    try:
+        image.find_engine(None)
+    except image.ImageError as err:
+        raise ClusterError(f"the nodes run the worker image, built here: {err}; or start without it "
+                           "(python -m scripts.kube.cluster up --no-image)", exit_code=err.exit_code) from None
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.kube.cluster", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("up", "down", "status", "load"))
@@ -57,6 +67,8 @@ def main(argv=None) -> int:
     try:
         if args.action == "up":
             controlplane.preflight(args.nodes, args.gpus_per_node)
+            if not args.no_image:
+                check_image_engine()
             existing = controlplane.ClusterState.load(args.state.resolve())
             images = [] if args.no_image or controlplane.running(existing) else \
                 [worker_image_archive(args.base, controlplane.IMAGE_CACHE)]

@@ -537,7 +537,7 @@ def preflight(nodes: int, gpus_per_node: int) -> None:
     if missing:
         packages = sorted({m.split("(")[-1].rstrip(")").split()[-1] for m in missing})
         raise ClusterError(f"make cluster needs {', '.join(missing)}: apt-get install "
-                           f"{' '.join(packages)}", exit_code=2)
+                           f"{' '.join(packages)} (or `make host-packages`)", exit_code=2)
 
 
 def node_bins(bins: dict) -> dict:

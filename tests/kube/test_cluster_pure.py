@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import ipaddress
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -186,6 +187,20 @@ def test_cluster_cli_refusal_is_one_line(tmp_path, capsys):
     code = cluster.main(["up", "--state", str(tmp_path / "s"), "--nodes", "9"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--nodes 9" in err and "Traceback" not in err
+
+
+def test_cluster_without_a_container_engine_names_the_fix_before_starting_anything(tmp_path, capsys, monkeypatch):
+    if os.geteuid() != 0:
+        pytest.skip("preflight refuses non-root first")   # CI runs as root
+    from scripts import image
+    from scripts.kube import cluster
+    real_which = image.shutil.which
+    monkeypatch.setattr(image.shutil, "which", lambda name: None if name in ("docker", "podman") else real_which(name))
+    code = cluster.main(["up", "--state", str(tmp_path / "s")])
+    err = capsys.readouterr().err
+    assert code == image.EXIT_NO_ENGINE and err.count("\n") == 1 and "Traceback" not in err
+    assert "apt-get install podman" in err and "--no-image" in err
+    assert not (tmp_path / "s").exists()
 
 
 def test_cluster_load_without_a_cluster_says_so(tmp_path, capsys):
