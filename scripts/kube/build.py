@@ -434,6 +434,15 @@ def _remove_leftovers(dest_root: Path) -> None:
         shutil.rmtree(leftover, ignore_errors=True)
 
 
+def publish(partial: Path, target: Path, stale: Path) -> None:
+    """Move a finished build into place: the old install aside first, then one rename, so a
+    half-built directory is never at the target path."""
+    if target.exists():
+        target.rename(stale)
+        shutil.rmtree(stale, ignore_errors=True)
+    partial.rename(target)
+
+
 def build(pins: Pins, dest_root: Path, progress: Progress) -> Path:
     """Build all four binaries into a temporary directory beside the target, then rename it in."""
     go = find_go(pins)
@@ -475,11 +484,7 @@ def build(pins: Pins, dest_root: Path, progress: Progress) -> Path:
             raise KubeBuildError("go.mod/go.sum changed during the build; run it again")
         sizes = {name: (bin_dir / name).stat().st_size for name in BINARIES}
         (partial / STAMP_NAME).write_text(json.dumps(stamp_record(pins, sizes), indent=2) + "\n")
-        if target.exists():
-            stale = dest_root / f".stale-{pins.install_name}-{os.getpid()}"
-            target.rename(stale)
-            shutil.rmtree(stale, ignore_errors=True)
-        partial.rename(target)  # atomic: a half-built directory is never at the target path
+        publish(partial, target, dest_root / f".stale-{pins.install_name}-{os.getpid()}")
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     progress(f"kube: etcd {pins.etcd}, {', '.join(KUBE_COMMANDS)} {pins.kubernetes} installed in "

@@ -41,6 +41,7 @@ from scripts.kube.build import (
     KubeBuildError,
     Progress,
     build_lock,
+    publish,
     declared_vars,
     format_duration,
     go_build,
@@ -262,11 +263,7 @@ def build(pins: CorednsPins, dest_root: Path, progress: Progress) -> Path:
             raise KubeBuildError("the CoreDNS go.mod/go.sum/main.go changed during the build; run it again")
         size = binary_path(partial).stat().st_size
         (partial / STAMP_NAME).write_text(json.dumps(stamp_record(pins, size), indent=2) + "\n")
-        if target.exists():
-            stale = work_dir / f"stale-{os.getpid()}"
-            target.rename(stale)
-            shutil.rmtree(stale, ignore_errors=True)
-        partial.rename(target)  # atomic: a half-built directory is never at the target path
+        publish(partial, target, work_dir / f"stale-{os.getpid()}")
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     progress(f"kube: coredns {pins.coredns} installed in {target}/bin "

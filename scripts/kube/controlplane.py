@@ -407,6 +407,15 @@ def marker(name: str) -> str:
 
 # ---------------------------------------------------------------- bootstrap (pure objects)
 
+def user_binding(name: str, cluster_role: str, user: str) -> tuple[str, dict]:
+    """A ClusterRoleBinding of one certificate identity (a User) to a ClusterRole."""
+    return ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+
+
 def bootstrap_objects() -> list[tuple[str, dict]]:
     """(collection path, object) the cluster needs before it runs workloads: the default
     StorageClass the node agent provisions (hostPath volumes under the state folder, shared
@@ -433,13 +442,7 @@ def bootstrap_objects() -> list[tuple[str, dict]]:
                  "verbs": ["get", "list", "watch"]},
                 {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
             ]}),
-        ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": "tfmw:cluster-services"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                        "name": "tfmw:cluster-services"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                          "name": "tfmw:cluster-services"}]}),
+        user_binding("tfmw:cluster-services", "tfmw:cluster-services", "tfmw:cluster-services"),
     ]
 
 
@@ -471,20 +474,11 @@ def dns_objects(state: ClusterState) -> list[tuple[str, dict]]:
                  "verbs": ["list", "watch"]},
                 {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
             ]}),
-        ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": "system:coredns"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "tfmw:coredns"}]}),
+        user_binding("system:coredns", "system:coredns", "tfmw:coredns"),
         # The API server calls kubelets (logs, exec, port-forward) as this identity; the
         # kubelets authorize it through the API server (webhook).
-        ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": "tfmw:kube-apiserver-kubelet-client"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                        "name": "system:kubelet-api-admin"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                          "name": "kube-apiserver-kubelet-client"}]}),
+        user_binding("tfmw:kube-apiserver-kubelet-client", "system:kubelet-api-admin",
+                     "kube-apiserver-kubelet-client"),
     ]
 
 

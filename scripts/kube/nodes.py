@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import time
@@ -490,6 +489,3 @@ def node_images(pid: int, ctr: str) -> set[str]:
                              "images", "ls", "-q"], timeout=60)
     return set(proc.stdout.decode().split()) if proc.returncode == 0 else set()
 
-
-def which_or_none(name: str) -> str | None:
-    return shutil.which(name)
