@@ -29,7 +29,9 @@ built once beforehand and not timed), what issue 19's "Speed and budget" asks:
 """
 from __future__ import annotations
 
+import collections
 import contextlib
+import json
 import math
 import os
 import re
@@ -57,6 +59,9 @@ POLL = 0.1
 FAULT_STEPS = 120
 FAULT_CHECKPOINT_EVERY = 20
 FAULT_AFTER_STEP = 50
+# Each of the harness's waits (to the fault, then to the run's end): generous, as a loaded
+# 2-core machine slows a 1-CPU-limited pod's steps several times; only a failure waits this long.
+FAULT_TIMEOUT = 600
 CLUSTER_FAULT = "delete-worker"
 LOCAL_FAULT = "kill-worker"
 NAN = float("nan")
@@ -286,8 +291,9 @@ def table_rows(s: Summary) -> list[list]:
         [f"ratio `{CLUSTER_FAULT}` / `{LOCAL_FAULT}` fault → resumed (paired per round), median",
          ratio_cell(s.fault_ratio),
          (f"min {s.fault_ratio_min:.2f}x, max {s.fault_ratio_max:.2f}x over {s.fault_rounds} round(s): "
-          + ", ".join(f"{c:.1f} / {l:.1f} s" for c, l in s.fault_pairs) if s.fault_rounds else "NOT measured")
-         + (f"; not measured: {not_measured}" if not_measured else "")],
+          + ", ".join(f"{c:.1f} / {l:.1f} s" for c, l in s.fault_pairs)
+          + (f"; not measured: {not_measured}" if not_measured else "")) if s.fault_rounds
+         else "NOT measured" + (f": {not_measured}" if not_measured else "")],
     ]
     return rows
 
@@ -381,18 +387,36 @@ def measure_cluster_fault(state, round_index: int, log=print):
     from scripts.helmkit import ToolError
     namespace = f"bench-fault-{round_index}-{os.getpid()}"
     log(f"  figure 6: round {round_index + 1}: {CLUSTER_FAULT} on the cluster (scripts/faults.py --cluster)")
+    last_lines = collections.deque(maxlen=40)   # the pods' last lines, shown if the run fails
     with _namespace(state, namespace, log):
         try:
             result = faults.run_cluster_scenario(CLUSTER_FAULT, Path(state.kubeconfig), namespace=namespace,
                                                  release="bench-fault", steps=FAULT_STEPS,
                                                  checkpoint_every=FAULT_CHECKPOINT_EVERY,
-                                                 fault_after_step=FAULT_AFTER_STEP, timeout=300)
+                                                 fault_after_step=FAULT_AFTER_STEP, timeout=FAULT_TIMEOUT,
+                                                 out=last_lines.append)
         except ToolError as err:
             raise BenchError(f"figure 6: {CLUSTER_FAULT}: {err}") from None
+        if not result.completed:
+            log("\n".join(last_lines) or "  figure 6: (no line from the pods)")
+            log(_pods_line(state, namespace))
     log(_fault_line("cluster", result) + f", pod delete → recreated pod Running {result.seconds_to_pod_running:.1f} s")
-    if not result.completed:
-        log("\n".join(result.log_tail[-20:]))
     return result
+
+
+def _pods_line(state, namespace: str) -> str:
+    """One line per pod of `namespace`: its phase and its container's state (for a failed run)."""
+    from scripts.kube.api import ns_path
+    try:
+        pods = state.api("admin").items(ns_path(namespace, "pods"))
+    except Exception as err:   # only a diagnostic
+        return f"  figure 6: the pods of {namespace} could not be listed: {err}"
+    parts = []
+    for pod in pods:
+        status = pod.get("status") or {}
+        containers = [f"{c.get('name')}: {json.dumps(c.get('state'))}" for c in status.get("containerStatuses") or []]
+        parts.append(f"{pod['metadata']['name']} {status.get('phase')} {'; '.join(containers)}")
+    return "  figure 6: pods: " + (" | ".join(parts) or "none")
 
 
 def measure_local_fault(runs_dir, round_index: int, log=print):
@@ -403,12 +427,13 @@ def measure_local_fault(runs_dir, round_index: int, log=print):
     log(f"  figure 6: round {round_index + 1}: {LOCAL_FAULT} on make local (scripts/faults.py)")
     try:
         result = faults.run_scenario(LOCAL_FAULT, runs_dir=Path(runs_dir), steps=FAULT_STEPS,
-                                     checkpoint_every=FAULT_CHECKPOINT_EVERY, fault_after_step=FAULT_AFTER_STEP)
+                                     checkpoint_every=FAULT_CHECKPOINT_EVERY, fault_after_step=FAULT_AFTER_STEP,
+                                     timeout=FAULT_TIMEOUT)
     except (ToolError, LocalRunError) as err:
         raise BenchError(f"figure 6: {LOCAL_FAULT}: {err}") from None
     log(_fault_line("make local", result))
     if not result.completed:
-        log("\n".join(result.log_tail[-20:]))
+        log("\n".join(result.log_tail[-20:]) or "  figure 6: (no line from the pods)")
     return result
 
 

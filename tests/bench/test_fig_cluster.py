@@ -142,6 +142,10 @@ def test_cluster_report_names_an_unmeasured_fault_pair():
     s = fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)], [unmeasured])
     text = report.fig_cluster(s, fig_cluster.table_rows(s), fig_cluster.HEADERS, "1 / 1 / 1")
     assert "The fault pair was not measured in this run: cluster delete-worker: boom." in text
+    assert fig_cluster.table_rows(s)[-1][2] == "NOT measured: cluster delete-worker: boom"
+    mixed = fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)], [pair(20.0, 10.0), unmeasured])
+    assert fig_cluster.table_rows(mixed)[-1][2] == ("min 2.00x, max 2.00x over 1 round(s): 20.0 / 10.0 s; "
+                                                    "not measured: cluster delete-worker: boom")
 
 
 def test_cluster_plot_draws_every_row(tmp_path):
