@@ -34,3 +34,10 @@ def refused_port():
     closed.bind(("127.0.0.1", 0))
     yield closed.getsockname()[1]
     closed.close()
+
+
+def pytest_collection_modifyitems(items):
+    """The cluster tests last (their order otherwise kept): the session's cluster starts with
+    the first of them and stops at the end of the session, so no other test shares the two
+    cores with an idle cluster's kubelets, API server and CoreDNS."""
+    items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)
