@@ -165,3 +165,12 @@ def test_cluster_pure_helpers():
     assert not fig_cluster.has_first_step("tfmw start x\ntfmw launcher peers: all 2 resolved\n")
     sets = fig_cluster.run_sets("r-1")
     assert "training.runId=r-1" in sets and "training.config.logEverySteps=1" in sets
+
+
+def test_cluster_report_when_every_up_imported_the_image():
+    again = fig_cluster.Up(50.0, 50.3, "imported", 44.7, 2)
+    s = fig_cluster.summarize([IMPORTED, again], 2.0, [R(0.5, 1.0, 20.0, 10.0)], [pair(20.0, 10.0)])
+    text = report.fig_cluster(s, fig_cluster.table_rows(s), fig_cluster.HEADERS, "1 / 1 / 1")
+    assert "Every `up` imported the worker image into both nodes (24.2 s of 40.5 s, 44.7 s of 50.0 s ready" in text
+    assert "imported it again" in text and "took 16.3 s, 5.3 s." in text
+    assert [r[2].startswith("MISSED") for r in fig_cluster.table_rows(s)[:2]] == [True, True]
