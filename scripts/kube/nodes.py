@@ -472,6 +472,13 @@ def import_image(pid: int, ctr: str, archive: Path) -> None:
     if proc.returncode != 0:
         last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
         raise NodeError(f"importing {archive.name} into the node's containerd failed: {last}")
+    refs, image_id = archive_image(archive)
+    for ref in refs:   # what node_images/has_image read back next time
+        proc = run_in_node(pid, [ctr, "--address", "/run/containerd/containerd.sock", "-n", "k8s.io",
+                                 "images", "label", ref, f"{IMAGE_ID_LABEL}={image_id}"], timeout=60)
+        if proc.returncode != 0:
+            last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
+            raise NodeError(f"labelling {ref} in the node's containerd failed: {last}")
 
 
 def archive_image(archive: Path) -> tuple[list[str], str]:
@@ -484,8 +491,42 @@ def archive_image(archive: Path) -> tuple[list[str], str]:
     return list(entry.get("RepoTags") or []), "sha256:" + entry["Config"].split("/")[-1].removesuffix(".json")
 
 
-def node_images(pid: int, ctr: str) -> set[str]:
-    proc = run_in_node(pid, [ctr, "--address", "/run/containerd/containerd.sock", "-n", "k8s.io",
-                             "images", "ls", "-q"], timeout=60)
-    return set(proc.stdout.decode().split()) if proc.returncode == 0 else set()
+IMAGE_ID_LABEL = "tf-multiworker.local/image-id"
 
+
+def parse_image_labels(ctr_ls_output: str) -> dict[str, dict[str, str]]:
+    """`ctr images ls` (REF TYPE DIGEST SIZE PLATFORMS LABELS) -> ref -> its labels (pure)."""
+    images: dict[str, dict[str, str]] = {}
+    for line in ctr_ls_output.splitlines()[1:]:
+        fields = line.split()
+        if not fields:
+            continue
+        labels = fields[-1] if "=" in fields[-1] else ""
+        images[fields[0]] = dict(item.split("=", 1) for item in labels.split(",") if "=" in item)
+    return images
+
+
+def node_images(pid: int, ctr: str) -> dict[str, dict[str, str]]:
+    """The images a node's containerd holds (CRI's namespace): ref -> labels."""
+    proc = run_in_node(pid, [ctr, "--address", "/run/containerd/containerd.sock", "-n", "k8s.io",
+                             "images", "ls"], timeout=60)
+    return parse_image_labels(proc.stdout.decode()) if proc.returncode == 0 else {}
+
+
+def stale_ids(images: dict[str, dict[str, str]], keep: set[str]) -> list[str]:
+    """The `sha256:<id>` records (CRI names each image by its id too) of images no tag of
+    ours points at any more: an old build of the worker image, left behind in the cache (pure)."""
+    current = {labels.get(IMAGE_ID_LABEL) for labels in images.values()} | keep
+    return sorted(ref for ref in images if ref.startswith("sha256:") and ref not in current)
+
+
+def remove_images(pid: int, ctr: str, refs: list[str]) -> None:
+    if refs:
+        run_in_node(pid, [ctr, "--address", "/run/containerd/containerd.sock", "-n", "k8s.io",
+                          "images", "rm", *refs], timeout=120)
+
+
+def has_image(images: dict[str, dict[str, str]], refs: list[str], image_id: str) -> bool:
+    """Every ref is there and was imported from the image `image_id` (the label import_image
+    sets: a tag moved by anything else has lost it)."""
+    return bool(refs) and all(images.get(ref, {}).get(IMAGE_ID_LABEL) == image_id for ref in refs)

@@ -219,3 +219,28 @@ def test_down_with_nothing_running_says_so(tmp_path):
 def test_certificate_names_cannot_split_the_subject():
     with pytest.raises(PkiError):
         subject("a/O=system:masters")
+
+
+# ---------------------------------------------------------------- the nodes' image cache
+
+CTR_LS = """REF TYPE DIGEST SIZE PLATFORMS LABELS
+ghcr.io/x/w:0.1.0-cpu application/vnd.docker.distribution.manifest.v2+json sha256:d66 1.7 GiB linux/amd64 io.cri-containerd.image=managed,tf-multiworker.local/image-id=sha256:new
+sha256:old application/vnd.docker.distribution.manifest.v2+json sha256:93f 1.7 GiB linux/amd64 io.cri-containerd.image=managed
+sha256:pause application/vnd.docker.distribution.manifest.v2+json sha256:f76 690.8 KiB linux/amd64 io.cri-containerd.image=managed
+tfmw.local/pause:catatonit application/vnd.docker.distribution.manifest.v2+json sha256:f76 690.8 KiB linux/amd64 io.cri-containerd.image=managed,tf-multiworker.local/image-id=sha256:pause
+"""
+
+
+def test_a_node_holds_an_image_only_under_the_id_it_was_imported_from():
+    images = nodes.parse_image_labels(CTR_LS)
+    assert images["ghcr.io/x/w:0.1.0-cpu"][nodes.IMAGE_ID_LABEL] == "sha256:new"
+    assert nodes.has_image(images, ["ghcr.io/x/w:0.1.0-cpu"], "sha256:new")
+    assert not nodes.has_image(images, ["ghcr.io/x/w:0.1.0-cpu"], "sha256:newer")   # a rebuilt image: import
+    assert not nodes.has_image(images, ["ghcr.io/x/w:0.2.0"], "sha256:new")          # not there at all
+    assert not nodes.has_image(images, [], "sha256:new")
+
+
+def test_old_builds_are_pruned_from_the_cache_but_current_images_kept():
+    images = nodes.parse_image_labels(CTR_LS)
+    assert nodes.stale_ids(images, {"sha256:new"}) == ["sha256:old"]
+    assert nodes.stale_ids(images, {"sha256:old"}) == []   # an id still wanted is kept
