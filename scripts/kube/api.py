@@ -1,6 +1,6 @@
 """A small Kubernetes REST client for the host tools (stdlib only: http.client + ssl).
 
-The node agent, the control plane's bootstrap and the cluster tests talk to the real API
+The control plane's bootstrap, the provisioner and the cluster tests talk to the real API
 server through this: client-certificate authentication, JSON in and out, merge patches.
 Errors are ApiError with the HTTP status and the server's one-line message.
 """

@@ -418,9 +418,9 @@ def user_binding(name: str, cluster_role: str, user: str) -> tuple[str, dict]:
 
 def bootstrap_objects() -> list[tuple[str, dict]]:
     """(collection path, object) the cluster needs before it runs workloads: the default
-    StorageClass the node agent provisions (hostPath volumes under the state folder, shared
-    by every pod on the machine: ReadWriteMany works), and least-privilege RBAC for the
-    cluster services identity (hosts from EndpointSlices, the provisioner)."""
+    StorageClass scripts/kube/provisioner.py provisions (hostPath volumes under the state
+    folder, seen by every node on the machine: ReadWriteMany works), and least-privilege RBAC
+    for the cluster services identity (the provisioner)."""
     return [
         ("/apis/storage.k8s.io/v1/storageclasses", {
             "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",

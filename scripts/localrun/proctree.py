@@ -1,8 +1,7 @@
 """A process and everything below it, from /proc: what a container's PID namespace holds.
 
 A local pod has no PID namespace of its own, so stopping, freezing or killing "the container"
-means signalling its whole process tree. Used by `make local`'s kubelet (kubelet.py) and the
-local cluster's node agent (scripts/kube/node/pods.py).
+means signalling its whole process tree. Used by `make local`'s kubelet (kubelet.py).
 """
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ def cluster(tmp_path_factory, worker_image) -> Cluster:
     try:
         yield Cluster(state, image=ref)
     finally:
-        # The components' and the node agent's logs outlive the cluster, for a failed run.
+        # The components' and the nodes' logs outlive the cluster, for a failed run.
         logs = tmp_path_factory.getbasetemp() / "kube-logs"
         shutil.copytree(state.dir / "logs", logs, dirs_exist_ok=True)
         print(f"cluster logs kept in {logs}")

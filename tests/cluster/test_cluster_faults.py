@@ -1,5 +1,5 @@
 """`kubectl delete pod` of a worker mid-training on the real local cluster: the StatefulSet
-controller recreates the pod under the same name, the node agent runs it, and the group
+controller recreates the pod under the same name, a real kubelet runs it in a container, and the group
 resumes from the checkpoint on the shared claim and finishes with identical weights.
 
 The fault harness (scripts/faults.py, cluster mode) does the run and the measuring; this
