@@ -121,8 +121,11 @@ def test_ctrl_c_stops_cleanly_keeps_the_checkpoint_and_resumes(tmp_path):
     sets = ["--set", "training.config.steps=150", "--set", "training.config.checkpoint.everySteps=10",
             "--set", "training.config.logEverySteps=10"]
     argv = [sys.executable, "-m", "scripts.local_run", "--runs-dir", str(tmp_path), "--release", "intr", *sets]
+    # As from a terminal: SIGINT at its default, even when this test itself was started in the
+    # background of a non-interactive shell (which ignores SIGINT, an ignore Python keeps).
     proc = subprocess.Popen(argv + ["--fresh"], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     for line in proc.stdout:
         seen.append(line)

@@ -299,7 +299,8 @@ def test_real_binaries_report_the_pinned_versions():
     """On a fresh machine this builds them (make setup normally already has)."""
     pins = build.read_pins()
     paths = build.ensure_binaries(progress=lambda line: None)
-    assert set(paths) == {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+    assert set(paths) == {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+                          "kubelet", "kube-proxy"}
     for name in build.KUBE_COMMANDS:
         out = subprocess.run([str(paths[name]), "--version"], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0 and out.stdout.strip() == f"Kubernetes {pins.kubernetes}", out
