@@ -534,10 +534,6 @@ def preflight(nodes: int, gpus_per_node: int) -> None:
                            f"{' '.join(packages)} (or `make host-packages`)", exit_code=2)
 
 
-def node_bins(bins: dict) -> dict:
-    return {**bins, "containerd": shutil.which("containerd"), "ctr": shutil.which("ctr")}
-
-
 def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, bins: dict | None = None,
        say=print, api_port: int = 6443, timeout: float = 90.0, images: list[Path] = ()) -> ClusterState:
     """Start a cluster in `directory` (or report the one running there) with `images`
@@ -560,7 +556,7 @@ def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, 
     if "coredns" not in bins:
         from scripts.kube.build_coredns import ensure_coredns
         bins = {**bins, "coredns": ensure_coredns(progress=say)}
-    bins = node_bins(bins)
+    bins = {**bins, "containerd": shutil.which("containerd")}   # Debian's, checked by preflight
     started = time.monotonic()
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o711)   # the nodes' folders are reached by the containers' users too
@@ -713,7 +709,7 @@ def load_images(state: ClusterState, archives: list[Path], say=print) -> None:
             if nodemod.has_image(present, refs, image_id):
                 continue
             try:
-                nodemod.import_image(pid, ctr, archive)
+                nodemod.import_image(pid, ctr, archive, refs, image_id)
             except nodemod.NodeError as err:
                 raise ClusterError(f"{name}: {err}") from None
             imported.append(f"{', '.join(refs)} into {name}")
@@ -752,12 +748,9 @@ def down(directory: Path = DEFAULT_STATE, say=print) -> bool:
     for name, grace in order:
         if stop_pid(state.pids.get(name, 0), marker(name), grace):
             stopped.append(name)
-    left = []
-    for index in range(1, len(state.nodes) + 1):
-        node = nodemod.node_net(state.slot, index)
-        left += nodemod.remove_cgroups(node.cgroup)
-        nodemod.delete_network(node)
-    nodemod.remove_leftover_networks(state.slot)
+    left = [d for index in range(1, len(state.nodes) + 1)
+            for d in nodemod.remove_cgroups(nodemod.node_net(state.slot, index).cgroup)]
+    nodemod.remove_networks(state.slot)
     delete_bridge(state.slot)
     if state.sysctls:
         nodemod.restore_kernel_sysctls(state.sysctls)

@@ -370,32 +370,23 @@ def create_network(net: NodeNet, bridge: str, others: list[NodeNet]) -> None:
     _ip("route", "replace", net.pod_subnet, "via", net.address, "dev", bridge)
 
 
-def delete_network(net: NodeNet) -> None:
-    _ip("route", "del", net.pod_subnet, check=False)
-    _ip("link", "del", net.host_veth, check=False)
-    _ip("netns", "del", net.netns, check=False)
-
-
-def leftover_networks(slot: int) -> list[str]:
-    """Namespaces and veths of slot `slot` that exist (a crashed cluster's)."""
-    names = []
-    for name in _ip("netns", "list", check=False).stdout.split():
-        if name.startswith(f"tfmwk{slot}-"):
-            names.append(f"netns {name}")
+def leftover_networks(slot: int) -> list[tuple[str, str]]:
+    """("netns" | "link", name) of slot `slot`'s node namespaces and veths that exist."""
+    found = [("netns", name) for name in _ip("netns", "list", check=False).stdout.split()
+             if name.startswith(f"tfmwk{slot}-")]
     for line in _ip("-o", "link", "show", check=False).stdout.splitlines():
         parts = line.split(":")
-        if len(parts) > 1 and parts[1].strip().split("@")[0].startswith(f"tk{slot}"):
-            names.append(f"link {parts[1].strip().split('@')[0]}")
-    return names
+        name = parts[1].strip().split("@")[0] if len(parts) > 1 else ""
+        if name.startswith(f"tk{slot}"):
+            found.append(("link", name))
+    return found
 
 
-def remove_leftover_networks(slot: int) -> None:
-    for item in leftover_networks(slot):
-        kind, name = item.split(" ", 1)
-        if kind == "netns":
-            _ip("netns", "del", name, check=False)
-        else:
-            _ip("link", "del", name, check=False)
+def remove_networks(slot: int) -> None:
+    """Every node namespace and veth of the slot, a crashed cluster's too (the host's routes
+    to the pod subnets go with the veths and the bridge)."""
+    for kind, name in leftover_networks(slot):
+        _ip(kind, "del", name, check=False)
 
 
 # ---------------------------------------------------------------- a node's files and process
@@ -451,9 +442,6 @@ def node_marker_for(name: str) -> str:
     return f"nodes/{name}/node.sh"
 
 
-def node_marker(net: NodeNet) -> str:
-    return node_marker_for(net.name)
-
 
 def run_in_node(pid: int, argv: list[str], timeout: float = 600, input_path: Path | None = None
                 ) -> subprocess.CompletedProcess:
@@ -465,20 +453,24 @@ def run_in_node(pid: int, argv: list[str], timeout: float = 600, input_path: Pat
     return subprocess.run(full, capture_output=True, timeout=timeout)
 
 
-def import_image(pid: int, ctr: str, archive: Path) -> None:
-    """`ctr -n k8s.io images import` of a docker-save archive into the node's containerd."""
+def ctr_images(pid: int, ctr: str, *args: str, what: str = "", timeout: float = 600,
+               input_path: Path | None = None) -> str:
+    """`ctr -n k8s.io images ARGS` against the node's containerd (CRI's namespace); stdout.
+    With `what`, a failure is a NodeError naming it; without, it reads as no output."""
     proc = run_in_node(pid, [ctr, "--address", "/run/containerd/containerd.sock", "-n", "k8s.io",
-                             "images", "import", "--all-platforms", "-"], input_path=archive)
-    if proc.returncode != 0:
+                             "images", *args], timeout=timeout, input_path=input_path)
+    if proc.returncode != 0 and what:
         last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
-        raise NodeError(f"importing {archive.name} into the node's containerd failed: {last}")
-    refs, image_id = archive_image(archive)
-    for ref in refs:   # what node_images/has_image read back next time
-        proc = run_in_node(pid, [ctr, "--address", "/run/containerd/containerd.sock", "-n", "k8s.io",
-                                 "images", "label", ref, f"{IMAGE_ID_LABEL}={image_id}"], timeout=60)
-        if proc.returncode != 0:
-            last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
-            raise NodeError(f"labelling {ref} in the node's containerd failed: {last}")
+        raise NodeError(f"{what} in the node's containerd failed: {last}")
+    return proc.stdout.decode() if proc.returncode == 0 else ""
+
+
+def import_image(pid: int, ctr: str, archive: Path, refs: list[str], image_id: str) -> None:
+    """Import a docker-save archive (holding `refs`, image `image_id`) into the node, and label
+    each ref with the id: what has_image reads back next time."""
+    ctr_images(pid, ctr, "import", "--all-platforms", "-", input_path=archive, what=f"importing {archive.name}")
+    for ref in refs:
+        ctr_images(pid, ctr, "label", ref, f"{IMAGE_ID_LABEL}={image_id}", timeout=60, what=f"labelling {ref}")
 
 
 def archive_image(archive: Path) -> tuple[list[str], str]:
@@ -507,10 +499,8 @@ def parse_image_labels(ctr_ls_output: str) -> dict[str, dict[str, str]]:
 
 
 def node_images(pid: int, ctr: str) -> dict[str, dict[str, str]]:
-    """The images a node's containerd holds (CRI's namespace): ref -> labels."""
-    proc = run_in_node(pid, [ctr, "--address", "/run/containerd/containerd.sock", "-n", "k8s.io",
-                             "images", "ls"], timeout=60)
-    return parse_image_labels(proc.stdout.decode()) if proc.returncode == 0 else {}
+    """The images a node's containerd holds: ref -> labels."""
+    return parse_image_labels(ctr_images(pid, ctr, "ls", timeout=60))
 
 
 def stale_ids(images: dict[str, dict[str, str]], keep: set[str]) -> list[str]:
@@ -522,8 +512,7 @@ def stale_ids(images: dict[str, dict[str, str]], keep: set[str]) -> list[str]:
 
 def remove_images(pid: int, ctr: str, refs: list[str]) -> None:
     if refs:
-        run_in_node(pid, [ctr, "--address", "/run/containerd/containerd.sock", "-n", "k8s.io",
-                          "images", "rm", *refs], timeout=120)
+        ctr_images(pid, ctr, "rm", *refs, timeout=120)
 
 
 def has_image(images: dict[str, dict[str, str]], refs: list[str], image_id: str) -> bool:

@@ -97,7 +97,7 @@ def test_node_script_keeps_every_mount_private_and_stops_components_newest_first
     assert text.index("/usr/bin/containerd") < text.index("/k/kubelet") < text.index("/k/kube-proxy")
     argv = nodes.node_argv(net, tmp_path / "nodes" / net.name / "node.sh")
     assert argv[:2] == ["nsenter", f"--net=/run/netns/{net.netns}"] and "--mount" in argv
-    assert nodes.node_marker(net) in " ".join(argv)
+    assert nodes.node_marker_for(net.name) in " ".join(argv)
 
 
 def test_sandbox_archive_is_a_docker_save_with_one_layer():
