@@ -4,6 +4,14 @@ Modelled on TensorFlow's tfconfig_cluster_resolver: TF_CONFIG is
 `{"cluster": {"worker": [...]}, "task": {"type": "worker", "index": i}}`. MWMS treats
 worker 0 as the chief when no explicit "chief" task exists.
 
+A platform's TF_CONFIG (docs/scheduling.md, "Platforms") may also name:
+- a "chief" (TFJob, Volcano): it trains as task 0 of the collective, the workers follow;
+- a "master" (TFJob's Master replica, the TF 1.x name): TensorFlow's MWMS knows no "master",
+  so it is renamed "chief" in the TF_CONFIG the training command gets;
+- an "evaluator": outside the collective (MWMS counts only chief and workers); its pod
+  evaluates checkpoints instead of training (entrypoint.training.sidecar);
+- "ps": refused, parameter-server training is another strategy.
+
 The one TF_CONFIG parser (parse_tf_config) and the one chief rule (is_chief), for the
 launcher and the trainer alike (the trainer's view of it: worker_group), so both accept
 exactly the same TF_CONFIGs and agree on who exports and writes the COMPLETED marker.
@@ -24,6 +32,9 @@ from .settings import LauncherSettings
 # Task types a platform may inject for MultiWorkerMirroredStrategy. "ps" is refused:
 # parameter-server training is a different strategy.
 _MWMS_TASK_TYPES = ("chief", "worker", "evaluator")
+# The tasks of the collective: MWMS's all-reduce group (TF's multi_worker_util.worker_count).
+TRAINING_TASK_TYPES = ("chief", "worker")
+MASTER, CHIEF, EVALUATOR, PS = "master", "chief", "evaluator", "ps"
 
 TF_CONFIG_SCHEMA = {
     "type": "object",
@@ -122,8 +133,41 @@ def _check_members(config: dict) -> None:
                           f"(0, 1, ...), not {type(index).__name__}")
 
 
+def _platform_roles(config):
+    """The role rules of the module docstring, before the schema: `ps` refused, `master`
+    renamed `chief`, at most one chief and one evaluator (TensorFlow's own limits,
+    multi_worker_util._validate_cluster_spec)."""
+    if not isinstance(config, dict) or not isinstance(config.get("cluster"), dict):
+        return config  # the schema says what is wrong
+    cluster, task = config["cluster"], config.get("task")
+    if any(isinstance(members, dict) for members in cluster.values()):
+        raise ConfigError("TF_CONFIG has a sparse cluster spec (a task map, not a list): TFJob's "
+                          "enableDynamicWorker is for parameter-server training; set enableDynamicWorker: "
+                          "false to run MultiWorkerMirroredStrategy")
+    if cluster.get(PS) or (isinstance(task, dict) and task.get("type") == PS):
+        raise ConfigError("TF_CONFIG has 'ps' tasks: parameter-server training is not "
+                          "MultiWorkerMirroredStrategy; drop the PS replicas (TFJob tfReplicaSpecs.PS, "
+                          "Volcano's --ps task) and run chief/worker replicas only")
+    if MASTER in cluster:
+        if CHIEF in cluster:
+            raise ConfigError("TF_CONFIG has both 'master' and 'chief' tasks: give the job one chief "
+                              "(TFJob: one Chief or one Master replica spec)")
+        cluster = {(CHIEF if k == MASTER else k): v for k, v in cluster.items()}
+        config = dict(config, cluster=cluster)
+        if isinstance(task, dict) and task.get("type") == MASTER:
+            config["task"] = dict(task, type=CHIEF)
+    for role in (CHIEF, EVALUATOR):
+        members = cluster.get(role)
+        if isinstance(members, list) and len(members) > 1:
+            setting = "tfReplicaSpecs.Chief/Master" if role == CHIEF else "tfReplicaSpecs.Evaluator"
+            raise ConfigError(f"TF_CONFIG['cluster'][{role!r}] has {len(members)} tasks; TensorFlow allows "
+                              f"one {role}: set replicas: 1 (TFJob {setting}, Volcano task {role!r})")
+    return config
+
+
 def parse_tf_config(raw: str) -> dict:
-    """Validate a TF_CONFIG injected by a platform (TFJob, Volcano, Run:ai) and return it."""
+    """Validate a TF_CONFIG injected by a platform (TFJob, Volcano, Run:ai) and return it,
+    with the role rules of the module docstring applied (`master` becomes `chief`)."""
     try:
         config = json.loads(raw, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as err:
@@ -132,6 +176,7 @@ def parse_tf_config(raw: str) -> dict:
     except RecursionError:
         raise ConfigError("TF_CONFIG is nested too deeply to be a cluster spec; unset it to let the "
                           "launcher derive it") from None
+    config = _platform_roles(config)
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(TF_CONFIG_SCHEMA).iter_errors(config))
     if error is not None:
@@ -153,9 +198,10 @@ def parse_tf_config(raw: str) -> dict:
 
 
 def cluster_hosts(tf_config: Mapping) -> list[str]:
-    """Host names (without port) of every task in a TF_CONFIG, in a stable order."""
+    """Host names (without port) of the collective's tasks (chief and workers: the peers a
+    worker waits for; an evaluator is not one), in a stable order."""
     hosts = []
-    for task_type in _MWMS_TASK_TYPES:
+    for task_type in TRAINING_TASK_TYPES:
         for address in tf_config["cluster"].get(task_type, []):
             host = address.rsplit(":", 1)[0]
             if host not in hosts:
@@ -177,24 +223,30 @@ class Cluster:
 
     num_workers: int
     worker_index: int   # the rank in the MWMS group: the chief is 0 (worker_group), the workers follow
+    evaluator: bool = False  # an evaluator task: evaluates checkpoints, outside the collective
 
     @property
     def is_chief(self) -> bool:
-        return self.worker_index == 0
+        return self.worker_index == 0 and not self.evaluator
+
+
+def is_evaluator(tf_config: Mapping) -> bool:
+    return tf_config["task"]["type"] == EVALUATOR
 
 
 def worker_group(raw: str | None) -> Cluster:
     """This worker's place in the MWMS group, from TF_CONFIG (unset or empty: one worker).
-    parse_tf_config validates it (a bad one would otherwise fail deep inside TensorFlow); the
-    trainer adds that MWMS trains with 'worker' (and optionally 'chief') tasks only."""
+    parse_tf_config validates it (a bad one would otherwise fail deep inside TensorFlow). An
+    evaluator task is outside the group; the group is the chief (if any) and the workers."""
     if not raw:
         return Cluster(num_workers=1, worker_index=0)
     spec = parse_tf_config(raw)
     cluster, task = spec["cluster"], spec["task"]
-    if set(cluster) - {"worker", "chief"} or task["type"] not in ("worker", "chief"):
-        raise ConfigError(f"TF_CONFIG: cluster has job types {sorted(cluster)} and task type "
-                          f"{task['type']!r}; MultiWorkerMirroredStrategy trains 'worker' (and optionally "
-                          "'chief') tasks only")
-    chiefs = len(cluster.get("chief") or [])
+    chiefs = len(cluster.get(CHIEF) or [])
     workers = len(cluster.get("worker") or [])
+    if chiefs + workers == 0:
+        raise ConfigError(f"TF_CONFIG: cluster has job types {sorted(cluster)} and no 'chief' or 'worker' "
+                          "task: MultiWorkerMirroredStrategy has nobody to train")
+    if task["type"] == EVALUATOR:
+        return Cluster(num_workers=workers + chiefs, worker_index=task["index"], evaluator=True)
     return Cluster(num_workers=workers + chiefs, worker_index=0 if is_chief(spec) else task["index"] + chiefs)

@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -24,7 +25,8 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from . import loglines
-from .cluster import build_tf_config, check_tf_config_size, cluster_hosts, is_chief, parse_tf_config
+from .cluster import (build_tf_config, check_tf_config_size, cluster_hosts, is_chief, is_evaluator,
+                      parse_tf_config)
 from .errors import EXIT_OK, EXIT_SIGTERM, ConfigError, PeersNotFound
 from .identity import (INDEXED_JOB, PRESET_TF_CONFIG, STATEFULSET, parse_indexed_hostname, parse_pod_name,
                        platform_owns_lifecycle, pod_kind)
@@ -139,6 +141,8 @@ class Launcher:
         workers = sum(len(v) for v in tf_config["cluster"].values())
         self.log(loglines.line(loglines.LAUNCHER, task=f"{task['type']}:{task['index']}", workers=workers,
                                identity=IDENTITY[kind], lifecycle="platform" if platform else "launcher"))
+        if is_evaluator(tf_config):
+            return self._evaluate(encoded)
         chief = is_chief(tf_config)
         run_id = settings.run_id or "default"
         # An object-store URI (gs://, s3://) is the trainer's business (tf.io.gfile); the
@@ -227,6 +231,20 @@ class Launcher:
             return ending.returncode
         tracker.transition(ending.phase, ending.reason, ending.message)
         return self._finish(tracker, settings, platform, run_dir)
+
+    def _evaluate(self, encoded: str) -> int:
+        """A platform's evaluator task (TFJob or Volcano Evaluator replica): outside the
+        collective, so no peer wait, no group restart and no run record. The command runs once
+        with the TF_CONFIG; the built-in trainer evaluates each new checkpoint until the run
+        completes (entrypoint.training.sidecar). Its exit code is the pod's: the platform's
+        restart policy owns it."""
+        self._say("evaluator task: evaluating checkpoints outside the training group")
+        child = subprocess.Popen(self.command, env=dict(self.env, TF_CONFIG=encoded))
+        while child.poll() is None:
+            if self.stopping.wait(0.5):
+                child.send_signal(signal.SIGTERM)
+                return child.wait()
+        return child.returncode
 
     def _attempt(self, tracker: RunTracker, attempt: int, workers: int) -> None:
         tracker.attempt_started()

@@ -30,6 +30,9 @@ def parse_args(argv):
     parser.add_argument("--shared-dir", help="shared storage path (default: $TFMW_SHARED_DIR)")
     parser.add_argument("--run-id", help="run id (default: $TFMW_RUN_ID, else 'default')")
     parser.add_argument("--check", action="store_true", help="validate the config, print it as JSON, exit")
+    parser.add_argument("--evaluate", action="store_true",
+                        help="evaluate each new checkpoint of the run until it completes (the evaluator; "
+                             "also what a TF_CONFIG evaluator task does)")
     return parser.parse_args(argv)
 
 
@@ -51,6 +54,15 @@ def main(argv=None) -> int:
 
     if not os.environ.get("TF_CONFIG"):
         os.environ.pop("TF_CONFIG", None)  # TensorFlow fails on an empty TF_CONFIG; unset means one worker
+    if args.evaluate or cluster.evaluator:
+        # Outside the collective: no strategy, so TensorFlow must not see the group's TF_CONFIG.
+        os.environ.pop("TF_CONFIG", None)
+        from . import sidecar
+        try:
+            return sidecar.run(config, env, stop, os.environ)
+        except ConfigError as err:
+            print(str(err), file=sys.stderr, flush=True)
+            return err.exit_code
     run = RunDir.of(env.shared_dir, env.run_id)
     if read_completed(run) is not None:
         print(loglines.line(loglines.COMPLETED, run=env.run_id), flush=True)

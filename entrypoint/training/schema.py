@@ -104,6 +104,16 @@ SCHEMA: dict = {
             "additionalProperties": False,
             "properties": {"enabled": {"type": "boolean"}},
         },
+        # The evaluator (evaluator.enabled, or a platform's evaluator task): what it reads.
+        "evaluation": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "examples": {"type": "integer", "minimum": 1, "maximum": MAX_STEPS},
+                "path": {"anyOf": [{"type": "null"}, {"type": "string", "minLength": 1}]},
+                "pollSeconds": {"type": "number", "minimum": 0.1, "maximum": 3600},
+            },
+        },
     },
 }
 
@@ -128,6 +138,9 @@ DEFAULTS: dict = {
     "seed": 42,
     "tensorboard": {"enabled": True},
     "export": {"enabled": True},
+    # examples: how many (of evaluation.path's files, else of the training data) each
+    # evaluation reads; pollSeconds: how often the evaluator looks for a new checkpoint.
+    "evaluation": {"examples": 1024, "path": None, "pollSeconds": 2},
 }
 
 # Arguments each built-in model accepts in model.args, each a positive integer up to this

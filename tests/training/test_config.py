@@ -17,7 +17,7 @@ BAD_CONFIGS = [
     ("steps: -1", "training config: steps: -1 is less than the minimum of 1"),
     ("heartbeatTimeoutSeconds: 0", "training config: heartbeatTimeoutSeconds"),
     ("stepz: 10", "training config: stepz: unknown key (allowed here: allReduceDtype, batchSizePerReplica, checkpoint, "
-                  "collective, data, epochs, export, heartbeatTimeoutSeconds, learningRate, logEverySteps, model, optimizer, seed, steps, "
+                  "collective, data, epochs, evaluation, export, heartbeatTimeoutSeconds, learningRate, logEverySteps, model, optimizer, seed, steps, "
                   "tensorboard, timeoutSeconds)"),
     ("model: {name: resnet50}", "training config: model.name: 'resnet50' is neither a built-in model "
                                 "(cnn, mlp, resnet) nor 'package.module:function'"),
@@ -80,9 +80,9 @@ def test_bad_config_exits_2_with_one_line_naming_the_key(tmp_path, text, message
     ({"TF_CONFIG": json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}})}, [],
      "TF_CONFIG['task']['index']=3 is out of range: cluster has 1 'worker' task(s)"),
     ({"TF_CONFIG": json.dumps({"cluster": {"worker": ["a:1"], "ps": ["b:1"]},
-                               "task": {"type": "worker", "index": 0}})}, [], "TF_CONFIG['cluster']"),
-    ({"TF_CONFIG": json.dumps({"cluster": {"worker": ["a:1"], "evaluator": ["b:1"]},
-                               "task": {"type": "worker", "index": 0}})}, [], "trains 'worker' (and optionally"),
+                               "task": {"type": "worker", "index": 0}})}, [], "TF_CONFIG has 'ps' tasks"),
+    ({"TF_CONFIG": json.dumps({"cluster": {"evaluator": ["b:1"]},
+                               "task": {"type": "evaluator", "index": 0}})}, [], "no 'chief' or 'worker' task"),
     ({"TFMW_SHARED_DIR": ""}, [], "TFMW_SHARED_DIR is not set"),
     ({"TFMW_RUN_ID": "../escape"}, [], "TFMW_RUN_ID: '../escape' must be a plain name"),
     ({}, ["--set", "steps"], "--set 'steps': expected key=value"),

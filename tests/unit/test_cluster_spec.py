@@ -101,9 +101,18 @@ def test_the_trainers_view_ranks_the_chief_first():
     assert (chief.worker_index, chief.is_chief) == (0, True)
 
 
+def test_the_trainers_view_puts_an_evaluator_outside_the_group():
+    spec = {"cluster": {"chief": ["c:1"], "worker": ["a:1", "b:1"], "evaluator": ["e:1"]},
+            "task": {"type": "evaluator", "index": 0}}
+    evaluator = worker_group(json.dumps(spec))
+    assert (evaluator.evaluator, evaluator.is_chief, evaluator.num_workers) == (True, False, 3)
+    worker = worker_group(json.dumps(dict(spec, task={"type": "worker", "index": 1})))
+    assert (worker.evaluator, worker.worker_index, worker.num_workers) == (False, 2, 3)
+
+
 @pytest.mark.parametrize("spec,needle", [
-    ({"cluster": {"worker": ["a:1"], "evaluator": ["e:1"]}, "task": {"type": "evaluator", "index": 0}},
-     "MultiWorkerMirroredStrategy trains 'worker'"),
+    ({"cluster": {"evaluator": ["e:1"]}, "task": {"type": "evaluator", "index": 0}},
+     "no 'chief' or 'worker' task"),
     ({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 1}}, "out of range"),
 ])
 def test_the_trainers_view_refuses_what_mwms_cannot_train(spec, needle):
