@@ -136,6 +136,36 @@ TEMPLATE_REFUSALS = {
                         "storage.objectStore.uri=s3://bkt/runs: the image's TensorFlow has no s3:// file system"),
     "object-store-hdfs": (("storage.type=objectStore", "storage.objectStore.uri=hdfs://nn/runs"),
                           "storage.objectStore.uri=hdfs://nn/runs: the image's TensorFlow has no hdfs:// file system"),
+    # Issue 22: the evaluator, training.files and workers.extraVolumes / extraVolumeMounts.
+    "evaluator-without-shared-storage": (("evaluator.enabled=true",), "evaluator.enabled=true needs shared storage"),
+    "evaluator-with-a-user-command": (("evaluator.enabled=true", "storage.type=createClaim",
+                                       "training.command={python,/opt/tf-multiworker/files/main.py}"),
+                                      "evaluator.enabled=true evaluates the built-in trainer's checkpoints"),
+    "file-name-not-a-configmap-key": (("training.files.my script\\.py=print(1)",),
+                                      "training.files.my script.py: a file name may hold only letters"),
+    "extra-volume-host-path": (("workers.extraVolumes[0].name=host", "workers.extraVolumes[0].hostPath.path=/var"),
+                               "workers.extraVolumes[0] (host) is a hostPath volume: Pod Security \"restricted\" "
+                               "allows only configMap, csi"),
+    "extra-volume-chart-name": (("workers.extraVolumes[0].name=shared", "workers.extraVolumes[0].emptyDir.medium="),
+                                "workers.extraVolumes[0].name=shared: the chart names one of its own volumes so"),
+    "extra-mount-of-no-volume": (("workers.extraVolumeMounts[0].name=data",
+                                  "workers.extraVolumeMounts[0].mountPath=/data"),
+                                 "workers.extraVolumeMounts[0].name=data names no entry of workers.extraVolumes"),
+    "extra-mount-over-the-config": (("workers.extraVolumes[0].name=data", "workers.extraVolumes[0].emptyDir.medium=",
+                                     "workers.extraVolumeMounts[0].name=data",
+                                     "workers.extraVolumeMounts[0].mountPath=/etc/tf-multiworker"),
+                                    "workers.extraVolumeMounts[0].mountPath=/etc/tf-multiworker: the training config "
+                                    "(read-only, fixed) is mounted there already"),
+    "extra-mount-over-the-shared-dir": (("workers.extraVolumes[0].name=data", "workers.extraVolumes[0].emptyDir.medium=",
+                                         "workers.extraVolumeMounts[0].name=data",
+                                         "workers.extraVolumeMounts[0].mountPath=/shared"),
+                                        "workers.extraVolumeMounts[0].mountPath=/shared: storage.mountPath is mounted "
+                                        "there already"),
+    "extra-mount-inside-the-files": (("training.files.a\\.py=x", "workers.extraVolumes[0].name=data",
+                                      "workers.extraVolumes[0].emptyDir.medium=", "workers.extraVolumeMounts[0].name=data",
+                                      "workers.extraVolumeMounts[0].mountPath=/opt/tf-multiworker/files/data"),
+                                     "inside training.files (read-only, fixed), mounted read-only at "
+                                     "/opt/tf-multiworker/files"),
 }
 
 
@@ -160,6 +190,19 @@ def test_template_refusal_names_the_key(helm, case):
     sets, text = TEMPLATE_REFUSALS[case]
     error = chartkit.template_error(helm, sets=sets)
     assert text in error
+
+
+def test_files_over_a_configmaps_limit_are_refused_naming_the_limit(helm, tmp_path):
+    big = tmp_path / "weights.py"
+    big.write_text("# " + "x" * (1024 * 1024) + "\n")
+    result = chartkit.run_helm(helm, ["template", "t", str(chartkit.CHART), "--set-file", f"training.files.weights\\.py={big}"])
+    assert result.returncode != 0
+    assert ("training.files: 1048589 bytes, over a ConfigMap's 1 MiB limit (1048576 bytes, less 16384 for its "
+            "metadata: at most 1032192)") in result.stderr
+    small = tmp_path / "main.py"
+    small.write_text("print('ok')\n")
+    assert chartkit.run_helm(helm, ["template", "t", str(chartkit.CHART), "--set-file",
+                                    f"training.files.main\\.py={small}"]).returncode == 0
 
 
 def test_the_table_is_large_enough():

@@ -77,13 +77,20 @@ def test_kueue_gang(helm, render):
 
 
 def test_runai_gang(helm, render):
+    # NVIDIA/KAI-Scheduler 72de64fc: pkg/common/constants/constants.go DefaultQueueLabel =
+    # "kai.scheduler/queue", read from the top owner, then the pod, then the `project` label
+    # (defaultgrouper/default_grouper.go CalcPodGroupQueue); the StatefulSet maps to the default
+    # grouper with MinAvailable: 1 and no annotation changes it: KAI queues these workers but
+    # does not gang them (docs/scheduling.md says so, and NOTES warns).
     objects = render(helm, overlay_path("prod"), sets=("scheduling.gang=runai",
                                                        "scheduling.runai.project=vision"))
     template = worker(objects)
     assert template["spec"]["schedulerName"] == "runai-scheduler"
+    assert one(objects, "StatefulSet")["metadata"]["labels"]["kai.scheduler/queue"] == "vision"
+    assert template["metadata"]["labels"]["kai.scheduler/queue"] == "vision"
     assert template["metadata"]["labels"]["project"] == "vision"
-    assert template["metadata"]["labels"]["runai/queue"] == "vision"
     assert not find(objects, "PodGroup")
+    assert not any("min-member" in key for key in one(objects, "StatefulSet")["metadata"].get("annotations", {}))
 
 
 def test_no_gang_by_default_and_scheduler_override(helm, render):

@@ -3,6 +3,7 @@ a token-less ServiceAccount without RBAC, and checkov clean."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
@@ -38,9 +39,10 @@ def test_every_pod_meets_pod_security_restricted(helm, render, variant):
 
 def test_all_on_renders_every_pod_kind(helm, render):
     pods = pod_templates(render(helm, ALL_ON))
-    assert sorted(name for name, _, _ in pods) == [
-        f"Deployment/{FULLNAME}-tensorboard", f"Pod/{FULLNAME}-test-peers",
-        f"StatefulSet/{FULLNAME}"]
+    # the evaluator Job's name ends in a hash of its pod template (templates/evaluator.yaml)
+    assert sorted(re.sub(r"-[0-9a-f]{8}$", "-<hash>", name) for name, _, _ in pods) == [
+        f"Deployment/{FULLNAME}-tensorboard", f"Job/{FULLNAME}-evaluator-<hash>",
+        f"Pod/{FULLNAME}-test-peers", f"StatefulSet/{FULLNAME}"]
 
 
 def restricted_pod() -> dict:
@@ -197,25 +199,32 @@ def test_tensorboard_policy_default_is_the_namespace(helm, render):
 def test_service_account_without_token_and_namespaced_rbac_only(helm, render, variant):
     files, sets = VARIANTS[variant]
     objects = render(helm, *files, sets=sets)
-    sa = one(objects, "ServiceAccount")
-    assert sa["automountServiceAccountToken"] is False
+    # The workers' account, and the evaluator's own when it has API access (evaluator-rbac.yaml).
+    accounts = {a["metadata"]["name"]: a for a in find(objects, "ServiceAccount")}
+    sa = accounts.pop(FULLNAME)
+    assert list(accounts) in ([], [f"{FULLNAME}-evaluator"])
+    for account in [sa, *accounts.values()]:
+        assert account["automountServiceAccountToken"] is False
     for name, spec, _ in pod_templates(objects):
-        assert spec["serviceAccountName"] == sa["metadata"]["name"], name
+        expected = f"{FULLNAME}-evaluator" if name.startswith("Job/") and accounts else sa["metadata"]["name"]
+        assert spec["serviceAccountName"] == expected, name
         assert spec["automountServiceAccountToken"] is False, name
         assert spec["enableServiceLinks"] is False, name
     kinds = {o["kind"] for o in objects}
     # The completion Role (test_chart_completion.py) is namespaced: never cluster-wide RBAC.
     assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
-    (binding,) = find(objects, "RoleBinding")
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
-                                    "namespace": chartkit.NAMESPACE}]
+    bindings = {b["metadata"]["name"]: b for b in find(objects, "RoleBinding")}
+    assert bindings[FULLNAME]["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
+                                               "namespace": chartkit.NAMESPACE}]
+    for name, binding in bindings.items():   # each account is bound to its own Role only
+        assert binding["roleRef"]["name"] == name and binding["subjects"][0]["name"] == name
 
 
 def test_non_worker_pods_are_not_claimed_by_the_statefulset(helm, render):
     objects = render(helm, ALL_ON)
     sts_selector = one(objects, "StatefulSet")["spec"]["selector"]
     svc_selector = {"matchLabels": one(objects, "Service", FULLNAME)["spec"]["selector"]}
-    for obj in find(objects, "Pod") + find(objects, "Deployment"):
+    for obj in find(objects, "Pod") + find(objects, "Deployment") + find(objects, "Job"):
         assert not selects(sts_selector, pod_labels(obj)), obj["metadata"]["name"]
         assert not selects(svc_selector, pod_labels(obj)), obj["metadata"]["name"]
 

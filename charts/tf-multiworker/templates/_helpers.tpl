@@ -204,12 +204,65 @@ context.
 */}}
 {{- define "tf-multiworker.podCommon" -}}
 serviceAccountName: {{ include "tf-multiworker.serviceAccountName" . | quote }}
+{{ include "tf-multiworker.podSecurity" . }}
+{{- end }}
+{{- define "tf-multiworker.podSecurity" -}}
 automountServiceAccountToken: false
 enableServiceLinks: false
 {{- with .Values.podSecurityContext }}
 securityContext:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end }}
+
+{{/*
+The API credentials of one container alone (the pod's automount stays off): a short-lived
+token for the API server's own audience, the cluster CA, the namespace. Mounted at apiDir.
+*/}}
+{{- define "tf-multiworker.apiAccessVolume" -}}
+- name: api-access
+  projected:
+    sources:
+      - serviceAccountToken:
+          path: token
+          expirationSeconds: {{ .Values.completion.tokenExpirationSeconds }}
+      - configMap:
+          name: kube-root-ca.crt
+          items:
+            - key: ca.crt
+              path: ca.crt
+      - downwardAPI:
+          items:
+            - path: namespace
+              fieldRef:
+                fieldPath: metadata.namespace
+{{- end }}
+
+{{/*
+training.files: the ConfigMap holding them, where the workers see them (read-only), and
+the text their checksum annotation hashes (a changed file rolls the workers).
+*/}}
+{{- define "tf-multiworker.filesName" -}}
+{{- printf "%s-files" (include "tf-multiworker.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- define "tf-multiworker.filesDir" -}}
+/opt/tf-multiworker/files
+{{- end }}
+{{- define "tf-multiworker.filesYaml" -}}
+{{- toYaml (default (dict) .Values.training.files) }}
+{{- end }}
+
+{{/*
+The evaluator (evaluator.enabled): its Job's name carries a hash of its pod template, because
+a Job's template is immutable: a changed template is a new Job (helm deletes the old one)
+instead of a failed `helm upgrade`.
+*/}}
+{{- define "tf-multiworker.evaluatorBaseName" -}}
+{{- printf "%s-evaluator" (include "tf-multiworker.fullname" .) | trunc 54 | trimSuffix "-" }}
+{{- end }}
+{{- define "tf-multiworker.evaluatorSelectorLabels" -}}
+{{ include "tf-multiworker.selectorLabels" . }}
+app.kubernetes.io/component: evaluator
 {{- end }}
 
 {{/*
@@ -404,7 +457,7 @@ Each line names the key and the fix.
 {{- $chartLabels := list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/component" "app.kubernetes.io/managed-by" "app.kubernetes.io/part-of" "controller-revision-hash" "statefulset.kubernetes.io/pod-name" "apps.kubernetes.io/pod-index" }}
 {{- if eq $gang "coscheduling" }}{{ $chartLabels = append $chartLabels "scheduling.x-k8s.io/pod-group" }}{{ end }}
 {{- if eq $gang "kueue" }}{{ $chartLabels = concat $chartLabels (list "kueue.x-k8s.io/queue-name" "kueue.x-k8s.io/pod-group-name") }}{{ end }}
-{{- if eq $gang "runai" }}{{ $chartLabels = concat $chartLabels (list "project" "runai/queue") }}{{ end }}
+{{- if eq $gang "runai" }}{{ $chartLabels = concat $chartLabels (list "project" "kai.scheduler/queue") }}{{ end }}
 {{- range $key := keys (default (dict) $workers.podLabels) | sortAlpha }}
 {{- if has $key $chartLabels }}
 {{- $problems = append $problems (printf "workers.podLabels.%s: the chart (or the StatefulSet controller) sets this label on the worker pods and selects them by it; choose another label key" $key) }}
@@ -444,9 +497,11 @@ Each line names the key and the fix.
 {{- if $workers.shm.enabled }}{{ $fixed = append $fixed (dict "path" "/dev/shm" "key" "workers.shm.enabled (/dev/shm)" "readOnly" false) }}{{ end }}
 {{- if $apiAccess }}{{ $fixed = append $fixed (dict "path" (include "tf-multiworker.apiDir" .) "key" "the API credentials (read-only, fixed)" "readOnly" true) }}{{ end }}
 {{- range $path := splitList " " (include "tf-multiworker.kubeletMounts" .) }}{{ $fixed = append $fixed (dict "path" $path "key" "the kubelet's own file" "readOnly" true) }}{{ end }}
+{{- if $v.training.files }}{{ $fixed = append $fixed (dict "path" (include "tf-multiworker.filesDir" .) "key" "training.files (read-only, fixed)" "readOnly" true) }}{{ end }}
 {{- $user := list }}
 {{- if ne $storage.type "objectStore" }}{{ $user = append $user (dict "path" (toString $storage.mountPath) "key" "storage.mountPath") }}{{ end }}
 {{- range $i, $dir := $v.writableDirs }}{{ $user = append $user (dict "path" (toString $dir) "key" (printf "writableDirs[%d]" $i)) }}{{ end }}
+{{- range $i, $m := $workers.extraVolumeMounts }}{{ $user = append $user (dict "path" (toString $m.mountPath) "key" (printf "workers.extraVolumeMounts[%d].mountPath" $i)) }}{{ end }}
 {{- range $i, $m := $user }}
 {{- $p := $m.path }}
 {{- if ne (clean $p) $p }}
@@ -470,16 +525,64 @@ Each line names the key and the fix.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- /* workers.extraVolumes / extraVolumeMounts (Bitnami's convention): their own names, the
+       volume types Pod Security "restricted" allows, mounts of those volumes only. */}}
+{{- $chartVolumes := list "training-config" "shared" "dshm" "api-access" "training-files" }}
+{{- range $i, $dir := $v.writableDirs }}{{ $chartVolumes = append $chartVolumes (printf "writable-%d" $i) }}{{ end }}
+{{- $restrictedTypes := list "configMap" "csi" "downwardAPI" "emptyDir" "ephemeral" "persistentVolumeClaim" "projected" "secret" }}
+{{- $extraNames := list }}
+{{- range $i, $vol := $workers.extraVolumes }}
+{{- $name := toString $vol.name }}
+{{- if has $name $chartVolumes }}
+{{- $problems = append $problems (printf "workers.extraVolumes[%d].name=%s: the chart names one of its own volumes so; choose another name" $i $name) }}
+{{- else if has $name $extraNames }}
+{{- $problems = append $problems (printf "workers.extraVolumes[%d].name=%s: duplicate volume name; give each volume its own" $i $name) }}
+{{- end }}
+{{- $extraNames = append $extraNames $name }}
+{{- if not (default (dict) $v.security).allowUnsafe }}
+{{- range $type := without (keys $vol | sortAlpha) "name" }}
+{{- if not (has $type $restrictedTypes) }}
+{{- $problems = append $problems (printf "workers.extraVolumes[%d] (%s) is a %s volume: Pod Security \"restricted\" allows only %s; use one of those, or set security.allowUnsafe=true to run weaker pods on purpose (docs/security.md)" $i $name $type (join ", " $restrictedTypes)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $i, $m := $workers.extraVolumeMounts }}
+{{- if not (has (toString $m.name) $extraNames) }}
+{{- $problems = append $problems (printf "workers.extraVolumeMounts[%d].name=%s names no entry of workers.extraVolumes; add the volume there (the chart's own volumes are mounted by the chart)" $i (toString $m.name)) }}
+{{- end }}
+{{- end }}
+{{- /* training.files: ConfigMap keys, and what one ConfigMap can hold. */}}
+{{- $filesBytes := 0 }}
+{{- range $name, $text := default (dict) $v.training.files }}
+{{- if not (regexMatch "^[-._a-zA-Z0-9]{1,253}$" $name) }}
+{{- $problems = append $problems (printf "training.files.%s: a file name may hold only letters, digits, '-', '_' and '.' (a ConfigMap key); rename the file" $name) }}
+{{- end }}
+{{- $filesBytes = add $filesBytes (len $name) (len (toString $text)) }}
+{{- end }}
+{{- $filesLimit := sub 1048576 16384 }}
+{{- if gt (int $filesBytes) (int $filesLimit) }}
+{{- $problems = append $problems (printf "training.files: %d bytes, over a ConfigMap's 1 MiB limit (1048576 bytes, less 16384 for its metadata: at most %d); ship larger files in the image or on shared storage (storage.*)" (int $filesBytes) (int $filesLimit)) }}
+{{- end }}
+{{- /* The evaluator reads the run's checkpoints with the built-in trainer's model. */}}
+{{- if $v.evaluator.enabled }}
+{{- if eq $storage.type "emptyDir" }}
+{{- $problems = append $problems "evaluator.enabled=true needs shared storage: set storage.type to existingClaim, createClaim or objectStore (an emptyDir is private to each pod, and the evaluator reads the chief's checkpoints)" }}
+{{- end }}
+{{- if ne (join " " $v.training.command) "python -m entrypoint.training" }}
+{{- $problems = append $problems (printf "evaluator.enabled=true evaluates the built-in trainer's checkpoints with its model config, and training.command is %q: use the built-in trainer, or run your own evaluation" (join " " $v.training.command)) }}
+{{- end }}
+{{- end }}
 {{- if and (eq $storage.type "existingClaim") (has ".." (splitList "/" (toString $storage.existingClaim.subPath))) }}
 {{- $problems = append $problems (printf "storage.existingClaim.subPath=%s: '..' would leave the claim (the kubelet refuses it); name a directory inside the claim" $storage.existingClaim.subPath) }}
 {{- end }}
 {{- /* A claim every worker mounts at once must be ReadWriteMany. */}}
 {{- if eq $storage.type "createClaim" }}
 {{- $modes := default (list) $storage.createClaim.accessModes }}
-{{- $mounters := add $replicas (ternary 1 0 (eq (toString $v.tensorboard.enabled) "true")) }}
+{{- $mounters := add $replicas (ternary 1 0 (eq (toString $v.tensorboard.enabled) "true")) (ternary 1 0 (eq (toString $v.evaluator.enabled) "true")) }}
 {{- if not (has "ReadWriteMany" $modes) }}
 {{- if or (gt (int $mounters) 1) (not (or (has "ReadWriteOnce" $modes) (has "ReadWriteOncePod" $modes))) }}
-{{- $problems = append $problems (printf "storage.createClaim.accessModes=%v: %d pods (workers%s) write to the claim at once, and without ReadWriteMany the volume attaches to one node (ReadWriteOncePod: one pod; ReadOnlyMany: read-only); use [ReadWriteMany] with a StorageClass that supports it" $modes (int $mounters) (ternary " and TensorBoard" "" (gt (int $mounters) $replicas))) }}
+{{- $problems = append $problems (printf "storage.createClaim.accessModes=%v: %d pods (workers%s) write to the claim at once, and without ReadWriteMany the volume attaches to one node (ReadWriteOncePod: one pod; ReadOnlyMany: read-only); use [ReadWriteMany] with a StorageClass that supports it" $modes (int $mounters) (ternary " and TensorBoard or the evaluator" "" (gt (int $mounters) $replicas))) }}
 {{- end }}
 {{- end }}
 {{- end }}
