@@ -7,6 +7,7 @@ ENV ?= local
 RELEASE ?= tf-multiworker
 NAMESPACE ?= default
 SET ?=
+SET_FILE ?=
 QUICK ?=
 FRESH ?=
 # Cluster targets: kube context (default: current), helm --timeout, DRY_RUN=1 renders and prints only.
@@ -50,7 +51,7 @@ KUBE_GOMOD := $(wildcard scripts/kube/gomod/*/go.mod scripts/kube/gomod/*/go.sum
 .PHONY: help
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "  variables: ENV=$(ENV) RELEASE=$(RELEASE) NAMESPACE=$(NAMESPACE) SET='k=v ...' HELM=path QUICK=1"
+	@echo "  variables: ENV=$(ENV) RELEASE=$(RELEASE) NAMESPACE=$(NAMESPACE) SET='k=v ...' SET_FILE='k=path ...' HELM=path QUICK=1"
 
 $(VENV_STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
@@ -92,11 +93,11 @@ lint: setup-tools ## helm lint --strict (Helm 4+3), kubernetes-validate 1.30/1.3
 
 .PHONY: template
 template: setup-tools ## Render the chart for ENV into build/<ENV>/manifests.yaml
-	$(PY) -m scripts.tfmw template --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)")
+	$(PY) -m scripts.tfmw template --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)")
 
 .PHONY: local
 local: setup-tools ## Train for real on this machine: the chart rendered with values/local.yaml, one process per worker
-	$(PY) -m scripts.local_run --env $(ENV) $(if $(SET),--set "$(SET)") $(if $(FRESH),--fresh)
+	$(PY) -m scripts.local_run --env $(ENV) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)") $(if $(FRESH),--fresh)
 
 .PHONY: cluster
 cluster: setup host-packages ## Start a real local Kubernetes (root): control plane, CoreDNS, NODES real nodes running the worker image; prints `export KUBECONFIG=...`
@@ -112,11 +113,11 @@ cluster-down: ## Stop the local cluster: no process, mount, cgroup, network name
 
 .PHONY: deploy
 deploy: setup-tools ## Install or upgrade ENV's release on the current kube context
-	$(PY) -m scripts.tfmw deploy --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(CTX_ARG) $(if $(SET),--set "$(SET)") $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(DRY_RUN),--dry-run)
+	$(PY) -m scripts.tfmw deploy --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(CTX_ARG) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)") $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(DRY_RUN),--dry-run)
 
 .PHONY: diff
 diff: setup-tools ## Show what deploy would change (rendered manifests vs. the deployed release)
-	$(PY) -m scripts.tfmw diff $(CTX_ARG) --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)")
+	$(PY) -m scripts.tfmw diff $(CTX_ARG) --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)")
 
 .PHONY: status
 status: setup-tools ## Release state and per-worker progress

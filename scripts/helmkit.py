@@ -120,8 +120,10 @@ def helm_major(helm: str) -> int:
 
 def template_args(chart: str | os.PathLike, release: str, namespace: str,
                   values_files: Iterable[str | os.PathLike] = (), sets: Iterable[str] = (),
-                  kube_version: str | None = None, show_only: Iterable[str] = ()) -> list[str]:
-    """`helm template` arguments: -f files and --set items in the order given (helm layers them)."""
+                  kube_version: str | None = None, show_only: Iterable[str] = (),
+                  set_files: Iterable[str] = ()) -> list[str]:
+    """`helm template` arguments: -f files, --set items, then --set-file items (key=path: the
+    file's text becomes the value), in the order given (helm layers them)."""
     args = ["template", release, str(chart), "--namespace", namespace]
     if kube_version:
         args += ["--kube-version", kube_version]
@@ -129,6 +131,8 @@ def template_args(chart: str | os.PathLike, release: str, namespace: str,
         args += ["--values", str(path)]
     for item in sets:
         args += ["--set", item]
+    for item in set_files:
+        args += ["--set-file", item]
     for template in show_only:
         args += ["--show-only", template]
     return args
@@ -137,10 +141,11 @@ def template_args(chart: str | os.PathLike, release: str, namespace: str,
 def helm_template(helm: str, chart: str | os.PathLike, release: str = "tf-multiworker",
                   namespace: str = "default", values_files: Iterable[str | os.PathLike] = (),
                   sets: Iterable[str] = (), kube_version: str | None = None,
-                  show_only: Iterable[str] = ()) -> subprocess.CompletedProcess:
+                  show_only: Iterable[str] = (), set_files: Iterable[str] = ()) -> subprocess.CompletedProcess:
     """Run `helm template` offline; the caller decides what a failure means (helm_error_line,
     chart_refusal). A helm that cannot start is a ToolError (exit 127)."""
-    command = [helm, *template_args(chart, release, namespace, values_files, sets, kube_version, show_only)]
+    command = [helm, *template_args(chart, release, namespace, values_files, sets, kube_version, show_only,
+                                    set_files)]
     try:
         return subprocess.run(command, capture_output=True, text=True, timeout=HELM_TIMEOUT_SECONDS)
     except OSError as exc:

@@ -1,6 +1,7 @@
 """`make local`: the chart's rendered workers as local processes, training for real.
 
-    python -m scripts.local_run [--env local] [--set k=v ...] [--network auto|netns|loopback]
+    python -m scripts.local_run [--env local] [--set k=v ...] [--set-file k=path ...]
+                                [--network auto|netns|loopback]
                                 [--fresh] [--timeout SECONDS]
 
 Renders the chart (values/<env>.yaml + --set, through scripts.render: the same path as
@@ -46,6 +47,8 @@ def parse_args(argv):
     p.add_argument("--env", default="local", help="values/<env>.yaml overlay (default: local)")
     p.add_argument("--set", dest="sets", action="append", default=[],
                    help="helm --set items, e.g. 'workers.replicas=3' (repeatable; space-separated ok)")
+    p.add_argument("--set-file", dest="set_files", action="append", default=[],
+                   help="helm --set-file key=path items, e.g. 'training.files.main\\.py=main.py' (repeatable)")
     p.add_argument("--release", default="local", help="release name used for rendering (default: local)")
     p.add_argument("--namespace", default="default")
     p.add_argument("--network", choices=("auto", "netns", "loopback"), default="auto",
@@ -93,9 +96,11 @@ def summary(cluster: LocalCluster, result: LocalRunResult, elapsed: float, run_d
     command: `completed_before` (its COMPLETED marker was there before the pods started; None:
     the marker is not on this machine) and every pod's `tfmw completed` (result.ok). The
     built-in trainer's `tfmw done` lines only add its numbers (steps, loss, weights digests)."""
-    states = sorted(cluster.states.values(), key=lambda s: s.pod.ordinal)
+    every = sorted(cluster.states.values(), key=lambda s: s.pod.ordinal)
+    states = [s for s in every if s.pod.restart_policy == "Always"]          # the workers
+    evaluators = [s for s in every if s.pod.restart_policy != "Always"]      # evaluator.enabled
     done = {s.pod.name: found[-1].fields for s in states if (found := loglines.find(s.lines, loglines.DONE))}
-    restarts = ", ".join(f"{s.pod.name}={max(s.starts - 1, 0)}" for s in states)
+    restarts = ", ".join(f"{s.pod.name}={max(s.starts - 1, 0)}" for s in every)
     head = "completed" if result.ok else f"FAILED: {result.reason}"
     lines = [f"tf-multiworker local run {head} in {elapsed:.1f}s ({len(states)} workers)"]
     if result.ok and completed_before:
@@ -116,6 +121,15 @@ def summary(cluster: LocalCluster, result: LocalRunResult, elapsed: float, run_d
         lines.append(f"  weights identical on every worker: {'yes' if same else 'NO'} "
                      f"({', '.join(sorted(str(d)[:12] for d in digests))})")
         lines.append(f"  model: {chief.get('model')}")
+    for state in evaluators:
+        evaluated = [e.fields for e in loglines.find(state.lines, loglines.EVAL) if "step" in e.fields]
+        if evaluated:
+            last = evaluated[-1]
+            lines.append(f"  evaluator: step={last['step']} loss={last.get('loss')} accuracy={last.get('accuracy')} "
+                         f"({'the final checkpoint' if last.get('final') == 'true' else 'not the final checkpoint'}; "
+                         f"{len(evaluated)} evaluated)")
+        else:
+            lines.append("  evaluator: no checkpoint evaluated")
     lines.append(f"  pod restarts: {restarts}")
     lines.append(f"  run state: {run_dir}")
     return lines
@@ -135,7 +149,8 @@ def main(argv=None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Render, start the pods, wait for the run to end, stop the pods (always), summarise."""
-    rendered = render.prepare(args.env, args.sets, release=args.release, namespace=args.namespace)
+    rendered = render.prepare(args.env, args.sets, release=args.release, namespace=args.namespace,
+                              set_files=args.set_files)
     for warning in rendered.warnings:
         print(f"make local: {warning}", file=sys.stderr, flush=True)
     workload = find_workload(rendered.objects, args.namespace)
@@ -148,7 +163,9 @@ def run(args: argparse.Namespace) -> int:
     completed_before = None if record is None else read_completed(record) is not None
     port = int(workload.env_value("TFMW_PORT") or 2222)
     network, described = choose_network(args.network, port, len(pods))
-    print(f"tf-multiworker local run: {len(pods)} workers of {workload.name} "
+    workers = sum(p.restart_policy == "Always" for p in pods)
+    print(f"tf-multiworker local run: {workers} workers of {workload.name}"
+          f"{' and the evaluator' if workload.evaluator else ''} "
           f"(values/{args.env}.yaml{' + --set ' + ' '.join(rendered.sets) if rendered.sets else ''}), "
           f"{described}; run state in {run_dir}", flush=True)
     cluster = LocalCluster(pods, network, base_env(), grace_seconds=min(workload.grace_seconds, 60))

@@ -143,8 +143,9 @@ _PROBE_TEMPLATE = "{{ toJson .Values }}\n"
 
 
 def _probe_values(helm: str, defaults: Path | None, overlays: Sequence[Path],
-                  sets: Sequence[str]) -> dict:
-    """Run helm's own merge of (defaults, -f overlays..., --set items...) and return the result."""
+                  sets: Sequence[str], set_files: Sequence[str] = ()) -> dict:
+    """Run helm's own merge of (defaults, -f overlays..., --set items..., --set-file items...)
+    and return the result (a --set-file's text is in it: what the real render gets on stdin)."""
     with tempfile.TemporaryDirectory(prefix="tfmw-values-probe-") as tmp:
         probe = Path(tmp)
         (probe / "templates").mkdir()
@@ -152,9 +153,12 @@ def _probe_values(helm: str, defaults: Path | None, overlays: Sequence[Path],
         (probe / "templates" / "values.json").write_text(_PROBE_TEMPLATE)
         if defaults is not None:
             shutil.copyfile(defaults, probe / "values.yaml")
-        proc = helmkit.helm_template(helm, probe, "probe", values_files=overlays, sets=sets)
+        proc = helmkit.helm_template(helm, probe, "probe", values_files=overlays, sets=sets, set_files=set_files)
     if proc.returncode != 0:
         reason = helm_error_line(proc.stderr)
+        if set_files and ("set-file" in reason or "no such file" in reason.lower()):
+            raise ToolError(f"bad --set-file {' '.join(set_files)!r}: {reason} "
+                            "(expected key=path of a readable file, e.g. training.files.main\\.py=main.py)")
         if "--set" in reason:
             raise ToolError(f"bad --set {' '.join(sets)!r}: {reason} "
                             "(expected key=value, e.g. workers.replicas=4)")
@@ -164,17 +168,18 @@ def _probe_values(helm: str, defaults: Path | None, overlays: Sequence[Path],
     return json.loads(body) if body.strip() else {}
 
 
-def user_values(overlays: Sequence[Path], sets: Sequence[str] = (), helm: str | None = None) -> dict:
+def user_values(overlays: Sequence[Path], sets: Sequence[str] = (), helm: str | None = None,
+                set_files: Sequence[str] = ()) -> dict:
     """Overlays and --set merged by helm's rules (nulls kept: they delete chart defaults later)."""
-    return _probe_values(find_helm(helm), None, [Path(p) for p in overlays], list(sets))
+    return _probe_values(find_helm(helm), None, [Path(p) for p in overlays], list(sets), list(set_files))
 
 
 def layer_values(chart_dir: Path, overlays: Sequence[Path], sets: Sequence[str] = (),
-                 helm: str | None = None) -> dict:
+                 helm: str | None = None, set_files: Sequence[str] = ()) -> dict:
     """The effective values the chart's templates see: what `helm -f defaults -f ... --set` gives."""
     defaults = Path(chart_dir) / "values.yaml"
     return _probe_values(find_helm(helm), defaults if defaults.is_file() else None,
-                         [Path(p) for p in overlays], list(sets))
+                         [Path(p) for p in overlays], list(sets), list(set_files))
 
 
 # ---------------------------------------------------------------- values schema
@@ -276,12 +281,13 @@ class Rendered:
 def prepare(env: str, sets: Iterable[str] | str | None = (), release: str = DEFAULT_RELEASE,
             namespace: str = DEFAULT_NAMESPACE, helm: str | None = None,
             chart_dir: Path = CHART_DIR, values_dir: Path = VALUES_DIR,
-            kube_version: str | None = DEFAULT_KUBE_VERSION) -> Rendered:
-    """Env overlay + --set -> validated values -> rendered, validated manifests. No cluster."""
+            kube_version: str | None = DEFAULT_KUBE_VERSION, set_files: Iterable[str] | str | None = ()) -> Rendered:
+    """Env overlay + --set + --set-file -> validated values -> rendered, validated manifests. No cluster."""
     helm = find_helm(helm)
     overlay = overlay_path(env, values_dir)
     items = split_sets(sets)
-    effective = layer_values(chart_dir, [overlay], items, helm)
+    files = split_sets(set_files)
+    effective = layer_values(chart_dir, [overlay], items, helm, files)
     try:
         validate_values(effective, chart_dir, origin=f"from {repo_relative(overlay)}"
                         + (f" with --set {' '.join(items)}" if items else ""))
@@ -290,7 +296,7 @@ def prepare(env: str, sets: Iterable[str] | str | None = (), release: str = DEFA
         validate_values(layer_values(chart_dir, [], [], helm), chart_dir,
                         origin=f"in the chart's own {repo_relative(Path(chart_dir) / 'values.yaml')}")
         raise
-    supplied = user_values([overlay], items, helm)
+    supplied = user_values([overlay], items, helm, files)
     objects = render_values(supplied, chart_dir, release, namespace, helm)
     unchecked = validate_manifests(objects, kube_version) if kube_version else []
     warnings = check_pod_security(objects, effective)

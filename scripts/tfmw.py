@@ -118,7 +118,7 @@ def _missing_release(release: str, namespace: str, context: str | None) -> ToolE
 def _prepare(args) -> render.Rendered:
     rendered = render.prepare(args.env, args.set, release=args.release, namespace=args.namespace,
                               helm=args.helm, chart_dir=args.chart, values_dir=args.values_dir,
-                              kube_version=args.kube_version)
+                              kube_version=args.kube_version, set_files=args.set_file)
     sets = f" + --set {' '.join(rendered.sets)}" if rendered.sets else ""
     say(f"values: {render.repo_relative(rendered.overlay)}{sets} validated against "
         f"{render.repo_relative(Path(args.chart) / 'values.schema.json')}")
@@ -456,6 +456,8 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--env", required=True, help="overlay values/<env>.yaml")
         p.add_argument("--set", action="append", default=[],
                        help="helm --set items, space separated: 'a.b=1 c={x,y}' (repeatable)")
+        p.add_argument("--set-file", dest="set_file", action="append", default=[],
+                       help="helm --set-file key=path items, e.g. 'training.files.main\\.py=main.py' (repeatable)")
         p.add_argument("--kube-version", default=render.DEFAULT_KUBE_VERSION,
                        help="validate manifests against this Kubernetes version (default %(default)s)")
         p.add_argument("--chart", default=str(render.CHART_DIR), help=argparse.SUPPRESS)

@@ -1,6 +1,9 @@
 """`make local`'s kubelet: start the local pods, restart them as `restartPolicy: Always` does,
 stop them, and tell when the run they train has ended.
 
+The evaluator's pod (a Job's, `restartPolicy: Never`) ends when it exits 0; any other exit
+the Job would retry, so it is restarted too (a fatal code ends the local run, as a worker's).
+
 A StatefulSet pod has `restartPolicy: Always`: when a pod's process exits, it is started
 again (after a short back-off: 1 s doubling to 10 s here, where the kubelet uses 10 s to
 5 min). The launcher inside ends a run like a job (docs/lifecycle.md) and then idles, so
@@ -144,6 +147,11 @@ class LocalCluster:
                 self._changed.notify_all()
             if self._stopping.is_set():
                 return
+            if code == EXIT_OK and state.pod.restart_policy != "Always":
+                with self._changed:  # a Job's pod (the evaluator) that succeeded: its end
+                    state.completed = True
+                    self._changed.notify_all()
+                return
             if code in FATAL_EXIT:
                 with self._changed:
                     if state.failure is None:
@@ -151,7 +159,7 @@ class LocalCluster:
                     self._changed.notify_all()
                 return
             self._emit(state, f"(local kubelet) container exited with {code}; restarting in "
-                              f"{backoff:.0f}s (restartPolicy: Always)")
+                              f"{backoff:.0f}s (restartPolicy: {state.pod.restart_policy})")
             if time.monotonic() - started > 60:
                 backoff = 1.0
             if self._stopping.wait(backoff):
@@ -179,7 +187,9 @@ class LocalCluster:
                 if failures:
                     return LocalRunResult(False, "; ".join(map(str, failures)), failures[0].exit_code)
                 if all(s.completed for s in self.states.values()):
-                    return LocalRunResult(True, "every worker completed", EXIT_OK)
+                    evaluator = any(s.pod.restart_policy != "Always" for s in self.states.values())
+                    return LocalRunResult(True, "every worker completed" + (
+                        ", and the evaluator evaluated the final checkpoint" if evaluator else ""), EXIT_OK)
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return LocalRunResult(False, f"not completed after {timeout:g}s", EXIT_TIMED_OUT)

@@ -1,4 +1,5 @@
-"""Turn the rendered StatefulSet into local "pods": argv, environment and directories.
+"""Turn the rendered StatefulSet (and the evaluator Job, when enabled) into local "pods":
+argv, environment and directories.
 
 Pure (no processes, no I/O beyond the caller's paths): the local runner and its tests
 share it. What a kubelet would do and what we do instead:
@@ -6,7 +7,8 @@ share it. What a kubelet would do and what we do instead:
 - configMap volumes -> the rendered ConfigMap's files in a local folder;
 - the shared-storage volume (the one mounted at TFMW_SHARED_DIR) and PVCs -> one folder
   shared by every local pod; other emptyDirs -> a folder per pod;
-- an env value under a volume's mountPath -> the same path under that volume's local folder;
+- an env value or a command argument under a volume's mountPath -> the same path under that
+  volume's local folder (training.files: `python /opt/tf-multiworker/files/main.py`);
 - a leading `python` in the command -> this venv's interpreter;
 - the worker's API access (projected service-account token, TFMW_API_DIR,
   TFMW_STATUS_CONFIGMAP) -> left out: no API server here (see API_ONLY_ENV).
@@ -35,6 +37,7 @@ class Workload:
     service: dict
     configmaps: dict[str, dict]
     namespace: str
+    evaluator: dict | None = None   # the evaluator Job (evaluator.enabled)
 
     @property
     def name(self) -> str:
@@ -75,7 +78,9 @@ def find_workload(objects: Sequence[dict], namespace: str) -> Workload:
     if not services:
         raise LocalRunError(f"StatefulSet serviceName {service_name!r} names no rendered Service")
     configmaps = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "ConfigMap"}
-    return Workload(sts, services[0], configmaps, namespace)
+    jobs = [o for o in objects if o.get("kind") == "Job"
+            and (o["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "evaluator"]
+    return Workload(sts, services[0], configmaps, namespace, jobs[0] if jobs else None)
 
 
 @dataclass
@@ -90,14 +95,16 @@ class LocalPod:
     ip: str | None = None         # set by the network layer in netns mode
     netns: str | None = None
     files: dict[Path, str] = field(default_factory=dict)  # files to write before start
+    # "Always" (a StatefulSet pod) or "Never" (the evaluator Job's pod: exit 0 is its end)
+    restart_policy: str = "Always"
 
 
-def _volume_dirs(workload: Workload, pod_dir: Path, shared_dir: Path) -> dict[str, Path]:
+def _volume_dirs(workload: Workload, pod_spec: dict, pod_dir: Path, shared_dir: Path) -> dict[str, Path]:
     """volume name -> local folder, per the rules in the module docstring."""
     shared_path = workload.env_value("TFMW_SHARED_DIR")
-    mount_of = {m["name"]: m["mountPath"] for m in workload.container.get("volumeMounts", [])}
+    mount_of = {m["name"]: m["mountPath"] for m in pod_spec["containers"][0].get("volumeMounts", [])}
     dirs: dict[str, Path] = {}
-    for volume in workload.pod_spec.get("volumes", []):
+    for volume in pod_spec.get("volumes", []):
         name = volume["name"]
         if "configMap" in volume:
             dirs[name] = shared_dir.parent / "configmaps" / volume["configMap"]["name"]
@@ -126,9 +133,9 @@ def _is_api_access(volume: dict) -> bool:
     return any("serviceAccountToken" in source for source in volume["projected"].get("sources") or [])
 
 
-def configmap_files(workload: Workload, shared_dir: Path) -> dict[Path, str]:
+def configmap_files(workload: Workload, shared_dir: Path, pod_spec: dict | None = None) -> dict[Path, str]:
     files = {}
-    for volume in workload.pod_spec.get("volumes", []):
+    for volume in (pod_spec or workload.pod_spec).get("volumes", []):
         if "configMap" in volume:
             cm_name = volume["configMap"]["name"]
             cm = workload.configmaps.get(cm_name)
@@ -165,55 +172,67 @@ def _field_ref(path: str, pod: str, namespace: str, ip: str | None, workload: Wo
     return values[path]
 
 
-def build_pods(workload: Workload, run_dir: Path, python: str = sys.executable,
-               ips: Mapping[int, str] | None = None) -> list[LocalPod]:
+def _local_pod(workload: Workload, pod_spec: dict, name: str, ordinal: int, run_dir: Path, python: str,
+               ip: str | None, fqdn: str, restart_policy: str) -> LocalPod:
+    """One local pod of `pod_spec` (its first container), per the rules in the module docstring."""
     shared_dir = run_dir / "shared"
-    service = workload.service["metadata"]["name"]
-    domain = workload.env_value("TFMW_CLUSTER_DOMAIN") or "cluster.local"
-    container = workload.container
+    container = pod_spec["containers"][0]
     argv = [str(a) for a in list(container.get("command", [])) + list(container.get("args", []))]
     if not argv:
-        raise LocalRunError("the worker container has no command: the chart must render one")
+        raise LocalRunError(f"the {container.get('name', 'first')} container has no command: the chart must "
+                            "render one")
+    pod_dir = run_dir / "pods" / name
+    vol_dirs = _volume_dirs(workload, pod_spec, pod_dir, shared_dir)
+    mounts = sorted(((m["mountPath"], vol_dirs[m["name"]])
+                     for m in container.get("volumeMounts", []) if m["name"] in vol_dirs),
+                    key=lambda item: -len(item[0]))  # deepest mount wins
+    env: dict[str, str] = {}
+    for item in container.get("env", []):
+        if item.get("name") in API_ONLY_ENV:
+            continue
+        if "value" in item:
+            env[item["name"]] = _rewrite_path(str(item["value"]), mounts)
+        elif "fieldRef" in item.get("valueFrom", {}):
+            env[item["name"]] = _field_ref(item["valueFrom"]["fieldRef"]["fieldPath"],
+                                           name, workload.namespace, ip, workload)
+        elif "configMapKeyRef" in item.get("valueFrom", {}):
+            ref = item["valueFrom"]["configMapKeyRef"]
+            env[item["name"]] = str(workload.configmaps.get(ref["name"], {})
+                                    .get("data", {}).get(ref["key"], ""))
+        elif "secretKeyRef" in item.get("valueFrom", {}):
+            raise LocalRunError(f"env {item['name']} reads a Kubernetes Secret; the local run "
+                                "cannot provide one")
+        else:
+            env[item["name"]] = ""
+    for mount_path, local in mounts:
+        if mount_path == "/tmp":
+            env["TMPDIR"] = str(local)
+        elif mount_path.startswith("/home/"):
+            env["HOME"] = str(local)
+    pod_argv = [python if (i == 0 or argv[i - 1] == "--") and a in ("python", "python3")
+                else _rewrite_path(a, mounts) for i, a in enumerate(argv)]
+    return LocalPod(name=name, ordinal=ordinal, argv=pod_argv, env=env, pod_dir=pod_dir,
+                    hostname=name, fqdn=fqdn, ip=ip, files=configmap_files(workload, shared_dir, pod_spec),
+                    restart_policy=restart_policy)
+
+
+def build_pods(workload: Workload, run_dir: Path, python: str = sys.executable,
+               ips: Mapping[int, str] | None = None) -> list[LocalPod]:
+    """The StatefulSet's pods (ordinals 0..replicas-1), then the evaluator's, if rendered
+    (ordinal `replicas`: it is no member of the group, and its pod name is the Job's)."""
+    service = workload.service["metadata"]["name"]
+    domain = workload.env_value("TFMW_CLUSTER_DOMAIN") or "cluster.local"
     pods = []
     for ordinal in range(workload.replicas):
         name = f"{workload.name}-{ordinal}"
-        pod_dir = run_dir / "pods" / name
-        vol_dirs = _volume_dirs(workload, pod_dir, shared_dir)
-        mounts = sorted(((m["mountPath"], vol_dirs[m["name"]])
-                         for m in container.get("volumeMounts", []) if m["name"] in vol_dirs),
-                        key=lambda item: -len(item[0]))  # deepest mount wins
-        ip = (ips or {}).get(ordinal)
-        env: dict[str, str] = {}
-        for item in container.get("env", []):
-            if item.get("name") in API_ONLY_ENV:
-                continue
-            if "value" in item:
-                env[item["name"]] = _rewrite_path(str(item["value"]), mounts)
-            elif "fieldRef" in item.get("valueFrom", {}):
-                env[item["name"]] = _field_ref(item["valueFrom"]["fieldRef"]["fieldPath"],
-                                               name, workload.namespace, ip, workload)
-            elif "configMapKeyRef" in item.get("valueFrom", {}):
-                ref = item["valueFrom"]["configMapKeyRef"]
-                env[item["name"]] = str(workload.configmaps.get(ref["name"], {})
-                                        .get("data", {}).get(ref["key"], ""))
-            elif "secretKeyRef" in item.get("valueFrom", {}):
-                raise LocalRunError(f"env {item['name']} reads a Kubernetes Secret; the local run "
-                                    "cannot provide one")
-            else:
-                env[item["name"]] = ""
-        for mount_path, local in mounts:
-            if mount_path == "/tmp":
-                env["TMPDIR"] = str(local)
-            elif mount_path.startswith("/home/"):
-                env["HOME"] = str(local)
-        pod_argv = [python if (i == 0 or argv[i - 1] == "--") and a in ("python", "python3") else a
-                    for i, a in enumerate(argv)]
-        pods.append(LocalPod(
-            name=name, ordinal=ordinal, argv=pod_argv, env=env, pod_dir=pod_dir,
-            hostname=name, fqdn=f"{name}.{service}.{workload.namespace}.svc.{domain}", ip=ip,
-            files=configmap_files(workload, shared_dir)))
+        pods.append(_local_pod(workload, workload.pod_spec, name, ordinal, run_dir, python, (ips or {}).get(ordinal),
+                               f"{name}.{service}.{workload.namespace}.svc.{domain}", "Always"))
+    if workload.evaluator is not None:
+        spec = workload.evaluator["spec"]["template"]["spec"]
+        name, ordinal = workload.evaluator["metadata"]["name"], workload.replicas
+        pods.append(_local_pod(workload, spec, name, ordinal, run_dir, python, (ips or {}).get(ordinal),
+                               f"{name}.{workload.namespace}.pod.{domain}", spec.get("restartPolicy", "Never")))
     return pods
-
 
 
 def image_env(dockerfile_text: str) -> dict[str, str]:

@@ -153,3 +153,20 @@ def test_schema_violation_in_chart_defaults_blames_the_chart(mini_chart, values_
     defaults.write_text(defaults.read_text().replace("  port: 2222", "  port: not-a-port"))
     with pytest.raises(ToolError, match=r"invalid value for workers\.port: .*in the chart's own .*values\.yaml"):
         render.prepare("dev", chart_dir=mini_chart, values_dir=values_dir)
+
+
+def test_set_file_puts_the_files_text_in_the_values_helm_gets(tmp_path):
+    script = tmp_path / "main.py"
+    script.write_text("import mnist_setup\nprint('a, b = c')\n")   # commas and '=' stay text
+    rendered = render.prepare("local", ["training.command={python,/opt/tf-multiworker/files/main.py}"],
+                              release="f", set_files=[f"training.files.main\\.py={script}"])
+    assert rendered.user_values["training"]["files"] == {"main.py": script.read_text()}
+    (files,) = [o for o in rendered.objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "f-tf-multiworker-files"]
+    assert files["data"]["main.py"] == script.read_text()
+
+
+def test_a_set_file_that_cannot_be_read_is_one_line(tmp_path):
+    with pytest.raises(ToolError) as err:
+        render.prepare("local", set_files=[f"training.files.main\\.py={tmp_path / 'missing.py'}"])
+    message = str(err.value)
+    assert message.startswith("bad --set-file") and "missing.py" in message and "\n" not in message

@@ -5,6 +5,7 @@ run as root, as CI is). Slow: a few tens of seconds each.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -21,11 +22,13 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def local_run(tmp_path: Path, *sets: str, release: str = "e2e", timeout: float = 600):
+def local_run(tmp_path: Path, *sets: str, release: str = "e2e", timeout: float = 600, set_files=()):
     argv = [sys.executable, "-m", "scripts.local_run", "--runs-dir", str(tmp_path),
             "--release", release, "--fresh", "--timeout", "400"]
     for item in sets:
         argv += ["--set", item]
+    for item in set_files:
+        argv += ["--set-file", item]
     return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
@@ -102,6 +105,43 @@ def test_user_command_reading_tf_config_like_the_tutorial(tmp_path):
     assert (tmp_path / "user" / "shared" / "user" / "COMPLETED").is_file()
     assert "  trained: the training command ran to the end on every worker" in proc.stdout
     assert "already completed" not in proc.stdout
+
+
+def test_the_tutorials_two_files_train_with_set_file_and_no_image(tmp_path):
+    # TF's multi-worker tutorial as two files, shipped in the release's values (training.files),
+    # mounted where training.command names them: nothing is built.
+    tutorial = REPO / "examples" / "tutorial"
+    proc = local_run(tmp_path, "training.command={python,/opt/tf-multiworker/files/main.py}",
+                     "training.args={--epochs,2,--steps-per-epoch,10}", release="tut",
+                     set_files=[f"training.files.main\\.py={tutorial / 'main.py'}",
+                                f"training.files.mnist_setup\\.py={tutorial / 'mnist_setup.py'}"])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    pods = by_pod(proc.stdout)
+    for pod in ("tut-tf-multiworker-0", "tut-tf-multiworker-1"):
+        assert any(line.startswith("Epoch 2/2") for line in pods[pod]), pod   # the tutorial's fit ran
+    assert "tutorial saved model=" in "\n".join(pods["tut-tf-multiworker-0"])
+    shared = tmp_path / "tut" / "shared" / "tut"
+    assert (shared / "model" / "saved_model.pb").is_file() and (shared / "COMPLETED").is_file()
+    # the files as the pods saw them: the release's ConfigMap, read-only mount rewritten locally
+    assert (tmp_path / "tut" / "configmaps" / "tut-tf-multiworker-files" / "mnist_setup.py").read_text() == \
+        (tutorial / "mnist_setup.py").read_text()
+
+
+def test_the_evaluator_evaluates_the_final_checkpoint(tmp_path):
+    proc = local_run(tmp_path, "evaluator.enabled=true", "training.config.steps=30",
+                     "training.config.checkpoint.everySteps=10", "training.config.evaluation.examples=256",
+                     release="ev")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    evals = pod_lines(proc.stdout, loglines.EVAL)
+    (pod,) = [name for name in evals if "-evaluator-" in name]
+    results = [line.fields for line in evals[pod] if "step" in line.fields]
+    assert results[-1]["step"] == "30" and results[-1]["final"] == "true"
+    assert [int(r["step"]) for r in results] == sorted({int(r["step"]) for r in results})  # each once, in order
+    record = json.loads((tmp_path / "ev" / "shared" / "ev" / "eval.json").read_text())
+    assert record["step"] == 30 and record["final"] is True and record["examples"] == 256
+    assert "tf-multiworker local run completed" in proc.stdout and "(2 workers)" in proc.stdout
+    assert f"  evaluator: step=30 loss={results[-1]['loss']} accuracy={results[-1]['accuracy']} " \
+           "(the final checkpoint;" in proc.stdout
 
 
 def _processes_with_env(needle: str) -> list[int]:

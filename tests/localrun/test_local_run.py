@@ -86,10 +86,16 @@ def test_a_retryable_exit_is_restarted(tmp_path):
 
 # ---------------------------------------------------------------- the summary (pure)
 
-def Pods(*lines_per_pod: list[str]) -> SimpleNamespace:
-    """What summary() reads of a LocalCluster: each pod's name, lines and starts."""
-    return SimpleNamespace(states={i: SimpleNamespace(pod=SimpleNamespace(name=f"w-{i}", ordinal=i), lines=lines,
-                                                      starts=1) for i, lines in enumerate(lines_per_pod)})
+def Pods(*lines_per_pod: list[str], evaluator: list[str] | None = None) -> SimpleNamespace:
+    """What summary() reads of a LocalCluster: each pod's name, lines and starts (and the
+    evaluator Job's pod, restartPolicy Never, after the workers)."""
+    states = {i: SimpleNamespace(pod=SimpleNamespace(name=f"w-{i}", ordinal=i, restart_policy="Always"),
+                                 lines=lines, starts=1) for i, lines in enumerate(lines_per_pod)}
+    if evaluator is not None:
+        n = len(lines_per_pod)
+        states[n] = SimpleNamespace(pod=SimpleNamespace(name="w-evaluator-1a2b3c4d", ordinal=n, restart_policy="Never"),
+                                    lines=evaluator, starts=1)
+    return SimpleNamespace(states=states)
 
 
 OK = LocalRunResult(True, "every worker completed", EXIT_OK)
@@ -121,6 +127,19 @@ def test_the_built_in_trainers_report_adds_steps_and_compares_every_workers_weig
     assert "already completed" not in "\n".join(same)
     differ = summary(Pods(trainer("abc"), trainer("def")), OK, 9.0, Path("/runs/r"), completed_before=False)
     assert "  weights identical on every worker: NO (abc, def)" in differ
+
+
+def test_the_evaluators_last_evaluation_is_reported_beside_the_workers():
+    trainer = ["tfmw done steps=30 final_loss=0.4 examples_per_sec=99 model=/runs/r/model weights_digest=abc",
+               "tfmw completed run=r steps=30"]
+    evaluator = ["tfmw eval run=r evaluator started", "tfmw eval step=20 loss=0.9 accuracy=0.5 final=false",
+                 "tfmw eval step=30 loss=0.7 accuracy=0.6 final=true"]
+    text = summary(Pods(trainer, trainer, evaluator=evaluator), OK, 9.0, Path("/runs/r"), completed_before=False)
+    assert text[0].endswith("(2 workers)")   # the evaluator is not a worker
+    assert "  weights identical on every worker: yes (abc)" in text
+    assert "  evaluator: step=30 loss=0.7 accuracy=0.6 (the final checkpoint; 2 evaluated)" in text
+    nothing = summary(Pods(trainer, evaluator=["tfmw eval waiting"]), OK, 9.0, Path("/runs/r"), completed_before=False)
+    assert "  evaluator: no checkpoint evaluated" in nothing
 
 
 def test_a_failed_run_says_why_and_claims_neither():
