@@ -192,20 +192,23 @@ class Evaluator:
         writer.close()
 
 
-def _evaluate_one(evaluator: Evaluator, run_dir: RunDir, decision: Decision, status: StatusLink,
-                  log: Callable[[str], None]) -> None:
-    """Evaluate one checkpoint and publish the result everywhere it is read."""
+def _evaluate_one(evaluator: Evaluator, run_dir: RunDir, decision: Decision) -> dict:
+    """Evaluate one checkpoint: its record (step, loss, accuracy, ...), TensorBoard scalars written."""
     step, loss, accuracy = evaluator.evaluate(decision.checkpoint)
     evaluator.summarise(os.path.join(run_dir.tensorboard, "eval"), step, loss, accuracy)
-    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    record = {"step": step, "loss": round(loss, 6), "accuracy": round(accuracy, 6), "examples": evaluator.examples,
-              "checkpoint": decision.checkpoint, "final": decision.done, "at": at}
+    return {"step": step, "loss": round(loss, 6), "accuracy": round(accuracy, 6), "examples": evaluator.examples,
+            "checkpoint": decision.checkpoint, "final": decision.done,
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def _publish(record: dict, run_dir: RunDir, status: StatusLink, log: Callable[[str], None]) -> None:
+    """A result everywhere it is read: eval.json (atomic), the status ConfigMap, one line."""
     write_atomic(os.path.join(run_dir.root, EVAL_RECORD), json.dumps(record, indent=2) + "\n")
-    status.record({"evalStep": str(step), "evalLoss": f"{loss:.4f}", "evalAccuracy": f"{accuracy:.4f}",
-                   "evalUpdatedAt": at})
-    log(loglines.line(loglines.EVAL, step=step, loss=f"{loss:.4f}", accuracy=f"{accuracy:.4f}",
-                      examples=evaluator.examples, checkpoint=decision.checkpoint,
-                      final="true" if decision.done else "false"))
+    status.record({"evalStep": str(record["step"]), "evalLoss": f"{record['loss']:.4f}",
+                   "evalAccuracy": f"{record['accuracy']:.4f}", "evalUpdatedAt": record["at"]})
+    log(loglines.line(loglines.EVAL, step=record["step"], loss=f"{record['loss']:.4f}",
+                      accuracy=f"{record['accuracy']:.4f}", examples=record["examples"],
+                      checkpoint=record["checkpoint"], final="true" if record["final"] else "false"))
 
 
 def run(config: dict, env: RunEnv, stop_requested: Callable[[], bool], environ: Mapping[str, str],
@@ -221,6 +224,7 @@ def run(config: dict, env: RunEnv, stop_requested: Callable[[], bool], environ: 
     waiting = Notice(log)
     evaluator: Evaluator | None = None
     evaluated: int | None = None
+    last: dict | None = None   # the newest result, published again as final if the run ends on it
 
     def listdir(path):
         try:
@@ -238,7 +242,11 @@ def run(config: dict, env: RunEnv, stop_requested: Callable[[], bool], environ: 
             if evaluator is None:
                 evaluator = Evaluator(config, env)
             evaluated = decision.step
-            _evaluate_one(evaluator, run_dir, decision, status, log)
+            last = _evaluate_one(evaluator, run_dir, decision)
+            _publish(last, run_dir, status, log)
+        elif decision.done and last is not None:
+            # The run completed after its newest checkpoint was evaluated: that result is final.
+            _publish(dict(last, final=True), run_dir, status, log)
         elif completed and evaluated is None:
             log(loglines.line(loglines.EVAL, text=f"the run completed with no complete checkpoint in "
                                                   f"{run_dir.checkpoints}: nothing to evaluate"))
