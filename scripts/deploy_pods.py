@@ -249,6 +249,9 @@ class RunRecord:
     finished_at: str = ""
     revision: str = ""     # the pod template revision (controller-revision-hash) it was recorded under
     updated_at: str = ""
+    eval_step: str = ""    # the evaluator's latest result (evaluator.enabled; its own keys)
+    eval_loss: str = ""
+    eval_accuracy: str = ""
 
     @property
     def terminal(self) -> bool:
@@ -264,7 +267,8 @@ def run_record(configmap: dict | None) -> RunRecord | None:
     return RunRecord(run_id=get("runId"), phase=get("phase"), reason=get("reason"), message=get("message"),
                      step=get("step"), total_steps=get("totalSteps"), loss=get("loss"), restarts=get("restarts"),
                      last_checkpoint_step=get("lastCheckpointStep"), started_at=get("startedAt"),
-                     finished_at=get("finishedAt"), revision=get("revision"), updated_at=get("updatedAt"))
+                     finished_at=get("finishedAt"), revision=get("revision"), updated_at=get("updatedAt"),
+                     eval_step=get("evalStep"), eval_loss=get("evalLoss"), eval_accuracy=get("evalAccuracy"))
 
 
 def current_record(record: RunRecord | None, workers: Workers) -> RunRecord | None:
@@ -294,6 +298,8 @@ def run_summary(record: RunRecord | None, workers: Workers) -> str:
         parts.append(f"{mine.restarts} restart{'' if mine.restarts == '1' else 's'}")
     if mine.last_checkpoint_step:
         parts.append(f"checkpoint at step {mine.last_checkpoint_step}")
+    if mine.eval_step:
+        parts.append(f"eval at step {mine.eval_step}: accuracy {mine.eval_accuracy or '?'}, loss {mine.eval_loss or '?'}")
     if mine.started_at:
         parts.append(f"started {mine.started_at}")
     if mine.finished_at:

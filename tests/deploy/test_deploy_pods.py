@@ -143,6 +143,14 @@ def test_run_summary_of_a_succeeded_run():
         "started 2026-11-30T06:52:15Z, finished 2026-11-30T06:52:39Z")
 
 
+def test_run_summary_shows_the_evaluators_latest_result():
+    evaluated = status_cm(**SUCCEEDED["data"], evalStep="40", evalLoss="1.4560", evalAccuracy="0.7236",
+                          evalUpdatedAt="2026-11-30T06:52:45Z")
+    assert deploy_pods.run_summary(deploy_pods.run_record(evaluated), WORKERS) == (
+        "run r1 Succeeded, step 40/40, loss 1.6561, 0 restarts, checkpoint at step 40, "
+        "eval at step 40: accuracy 0.7236, loss 1.4560, started 2026-11-30T06:52:15Z, finished 2026-11-30T06:52:39Z")
+
+
 def test_run_summary_of_a_failed_run_names_reason_and_message():
     failed = deploy_pods.run_record(status_cm(runId="r1", phase="Failed", reason="BadConfig",
                                               message="training.config: unknown key 'stepz'", restarts="1"))
