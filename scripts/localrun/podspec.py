@@ -7,8 +7,9 @@ share it. What a kubelet would do and what we do instead:
 - configMap volumes -> the rendered ConfigMap's files in a local folder;
 - the shared-storage volume (the one mounted at TFMW_SHARED_DIR) and PVCs -> one folder
   shared by every local pod; other emptyDirs -> a folder per pod;
-- an env value or a command argument under a volume's mountPath -> the same path under that
-  volume's local folder (training.files: `python /opt/tf-multiworker/files/main.py`);
+- an env value under a volume's mountPath -> the same path under that volume's local folder;
+  a command argument too, under a configMap volume's (training.files:
+  `python /opt/tf-multiworker/files/main.py`);
 - a leading `python` in the command -> this venv's interpreter;
 - the worker's API access (projected service-account token, TFMW_API_DIR,
   TFMW_STATUS_CONFIGMAP) -> left out: no API server here (see API_ONLY_ENV).
@@ -209,8 +210,15 @@ def _local_pod(workload: Workload, pod_spec: dict, name: str, ordinal: int, run_
             env["TMPDIR"] = str(local)
         elif mount_path.startswith("/home/"):
             env["HOME"] = str(local)
+    # Command arguments are rewritten only into the files the release ships (configMap volumes:
+    # training.files, the training config): a host path a local user passes (a script under
+    # /tmp, say) is not the container's /tmp emptyDir.
+    configmap_volumes = {v["name"] for v in pod_spec.get("volumes", []) if "configMap" in v}
+    shipped = [(path, local) for path, local in mounts
+               if any(m["mountPath"] == path and m["name"] in configmap_volumes
+                      for m in container.get("volumeMounts", []))]
     pod_argv = [python if (i == 0 or argv[i - 1] == "--") and a in ("python", "python3")
-                else _rewrite_path(a, mounts) for i, a in enumerate(argv)]
+                else _rewrite_path(a, shipped) for i, a in enumerate(argv)]
     return LocalPod(name=name, ordinal=ordinal, argv=pod_argv, env=env, pod_dir=pod_dir,
                     hostname=name, fqdn=fqdn, ip=ip, files=configmap_files(workload, shared_dir, pod_spec),
                     restart_policy=restart_policy)

@@ -42,6 +42,28 @@ def test_volume_paths_map_to_local_folders(workload, tmp_path):
     assert len(tmpdirs) == 3, "emptyDirs are per pod"
 
 
+def test_command_paths_into_shipped_files_are_local_and_host_paths_stay(tmp_path):
+    objects = render.render("local", ["training.command={python,/opt/tf-multiworker/files/main.py,/tmp/host.py}",
+                                      "training.files.main\\.py=print(1)"], release="t", namespace="ns")
+    worker = build_pods(find_workload(objects, "ns"), tmp_path, python="/venv/python")[0]
+    script = Path(worker.argv[6])
+    assert script == tmp_path / "configmaps" / "t-tf-multiworker-files" / "main.py"
+    assert worker.files[script] == "print(1)"
+    # /tmp is an emptyDir in the pod, but an argument there is the local user's own path
+    assert worker.argv[7] == "/tmp/host.py"
+
+
+def test_the_evaluator_jobs_pod_follows_the_workers(tmp_path):
+    objects = render.render("local", ["evaluator.enabled=true"], release="t", namespace="ns")
+    pods = build_pods(find_workload(objects, "ns"), tmp_path, python="/venv/python")
+    worker, evaluator = pods[0], pods[-1]
+    assert [p.restart_policy for p in pods] == ["Always", "Always", "Never"]
+    assert evaluator.name.startswith("t-tf-multiworker-evaluator-") and evaluator.ordinal == 2
+    assert evaluator.argv == ["/venv/python", "-m", "entrypoint.training", "--evaluate"]
+    assert evaluator.env["TFMW_SHARED_DIR"] == worker.env["TFMW_SHARED_DIR"]
+    assert "TFMW_REPLICAS" not in evaluator.env
+
+
 def test_secret_env_is_refused_with_one_line(workload, tmp_path):
     container = workload.container
     container.setdefault("env", []).append(
