@@ -238,8 +238,12 @@ class Launcher:
         with the TF_CONFIG; the built-in trainer evaluates each new checkpoint until the run
         completes (entrypoint.training.sidecar). Its exit code is the pod's: the platform's
         restart policy owns it."""
+        child_env = dict(self.env, TF_CONFIG=encoded)
+        problem = command_problem(self.command, child_env)
+        if problem:  # one line and exit 2, as for a worker of the platform (cli.main)
+            raise ConfigError(problem)
         self._say("evaluator task: evaluating checkpoints outside the training group")
-        child = subprocess.Popen(self.command, env=dict(self.env, TF_CONFIG=encoded))
+        child = subprocess.Popen(self.command, env=child_env)
         while child.poll() is None:
             if self.stopping.wait(0.5):
                 child.send_signal(signal.SIGTERM)

@@ -139,3 +139,11 @@ def test_jobset_pods_derive_their_peers_from_hostname_and_completion_index():
         assert kind == "indexed-job" and tf_config["task"] == {"type": "worker", "index": index}
         hosts.append(f"{pod['hostname']}.{pod['subdomain']}.{NS}.svc.cluster.local:2222")
     assert tf_config["cluster"]["worker"] == hosts  # each peer's name is that pod's own DNS name
+
+
+def test_an_evaluator_task_whose_command_cannot_start_is_one_line_exit_2(capsys, tmp_path):
+    raw = tfjob_tf_config("job", NS, {"Worker": 1, "Evaluator": 1}, "Evaluator", 0)
+    code = main(["run", "--", str(tmp_path / "no-such-program")], {"TF_CONFIG": raw, "PATH": "/usr/bin:/bin"})
+    out, err = capsys.readouterr()
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "no-such-program" in err
+    assert "Traceback" not in out + err
