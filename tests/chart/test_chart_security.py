@@ -118,15 +118,18 @@ def test_networkpolicy_admits_grpc_only_from_the_release(helm, render):
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
     (rule,) = policy["spec"]["ingress"]
     assert rule["ports"] == [{"port": 2222, "protocol": "TCP"}]
-    (peer,) = rule["from"]
-    assert set(peer) == {"podSelector"}   # no namespaceSelector / ipBlock: same namespace only
-    # The peers admitted: exactly this release's pods (workers and the helm test pod) ...
-    test_pod = one(objects, "Pod")
-    assert selects(peer["podSelector"], worker_labels)
-    assert selects(peer["podSelector"], pod_labels(test_pod))
-    # ... and not another release's workers.
-    other = dict(worker_labels, **{"app.kubernetes.io/instance": "other"})
-    assert not selects(peer["podSelector"], other)
+    for peer in rule["from"]:
+        assert set(peer) == {"podSelector"}   # no namespaceSelector / ipBlock: same namespace only
+
+    def admitted(labels):
+        return any(selects(peer["podSelector"], labels) for peer in rule["from"])
+    # The peers admitted: this release's workers and its helm test pod ...
+    assert admitted(worker_labels) and admitted(pod_labels(one(objects, "Pod")))
+    # ... not its TensorBoard or evaluator (they never talk to a worker), nor another release's workers.
+    everything = render(helm, overlay_path("local"), sets=("tensorboard.enabled=true", "evaluator.enabled=true"))
+    assert not admitted(pod_labels(one(everything, "Deployment")))
+    assert not admitted(pod_labels(one(everything, "Job")))
+    assert not admitted(dict(worker_labels, **{"app.kubernetes.io/instance": "other"}))
 
 
 def test_gpu_workers_reach_each_other_on_any_tcp_port_for_nccl(helm, render):
@@ -147,7 +150,7 @@ def test_every_pod_is_covered_by_a_networkpolicy(helm, render):
     objects = render(helm, ALL_ON)
     policies = find(objects, "NetworkPolicy")
     for obj in objects:
-        if obj["kind"] in ("StatefulSet", "Deployment", "Pod"):
+        if obj["kind"] in ("StatefulSet", "Deployment", "Job", "Pod"):
             labels = pod_labels(obj)
             assert any(selects(p["spec"]["podSelector"], labels) for p in policies), obj["kind"]
 
