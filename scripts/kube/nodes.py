@@ -262,19 +262,27 @@ done
 
 # ---------------------------------------------------------------- cgroups
 
-def cgroup_hierarchies() -> list[Path]:
-    """Every mounted cgroup-v1 hierarchy (pids first: it lists every process below a node)."""
+def cgroup_hierarchies(types: tuple[str, ...] = ("cgroup",)) -> list[Path]:
+    """Every mounted cgroup hierarchy of these file system types: by default the v1 ones a
+    node joins (pids first: it lists every process below a node)."""
     found = []
     try:
         for line in Path("/proc/self/mountinfo").read_text().splitlines():
             left, _, right = line.partition(" - ")
             fields = right.split()
-            if fields and fields[0] == "cgroup":
+            if fields and fields[0] in types:
                 found.append(Path(left.split()[4]))
     except OSError:
         pass
     found.sort(key=lambda p: (p.name != "pids", str(p)))
     return found
+
+
+def cgroup_cleanup_roots() -> list[Path]:
+    """Where a node's cgroups can be: the v1 hierarchies, and in the hybrid layout also the
+    cgroup2 mount (/sys/fs/cgroup/unified), where the kubelet makes its kubepods tree under
+    the node's name too; down must remove both."""
+    return cgroup_hierarchies(("cgroup", "cgroup2"))
 
 
 def cgroup_dirs(name: str) -> list[Path]:
@@ -314,7 +322,7 @@ def remove_cgroups(name: str, timeout: float = 10.0) -> list[str]:
                 pass
         time.sleep(0.1)
     left = []
-    for top in cgroup_dirs(name):
+    for top in (root / name for root in cgroup_cleanup_roots()):
         if not top.is_dir():
             continue
         dirs = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts),
@@ -334,7 +342,7 @@ def remove_cgroups(name: str, timeout: float = 10.0) -> list[str]:
 
 
 def leftover_cgroups(prefix: str) -> list[str]:
-    return [str(p) for h in cgroup_hierarchies() for p in h.glob(f"{prefix}*")]
+    return [str(p) for h in cgroup_cleanup_roots() for p in h.glob(f"{prefix}*")]
 
 
 # ---------------------------------------------------------------- kernel settings
