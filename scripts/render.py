@@ -112,7 +112,7 @@ def _split_words(arg: str) -> list[str]:
     return words
 
 
-def split_sets(sets: str | Iterable[str] | None) -> list[str]:
+def split_sets(sets: str | Iterable[str] | None, flag: str = "--set") -> list[str]:
     """`--set` items: each argument may hold several space-separated k=v items (make SET="a=1 b=2").
 
     Quotes keep spaces inside a value: SET="a='x y'". Backslashes reach helm untouched, so
@@ -129,10 +129,9 @@ def split_sets(sets: str | Iterable[str] | None) -> list[str]:
         items.extend(_split_words(arg))
     for item in items:
         if "=" not in item:
-            raise ToolError(
-                f"bad --set '{item}': expected key=value, e.g. workers.replicas=4 "
-                "(lists: a={x,y}, a[0]=x; literal comma: a=x\\,y)"
-            )
+            example = ("key=path, e.g. training.files.main\\.py=main.py" if flag == "--set-file" else
+                       "key=value, e.g. workers.replicas=4 (lists: a={x,y}, a[0]=x; literal comma: a=x\\,y)")
+            raise ToolError(f"bad {flag} '{item}': expected {example}")
     return items
 
 
@@ -286,7 +285,7 @@ def prepare(env: str, sets: Iterable[str] | str | None = (), release: str = DEFA
     helm = find_helm(helm)
     overlay = overlay_path(env, values_dir)
     items = split_sets(sets)
-    files = split_sets(set_files)
+    files = split_sets(set_files, flag="--set-file")
     effective = layer_values(chart_dir, [overlay], items, helm, files)
     try:
         validate_values(effective, chart_dir, origin=f"from {repo_relative(overlay)}"

@@ -21,6 +21,7 @@ run of this chart adds:
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
@@ -29,6 +30,7 @@ from typing import Callable, Mapping
 
 from .. import loglines
 from ..errors import EXIT_OK, EXIT_SIGTERM, EXIT_TRAINING_FAILED
+from ..lifecycle import Phase, from_data
 from ..rundir import RunDir, read_completed, write_atomic
 from . import checkpoints
 from .config import ConfigError, RunEnv
@@ -124,15 +126,16 @@ class StatusLink:
         except APIError as err:
             self._warn(err)
             return None
-        if data.get("phase") == "Failed" and data.get("runId") in ("", self.run_id):
-            return f"{data.get('reason') or 'Failed'}: {data.get('message') or ''}".rstrip(": ")
+        state = from_data(data)
+        if state is not None and state.phase is Phase.FAILED and state.run_id == self.run_id:
+            return f"{state.reason or 'Failed'}: {state.message}".rstrip(": ")
         return None
 
 
 def evaluation_config(config: dict) -> dict:
     """The trainer config the evaluation data is read with: evaluation.path (held-out files
     in data.format, with data.numClasses) or the training data; never shuffled."""
-    cfg = json.loads(json.dumps(config))
+    cfg = copy.deepcopy(config)
     evaluation = cfg.get("evaluation") or {}
     if evaluation.get("path"):
         cfg["data"] = dict(cfg["data"], source="files", path=evaluation["path"])
@@ -145,13 +148,12 @@ def evaluation_config(config: dict) -> dict:
 class Evaluator:
     """Builds the trainer's model once and evaluates checkpoints into it (TensorFlow here)."""
 
-    def __init__(self, config: dict, env: RunEnv):
+    def __init__(self, config: dict, env: RunEnv, summaries: str):
         import tensorflow as tf
         import tf_keras as keras
 
         from .data import build_input
         from .models import build_model
-        self.tf = tf
         cfg = evaluation_config(config)
         self.examples = config["evaluation"]["examples"]
         self.batch = min(cfg["batchSizePerReplica"], self.examples)
@@ -170,6 +172,7 @@ class Evaluator:
                                                      tf.cast(y, tf.int64)), tf.float64))
             return tf.cast(loss_fn(y, logits), tf.float64), correct
         self.batch_sums = batch_sums
+        self.writer = tf.summary.create_file_writer(summaries)   # `eval/*` scalars, beside training's
 
     def evaluate(self, path: str) -> tuple[int, float, float]:
         """(step, mean loss, accuracy) of the checkpoint at `path`."""
@@ -182,20 +185,18 @@ class Evaluator:
             total += int(y.shape[0])
         return int(self.checkpoint.step.numpy()), loss / max(total, 1), correct / max(total, 1)
 
-    def summarise(self, directory: str, step: int, loss: float, accuracy: float) -> None:
+    def summarise(self, step: int, loss: float, accuracy: float) -> None:
         from .trainer import write_scalar
-        writer = self.tf.summary.create_file_writer(directory)
-        with writer.as_default(step=step):
+        with self.writer.as_default(step=step):
             write_scalar("eval/loss", loss)
             write_scalar("eval/accuracy", accuracy)
-        writer.flush()
-        writer.close()
+        self.writer.flush()
 
 
 def _evaluate_one(evaluator: Evaluator, run_dir: RunDir, decision: Decision) -> dict:
     """Evaluate one checkpoint: its record (step, loss, accuracy, ...), TensorBoard scalars written."""
     step, loss, accuracy = evaluator.evaluate(decision.checkpoint)
-    evaluator.summarise(os.path.join(run_dir.tensorboard, "eval"), step, loss, accuracy)
+    evaluator.summarise(step, loss, accuracy)
     return {"step": step, "loss": round(loss, 6), "accuracy": round(accuracy, 6), "examples": evaluator.examples,
             "checkpoint": decision.checkpoint, "final": decision.done,
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -204,8 +205,8 @@ def _evaluate_one(evaluator: Evaluator, run_dir: RunDir, decision: Decision) -> 
 def _publish(record: dict, run_dir: RunDir, status: StatusLink, log: Callable[[str], None]) -> None:
     """A result everywhere it is read: eval.json (atomic), the status ConfigMap, one line."""
     write_atomic(os.path.join(run_dir.root, EVAL_RECORD), json.dumps(record, indent=2) + "\n")
-    status.record({"evalStep": str(record["step"]), "evalLoss": f"{record['loss']:.4f}",
-                   "evalAccuracy": f"{record['accuracy']:.4f}", "evalUpdatedAt": record["at"]})
+    status.record(dict(zip(STATUS_KEYS, (str(record["step"]), f"{record['loss']:.4f}",
+                                         f"{record['accuracy']:.4f}", record["at"]))))
     log(loglines.line(loglines.EVAL, step=record["step"], loss=f"{record['loss']:.4f}",
                       accuracy=f"{record['accuracy']:.4f}", examples=record["examples"],
                       checkpoint=record["checkpoint"], final="true" if record["final"] else "false"))
@@ -215,9 +216,7 @@ def run(config: dict, env: RunEnv, stop_requested: Callable[[], bool], environ: 
         poll_seconds: float | None = None, log: Callable[[str], None] | None = None) -> int:
     """Evaluate until the run completes (exit 0), fails (exit 4) or SIGTERM (exit 143)."""
     log = log or (lambda line: print(line, flush=True))
-    import tensorflow as tf
-
-    from .trainer import _read_text
+    from .trainer import plan_checkpoints  # TensorFlow is imported here: the evaluator evaluates
     run_dir = RunDir.of(env.shared_dir, env.run_id)
     poll = config["evaluation"]["pollSeconds"] if poll_seconds is None else poll_seconds
     status = StatusLink(environ, env.run_id, log)
@@ -226,21 +225,14 @@ def run(config: dict, env: RunEnv, stop_requested: Callable[[], bool], environ: 
     evaluated: int | None = None
     last: dict | None = None   # the newest result, published again as final if the run ends on it
 
-    def listdir(path):
-        try:
-            return tf.io.gfile.listdir(path)
-        except tf.errors.NotFoundError:
-            return []
-
     log(loglines.line(loglines.EVAL, run=env.run_id, checkpoints=run_dir.checkpoints,
                       text="evaluator started: evaluating each new checkpoint until the run completes"))
     while True:
         completed = read_completed(run_dir) is not None  # looked at first: the newest checkpoint then is final
-        plan = checkpoints.plan(run_dir.checkpoints, listdir, _read_text)
-        decision = decide(plan, evaluated, completed)
+        decision = decide(plan_checkpoints(run_dir.checkpoints), evaluated, completed)
         if decision.checkpoint is not None:
             if evaluator is None:
-                evaluator = Evaluator(config, env)
+                evaluator = Evaluator(config, env, os.path.join(run_dir.tensorboard, "eval"))
             evaluated = decision.step
             last = _evaluate_one(evaluator, run_dir, decision)
             _publish(last, run_dir, status, log)

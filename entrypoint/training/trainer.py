@@ -186,6 +186,19 @@ def _read_text(path: str) -> str | None:
         return "\x00unreadable"  # present but unreadable: parse_state calls it unparsable
 
 
+def _listdir(path: str) -> list[str]:
+    try:
+        return tf.io.gfile.listdir(path)
+    except tf.errors.NotFoundError:
+        return []
+
+
+def plan_checkpoints(directory: str) -> checkpoints.Plan:
+    """The checkpoints in `directory` (a mounted path or an object-store URI), as the restore
+    and the evaluator read them."""
+    return checkpoints.plan(directory, _listdir, _read_text)
+
+
 def restore_latest(checkpoint: tf.train.Checkpoint, directory: str, is_chief: bool) -> Restored:
     """Restore the newest intact checkpoint in the chief's directory (docs/training.md, "Recovery").
 
@@ -198,13 +211,7 @@ def restore_latest(checkpoint: tf.train.Checkpoint, directory: str, is_chief: bo
     Complete checkpoints none of which restores are a permanent error, never a silent restart
     from step 0.
     """
-    def listdir(path):
-        try:
-            return tf.io.gfile.listdir(path)
-        except tf.errors.NotFoundError:
-            return []
-
-    plan = checkpoints.plan(directory, listdir, _read_text)
+    plan = plan_checkpoints(directory)
     problem = plan.state_problem()
     failed: list[str] = []
     for path in plan.candidates():
