@@ -24,21 +24,22 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from . import loglines
+from . import loglines, metrics
 from .cluster import (build_tf_config, check_tf_config_size, cluster_hosts, is_chief, is_evaluator,
                       parse_tf_config)
 from .errors import EXIT_OK, EXIT_SIGTERM, ConfigError, PeersNotFound
+from .goodput import Accounting, Ledger
 from .identity import (INDEXED_JOB, PRESET_TF_CONFIG, STATEFULSET, parse_indexed_hostname, parse_pod_name,
                        platform_owns_lifecycle, pod_kind)
 from .kubeapi import KubeAPI
 from .lifecycle import (FAILED_ALREADY, SUCCEEDED_ALREADY, Phase, Reason, RunState, deadline_epoch,
-                        exit_code, fresh, plan_start, recorded_final, rfc3339, status_message)
+                        exit_code, fresh, parse_rfc3339, plan_start, recorded_final, rfc3339, status_message)
 from .peers import wait_for_peers
 from .settings import INDEXED_JOB_REQUIRED, POLICIES, LauncherSettings, load_settings
-from .standby import standby_plan
+from .standby import is_builtin_trainer, standby_plan
 from .status import StatusRecorder
 from .supervisor import (MarkerUnreadable, Supervisor, SupervisorConfig, command_problem, completed_fields,
-                         completed_marker, marker_exists, shared_dir_problem)
+                         completed_marker, marker_exists, restart_kind, shared_dir_problem)
 from .tracker import RunTracker
 
 DEFAULT_TRAINING_COMMAND = ("python", "-m", "entrypoint.training")
@@ -66,6 +67,28 @@ def resolve_tf_config(env: Mapping[str, str], hostname: str | None = None
     settings = load_settings(env)
     identity = parse_pod_name(settings.pod_name, settings.replicas, settings.statefulset)
     return build_tf_config(settings, identity), settings, kind
+
+
+def start_ledger(recorded: RunState | None, state: RunState, launched: float, beats: bool) -> Ledger:
+    """This launcher's time account: the recorded one carried on when it continues the same
+    attempt of the run (its pod was recreated), the time since that record counted as restart."""
+    same_attempt = (recorded is not None and recorded.run_id == state.run_id and not recorded.terminal
+                    and bool(recorded.started_at) and recorded.started_at == state.started_at)
+    carried = (Accounting.from_fields(recorded.productive_seconds, recorded.badput_seconds)
+               if same_attempt else None)
+    last = parse_rfc3339(recorded.updated_at) if carried is not None else None
+    return Ledger(launched, beats=beats, carried=carried,
+                  absent_seconds=launched - last if last is not None else 0.0)
+
+
+def goodput_fields(state: RunState) -> dict[str, str]:
+    """`goodput=0.8731 badput="restart=9.8 startup=5.1 ..."` for the `tfmw completed` line."""
+    account = Accounting.from_fields(state.productive_seconds, state.badput_seconds)
+    if account is None or account.goodput is None:
+        return {}
+    causes = sorted(((s, c) for c, s in account.badput.items() if s >= 0.05), reverse=True)
+    return {"goodput": f"{account.goodput:.4f}", "wall_seconds": f"{account.wall:.1f}",
+            "badput": " ".join(f"{c}={s:.1f}" for s, c in causes) or "-"}
 
 
 class _Stopped(Exception):
@@ -158,7 +181,9 @@ class Launcher:
         except MarkerUnreadable as err:  # not known: never train (it may have finished), below
             completed, unreadable = False, str(err)
         plan = plan_start(recorded, run_id, settings.pod_revision, completed, rfc3339(launched))
-        tracker = RunTracker(plan.state, recorder, is_chief=chief, worker_index=task["index"], log=self.log)
+        tracker = RunTracker(plan.state, recorder, is_chief=chief, worker_index=task["index"], log=self.log,
+                             ledger=start_ledger(recorded, plan.state, launched, is_builtin_trainer(self.command)))
+        self._serve_metrics(settings, tracker, task)
         self._say(f"run={run_id} revision={settings.pod_revision or '-'}: {plan.why}")
         if plan.action == SUCCEEDED_ALREADY:
             if chief:  # say why the workers came back and go away again
@@ -197,7 +222,7 @@ class Launcher:
                                f"({err}); mount an emptyDir at /tmp") from None
             tracker.record_now(("Restarted", "Warning", f"worker {task['index']}'s pod restarted, resuming from "
                                 f"step {plan.state.last_checkpoint_step or 0}") if plan.resumed else None)
-            self._wait_for_peers(hosts, settings, deadline)
+            self._wait_for_peers(hosts, settings, deadline, tracker)
             heartbeat = Path(tmp) / f"tfmw-heartbeat-{os.getpid()}"
             preload, why = standby_plan(settings.warm_standby, self.command)
             self._say(f"warm standby: {why}")
@@ -210,8 +235,8 @@ class Launcher:
                 regroup=lambda: self._regroup(hosts, settings, deadline, tracker, recorder),
                 deadline=deadline, deadline_seconds=settings.active_deadline_seconds,
                 on_attempt=lambda attempt: self._attempt(tracker, attempt, workers),
-                on_restart=lambda cause: tracker.transition(Phase.RESTARTING, message=tracker.restart_message(cause)),
-                on_output=tracker.on_line, standby_preload=preload))
+                on_restart=lambda cause: self._restarting(tracker, cause),
+                on_output=tracker.on_line, on_beat=tracker.beat, standby_preload=preload))
             if self.stopping.is_set():
                 return EXIT_SIGTERM
             try:
@@ -250,6 +275,21 @@ class Launcher:
                 return child.wait()
         return child.returncode
 
+    def _serve_metrics(self, settings: LauncherSettings, tracker: RunTracker, task: dict) -> None:
+        if not settings.metrics_port:
+            return
+        # a loopback group (make local without network namespaces): worker j on port + j, as gRPC
+        port = settings.metrics_port + (task["index"] if settings.loopback_ports else 0)
+        role = "chief" if tracker.is_chief else task["type"]
+        collector = metrics.RunCollector(tracker, worker=task["index"], role=role)
+        if metrics.serve(port, collector, self._say) is not None:
+            self._say(f"metrics: serving /metrics on port {port}")
+
+    @staticmethod
+    def _restarting(tracker: RunTracker, cause: str) -> None:
+        tracker.restart_counted(restart_kind(cause))
+        tracker.transition(Phase.RESTARTING, message=tracker.restart_message(cause))
+
     def _attempt(self, tracker: RunTracker, attempt: int, workers: int) -> None:
         tracker.attempt_started()
         phase = tracker.state.phase
@@ -258,7 +298,15 @@ class Launcher:
         elif phase is Phase.RESTARTING:
             tracker.transition(Phase.RUNNING, message=f"attempt {attempt}")
 
-    def _wait_for_peers(self, hosts: list[str], settings: LauncherSettings, deadline: float | None) -> None:
+    def _wait_for_peers(self, hosts: list[str], settings: LauncherSettings, deadline: float | None,
+                        tracker: RunTracker) -> None:
+        tracker.peer_wait()
+        try:
+            self._wait_for_peers_until(hosts, settings, deadline)
+        finally:
+            tracker.peers_found()
+
+    def _wait_for_peers_until(self, hosts: list[str], settings: LauncherSettings, deadline: float | None) -> None:
         timeout, bounded = float(settings.peer_timeout_seconds), False
         if deadline is not None and deadline - time.time() < timeout:
             timeout, bounded = max(deadline - time.time(), 0.0), True
@@ -281,7 +329,7 @@ class Launcher:
         recorded = recorder.read()
         if recorded_final(recorded, tracker.state):
             raise _EndedElsewhere(recorded)
-        self._wait_for_peers(hosts, settings, deadline)
+        self._wait_for_peers(hosts, settings, deadline, tracker)
 
     # -- the end -------------------------------------------------------------------------
     def _recorder(self, settings: LauncherSettings | None) -> StatusRecorder:
@@ -331,7 +379,8 @@ class Launcher:
 
     def _log_end(self, state: RunState, run_dir: Path | None) -> None:
         if state.phase is Phase.SUCCEEDED:
-            self.log(loglines.line(loglines.COMPLETED, run=state.run_id, **completed_fields(run_dir)))
+            self.log(loglines.line(loglines.COMPLETED, run=state.run_id, **completed_fields(run_dir),
+                                   **goodput_fields(state)))
         else:
             self.log(loglines.line(loglines.FAILED, run=state.run_id, reason=state.reason,
                                    exit_code=exit_code(state), message=state.message))

@@ -93,7 +93,8 @@ EVENTS = {
 
 # The status ConfigMap's data keys (all string values), in the order documented.
 STATUS_KEYS = ("runId", "phase", "step", "totalSteps", "loss", "restarts", "lastCheckpointStep",
-               "reason", "message", "startedAt", "finishedAt", "revision", "updatedAt")
+               "reason", "message", "startedAt", "finishedAt", "revision", "updatedAt",
+               "goodput", "productiveSeconds", "badputSeconds")
 # What a worker other than the chief writes when it records its own terminal failure: it
 # knows neither the checkpoints nor the restart count, and must not overwrite them.
 TERMINAL_KEYS = ("runId", "phase", "reason", "message", "finishedAt", "revision", "updatedAt")
@@ -120,6 +121,10 @@ class RunState:
     finished_at: str = ""
     revision: str = ""
     updated_at: str = ""
+    # where the run's time went (entrypoint.goodput.Accounting.to_fields), as recorded
+    goodput: str = ""
+    productive_seconds: str = ""
+    badput_seconds: str = ""
 
     @property
     def terminal(self) -> bool:
@@ -181,7 +186,8 @@ def to_data(state: RunState, keys: tuple[str, ...] = STATUS_KEYS) -> dict[str, s
         "totalSteps": _num(state.total_steps), "loss": state.loss, "restarts": str(state.restarts),
         "lastCheckpointStep": _num(state.last_checkpoint_step), "reason": state.reason,
         "message": state.message, "startedAt": state.started_at, "finishedAt": state.finished_at,
-        "revision": state.revision, "updatedAt": state.updated_at,
+        "revision": state.revision, "updatedAt": state.updated_at, "goodput": state.goodput,
+        "productiveSeconds": state.productive_seconds, "badputSeconds": state.badput_seconds,
     }
     return {key: every[key] for key in keys}
 
@@ -207,7 +213,9 @@ def from_data(data: dict | None) -> RunState | None:
         loss=data.get("loss", ""), restarts=_int_or_none(data.get("restarts")) or 0,
         last_checkpoint_step=_int_or_none(data.get("lastCheckpointStep")),
         started_at=data.get("startedAt", ""), finished_at=data.get("finishedAt", ""),
-        revision=data.get("revision", ""), updated_at=data.get("updatedAt", ""))
+        revision=data.get("revision", ""), updated_at=data.get("updatedAt", ""),
+        goodput=data.get("goodput", ""), productive_seconds=data.get("productiveSeconds", ""),
+        badput_seconds=data.get("badputSeconds", ""))
 
 
 def recorded_final(recorded: RunState | None, incoming: RunState) -> bool:

@@ -43,6 +43,7 @@ ENV_SCHEMA = {
         "TFMW_SERVICE": {"type": "string", "maxLength": 63, "pattern": _DNS1123_LABEL},
         "TFMW_REPLICAS": {"type": "string", "pattern": _UINT, "maxLength": 5},
         "TFMW_PORT": {"type": "string", "pattern": _UINT, "maxLength": 5},
+        "TFMW_METRICS_PORT": {"type": "string", "pattern": _UINT, "maxLength": 5},
         "TFMW_CLUSTER_DOMAIN": {"type": "string", "maxLength": 253, "pattern": _DNS1123_SUBDOMAIN},
         "TFMW_PEER_TIMEOUT_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 6},
         "TFMW_RUN_ID": {"type": "string", "maxLength": 63, "pattern": _DNS1123_LABEL},
@@ -69,6 +70,7 @@ _WHAT = {
     "TFMW_SERVICE": "a DNS-1123 label",
     "TFMW_REPLICAS": "a whole number >= 1 (workers.replicas)",
     "TFMW_PORT": "a TCP port 1-65535 (workers.port)",
+    "TFMW_METRICS_PORT": "a TCP port 1-65535, or 0 for no metrics endpoint (metrics.port)",
     "TFMW_CLUSTER_DOMAIN": "a DNS name such as cluster.local (clusterDomain)",
     "TFMW_PEER_TIMEOUT_SECONDS": "a whole number of seconds (peers.timeoutSeconds)",
     "TFMW_RUN_ID": "a DNS-1123 label (training.runId)",
@@ -96,6 +98,7 @@ class LauncherSettings:
     service: str | None
     replicas: int | None
     port: int
+    metrics_port: int               # the launcher's /metrics (entrypoint.metrics); 0: none
     cluster_domain: str
     peer_timeout_seconds: int
     run_id: str | None
@@ -130,6 +133,25 @@ def _check_schema(env: Mapping[str, str]) -> None:
     raise ConfigError(f"{key}={value!r}: {error.message}")
 
 
+def _metrics_port(env: Mapping[str, str], port: int, replicas: int | None, loopback: bool) -> int:
+    """TFMW_METRICS_PORT, refused when it is no port or is a port the group's gRPC uses (worker j
+    of a loopback group serves metrics on metrics_port + j, as gRPC on port + j)."""
+    raw = env.get("TFMW_METRICS_PORT") or "0"
+    metrics = int(raw)
+    if metrics == 0:
+        return 0
+    if metrics > 65535:
+        raise ConfigError(f"TFMW_METRICS_PORT={raw!r} must be {_WHAT['TFMW_METRICS_PORT']}")
+    span = (replicas or 1) if loopback else 1
+    if metrics + span - 1 > 65535:
+        raise ConfigError(f"TFMW_METRICS_PORT={metrics} with TFMW_LOOPBACK_PORTS=1 and {span} workers needs "
+                          f"ports up to {metrics + span - 1}, over 65535: set metrics.port to at most {65536 - span}")
+    if metrics < port + span and port < metrics + span:
+        raise ConfigError(f"TFMW_METRICS_PORT={metrics} is a port the workers' gRPC uses (TFMW_PORT={port}"
+                          f"{f' to {port + span - 1}' if span > 1 else ''}): set metrics.port to another port")
+    return metrics
+
+
 def load_settings(env: Mapping[str, str], need_derivation: bool = True,
                   required: Sequence[str] | None = None) -> LauncherSettings:
     """Validate the pod environment. `need_derivation`: TF_CONFIG is not preset, so the
@@ -152,6 +174,7 @@ def load_settings(env: Mapping[str, str], need_derivation: bool = True,
         raise ConfigError(
             f"TFMW_PORT={port} with TFMW_LOOPBACK_PORTS=1 and TFMW_REPLICAS={replicas} needs ports up to "
             f"{port + replicas - 1}, over 65535: set workers.port to at most {65536 - replicas}")
+    metrics_port = _metrics_port(env, port, replicas, loopback_ports)
     return LauncherSettings(
         pod_name=env.get("TFMW_POD_NAME") or None,
         namespace=env.get("TFMW_NAMESPACE") or None,
@@ -159,6 +182,7 @@ def load_settings(env: Mapping[str, str], need_derivation: bool = True,
         service=env.get("TFMW_SERVICE") or None,
         replicas=replicas,
         port=port,
+        metrics_port=metrics_port,
         cluster_domain=env.get("TFMW_CLUSTER_DOMAIN") or "cluster.local",
         peer_timeout_seconds=int(env.get("TFMW_PEER_TIMEOUT_SECONDS") or 600),
         run_id=env.get("TFMW_RUN_ID") or None,

@@ -128,6 +128,12 @@ USER_PRELOAD = ("tensorflow",)
 POLICIES = ("auto", "true", "false")
 
 
+def is_builtin_trainer(command) -> bool:
+    """Is the command `python -m entrypoint.training ...` (the built-in trainer)?"""
+    entry = entry_of(command)
+    return entry is not None and entry[0] == "module" and entry[1] == BUILTIN_TRAINER
+
+
 def standby_plan(policy: str, command) -> tuple[tuple[str, ...] | None, str]:
     """(modules the standby preloads, or None: no standby; why, for the launcher's log line).
 
@@ -137,7 +143,7 @@ def standby_plan(policy: str, command) -> tuple[tuple[str, ...] | None, str]:
     own `import tensorflow`, e.g. TF_CPP_MIN_LOG_LEVEL, come too late); false: never."""
     policy = policy or "auto"
     entry = entry_of(command)
-    builtin = entry is not None and entry[0] == "module" and entry[1] == BUILTIN_TRAINER
+    builtin = is_builtin_trainer(command)
     if policy == "false":
         return None, "off (training.warmStandby: false)"
     if entry is None:

@@ -25,7 +25,7 @@ from . import loglines
 from .errors import (EXIT_BAD_CONFIG, EXIT_OK, EXIT_RETRYABLE, EXIT_SIGTERM, EXIT_TRAINING_FAILED)
 from .hangwatch import ADAPTIVE, FLOOR_SECONDS, HangWatch
 from .lifecycle import Phase, Reason
-from .oomkill import MemoryCgroup, oom_cause
+from .oomkill import OOM_KILLED, MemoryCgroup, oom_cause
 # The run directory's one API (no TensorFlow import for a local path): the marker is
 # published the same way, and reads the same, whichever side writes it.
 from .rundir import RunDir, read_beat, read_completed, write_completed
@@ -64,6 +64,23 @@ class Ending:
     returncode: int = EXIT_OK  # only for a stop: what the launcher exits with
 
 
+# Why an attempt failed, as the metrics label it (tfmw_restarts_total{kind=...}).
+HANG, OOM, SIGNAL, GROUP, EXIT = "hang", "oom", "signal", "group", "exit"
+_GROUP_REASON = f"a peer failed or the group broke (exit {EXIT_RETRYABLE})"
+
+
+def restart_kind(reason: str) -> str:
+    """The kind of a failed attempt's reason, as _run_once words it: hang, oom, signal, group
+    (exit 75: a peer failed or the group broke) or exit (any other exit code)."""
+    if reason.startswith("hang:"):
+        return HANG
+    if reason.startswith(OOM_KILLED):
+        return OOM
+    if reason.startswith("killed by signal"):
+        return SIGNAL
+    return GROUP if reason == _GROUP_REASON else EXIT
+
+
 def backoff_seconds(failures: int, first: float = 1.0, cap: float = 30.0) -> float:
     return min(first * (2 ** max(failures - 1, 0)), cap)
 
@@ -93,6 +110,7 @@ class SupervisorConfig:
     on_attempt: Callable[[int], None] = lambda attempt: None      # a training attempt starts
     on_restart: Callable[[str], None] = lambda cause: None        # it failed; restarting in place
     on_output: Callable[[str], None] = lambda line: None          # every line the command prints
+    on_beat: Callable[[int, str | None], None] = lambda step, phase: None  # a new heartbeat (step, phase)
     # a user command finished but the chief cannot write COMPLETED (shared storage read-only,
     # missing, full): retry this long, backing off, before failing (CompletionNotRecorded)
     marker_retry_seconds: float = 60.0
@@ -386,6 +404,7 @@ class Supervisor:
                 self._last_activity = time.monotonic()
                 watch.observe(beat[0], beat[1], self._last_activity)
                 beats += 1
+                self.cfg.on_beat(beat[0], beat[1])
             if self._standby is None and (beats >= 2 or time.monotonic() - started >= self.cfg.standby_delay_seconds):
                 self._spawn_standby()  # this attempt trains: get the next one ready
             if not deadline_hit and not self._stop.is_set() and self._deadline_passed():
@@ -418,7 +437,7 @@ class Supervisor:
         elif returncode < 0:
             reason = f"killed by signal {_signal_name(-returncode)}"
         elif returncode == EXIT_RETRYABLE:
-            reason = "a peer failed or the group broke (exit 75)"
+            reason = _GROUP_REASON
         else:
             reason = f"training exited with {returncode}"
         return _Attempt(returncode if not hung else -signal.SIGKILL, progressed, reason, deadline_hit,

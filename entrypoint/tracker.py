@@ -9,14 +9,16 @@ nothing here slows training.
 """
 from __future__ import annotations
 
+import collections
 import re
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from . import loglines
-from .lifecycle import TERMINAL_KEYS, Phase, Reason, RunState, advance, event_for, rfc3339
+from .goodput import Accounting, Ledger
+from .lifecycle import TERMINAL, TERMINAL_KEYS, Phase, Reason, RunState, advance, event_for, rfc3339
 from .loglines import CHECKPOINT, DONE, ERROR, PROGRESS, START, LogLine
 
 _TASK = re.compile(r"/job:worker(?:/replica:\d+)?/task:(\d+)")
@@ -34,12 +36,24 @@ def followed(raw: str) -> LogLine | None:
     return parsed
 
 
+@dataclass
+class Observed:
+    """What the metrics endpoint shows beyond the run's state (entrypoint.metrics)."""
+
+    examples_per_sec: float | None = None
+    checkpoint_seconds_last: float | None = None
+    checkpoint_seconds_sum: float = 0.0
+    checkpoints: int = 0
+    restarts: collections.Counter = field(default_factory=collections.Counter)  # by kind
+
+
 class RunTracker:
-    """Holds the run's state; every transition is logged, and recorded by the chief (any
-    worker records a terminal Failed it reaches itself)."""
+    """Holds the run's state and its time account (entrypoint.goodput); every transition is
+    logged, and recorded by the chief (any worker records a terminal Failed it reaches itself)."""
 
     def __init__(self, state: RunState, recorder, *, is_chief: bool, worker_index: int,
-                 log: Callable[[str], None], clock: Callable[[], float] = time.time):
+                 log: Callable[[str], None], clock: Callable[[], float] = time.time,
+                 ledger: Ledger | None = None):
         self._state = state
         self._lock = threading.Lock()
         self.recorder = recorder
@@ -47,6 +61,8 @@ class RunTracker:
         self.worker_index = worker_index
         self.log = log
         self.clock = clock
+        self.ledger = ledger or Ledger(clock())
+        self.observed = Observed()
         self._last_error = ""
 
     @property
@@ -57,11 +73,25 @@ class RunTracker:
     def now(self) -> str:
         return rfc3339(self.clock())
 
+    def accounting(self) -> Accounting:
+        with self._lock:
+            return self.ledger.snapshot(self.clock())
+
+    def _stamped(self, state: RunState) -> RunState:  # caller holds self._lock
+        fields = self.ledger.snapshot(self.clock()).to_fields()
+        return replace(state, goodput=fields["goodput"], productive_seconds=fields["productiveSeconds"],
+                       badput_seconds=fields["badputSeconds"])
+
     # -- transitions -------------------------------------------------------------------
     def transition(self, to: Phase, reason: Reason | None = None, message: str = "") -> RunState:
         with self._lock:
             src = self._state.phase
-            self._state = state = advance(self._state, to, now=self.now(), reason=reason, message=message)
+            if to is Phase.RESTARTING:
+                self.ledger.failed(self.clock())
+            elif to in TERMINAL:
+                self.ledger.ended(self.clock())
+            state = advance(self._state, to, now=self.now(), reason=reason, message=message)
+            self._state = state = self._stamped(state)
             # Queued under the lock (record() never blocks), so the recorder sees states in the
             # order they happened, never an older snapshot after a newer one.
             if self.is_chief or to is Phase.FAILED:
@@ -87,14 +117,34 @@ class RunTracker:
         if not self.is_chief:
             return
         with self._lock:
+            self._state = self._stamped(self._state)
             self.recorder.record(self._state, None)
             if event is not None:
                 self.recorder.event(*event)
+
+    # -- the time account (entrypoint.goodput) ------------------------------------------
+    def peer_wait(self) -> None:
+        with self._lock:
+            self.ledger.peer_wait(self.clock())
+
+    def peers_found(self) -> None:
+        with self._lock:
+            self.ledger.peers_found(self.clock())
+
+    def beat(self, step: int, phase: str | None) -> None:
+        """A new heartbeat of the training command (the supervisor's on_beat)."""
+        with self._lock:
+            self.ledger.beat(self.clock(), phase)
+
+    def restart_counted(self, kind: str) -> None:
+        with self._lock:
+            self.observed.restarts[kind] += 1
 
     # -- the trainer's output -----------------------------------------------------------
     def attempt_started(self) -> None:
         with self._lock:
             self._last_error = ""
+            self.ledger.attempt_started(self.clock())
 
     def on_line(self, line: str) -> None:
         parsed = followed(line)
@@ -114,17 +164,25 @@ class RunTracker:
                 s = replace(s, step=step if step is not None else s.step,
                             total_steps=(int(total) if total.isdigit() else 0) or s.total_steps,
                             loss=f.get("loss", s.loss))
+                rate = parsed.float_field("examples_per_sec")
+                self.observed.examples_per_sec = rate if rate is not None else self.observed.examples_per_sec
             elif kind == CHECKPOINT and parsed.int_field("step") is not None:
                 saved = parsed.int_field("step")
                 s = replace(s, last_checkpoint_step=saved, step=max(s.step or 0, saved))
                 checkpoint = True
+                seconds = parsed.float_field("seconds")
+                self.ledger.checkpoint_saved(self.clock(), seconds)
+                if seconds is not None:
+                    o = self.observed
+                    o.checkpoint_seconds_last, o.checkpoints = seconds, o.checkpoints + 1
+                    o.checkpoint_seconds_sum += seconds
             elif kind == DONE:
                 steps = parsed.int_field("steps")
                 s = replace(s, step=steps if steps is not None else s.step, loss=f.get("final_loss", s.loss))
             elif kind == ERROR:
                 self._last_error = loglines.error_text(parsed)
             if checkpoint:
-                s = replace(s, updated_at=self.now())
+                s = self._stamped(replace(s, updated_at=self.now()))
             self._state = s
             if checkpoint and self.is_chief:
                 self.recorder.record(s, None)  # coalesced: at most one write in flight

@@ -275,6 +275,7 @@ class CheckpointWriter:
     def save(self, step: int) -> str:
         self.checkpoint.step.assign(step)
         chief = self.cluster.is_chief
+        started = time.monotonic()
         if chief:
             log(loglines.line(loglines.CHECKPOINT, "writing", step=step))
         prefix = self.checkpoint.write(os.path.join(self.directory, f"ckpt-{step}"))
@@ -290,7 +291,9 @@ class CheckpointWriter:
             for path in tf.io.gfile.glob(old + ".*"):
                 tf.io.gfile.remove(path)
         if chief:
-            log(loglines.line(loglines.CHECKPOINT, "saved", step=step, path=prefix))
+            # seconds: the save's stall of the step loop (the launcher's goodput "checkpoint")
+            log(loglines.line(loglines.CHECKPOINT, "saved", step=step, path=prefix,
+                              seconds=f"{time.monotonic() - started:.3f}"))
         return prefix
 
     def close(self) -> None:

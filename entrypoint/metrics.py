@@ -1,0 +1,109 @@
+"""The launcher's Prometheus endpoint: `/metrics` in the text format (docs/contracts.md, "Metrics").
+
+Served by the launcher, not the trainer, so it answers through every restart of the training
+command, and with prometheus-client (its exposition, its HTTP server) rather than by hand.
+Nothing is counted twice: each scrape reads the run tracker (entrypoint.tracker), which already
+follows the trainer's lines, and its time account (entrypoint.goodput). Any command gets the
+launcher's metrics (phase, restarts, goodput); the built-in trainer's lines add the training
+ones (step, loss, examples/s, checkpoints).
+"""
+from __future__ import annotations
+
+import copy
+import socket
+from typing import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric,
+                                    StateSetMetricFamily, SummaryMetricFamily)
+
+from .goodput import CAUSES
+from .lifecycle import Phase
+from .supervisor import EXIT, GROUP, HANG, OOM, SIGNAL
+from .tracker import RunTracker
+
+RESTART_KINDS = (GROUP, SIGNAL, OOM, HANG, EXIT)
+
+
+class RunCollector:
+    """The run's metrics, computed at scrape time from the tracker."""
+
+    def __init__(self, tracker: RunTracker, *, worker: int, role: str):
+        self.tracker = tracker
+        self.worker = str(worker)
+        self.role = role
+
+    def describe(self) -> list:
+        return []  # no registration-time scrape: the tracker may not be ready yet
+
+    def collect(self) -> Iterator[Metric]:
+        t = self.tracker
+        state, account = t.state, t.accounting()
+        with t._lock:  # a consistent copy of what the output thread updates
+            observed = copy.deepcopy(t.observed)
+        yield InfoMetricFamily("tfmw_run", "The run this launcher trains",
+                               value={"run_id": state.run_id, "worker": self.worker, "role": self.role,
+                                      "revision": state.revision})
+        yield StateSetMetricFamily("tfmw_phase", "The run's phase (docs/lifecycle.md), as this launcher sees it",
+                                   value={str(p): p is state.phase for p in Phase})
+        yield from _gauges([
+            ("tfmw_step", "The last training step seen", state.step),
+            ("tfmw_total_steps", "The run's total steps", state.total_steps),
+            ("tfmw_loss", "The last loss the trainer printed", _float(state.loss)),
+            ("tfmw_examples_per_second", "Global examples per second over the last logging window",
+             observed.examples_per_sec),
+            ("tfmw_last_checkpoint_step", "The step of the chief's last published checkpoint",
+             state.last_checkpoint_step),
+            ("tfmw_checkpoint_last_seconds", "The last checkpoint save's seconds (the chief's)",
+             observed.checkpoint_seconds_last),
+            ("tfmw_goodput_ratio", "Productive seconds / wall seconds of the run (entrypoint.goodput)",
+             account.goodput),
+        ])
+        yield SummaryMetricFamily("tfmw_checkpoint_seconds", "Checkpoint saves and their seconds (the chief's)",
+                                  count_value=observed.checkpoints, sum_value=observed.checkpoint_seconds_sum)
+        restarts = CounterMetricFamily("tfmw_restarts", "In-place restarts of the training command, by kind",
+                                       labels=["kind"])
+        for kind in RESTART_KINDS:
+            restarts.add_metric([kind], observed.restarts.get(kind, 0))
+        yield restarts
+        yield GaugeMetricFamily("tfmw_run_restarts", "The run's restarts as recorded (pod restarts included)",
+                                value=state.restarts)
+        yield CounterMetricFamily("tfmw_productive_seconds", "Seconds of kept training progress",
+                                  value=account.productive)
+        badput = CounterMetricFamily("tfmw_badput_seconds", "Seconds that produced no kept progress, by cause",
+                                     labels=["cause"])
+        for cause in CAUSES:
+            badput.add_metric([cause], account.badput[cause])
+        yield badput
+
+
+def _float(text: str) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _gauges(rows) -> Iterator[Metric]:
+    for name, doc, value in rows:
+        if value is not None:  # unknown yet: absent, not a made-up 0
+            yield GaugeMetricFamily(name, doc, value=float(value))
+
+
+def serve(port: int, collector: RunCollector, log: Callable[[str], None]) -> object | None:
+    """Serve /metrics on `port` (every address) in a daemon thread; None, after one line, when
+    the port cannot be bound: metrics are never worth a training run."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    error: OSError | None = None
+    for address in ("::", "0.0.0.0"):  # dual-stack where the pod has IPv6, else IPv4
+        if address == "::" and not socket.has_ipv6:
+            continue
+        try:
+            server, _thread = start_http_server(port, addr=address, registry=registry)
+            return server
+        except OSError as err:
+            error = err
+    log(f"metrics: cannot serve on port {port} ({error.strerror or error}); training goes on without "
+        "a /metrics endpoint (metrics.port)")
+    return None
