@@ -14,6 +14,8 @@ wall time by construction:
     training    steps running: productive, except what is moved out of it below
     restarting  a failed attempt until the next one's first training step: the back-off,
                 the new process, the group re-forming, the restore, the traced first step
+    exporting   after the last step (the heartbeat's "finish" phase) until the run's end: the
+                chief's SavedModel export and COMPLETED marker
 
 and two moves out of `training` when the facts arrive:
 
@@ -33,12 +35,13 @@ import json
 import math
 from dataclasses import dataclass, field
 
-STARTUP, PEER_WAIT, CHECKPOINT, RESTART, LOST_WORK, DETECTION = (
-    "startup", "peerWait", "checkpoint", "restart", "lostWork", "detection")
-CAUSES = (STARTUP, PEER_WAIT, CHECKPOINT, RESTART, LOST_WORK, DETECTION)
+STARTUP, PEER_WAIT, CHECKPOINT, RESTART, LOST_WORK, DETECTION, EXPORT = (
+    "startup", "peerWait", "checkpoint", "restart", "lostWork", "detection", "export")
+CAUSES = (STARTUP, PEER_WAIT, CHECKPOINT, RESTART, LOST_WORK, DETECTION, EXPORT)
 
-_STARTING, _PEER_WAIT, _TRAINING, _RESTARTING, _ENDED = "starting", "peerWait", "training", "restarting", "ended"
-_BUCKET = {_STARTING: STARTUP, _PEER_WAIT: PEER_WAIT, _RESTARTING: RESTART}
+_STARTING, _PEER_WAIT, _TRAINING, _RESTARTING, _EXPORTING, _ENDED = (
+    "starting", "peerWait", "training", "restarting", "exporting", "ended")
+_BUCKET = {_STARTING: STARTUP, _PEER_WAIT: PEER_WAIT, _RESTARTING: RESTART, _EXPORTING: EXPORT}
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,12 @@ class Ledger:
             self._enter(_TRAINING, now)
 
     def beat(self, now: float, phase: str | None) -> None:
-        """A new heartbeat. A "train" beat (or a phase-less one) means a step completed."""
+        """A new heartbeat. A "train" beat (or a phase-less one) means a step completed; a
+        "finish" beat, that the steps are over and the export runs."""
+        if phase == "finish":
+            if self._activity == _TRAINING:
+                self._enter(_EXPORTING, now)
+            return
         if phase not in (None, "train"):
             return
         self._last_beat = now
@@ -170,7 +178,7 @@ class Ledger:
     def failed(self, now: float) -> None:
         """The attempt failed (its process ended, or was killed as hung): the time since the last
         step went unnoticed, the rest since the last checkpoint is trained again."""
-        was_training = self._activity == _TRAINING
+        was_training = self._activity == _TRAINING  # a failed export only restarts: at_risk is 0
         self._enter(_RESTARTING, now)
         if was_training and self._beats:
             unnoticed = now - self._last_beat if self._last_beat is not None else self._at_risk

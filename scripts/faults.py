@@ -48,7 +48,7 @@ from entrypoint.loglines import LogLine, progress_step
 from scripts import render
 from scripts.bench.table import markdown_table
 from scripts.helmkit import ToolError, find_helm, find_kubectl, helm_error_line
-from scripts.local_run import DEFAULT_RUNS, base_env, choose_network
+from scripts.local_run import DEFAULT_RUNS, base_env, choose_network, metrics_enabled
 from scripts.localrun.kubelet import LocalCluster
 from scripts.localrun.podspec import LocalRunError, build_pods, find_workload
 
@@ -74,6 +74,11 @@ class FaultResult:
     log_tail: list = field(default_factory=list)
     # Cluster mode: the deleted pod, the pod the StatefulSet controller made in its place,
     # and the digest in the chief's COMPLETED marker on shared storage (when readable here).
+    # The chief's time account at the end (its `tfmw completed` line, entrypoint.goodput).
+    goodput: float = float("nan")
+    wall_seconds: float = float("nan")
+    seconds_to_chief_end: float = float("nan")  # the harness's start -> the chief's `tfmw completed`
+    badput: dict = field(default_factory=dict)
     victim: str = ""
     recreated_pod: str = ""
     seconds_to_pod_running: float = float("nan")
@@ -149,6 +154,12 @@ def fill_result(result: FaultResult, streams: dict, marks: dict[int, int], fault
             if ordinal == 0:
                 result.model = fields.get("model", "")
         result.trainer_restarts += sum(bool(said(l, loglines.LAUNCHER, "restarting training")) for l in stream.lines)
+    ended = loglines.find(chief.lines, loglines.COMPLETED)
+    if ended and ended[-1].float_field("goodput") is not None:
+        fields = ended[-1].fields
+        result.goodput = float(fields["goodput"])
+        result.wall_seconds = float(fields.get("wall_seconds", "nan"))
+        result.badput = {k: float(v) for k, v in loglines.key_values(fields.get("badput", "")).items()}
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -240,6 +251,10 @@ def fault_and_recover(cluster: LocalCluster, result: FaultResult, fault_after_st
     result.completed, result.reason = outcome.ok, outcome.reason
     result.seconds_total = time.monotonic() - started
     fill_result(result, cluster.states, marks, fault_time)
+    chief = cluster.states[0]
+    ended = [when for when, line in zip(chief.times, chief.lines) if said(line, loglines.COMPLETED)]
+    if ended:
+        result.seconds_to_chief_end = ended[-1] - started
     result.log_tail = [f"[{s.pod.name}] {l}" for s in cluster.states.values() for l in s.lines[-15:]]
 
 
@@ -259,7 +274,8 @@ def run_scenario(scenario: str, runs_dir: Path = DEFAULT_RUNS, steps: int = 120,
     release = f"fault-{scenario}"[:40]
     sets = run_sets(steps, checkpoint_every, hang_timeout_seconds, extra_sets)
     workload, pods = scenario_pods(scenario, sets, runs_dir, release)
-    network, _ = choose_network("auto", int(workload.env_value("TFMW_PORT") or 2222), len(pods))
+    network, _ = choose_network("auto", int(workload.env_value("TFMW_PORT") or 2222), len(pods),
+                                metrics_enabled(workload))
     if scenario == "partition-worker" and not hasattr(network, "bridge"):
         result.reason = "needs network namespaces (root)"
         return result

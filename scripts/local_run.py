@@ -69,14 +69,24 @@ def base_env() -> dict[str, str]:
     return env
 
 
-def choose_network(mode: str, port: int, replicas: int):
+def metrics_enabled(workload) -> bool:
+    """The rendered workers serve /metrics (metrics.enabled sets TFMW_METRICS_PORT)."""
+    return (workload.env_value("TFMW_METRICS_PORT") or "0") != "0"
+
+
+def choose_network(mode: str, port: int, replicas: int, metrics: bool = False):
+    """netns (root) or loopback ports; on loopback, with metrics, one free range holds the
+    workers' gRPC ports and then their metrics ports."""
     if mode == "netns" or (mode == "auto" and netns_available()):
         if not netns_available():
             raise LocalRunError("--network netns needs root and iproute2 (`ip`); use --network loopback")
         cleanup_stale()
         return NetnsNetwork(), "network namespaces (one per pod, cluster DNS names)"
-    base = free_port_range(port, replicas)
-    return LoopbackNetwork(base_port=base), f"loopback 127.0.0.1 ports {base}..{base + replicas - 1}"
+    base = free_port_range(port, replicas * (2 if metrics else 1))
+    described = f"loopback 127.0.0.1 ports {base}..{base + replicas - 1}"
+    if metrics:
+        described += f", metrics {base + replicas}..{base + 2 * replicas - 1}"
+    return LoopbackNetwork(base_port=base, metrics_port=base + replicas if metrics else None), described
 
 
 def run_dir_of(pods: list[LocalPod]) -> RunDir | None:
@@ -121,6 +131,11 @@ def summary(cluster: LocalCluster, result: LocalRunResult, elapsed: float, run_d
         lines.append(f"  weights identical on every worker: {'yes' if same else 'NO'} "
                      f"({', '.join(sorted(str(d)[:12] for d in digests))})")
         lines.append(f"  model: {chief.get('model')}")
+    ended = loglines.find(states[0].lines, loglines.COMPLETED) if states else []
+    if ended and "goodput" in ended[-1].fields:
+        f = ended[-1].fields
+        lines.append(f"  goodput (chief): {float(f['goodput']):.1%} of {f.get('wall_seconds')}s; "
+                     f"badput seconds: {f.get('badput', '-')}")
     for state in evaluators:
         evaluated = [e.fields for e in loglines.find(state.lines, loglines.EVAL) if "step" in e.fields]
         if evaluated:
@@ -162,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(record.root, ignore_errors=True)
     completed_before = None if record is None else read_completed(record) is not None
     port = int(workload.env_value("TFMW_PORT") or 2222)
-    network, described = choose_network(args.network, port, len(pods))
+    network, described = choose_network(args.network, port, len(pods), metrics_enabled(workload))
     workers = sum(p.restart_policy == "Always" for p in pods)
     print(f"tf-multiworker local run: {workers} workers of {workload.name}"
           f"{' and the evaluator' if workload.evaluator else ''} "

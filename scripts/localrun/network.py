@@ -138,14 +138,18 @@ def cleanup_stale() -> list[str]:
 
 @dataclass
 class LoopbackNetwork:
-    """All pods on 127.0.0.1, worker j on base_port + j."""
+    """All pods on 127.0.0.1, worker j on base_port + j; with metrics (TFMW_METRICS_PORT set by
+    the chart) worker j serves them on metrics_port + j."""
     base_port: int
+    metrics_port: int | None = None
 
     def setup(self, pods: Sequence[LocalPod]) -> None:
         for pod in pods:
             pod.ip = "127.0.0.1"
             pod.env["TFMW_LOOPBACK_PORTS"] = "1"
             pod.env["TFMW_PORT"] = str(self.base_port)
+            if self.metrics_port is not None and pod.env.get("TFMW_METRICS_PORT", "0") != "0":
+                pod.env["TFMW_METRICS_PORT"] = str(self.metrics_port)
 
     def wrap(self, pod: LocalPod, argv: list[str]) -> list[str]:
         return argv

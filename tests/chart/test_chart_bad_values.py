@@ -119,10 +119,17 @@ BAD_VALUES = {
                                     "networkPolicy.egress.apiServer.ports", missing=True),
     "api-server-port-range": Bad(("networkPolicy.egress.apiServer.ports={70000}",),
                                  "networkPolicy.egress.apiServer.ports.0"),
+    # Issue 21: the metrics endpoint.
+    "metrics-port-zero": Bad(("metrics.port=0",), "metrics.port"),
+    "metrics-port-too-big": Bad(("metrics.port=65536",), "metrics.port"),
+    "metrics-switch": Bad(("metrics.enabled=yes",), "metrics.enabled"),
+    "pod-monitor-interval": Bad(("metrics.podMonitor.interval=often",), "metrics.podMonitor.interval"),
 }
 
 # Refused by the templates (`fail`), with the same text on both helms.
 TEMPLATE_REFUSALS = {
+    "metrics-port-is-grpc": (("metrics.port=2222",),
+                             "metrics.port=2222 is workers.port, the unauthenticated gRPC port: set metrics.port to another port"),
     "extra-env-shadows-contract": (("workers.extraEnv[0].name=TFMW_PORT",
                                     "workers.extraEnv[0].value=x"),
                                    "workers.extraEnv[0].name=TFMW_PORT: this variable is derived from values"),

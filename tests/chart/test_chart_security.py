@@ -108,7 +108,7 @@ def selects(selector: dict, labels: dict) -> bool:
 
 
 def test_networkpolicy_admits_grpc_only_from_the_release(helm, render):
-    objects = render(helm, overlay_path("local"))   # CPU workers: gRPC is their only port
+    objects = render(helm, overlay_path("local"))   # CPU workers: gRPC and metrics are their only ports
     sts = one(objects, "StatefulSet")
     worker_labels = pod_labels(sts)
     policies = find(objects, "NetworkPolicy")
@@ -116,8 +116,9 @@ def test_networkpolicy_admits_grpc_only_from_the_release(helm, render):
     assert [p["metadata"]["name"] for p in worker_policies] == [f"{FULLNAME}-workers"]
     (policy,) = worker_policies
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
-    (rule,) = policy["spec"]["ingress"]
+    rule, metrics_rule = policy["spec"]["ingress"]
     assert rule["ports"] == [{"port": 2222, "protocol": "TCP"}]
+    assert metrics_rule["ports"] == [{"port": 9090, "protocol": "TCP"}]   # test_metrics_port_* below
     for peer in rule["from"]:
         assert set(peer) == {"podSelector"}   # no namespaceSelector / ipBlock: same namespace only
 
@@ -136,7 +137,7 @@ def test_gpu_workers_reach_each_other_on_any_tcp_port_for_nccl(helm, render):
     objects = render(helm, ALL_ON)
     worker_labels = pod_labels(one(objects, "StatefulSet"))
     policy = one(objects, "NetworkPolicy", f"{FULLNAME}-workers")
-    grpc_rule, nccl_rule = policy["spec"]["ingress"]
+    grpc_rule, _metrics_rule, nccl_rule = policy["spec"]["ingress"]
     assert grpc_rule["ports"] == [{"port": 2222, "protocol": "TCP"}]
     assert nccl_rule["ports"] == [{"protocol": "TCP"}]
     (peer,) = nccl_rule["from"]
@@ -144,6 +145,20 @@ def test_gpu_workers_reach_each_other_on_any_tcp_port_for_nccl(helm, render):
     # Only workers: the test pod (and TensorBoard) still reach nothing but gRPC.
     assert not selects(peer["podSelector"], pod_labels(one(objects, "Pod")))
     assert policy["spec"]["egress"][0]["ports"] == [{"protocol": "TCP"}]
+
+
+def test_metrics_port_admits_metrics_from_or_the_namespace_and_nothing_else(helm, render):
+    def metrics_rules(*sets):
+        policy = one(render(helm, overlay_path("local"), sets=sets), "NetworkPolicy", f"{FULLNAME}-workers")
+        return [r for r in policy["spec"]["ingress"] if {"port": 9090, "protocol": "TCP"} in r.get("ports", [])]
+    (default,) = metrics_rules()
+    assert default["from"] == [{"podSelector": {}}] and default["ports"] == [{"port": 9090, "protocol": "TCP"}]
+    prometheus = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                  "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+    (chosen,) = metrics_rules("networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring",
+                              "networkPolicy.metricsFrom[0].podSelector.matchLabels.app\\.kubernetes\\.io/name=prometheus")
+    assert chosen["from"] == [prometheus]
+    assert metrics_rules("metrics.enabled=false") == []
 
 
 def test_every_pod_is_covered_by_a_networkpolicy(helm, render):

@@ -205,3 +205,60 @@ def test_loopback_network_mode_trains_without_namespaces(tmp_path):
     assert "loopback 127.0.0.1 ports" in proc.stdout
     done = pod_lines(proc.stdout, loglines.DONE)
     assert len(done) == 2 and len({l[-1].fields["weights_digest"] for l in done.values()}) == 1
+
+
+def _scrape(port: int) -> dict[str, list]:
+    from prometheus_client.parser import text_string_to_metric_families
+    import urllib.request
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return {family.name: family.samples for family in text_string_to_metric_families(body)}
+
+
+def _sample(families: dict, name: str, **labels) -> float:
+    """The one sample called `name` (a family's own name, or `_total`, `_count` ... of one)."""
+    [value] = [s.value for samples in families.values() for s in samples
+               if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
+    return value
+
+
+def test_every_worker_serves_metrics_through_the_run(tmp_path):
+    # The chart's default metrics.enabled: each launcher serves /metrics; read with
+    # prometheus-client's own parser while training and once the run has ended.
+    from scripts import render
+    from scripts.local_run import base_env, choose_network, metrics_enabled
+    from scripts.localrun.kubelet import LocalCluster
+    from scripts.localrun.podspec import build_pods, find_workload
+
+    rendered = render.prepare("local", ["training.config.steps=40", "training.config.checkpoint.everySteps=10",
+                                        "training.config.logEverySteps=5"], release="metrics")
+    workload = find_workload(rendered.objects, "default")
+    assert metrics_enabled(workload)
+    pods = build_pods(workload, tmp_path / "metrics")
+    network, described = choose_network("loopback", 2222, len(pods), metrics=True)  # reachable from here
+    metrics = [network.metrics_port + j for j in range(len(pods))]
+    assert f"metrics {metrics[0]}..{metrics[-1]}" in described
+    cluster = LocalCluster(pods, network, base_env(), grace_seconds=20, out=lambda line: None)
+    try:
+        cluster.start()
+        seen = cluster.wait_for_line(0, lambda l: bool(loglines.parse_kind(l, loglines.CHECKPOINT)) and "saved" in l, 300)
+        assert seen is not None, cluster.states[0].lines[-20:]
+        during = [_scrape(port) for port in metrics]
+        assert cluster.wait(300).ok
+        after = _scrape(metrics[0])
+    finally:
+        cluster.shutdown()
+    for ordinal, families in enumerate(during):
+        assert _sample(families, "tfmw_run_info", worker=str(ordinal), role="chief" if ordinal == 0 else "worker") == 1
+        assert _sample(families, "tfmw_phase", tfmw_phase="Running") == 1
+        assert _sample(families, "tfmw_step") >= 5 and _sample(families, "tfmw_total_steps") == 40
+        assert _sample(families, "tfmw_examples_per_second") > 0
+    chief = during[0]
+    assert _sample(chief, "tfmw_last_checkpoint_step") >= 10
+    assert _sample(chief, "tfmw_checkpoint_seconds_count") >= 1
+    assert _sample(after, "tfmw_phase", tfmw_phase="Succeeded") == 1
+    assert _sample(after, "tfmw_step") == 40
+    productive = _sample(after, "tfmw_productive_seconds_total")
+    badput = {s.labels["cause"]: s.value for s in after["tfmw_badput_seconds"] if s.name.endswith("_total")}
+    assert badput["startup"] > 0 and badput["restart"] == 0 and badput["lostWork"] == 0
+    assert _sample(after, "tfmw_goodput_ratio") == pytest.approx(productive / (productive + sum(badput.values())),
+                                                                  abs=1e-3)

@@ -55,6 +55,19 @@ def test_training_survives_fault(scenario, tmp_path):
     assert 0 <= result.steps_lost <= EVERY, (result.step_at_fault, result.resume_step)
     if scenario in ("kill-chief", "kill-during-checkpoint"):
         assert reloads_and_predicts(result.model)
+    if scenario in ("kill-worker", "hang-worker", "partition-worker"):
+        # The chief's launcher lived through the whole run: its time account (entrypoint.goodput)
+        # covers the harness's own wall time, and the fault shows up where it belongs.
+        assert set(result.badput) <= {"startup", "peerWait", "checkpoint", "restart", "lostWork", "detection",
+                                      "export"}, result.badput
+        # (to its end, not the harness's: the other worker may take a while to notice the
+        # chief's coordination service is gone after the chief finished)
+        end = result.seconds_to_chief_end
+        assert abs(result.wall_seconds - end) <= max(2.0, 0.03 * end), (result.wall_seconds, end, result.badput)
+        assert result.badput.get("restart", 0) > 0 and result.badput.get("startup", 0) > 0, result.badput
+        if result.steps_lost > 0:
+            assert result.badput.get("lostWork", 0) + result.badput.get("detection", 0) > 0, result.badput
+        assert 0 < result.goodput < 1
 
 
 def test_kill_mid_checkpoint_never_publishes_a_partial_checkpoint(tmp_path):

@@ -27,7 +27,7 @@ def test_a_clean_run_is_startup_peer_wait_training_and_checkpoints():
     ledger.ended(130.0)
     account = ledger.snapshot(500.0)  # ended: time after the end is not the run's
     assert account.badput == {"startup": approx(6.0), "peerWait": approx(2.0), "checkpoint": approx(1.5),
-                              "restart": 0.0, "lostWork": 0.0, "detection": 0.0}
+                              "restart": 0.0, "lostWork": 0.0, "detection": 0.0, "export": 0.0}
     assert account.productive == approx(22.0 - 1.5)
     assert account.wall == approx(30.0)
     assert account.goodput == approx(20.5 / 30.0)
@@ -130,3 +130,13 @@ def test_the_completed_line_fields_name_the_causes_largest_first():
     assert goodput_fields(state) == {"goodput": f"{250 / 275:.4f}", "wall_seconds": "275.0",
                                      "badput": "restart=20.0 startup=5.0"}
     assert goodput_fields(RunState(run_id="r")) == {}
+
+
+def test_the_export_after_the_last_step_is_its_own_cause():
+    ledger = Ledger(0.0)
+    ledger.beat(1.0, "train")
+    ledger.beat(9.0, "finish")       # the steps are over: SavedModel export and COMPLETED
+    ledger.ended(12.0)
+    account = ledger.snapshot(12.0)
+    assert account.badput["export"] == approx(3.0) and account.productive == approx(8.0)
+    assert account.badput["startup"] == approx(1.0)

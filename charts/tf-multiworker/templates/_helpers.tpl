@@ -425,7 +425,7 @@ Each line names the key and the fix.
 {{- end }}
 {{- /* Variables the chart or the entrypoint derives per pod: a user value would shadow them.
        Names are compared case-insensitively; TFMW_* is reserved as a whole. */}}
-{{- $chartEnv := list "TFMW_POD_NAME" "TFMW_NAMESPACE" "TFMW_STATEFULSET" "TFMW_SERVICE" "TFMW_REPLICAS" "TFMW_PORT" "TFMW_CLUSTER_DOMAIN" "TFMW_PEER_TIMEOUT_SECONDS" "TFMW_MAX_RESTARTS" "TFMW_HANG_TIMEOUT_SECONDS" "TFMW_HANG_DETECTION" "TFMW_TRAINING_CONFIG" "TFMW_SHARED_DIR" "TFMW_RUN_ID" "TFMW_ON_SUCCESS" "TFMW_ON_FAILURE" "TFMW_ACTIVE_DEADLINE_SECONDS" "TFMW_WARM_STANDBY" "TFMW_POD_REVISION" "TFMW_API_DIR" "TFMW_STATUS_CONFIGMAP" "TF_CONFIG" }}
+{{- $chartEnv := list "TFMW_POD_NAME" "TFMW_NAMESPACE" "TFMW_STATEFULSET" "TFMW_SERVICE" "TFMW_REPLICAS" "TFMW_PORT" "TFMW_METRICS_PORT" "TFMW_CLUSTER_DOMAIN" "TFMW_PEER_TIMEOUT_SECONDS" "TFMW_MAX_RESTARTS" "TFMW_HANG_TIMEOUT_SECONDS" "TFMW_HANG_DETECTION" "TFMW_TRAINING_CONFIG" "TFMW_SHARED_DIR" "TFMW_RUN_ID" "TFMW_ON_SUCCESS" "TFMW_ON_FAILURE" "TFMW_ACTIVE_DEADLINE_SECONDS" "TFMW_WARM_STANDBY" "TFMW_POD_REVISION" "TFMW_API_DIR" "TFMW_STATUS_CONFIGMAP" "TF_CONFIG" }}
 {{- $ncclEnv := list }}
 {{- if gt $gpus 0 }}
 {{- with $workers.nccl }}
@@ -470,6 +470,9 @@ Each line names the key and the fix.
 {{- if has $key $chartAnnotations }}
 {{- $problems = append $problems (printf "workers.podAnnotations.%s: the chart sets this annotation on the worker pods; choose another annotation key" $key) }}
 {{- end }}
+{{- end }}
+{{- if and $v.metrics.enabled (eq (int $v.metrics.port) (int $workers.port)) }}
+{{- $problems = append $problems (printf "metrics.port=%d is workers.port, the unauthenticated gRPC port: set metrics.port to another port (default 9090)" (int $v.metrics.port)) }}
 {{- end }}
 {{- if and .Values.tensorboard.enabled (eq .Values.storage.type "emptyDir") }}
 {{- $problems = append $problems "tensorboard.enabled=true needs shared storage: set storage.type to existingClaim, createClaim or objectStore (an emptyDir is private to each worker)" }}
