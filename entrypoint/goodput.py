@@ -85,13 +85,13 @@ class Accounting:
         return cls(carried, values)
 
     def summary(self) -> str:
-        """'goodput 87.3% of 120.4s; badput: restart 9.8s, startup 5.1s' (largest first, >= 0.05 s)."""
+        """'goodput 87.3% of 120.4s (badput: restart 9.8s, startup 5.1s)' (largest first, >= 0.05 s)."""
         ratio = self.goodput
         if ratio is None:
             return "goodput -"
         parts = sorted(((s, c) for c, s in self.badput.items() if s >= 0.05), reverse=True)
         badput = ", ".join(f"{c} {s:.1f}s" for s, c in parts) or "none"
-        return f"goodput {ratio:.1%} of {self.wall:.1f}s; badput: {badput}"
+        return f"goodput {ratio:.1%} of {self.wall:.1f}s (badput: {badput})"
 
 
 class Ledger:

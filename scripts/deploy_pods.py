@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import dataclass
 
 from entrypoint import loglines
+from entrypoint.goodput import Accounting
 from scripts.helmkit import ToolError
 
 
@@ -252,6 +253,8 @@ class RunRecord:
     eval_step: str = ""    # the evaluator's latest result (evaluator.enabled; its own keys)
     eval_loss: str = ""
     eval_accuracy: str = ""
+    productive_seconds: str = ""  # the chief's time account (entrypoint.goodput)
+    badput_seconds: str = ""
 
     @property
     def terminal(self) -> bool:
@@ -268,7 +271,8 @@ def run_record(configmap: dict | None) -> RunRecord | None:
                      step=get("step"), total_steps=get("totalSteps"), loss=get("loss"), restarts=get("restarts"),
                      last_checkpoint_step=get("lastCheckpointStep"), started_at=get("startedAt"),
                      finished_at=get("finishedAt"), revision=get("revision"), updated_at=get("updatedAt"),
-                     eval_step=get("evalStep"), eval_loss=get("evalLoss"), eval_accuracy=get("evalAccuracy"))
+                     eval_step=get("evalStep"), eval_loss=get("evalLoss"), eval_accuracy=get("evalAccuracy"),
+                     productive_seconds=get("productiveSeconds"), badput_seconds=get("badputSeconds"))
 
 
 def current_record(record: RunRecord | None, workers: Workers) -> RunRecord | None:
@@ -300,6 +304,9 @@ def run_summary(record: RunRecord | None, workers: Workers) -> str:
         parts.append(f"checkpoint at step {mine.last_checkpoint_step}")
     if mine.eval_step:
         parts.append(f"eval at step {mine.eval_step}: accuracy {mine.eval_accuracy or '?'}, loss {mine.eval_loss or '?'}")
+    account = Accounting.from_fields(mine.productive_seconds, mine.badput_seconds)
+    if account is not None and account.goodput is not None:
+        parts.append(account.summary())  # 'goodput 87.3% of 120.4s (badput: restart 9.8s, ...)'
     if mine.started_at:
         parts.append(f"started {mine.started_at}")
     if mine.finished_at:

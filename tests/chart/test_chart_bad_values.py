@@ -476,10 +476,11 @@ def test_extra_rules_with_to_or_ports_are_kept(helm, tmp_path):
     assert {"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]} in policy["spec"]["egress"]
 
 
-@pytest.mark.parametrize("field", ["tensorboardFrom", "egress.apiServer.to"])
+@pytest.mark.parametrize("field", ["tensorboardFrom", "metricsFrom", "egress.apiServer.to"])
 def test_an_empty_network_policy_peer_is_refused(helm, major, tmp_path, field):
     path = tmp_path / "peers.yaml"
     text = {"tensorboardFrom": "networkPolicy:\n  tensorboardFrom: [{}]\n",
+            "metricsFrom": "networkPolicy:\n  metricsFrom: [{}]\n",
             "egress.apiServer.to": "networkPolicy:\n  egress:\n    apiServer:\n      to: [{}]\n"}[field]
     path.write_text(text)
     error = chartkit.template_error(helm, [path])

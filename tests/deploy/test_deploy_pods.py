@@ -151,6 +151,18 @@ def test_run_summary_shows_the_evaluators_latest_result():
         "eval at step 40: accuracy 0.7236, loss 1.4560, started 2026-11-30T06:52:15Z, finished 2026-11-30T06:52:39Z")
 
 
+def test_run_summary_shows_the_recorded_goodput_and_its_largest_badput_first():
+    accounted = status_cm(**SUCCEEDED["data"], goodput="0.8000", productiveSeconds="80.0",
+                          badputSeconds='{"startup":12.0,"peerWait":0.0,"checkpoint":1.0,"restart":7.0,'
+                                        '"lostWork":0.0,"detection":0.0,"export":0.0}')
+    assert deploy_pods.run_summary(deploy_pods.run_record(accounted), WORKERS) == (
+        "run r1 Succeeded, step 40/40, loss 1.6561, 0 restarts, checkpoint at step 40, "
+        "goodput 80.0% of 100.0s (badput: startup 12.0s, restart 7.0s, checkpoint 1.0s), "
+        "started 2026-11-30T06:52:15Z, finished 2026-11-30T06:52:39Z")
+    garbled = status_cm(**SUCCEEDED["data"], productiveSeconds="x", badputSeconds="{")
+    assert "goodput" not in deploy_pods.run_summary(deploy_pods.run_record(garbled), WORKERS)
+
+
 def test_run_summary_of_a_failed_run_names_reason_and_message():
     failed = deploy_pods.run_record(status_cm(runId="r1", phase="Failed", reason="BadConfig",
                                               message="training.config: unknown key 'stepz'", restarts="1"))

@@ -95,7 +95,7 @@ def test_the_status_strings_round_trip_and_refuse_garbage():
                                ("nan", "{}"), ("1", '{"restart": "x"}')):
         assert Accounting.from_fields(productive, badput) is None, (productive, badput)
     assert Accounting().goodput is None and Accounting().summary() == "goodput -"
-    assert account.summary() == "goodput 90.0% of 100.0s; badput: restart 7.2s, startup 2.8s"
+    assert account.summary() == "goodput 90.0% of 100.0s (badput: restart 7.2s, startup 2.8s)"
 
 
 def test_a_non_finite_checkpoint_time_is_ignored():
