@@ -53,9 +53,13 @@ help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 	@echo "  variables: ENV=$(ENV) RELEASE=$(RELEASE) NAMESPACE=$(NAMESPACE) SET='k=v ...' SET_FILE='k=path ...' HELM=path QUICK=1"
 
-$(VENV_STAMP): pyproject.toml
+# The venv gets the image's versions of every package both have (the CPU lock, its hashes
+# dropped, as pip constraints): `make local` trains on the image's stack. Unconstrained, pip
+# took ml-dtypes 0.7.0, whose module init alone costs 1 s of every trainer start (0.6.0: 8 ms).
+$(VENV_STAMP): pyproject.toml requirements/image-cpu.lock
 	@test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@sed -n 's/^\([A-Za-z0-9_.-]*==[^ ]*\).*/\1/p' requirements/image-cpu.lock > $(VENV)/image-constraints.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -c $(VENV)/image-constraints.txt -e '.[dev]'
 	@touch $@
 
 $(TOOLS_STAMP): scripts/tools.py

@@ -172,3 +172,14 @@ def test_the_nvidia_libraries_tf_runpath_omits_are_the_ones_the_image_build_chec
     checked = re.search(r"for lib in ([^;]+); do case", dockerfile)
     assert checked, "the Dockerfile does not check the linker cache"
     assert set(library.values()) <= set(checked.group(1).split())
+
+
+def test_the_venv_runs_the_images_versions_of_every_package_both_have():
+    # `make setup` installs the venv with the CPU lock as pip constraints, so `make local` and
+    # the fault harness train on the image's stack: an unconstrained ml-dtypes 0.7.0 once cost
+    # every trainer start 1 s of module init.
+    installed = {canonicalize_name(d.metadata["Name"]): d.version for d in importlib.metadata.distributions()}
+    differ = {name: (installed[name], version) for name, (version, _) in LOCKS["cpu"].items()
+              if name in installed and installed[name] != version}
+    assert differ == {}, f"venv != image lock (installed, locked): {differ}; run `make setup`"
+    assert "ml-dtypes" in installed and "ml-dtypes" in LOCKS["cpu"]
