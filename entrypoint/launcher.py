@@ -222,7 +222,6 @@ class Launcher:
                                f"({err}); mount an emptyDir at /tmp") from None
             tracker.record_now(("Restarted", "Warning", f"worker {task['index']}'s pod restarted, resuming from "
                                 f"step {plan.state.last_checkpoint_step or 0}") if plan.resumed else None)
-            self._wait_for_peers(hosts, settings, deadline, tracker)
             heartbeat = Path(tmp) / f"tfmw-heartbeat-{os.getpid()}"
             preload, why = standby_plan(settings.warm_standby, self.command)
             self._say(f"warm standby: {why}")
@@ -237,11 +236,16 @@ class Launcher:
                 on_attempt=lambda attempt: self._attempt(tracker, attempt, workers),
                 on_restart=lambda cause: self._restarting(tracker, cause),
                 on_output=tracker.on_line, on_beat=tracker.beat, standby_preload=preload))
-            if self.stopping.is_set():
-                return EXIT_SIGTERM
             try:
+                # The standby imports TensorFlow while the peers come up (a recreated pod's DNS
+                # name, a peer's restart): the first attempt starts with its imports done.
+                self.supervisor.prepare()
+                self._wait_for_peers(hosts, settings, deadline, tracker)
+                if self.stopping.is_set():
+                    return EXIT_SIGTERM
                 ending = self.supervisor.run()
             finally:
+                self.supervisor.close()  # no standby outlives supervision
                 heartbeat.unlink(missing_ok=True)
         except _Stopped:
             self._say("stopped by signal while waiting for peers")

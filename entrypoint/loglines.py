@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 PREFIX = "tfmw"
 
 # The kinds, by producer (docs/contracts.md lists each line's fields).
-CONNECTING, START, PROGRESS, CHECKPOINT = "connecting", "start", "progress", "checkpoint"
+CONNECTING, CONNECTED, START, PROGRESS, CHECKPOINT = "connecting", "connected", "start", "progress", "checkpoint"
 RECOVERED, WARNING, DEBUG, STOPPED = "recovered", "warning", "debug", "stopped"
 ERROR, DONE, SIGTERM, EVAL = "error", "done", "sigterm", "eval"           # trainer
 LAUNCHER, LIFECYCLE, COMPLETED, FAILED = "launcher", "lifecycle", "completed", "failed"  # launcher

@@ -82,7 +82,13 @@ def restart_kind(reason: str) -> str:
 
 
 def backoff_seconds(failures: int, first: float = 1.0, cap: float = 30.0) -> float:
-    return min(first * (2 ** max(failures - 1, 0)), cap)
+    """The wait before restart number `failures` without progress: none for the first (an
+    attempt that trained and then lost a peer restarts at once: the group re-forms as soon as
+    the peer is back, and a wait here only adds to every recovery), then first, 2x first, ...
+    up to cap, so a command that fails at once does not spin."""
+    if failures <= 1:
+        return 0.0
+    return min(first * (2 ** (failures - 2)), cap)
 
 
 @dataclass
@@ -255,6 +261,16 @@ class Supervisor:
                       f"training.activeDeadlineSeconds={self.cfg.deadline_seconds} passed; {detail}")
 
     # -- main loop -----------------------------------------------------------------
+    def prepare(self) -> None:
+        """Start the warm standby now (before the launcher's peer wait), so the first attempt
+        runs in a process whose imports are done; nothing when the standby is off."""
+        self._env = dict(self.cfg.env, TFMW_HEARTBEAT_FILE=str(self.cfg.heartbeat_file))
+        self._spawn_standby()
+
+    def close(self) -> None:
+        """Discard a standby that was never used (supervision ended, or never began)."""
+        self._discard_standby()
+
     def run(self) -> Ending:
         try:
             return self._supervise()
@@ -396,7 +412,10 @@ class Supervisor:
         deadline_hit = False
         term_sent = 0.0
         while child.poll() is None:
-            time.sleep(self.cfg.poll_seconds)
+            try:  # wakes at once when the command exits: no poll interval added to a recovery
+                child.wait(self.cfg.poll_seconds)
+            except subprocess.TimeoutExpired:
+                pass
             beat = read_beat(hb)
             if beat is not None and beat != last_beat:
                 progressed = progressed or last_beat is not None or beat[0] > 0

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import signal
@@ -78,7 +79,12 @@ class FaultResult:
     goodput: float = float("nan")
     wall_seconds: float = float("nan")
     seconds_to_chief_end: float = float("nan")  # the harness's start -> the chief's `tfmw completed`
+    # the chief's own first start in the same run: `starting training (attempt 1)` -> its first
+    # step (TensorFlow import, the group forming, build, restore, the traced first step)
+    seconds_cold_start: float = float("nan")
     badput: dict = field(default_factory=dict)
+    # fault -> resumed, split at the chief's milestones (recovery_parts): part -> seconds
+    parts: dict = field(default_factory=dict)
     victim: str = ""
     recreated_pod: str = ""
     seconds_to_pod_running: float = float("nan")
@@ -120,6 +126,46 @@ def shows_detection(raw: str) -> bool:
         (loglines.ERROR, ""), (loglines.LAUNCHER, "watchdog"), (loglines.SIGTERM, ""), (loglines.STOPPED, "")))
 
 
+# The recovery's parts, in order, each ending at a line of the chief's (the last one it
+# started training from): (part, kind, text the line starts with).
+RECOVERY_MILESTONES = (
+    ("trainer exit", loglines.LAUNCHER, "restarting training in place"),
+    ("restart", loglines.LAUNCHER, "starting training (attempt"),
+    ("process start", loglines.CONNECTING, ""),
+    ("group re-form", loglines.CONNECTED, ""),
+    ("restore", loglines.START, ""),
+)
+RECOVERY_PARTS = ("detection", *(m[0] for m in RECOVERY_MILESTONES), "first step")
+
+
+def recovery_parts(chief, mark: int, start: int, fault_time: float, detected: float | None) -> dict[str, float]:
+    """fault -> resumed in parts (pure): detection (the fault to the first line showing it),
+    then the chief's milestones before its final `tfmw start` (line `start`), each the last of
+    its kind before the next, then the first step. A milestone the chief did not print (a
+    killed chief restarts in a new launcher: no `restarting training in place`) merges its time
+    into the next part. The parts add up to seconds_to_resume."""
+    after = [i for i in range(start, len(chief.lines)) if progress_step(chief.lines[i]) is not None]
+    if not after:
+        return {}
+    found = {"first step": after[0], "restore": start}
+    upper = start
+    for part, kind, head in reversed(RECOVERY_MILESTONES[:-1]):
+        hits = [i for i in range(mark, upper) if said(chief.lines[i], kind, head)]
+        if hits:
+            found[part] = upper = hits[-1]
+    clock = fault_time
+    parts: dict[str, float] = {}
+    if detected is not None:
+        clock = max(detected, fault_time)
+        parts["detection"] = clock - fault_time
+    for part in RECOVERY_PARTS[1:]:
+        if part in found:
+            when = max(chief.times[found[part]], clock)
+            parts[part] = when - clock
+            clock = when
+    return parts
+
+
 def fill_result(result: FaultResult, streams: dict, marks: dict[int, int], fault_time: float) -> None:
     """The measurements of one faulted run from its pods' logs (pure).
 
@@ -142,6 +188,12 @@ def fill_result(result: FaultResult, streams: dict, marks: dict[int, int], fault
                 for when, line in zip(st.times[marks[o]:], st.lines[marks[o]:]) if shows_detection(line)]
     if detected:
         result.seconds_to_detect = min(detected) - fault_time
+    first = [i for i in range(marks[0]) if said(chief.lines[i], loglines.LAUNCHER, "starting training (attempt 1)")]
+    stepped = [i for i in range(first[0], marks[0]) if progress_step(chief.lines[i]) is not None] if first else []
+    if stepped:
+        result.seconds_cold_start = chief.times[stepped[0]] - chief.times[first[0]]
+    if starts:
+        result.parts = recovery_parts(chief, marks[0], starts[-1], fault_time, min(detected) if detected else None)
     # Steps reached before the group broke can exceed the step at the fault moment.
     broke = chief.times[starts[0]] if starts else None
     result.step_at_fault = max(result.step_at_fault, _max_step(streams, until=broke))
@@ -647,6 +699,22 @@ def check_cluster(kubeconfig: Path) -> Kube:
 
 TABLE_HEADERS = ["fault", "completed", "fault at step", "resumed from", "steps lost", "fault → detected (s)",
                  "fault → resumed (s)", "trainer restarts", "identical weights"]
+def parts_table(results: list[FaultResult]) -> list[str]:
+    """fault -> resumed in its parts (recovery_parts), the chief's cold start in the same run and
+    the ratio of the two, and the chief's goodput for the whole run: one row a fault (pure)."""
+    def cell(value: float) -> str:
+        return "-" if value is None or math.isnan(value) else f"{value:.1f}"
+    rows = []
+    for r in results:
+        ratio = r.seconds_to_resume / r.seconds_cold_start if r.seconds_cold_start > 0 else float("nan")
+        rows.append([r.scenario, *(cell(r.parts.get(part, float("nan"))) for part in RECOVERY_PARTS),
+                     cell(r.seconds_to_resume), cell(r.seconds_cold_start),
+                     "-" if math.isnan(ratio) else f"{ratio:.2f}x",
+                     "-" if math.isnan(r.goodput) else f"{r.goodput:.1%}"])
+    return markdown_table(["fault", *(f"{p} (s)" for p in RECOVERY_PARTS), "fault → resumed (s)",
+                           "cold start (s)", "resumed / cold start", "goodput (chief)"], rows).splitlines()
+
+
 CLUSTER_HEADERS = ["fault", "pod deleted", "recreated as", "fault → recreated pod Running (s)",
                    "COMPLETED marker digest", "total (s)"]
 
@@ -724,6 +792,8 @@ def main(argv=None) -> int:
                 print(f"faults: {err}", file=sys.stderr)
                 return getattr(err, "exit_code", 2)
     print("\n".join(table(results)))
+    if any(r.parts for r in results):
+        print("\n" + "\n".join(parts_table(results)))
     if args.cluster:
         print("\n" + "\n".join(cluster_table(results)))
     return 0 if all(r.completed for r in results) else 1

@@ -507,7 +507,10 @@ def set_up(config: dict, cluster: Cluster, env: RunEnv) -> Session:
     """Join the group, build the model, restore the newest checkpoint, open the data at the
     restored step; refuse when the workers restored different steps."""
     log(loglines.line(loglines.CONNECTING, worker=f"{cluster.worker_index}/{cluster.num_workers}"))
-    strategy, collective = make_strategy(config)
+    connecting = time.monotonic()
+    strategy, collective = make_strategy(config)  # returns once every worker has joined the group
+    log(loglines.line(loglines.CONNECTED, worker=f"{cluster.worker_index}/{cluster.num_workers}",
+                      seconds=f"{time.monotonic() - connecting:.2f}"))
     run = RunDir.of(env.shared_dir, env.run_id)
     makedirs(run.checkpoints)
     tf.random.set_seed(config["seed"])

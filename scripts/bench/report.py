@@ -235,6 +235,7 @@ def fig_recovery(defaults, plotted: bool, variants: list, summary: tuple[list, l
     """Figure 3: the harness's table at the chart's defaults, then the same faults with one
     setting changed (`variants`: fig_recovery.Run each) and the summary of fault → resumed per
     configuration (fig_recovery.summary)."""
+    from scripts.faults import parts_table
     from scripts.faults import table as fault_table
 
     lines = ["## Figure 3: recovery after a fault", ""]
@@ -253,6 +254,16 @@ def fig_recovery(defaults, plotted: bool, variants: list, summary: tuple[list, l
                                                                               else ""),
         "",
         *fault_table(defaults.results),
+        "",
+        "**Where fault → resumed goes**, at the chief's milestones (`scripts/faults.py` recovery_parts): "
+        "detection (the fault to the first line that shows it), trainer exit (to the chief's launcher seeing its "
+        "trainer gone), restart (back-off, peer wait; a killed chief's pod restart), process start (the new "
+        "trainer's imports: none with the warm standby), group re-form (until every worker joined the coordination "
+        "service: the killed worker's own cold start sits here), restore (model build, checkpoint restore), first "
+        "step (tracing). *cold start*: the chief's first start in the same run, `starting training (attempt 1)` to "
+        "its first step; *goodput*: the chief's time account for the whole run (docs/contracts.md).",
+        "",
+        *parts_table(defaults.results),
         "",
     ]
     if variants:

@@ -41,6 +41,47 @@ def test_fill_result_measures_from_the_chiefs_restart():
     assert result.trainer_restarts == 1 and result.identical_weights
 
 
+def test_recovery_parts_split_fault_to_resumed_at_the_chiefs_milestones():
+    # Fault at t=10; the chief's trainer reports the lost peer at 10.1 and exits, its launcher
+    # restarts at 10.5, starts attempt 2 at 10.6 (warm standby), which connects at once; the
+    # group forms at 14 (the killed worker's cold start), restores by 14.5, steps at 15.5.
+    chief = Stream([start(0), progress(50), "tfmw error retryable=true worker=0 UnavailableError: x",
+                    "tfmw launcher restarting training in place in 0s: a peer failed", "tfmw launcher starting "
+                    "training (attempt 2): python -m entrypoint.training", "tfmw connecting worker=0/2",
+                    "tfmw connected worker=0/2 seconds=3.40", start(40), progress(41), DONE.format("d")],
+                   [1, 9, 10.1, 10.5, 10.6, 10.6, 14.0, 14.5, 15.5, 40])
+    worker = Stream([start(0), progress(50), start(40), DONE.format("d")], [1, 9, 14.5, 40])
+    result = FaultResult("kill-worker", False, "", 100, 20)
+    faults.fill_result(result, {0: chief, 1: worker}, {0: 2, 1: 2}, fault_time=10.0)
+    assert list(result.parts) == list(faults.RECOVERY_PARTS)
+    assert result.parts == pytest.approx({"detection": 0.1, "trainer exit": 0.4, "restart": 0.1, "process start": 0.0,
+                                          "group re-form": 3.4, "restore": 0.5, "first step": 1.0})
+    assert sum(result.parts.values()) == pytest.approx(result.seconds_to_resume)
+
+
+def test_recovery_parts_of_a_killed_chief_merge_what_it_never_printed():
+    # The chief's pod died: a new launcher, no `restarting training in place`; its attempt-1
+    # line ends the restart part, which then holds the pod restart as well.
+    chief = Stream([start(0), progress(50), "(local kubelet) container restarted, start #2",
+                    "tfmw launcher starting training (attempt 1): x", "tfmw connecting worker=0/2",
+                    "tfmw connected worker=0/2 seconds=0.5", start(40), progress(41)],
+                   [1, 9, 11, 11.4, 15, 15.5, 16, 17])
+    worker = Stream([start(0), progress(50), "tfmw error retryable=true worker=1 UnavailableError: x"], [1, 9, 10.2])
+    result = FaultResult("kill-chief", False, "", 100, 20)
+    faults.fill_result(result, {0: chief, 1: worker}, {0: 2, 1: 2}, fault_time=10.0)
+    assert "trainer exit" not in result.parts
+    assert result.parts == pytest.approx({"detection": 0.2, "restart": 1.2, "process start": 3.6,
+                                          "group re-form": 0.5, "restore": 0.5, "first step": 1.0})
+
+
+def test_the_parts_table_shows_each_part_the_cold_start_and_the_ratio():
+    result = FaultResult("kill-worker", True, "", 100, 20, seconds_to_resume=6.0, seconds_cold_start=8.0,
+                         goodput=0.71, parts={"detection": 0.1, "group re-form": 4.9, "first step": 1.0})
+    header, rule, row = faults.parts_table([result])
+    assert header.startswith("| fault | detection (s) | trainer exit (s) |") and "resumed / cold start" in header
+    assert row.startswith("| kill-worker | 0.1 | - | - | - | 4.9 | - | 1.0 | 6.0 | 8.0 | 0.75x | 71.0% |")
+
+
 def test_fill_result_without_a_restart_leaves_the_resume_unmeasured():
     chief = Stream([start(0), progress(50), DONE.format("a")], [1, 9, 30])
     worker = Stream([start(0), DONE.format("b")], [1, 30])

@@ -40,8 +40,8 @@ def test_permanent_exits_name_their_terminal_reason():
     assert PERMANENT_REASONS == {2: Reason.BAD_CONFIG, 4: Reason.TRAINING_FAILED}
 
 
-def test_backoff_is_exponential_and_capped():
-    assert [backoff_seconds(n) for n in (1, 2, 3, 4, 10)] == [1, 2, 4, 8, 30]
+def test_backoff_is_none_at_first_then_exponential_and_capped():
+    assert [backoff_seconds(n) for n in (1, 2, 3, 4, 5, 11)] == [0, 1, 2, 4, 8, 30]
 
 
 def script(tmp_path: Path, body: str) -> list[str]:
