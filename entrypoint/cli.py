@@ -1,9 +1,10 @@
-"""`python -m entrypoint tf-config | run [--] CMD... | check-peers HOST...` — the in-container launcher.
+"""`python -m entrypoint tf-config | run [--] CMD... | check-peers HOST... | logs RUN_DIR` — the in-container launcher.
 
 `tf-config` prints the TF_CONFIG this pod would get; `run` derives it, exports it, waits
 for every peer name to resolve, supervises the training command (default: the built-in
 trainer) and ends the run (entrypoint.launcher, docs/lifecycle.md). `check-peers` runs the
-same peer wait on the names given (the chart's `helm test` pod). Every refusal is one
+same peer wait on the names given (the chart's `helm test` pod); `logs` prints the logs a run's
+workers kept on shared storage (`make logs` after the pods are gone). Every refusal is one
 line on stderr and a documented exit code.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import sys
 from typing import Mapping, Sequence
 
+from . import podlog
 from .cluster import check_tf_config_size
 from .errors import EXIT_OK, LauncherError
 from .launcher import DEFAULT_TRAINING_COMMAND, Launcher, resolve_tf_config  # noqa: F401 - re-exported
@@ -74,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="give up after this long (default 120)")
     check.add_argument("--port", type=_port, help="also open a TCP connection to this port of every host")
     check.add_argument("hosts", nargs="+", metavar="HOST", help="DNS names of the workers")
+    logs = sub.add_parser("logs", help="print the logs the run's workers kept in <run dir>/logs, each line "
+                                       "prefixed [pod/<name>]; exit 3 when there are none")
+    logs.add_argument("run_dir", metavar="RUN_DIR", help="the run's directory on shared storage (<shared>/<runId>)")
     return parser
 
 
@@ -85,6 +90,8 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             return cmd_tf_config(env)
         if args.command == "check-peers":
             return cmd_check_peers(args.hosts, args.timeout_seconds, args.port)
+        if args.command == "logs":
+            return podlog.main([args.run_dir])
         command = list(args.training_command)
         if command and command[0] == "--":
             command = command[1:]

@@ -35,6 +35,7 @@ from .kubeapi import KubeAPI
 from .lifecycle import (FAILED_ALREADY, SUCCEEDED_ALREADY, Phase, Reason, RunState, deadline_epoch,
                         exit_code, fresh, parse_rfc3339, plan_start, recorded_final, rfc3339, status_message)
 from .peers import wait_for_peers
+from .podlog import PodLog, log_path
 from .settings import INDEXED_JOB_REQUIRED, POLICIES, LauncherSettings, load_settings
 from .standby import is_builtin_trainer, standby_plan
 from .status import StatusRecorder
@@ -122,7 +123,8 @@ class Launcher:
                  api_timeout: float = 5.0, marker_retry_seconds: float = MARKER_RETRY_SECONDS):
         self.env = dict(env)
         self.command = list(command) or list(DEFAULT_TRAINING_COMMAND)
-        self.log = log or (lambda line: print(line, flush=True))
+        self._print = log or (lambda line: print(line, flush=True))
+        self.podlog: PodLog | None = None  # the log kept on shared storage, once the run dir is known
         self.hostname = hostname
         self.flush_seconds = flush_seconds
         self.idle_retry = idle_retry
@@ -130,6 +132,21 @@ class Launcher:
         self.marker_retry_seconds = marker_retry_seconds
         self.stopping = threading.Event()
         self.supervisor: Supervisor | None = None
+
+    def log(self, line: str) -> None:
+        """Print one line; also keep it with the run (entrypoint.podlog) once that is set up."""
+        self._print(line)
+        if self.podlog is not None:
+            self.podlog.line(line)
+
+    def _keep_log(self, settings: LauncherSettings, run_dir: Path | None) -> None:
+        """From here on, this pod's log (launcher and trainer) is also kept in <run>/logs."""
+        if settings.keep_log_mib and run_dir is not None and settings.pod_name:
+            self.podlog = PodLog(log_path(run_dir, settings.pod_name), settings.keep_log_mib << 20,
+                                 say=self._say_only)
+
+    def _say_only(self, text: str) -> None:  # PodLog's error line: printed, never kept (it could not be)
+        self._print(loglines.line(loglines.LAUNCHER, text=text))
 
     # -- signals -------------------------------------------------------------------------
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
@@ -172,6 +189,7 @@ class Launcher:
         # launcher never imports TF, so it looks for the completion marker on mounted paths only.
         run_dir = (Path(settings.shared_dir) / settings.run_id
                    if settings.shared_dir and settings.run_id and "://" not in settings.shared_dir else None)
+        self._keep_log(settings, run_dir)
         recorder = self._recorder(settings if not platform else None)
         launched = time.time()
         recorded = recorder.read()
@@ -235,7 +253,8 @@ class Launcher:
                 deadline=deadline, deadline_seconds=settings.active_deadline_seconds,
                 on_attempt=lambda attempt: self._attempt(tracker, attempt, workers),
                 on_restart=lambda cause: self._restarting(tracker, cause),
-                on_output=tracker.on_line, on_beat=tracker.beat, standby_preload=preload))
+                on_output=tracker.on_line, on_beat=tracker.beat, standby_preload=preload,
+                tee=self.podlog.write if self.podlog is not None else None))
             try:
                 # The standby imports TensorFlow while the peers come up (a recreated pod's DNS
                 # name, a peer's restart): the first attempt starts with its imports done.

@@ -44,6 +44,7 @@ ENV_SCHEMA = {
         "TFMW_REPLICAS": {"type": "string", "pattern": _UINT, "maxLength": 5},
         "TFMW_PORT": {"type": "string", "pattern": _UINT, "maxLength": 5},
         "TFMW_METRICS_PORT": {"type": "string", "pattern": _UINT, "maxLength": 5},
+        "TFMW_KEEP_LOG_MIB": {"type": "string", "pattern": _UINT, "maxLength": 4},
         "TFMW_CLUSTER_DOMAIN": {"type": "string", "maxLength": 253, "pattern": _DNS1123_SUBDOMAIN},
         "TFMW_PEER_TIMEOUT_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 6},
         "TFMW_RUN_ID": {"type": "string", "maxLength": 63, "pattern": _DNS1123_LABEL},
@@ -71,6 +72,7 @@ _WHAT = {
     "TFMW_REPLICAS": "a whole number >= 1 (workers.replicas)",
     "TFMW_PORT": "a TCP port 1-65535 (workers.port)",
     "TFMW_METRICS_PORT": "a TCP port 1-65535, or 0 for no metrics endpoint (metrics.port)",
+    "TFMW_KEEP_LOG_MIB": "a whole number of MiB, 0 to keep no log on shared storage (logs.keepMiB)",
     "TFMW_CLUSTER_DOMAIN": "a DNS name such as cluster.local (clusterDomain)",
     "TFMW_PEER_TIMEOUT_SECONDS": "a whole number of seconds (peers.timeoutSeconds)",
     "TFMW_RUN_ID": "a DNS-1123 label (training.runId)",
@@ -99,6 +101,7 @@ class LauncherSettings:
     replicas: int | None
     port: int
     metrics_port: int               # the launcher's /metrics (entrypoint.metrics); 0: none
+    keep_log_mib: int               # this pod's log kept in <run>/logs (entrypoint.podlog); 0: none
     cluster_domain: str
     peer_timeout_seconds: int
     run_id: str | None
@@ -183,6 +186,7 @@ def load_settings(env: Mapping[str, str], need_derivation: bool = True,
         replicas=replicas,
         port=port,
         metrics_port=metrics_port,
+        keep_log_mib=int(env.get("TFMW_KEEP_LOG_MIB") or 0),
         cluster_domain=env.get("TFMW_CLUSTER_DOMAIN") or "cluster.local",
         peer_timeout_seconds=int(env.get("TFMW_PEER_TIMEOUT_SECONDS") or 600),
         run_id=env.get("TFMW_RUN_ID") or None,

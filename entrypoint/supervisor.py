@@ -117,6 +117,7 @@ class SupervisorConfig:
     on_restart: Callable[[str], None] = lambda cause: None        # it failed; restarting in place
     on_output: Callable[[str], None] = lambda line: None          # every line the command prints
     on_beat: Callable[[int, str | None], None] = lambda step, phase: None  # a new heartbeat (step, phase)
+    tee: Callable[[bytes], None] | None = None  # every raw output line, also (the kept log, entrypoint.podlog)
     # a user command finished but the chief cannot write COMPLETED (shared storage read-only,
     # missing, full): retry this long, backing off, before failing (CompletionNotRecorded)
     marker_retry_seconds: float = 60.0
@@ -506,6 +507,8 @@ class Supervisor:
             self._last_activity = time.monotonic()
             out.write(raw)
             out.flush()
+            if self.cfg.tee is not None:
+                self.cfg.tee(raw if raw.endswith(b"\n") else raw + b"\n")
             line = raw.decode(errors="replace").strip()
             if not line:
                 continue

@@ -496,3 +496,56 @@ def namespace_exists(kubectl: str, context: str | None, namespace: str) -> bool 
     if proc.returncode == 0:
         return True
     return False if "NotFound" in proc.stderr or "not found" in proc.stderr else None
+
+
+# ---------------------------------------------------------------- a finished run's kept logs
+
+LOG_READER_COMPONENT = "logs-reader"
+
+
+def log_reader_pod(sts: dict, name: str) -> tuple[dict | None, str]:
+    """(a Pod that prints the logs the workers kept on shared storage, where they are) from the
+    worker StatefulSet's own pod template: its image, security contexts, node selection and
+    shared claim (mounted read-only), running `python -m entrypoint logs <shared>/<runId>`.
+    (None, why) when the run keeps no logs there (pure)."""
+    template = (sts.get("spec") or {}).get("template") or {}
+    spec = template.get("spec") or {}
+    containers = spec.get("containers") or []
+    if not containers:
+        return None, "the StatefulSet has no container"
+    container = containers[0]
+    env = {e.get("name"): e.get("value") for e in container.get("env") or [] if "value" in e}
+    shared, run_id = env.get("TFMW_SHARED_DIR") or "", env.get("TFMW_RUN_ID") or "default"
+    if not env.get("TFMW_KEEP_LOG_MIB") or env.get("TFMW_KEEP_LOG_MIB") == "0":
+        return None, "the release keeps no logs on shared storage (logs.keepMiB is 0, or storage.type is not a claim)"
+    mount = next((m for m in container.get("volumeMounts") or [] if m.get("mountPath") == shared), None)
+    volume = next((v for v in spec.get("volumes") or [] if mount and v.get("name") == mount.get("name")), None)
+    if volume is None or "persistentVolumeClaim" not in volume:
+        return None, f"the shared storage at {shared or '?'} is not a PersistentVolumeClaim"
+    claim = volume["persistentVolumeClaim"]["claimName"]
+    labels = {k: v for k, v in ((template.get("metadata") or {}).get("labels") or {}).items()
+              if k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")}
+    pod_spec = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "containers": [{
+            "name": "logs",
+            "image": container.get("image"),
+            "imagePullPolicy": container.get("imagePullPolicy", "IfNotPresent"),
+            "command": ["python", "-m", "entrypoint", "logs", f"{shared.rstrip('/')}/{run_id}"],
+            "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}},
+            "volumeMounts": [{**{k: v for k, v in mount.items() if k in ("name", "mountPath", "subPath")},
+                              "readOnly": True}],
+        }],
+        "volumes": [{"name": volume["name"], "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}],
+    }
+    if container.get("securityContext"):
+        pod_spec["containers"][0]["securityContext"] = container["securityContext"]
+    for key in ("securityContext", "nodeSelector", "tolerations", "imagePullSecrets"):
+        if spec.get(key):
+            pod_spec[key] = spec[key]
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "labels": {**labels, "app.kubernetes.io/component": LOG_READER_COMPONENT}},
+           "spec": pod_spec}
+    return pod, f"claim {claim}, {shared.rstrip('/')}/{run_id}/logs"

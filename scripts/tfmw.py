@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import json
 import re
+import secrets
 import subprocess
 import sys
 import time
@@ -397,10 +398,15 @@ def cmd_logs(args) -> int:
         summary = deploy_pods.workers_summary(workers, sts, record)
         mine = deploy_pods.current_record(record, workers)
         if mine is not None and mine.terminal and sts is not None and not (sts.get("spec") or {}).get("replicas"):
-            # Scaled to 0 at the end of the run: the logs went with the pods, by design.
+            # Scaled to 0 at the end of the run: the pods are gone, the logs they kept are not.
+            reader, where = deploy_pods.log_reader_pod(sts, f"{workers.name}-logs-{secrets.token_hex(3)}")
+            if reader is None:
+                say(f"no worker pods to follow: {summary}; {deploy_pods.run_summary(record, workers)}; "
+                    f"their logs went with the pods: {where} (`make status` has the outcome)")
+                return 0
             say(f"no worker pods to follow: {summary}; {deploy_pods.run_summary(record, workers)}; "
-                "their logs went with the pods (`make status` has the outcome)")
-            return 0
+                f"their logs as the workers kept them ({where}, logs.keepMiB):")
+            return _print_kept_logs(kubectl, args.kube_context, workers.namespace, reader)
         raise ToolError(f"no worker pods of release {args.release} in namespace {args.namespace}: {summary}; "
                         "see `make status`", exit_code=3)
     cmd = deploy_pods.kubectl_base(kubectl, args.kube_context) + \
@@ -409,6 +415,47 @@ def cmd_logs(args) -> int:
         return subprocess.run(cmd).returncode
     except KeyboardInterrupt:
         return 130
+
+
+KEPT_LOGS_TIMEOUT_SECONDS = 180
+
+
+def _print_kept_logs(kubectl: str, context: str | None, namespace: str, reader: dict) -> int:
+    """Run the log reader pod (deploy_pods.log_reader_pod), print what it printed, delete it."""
+    base = deploy_pods.kubectl_base(kubectl, context)
+    name = reader["metadata"]["name"]
+    created = subprocess.run(base + ["create", "--namespace", namespace, "--filename", "-", "--request-timeout=20s"],
+                             input=json.dumps(reader), capture_output=True, text=True, timeout=60)
+    if created.returncode != 0:
+        raise ToolError(f"cannot start pod {name} to read the kept logs: "
+                        f"{' '.join(stderr_text(created.stderr).split())}", exit_code=3)
+    try:
+        deadline, phase, why = time.monotonic() + KEPT_LOGS_TIMEOUT_SECONDS, "", ""
+        while time.monotonic() < deadline:
+            pod = json.loads(deploy_pods._kubectl_json(kubectl, context, ["get", "pod", name, "--namespace",
+                                                                           namespace, "--output", "json"]))
+            status = pod.get("status") or {}
+            phase = status.get("phase", "")
+            if phase in ("Succeeded", "Failed"):
+                break
+            waiting = [((c.get("state") or {}).get("waiting") or {}) for c in status.get("containerStatuses") or []]
+            conditions = [c for c in status.get("conditions") or [] if c.get("status") == "False" and c.get("message")]
+            why = "; ".join(w.get("message") or w.get("reason", "") for w in waiting if w) or \
+                "; ".join(c["message"] for c in conditions)
+            time.sleep(1)
+        else:
+            raise ToolError(f"pod {name}, which reads the kept logs, did not finish in {KEPT_LOGS_TIMEOUT_SECONDS}s "
+                            f"(phase {phase or '?'}{': ' + why if why else ''})", exit_code=3)
+        logs = subprocess.run(base + ["logs", name, "--namespace", namespace, "--request-timeout=20s"],
+                              capture_output=True, text=True, timeout=120)
+        sys.stdout.write(logs.stdout)
+        sys.stdout.flush()
+        return 0 if phase == "Succeeded" and logs.returncode == 0 else 3
+    except subprocess.CalledProcessError as exc:
+        raise _kubectl_failure(exc, f"kubectl get pod {name}", context) from None
+    finally:
+        subprocess.run(base + ["delete", "pod", name, "--namespace", namespace, "--wait=false", "--ignore-not-found",
+                               "--request-timeout=20s"], capture_output=True, text=True, timeout=60)
 
 
 def cmd_undeploy(args) -> int:

@@ -59,6 +59,7 @@ def test_container_command_args_and_env_follow_the_contract(helm, render):
         "TFMW_SERVICE": FULLNAME,
         "TFMW_REPLICAS": "2",
         "TFMW_PORT": "2222",
+        "TFMW_KEEP_LOG_MIB": "10",
         "TFMW_METRICS_PORT": "9090",
         "TFMW_CLUSTER_DOMAIN": "cluster.local",
         "TFMW_PEER_TIMEOUT_SECONDS": "120",

@@ -125,6 +125,17 @@ def test_deploy_local_trains_to_completion_then_status_logs_helm_test_and_undepl
     assert test.returncode == 0, test.stdout + test.stderr
     assert "tfmw launcher peers: all 2 reachable after" in test.stdout
 
+    # /metrics on a worker, while it trains: read in the pod (its port admits only what
+    # networkPolicy.metricsFrom allows) and parsed with prometheus-client's own parser.
+    scrape = cluster.kubectl("exec", "-n", namespace, f"{release}-tf-multiworker-1", "--", "python", "-c",
+                             "import urllib.request; print(urllib.request.urlopen("
+                             "'http://127.0.0.1:9090/metrics', timeout=10).read().decode())", check=False)
+    assert scrape.returncode == 0, scrape.stdout + scrape.stderr
+    from prometheus_client.parser import text_string_to_metric_families
+    samples = {s.name: s for family in text_string_to_metric_families(scrape.stdout) for s in family.samples}
+    assert samples["tfmw_run_info"].labels["worker"] == "1" and samples["tfmw_run_info"].labels["role"] == "worker"
+    assert samples["tfmw_total_steps"].value == 40
+
     # make logs: follows both workers until the StatefulSet controller deletes them at scale-to-0.
     assert follower.wait(timeout=400) == 0, follower.proc.stderr.read()
     logs = follower.text
@@ -146,8 +157,21 @@ def test_deploy_local_trains_to_completion_then_status_logs_helm_test_and_undepl
     assert f"finished {data['finishedAt']}" in lines[0]
     assert lines[0].endswith(f"workers 0/2: StatefulSet {release}-tf-multiworker scaled to 0 after the run "
                              "Succeeded (pods and GPUs released)")
+    assert "goodput " in lines[0] and "(badput: " in lines[0]   # the chief's time account
+    # make logs after scale-to-0: the logs the workers kept on the shared claim, read by a
+    # short-lived pod, each line prefixed with its worker; the reader pod is gone after.
     after = tfmw(cluster, "logs", "--namespace", namespace, "--release", release)
-    assert after.returncode == 0 and after.stdout.startswith("no worker pods to follow:"), after.stdout + after.stderr
+    assert after.returncode == 0, after.stdout + after.stderr
+    head, *kept = after.stdout.splitlines()
+    assert head.startswith("no worker pods to follow:") and head.endswith(
+        f"their logs as the workers kept them (claim {release}-tf-multiworker-shared, /shared/{release}/logs, "
+        "logs.keepMiB):"), head
+    for worker in (0, 1):
+        assert any(line.startswith(f"[pod/{release}-tf-multiworker-{worker}] tfmw progress step=40/40")
+                   for line in kept), kept[-20:]
+    assert any(line.startswith(f"[pod/{release}-tf-multiworker-0] tfmw completed run={release}") for line in kept)
+    wait_for(lambda: not [p for p in cluster.pods(namespace) if "-logs-" in p["metadata"]["name"]], 60,
+             "the log reader pod to be deleted")
 
     undeploy = tfmw(cluster, "undeploy", "--namespace", namespace, "--release", release)
     assert undeploy.returncode == 0, undeploy.stderr

@@ -408,3 +408,36 @@ def test_a_worker_image_missing_from_the_node_is_named_with_the_fix():
     crashing = dict(pod, status={"phase": "Running", "containerStatuses": [{
         "image": "i", "restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]})
     assert deploy_pods.pod_state(crashing).hint == ""   # only image problems get the image fix
+
+
+def _rendered_sts(*sets: str) -> dict:
+    from scripts import render
+    objects = render.prepare("local", list(sets), release="ops", namespace="ml").objects
+    return next(o for o in objects if o["kind"] == "StatefulSet")
+
+
+def test_the_log_reader_pod_is_the_workers_image_and_claim_read_only_with_no_token():
+    sts = _rendered_sts()
+    pod, where = deploy_pods.log_reader_pod(sts, "ops-tf-multiworker-logs-abc")
+    worker = sts["spec"]["template"]["spec"]
+    spec = pod["spec"]
+    [container] = spec["containers"]
+    assert where == "claim ops-tf-multiworker-shared, /shared/ops/logs"
+    assert container["command"] == ["python", "-m", "entrypoint", "logs", "/shared/ops"]
+    assert container["image"] == worker["containers"][0]["image"]
+    assert container["securityContext"] == worker["containers"][0]["securityContext"]
+    assert spec["securityContext"] == worker["securityContext"] and spec["restartPolicy"] == "Never"
+    assert spec["automountServiceAccountToken"] is False and "serviceAccountName" not in spec
+    assert spec["volumes"] == [{"name": "shared", "persistentVolumeClaim": {"claimName": "ops-tf-multiworker-shared",
+                                                                            "readOnly": True}}]
+    assert container["volumeMounts"] == [{"name": "shared", "mountPath": "/shared", "readOnly": True}]
+    # Not a worker: the workers' NetworkPolicy (component=worker) never admits it to gRPC.
+    assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "logs-reader"
+    assert "ports" not in container
+
+
+def test_no_log_reader_where_the_run_keeps_no_logs():
+    for sets, why in ((("logs.keepMiB=0",), "keeps no logs on shared storage"),
+                      (("storage.type=emptyDir",), "keeps no logs on shared storage")):
+        pod, where = deploy_pods.log_reader_pod(_rendered_sts(*sets), "x")
+        assert pod is None and why in where, where
