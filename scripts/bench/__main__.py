@@ -94,7 +94,9 @@ def run_figure3(args, machine_line: str, plots: Path) -> str:
         runs += [fig_recovery.run(config, log=log) for config in fig_recovery.VARIANTS]
     summary = fig_recovery.summary(runs)
     plotted = fig_recovery.plot(*summary, plots / "fig3_recovery.png", machine_line)
-    return report.fig_recovery(runs[0], plotted, runs[1:], summary, args.quick)
+    saves = fig_recovery.checkpoint_saves(log=log)
+    show("Figure 3: checkpoint saves", fig_recovery.CHECKPOINT_HEADERS, saves)
+    return report.fig_recovery(runs[0], plotted, runs[1:], summary, args.quick, saves)
 
 
 def run_figure4(args, machine_line: str, plots: Path) -> str:

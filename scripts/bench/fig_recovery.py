@@ -16,7 +16,7 @@ from scripts.localrun.podspec import LocalRunError
 from scripts.helmkit import ToolError
 
 from . import plots
-from .procs import ONE_THREAD, BenchError
+from .procs import ONE_THREAD, PY, REPO, BenchError, base_env
 
 QUICK_SCENARIO = "kill-worker"
 # The warm standby's on/off value (entrypoint/standby.py, charts/tf-multiworker/values.yaml).
@@ -133,3 +133,26 @@ def plot(headers: list[str], rows: list[list], path, subtitle: str) -> bool:
     fig.suptitle(f"Figure 3: recovery after a fault (fault-tolerance harness)\n{subtitle}", fontsize=10)
     plots.save(fig, path)
     return True
+
+
+CHECKPOINT_HEADERS = ["model", "checkpoint MB", "sync save (s)", "async: call returns (s)",
+                      "async: files written (s)"]
+
+
+def checkpoint_saves(log=print, timeout: float = 600) -> list[list]:
+    """The checkpoint table (scripts/bench/checkpoint_save.py, one process, one thread as the
+    faulted pods): a row per model."""
+    import json
+    import subprocess
+
+    proc = subprocess.run([PY, "-m", "scripts.bench.checkpoint_save"], cwd=REPO, env=base_env(),
+                          capture_output=True, text=True, timeout=timeout)
+    rows = []
+    for line in proc.stdout.splitlines():
+        if line.startswith("tfmw bench checkpoint="):
+            r = json.loads(line.split("=", 1)[1])
+            rows.append([r["model"], round(r["bytes"] / 1e6, 1), r["sync_s"], r["async_return_s"], r["async_written_s"]])
+    if proc.returncode != 0 or not rows:
+        raise BenchError(f"figure 3: checkpoint saves: exit {proc.returncode}: {(proc.stdout + proc.stderr)[-300:]}")
+    log("  figure 3: checkpoint saves: " + "; ".join(f"{r[0]} sync {r[2]:.3f}s async {r[3]:.3f}s" for r in rows))
+    return rows

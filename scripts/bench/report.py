@@ -231,7 +231,8 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None or value != value else f"{value:.1f}"
 
 
-def fig_recovery(defaults, plotted: bool, variants: list, summary: tuple[list, list], quick: bool) -> str:
+def fig_recovery(defaults, plotted: bool, variants: list, summary: tuple[list, list], quick: bool,
+                 saves: list | None = None) -> str:
     """Figure 3: the harness's table at the chart's defaults, then the same faults with one
     setting changed (`variants`: fig_recovery.Run each) and the summary of fault → resumed per
     configuration (fig_recovery.summary)."""
@@ -281,6 +282,22 @@ def fig_recovery(defaults, plotted: bool, variants: list, summary: tuple[list, l
         for run in variants:
             lines += [f"{run.config.label}: `{run.config.command()}` — **{run.status}**:", "",
                       *fault_table(run.results), ""]
+    if saves:
+        from .fig_recovery import CHECKPOINT_HEADERS
+        lines += [
+            "**Checkpoint saves: synchronous or async.** How long a save stalls the step loop "
+            "(`python -m scripts.bench.checkpoint_save`: the trainer's model builder and optimizer state, "
+            "medians of 5 saves after a warm-up, one thread): the trainer's `tf.train.Checkpoint.write`, against "
+            "TensorFlow's async checkpoint (`CheckpointOptions(enable_async=True)`), whose call returns once "
+            "the values are copied while a background thread writes the files. Not adopted (docs/failure-model.md, "
+            "\"Checkpoints\"): the trainer publishes a checkpoint (the state-file rename every restore reads) only "
+            "once its files are complete, so an async save must be waited for before that rename; what async "
+            "can save is the write time of the last column minus the copy, per checkpoint, and only by publishing "
+            "from a background thread serialized with the next boundary vote and the SIGTERM checkpoint.",
+            "",
+            table(CHECKPOINT_HEADERS, saves),
+            "",
+        ]
     return "\n".join(lines)
 
 

@@ -170,6 +170,10 @@ def test_recovery_report_publishes_the_harness_results():
     assert "| kill-worker | NO: timeout |" in text and "| kill-worker | 4.0 | 25.8 |" in text
     quick = report.fig_recovery(runs[0], False, [], fig_recovery.summary(runs[:1]), quick=True)
     assert "Quick mode runs one fault." in quick and "png" not in quick and "With and without" not in quick
+    assert "**Where fault → resumed goes**" in text and "| kill-worker | - | - |" in text  # no parts measured
+    saved = report.fig_recovery(runs[0], False, [], fig_recovery.summary(runs[:1]), quick=True,
+                                saves=[["cnn", 12.9, 0.082, 0.001, 0.084]])
+    assert "**Checkpoint saves: synchronous or async.**" in saved and "| cnn | 12.9 | 0.0820 | 0.00100 | 0.0840 |" in saved
 
 
 def test_one_measurement_shows_plots_and_writes_the_figure(tmp_path, capsys):
