@@ -165,7 +165,7 @@ class Ledger:
             return
         self._last_beat = now
         if self._activity in (_STARTING, _RESTARTING):
-            self._enter(_TRAINING, now)
+            self._enter(_TRAINING, max(now, self._since))
 
     def checkpoint_saved(self, now: float, seconds: float | None) -> None:
         """A checkpoint was published: its save time stalled training, and the steps before it

@@ -116,7 +116,8 @@ class SupervisorConfig:
     on_attempt: Callable[[int], None] = lambda attempt: None      # a training attempt starts
     on_restart: Callable[[str], None] = lambda cause: None        # it failed; restarting in place
     on_output: Callable[[str], None] = lambda line: None          # every line the command prints
-    on_beat: Callable[[int, str | None], None] = lambda step, phase: None  # a new heartbeat (step, phase)
+    # a new heartbeat: (step, phase, when it was written: epoch seconds, None if unknown)
+    on_beat: Callable[[int, str | None, float | None], None] = lambda step, phase, written: None
     tee: Callable[[bytes], None] | None = None  # every raw output line, also (the kept log, entrypoint.podlog)
     # a user command finished but the chief cannot write COMPLETED (shared storage read-only,
     # missing, full): retry this long, backing off, before failing (CompletionNotRecorded)
@@ -424,7 +425,11 @@ class Supervisor:
                 self._last_activity = time.monotonic()
                 watch.observe(beat[0], beat[1], self._last_activity)
                 beats += 1
-                self.cfg.on_beat(beat[0], beat[1])
+                try:  # when the trainer wrote it (wall clock), not when this poll saw it
+                    written = hb.stat().st_mtime
+                except OSError:
+                    written = None
+                self.cfg.on_beat(beat[0], beat[1], written)
             if self._standby is None and (beats >= 2 or time.monotonic() - started >= self.cfg.standby_delay_seconds):
                 self._spawn_standby()  # this attempt trains: get the next one ready
             if not deadline_hit and not self._stop.is_set() and self._deadline_passed():

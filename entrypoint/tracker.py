@@ -131,10 +131,12 @@ class RunTracker:
         with self._lock:
             self.ledger.peers_found(self.clock())
 
-    def beat(self, step: int, phase: str | None) -> None:
-        """A new heartbeat of the training command (the supervisor's on_beat)."""
+    def beat(self, step: int, phase: str | None, written: float | None = None) -> None:
+        """A new heartbeat of the training command (the supervisor's on_beat), at the time the
+        trainer wrote it when known (the file's mtime), never later than now."""
         with self._lock:
-            self.ledger.beat(self.clock(), phase)
+            now = self.clock()
+            self.ledger.beat(min(written, now) if written is not None else now, phase)
 
     def restart_counted(self, kind: str) -> None:
         with self._lock:

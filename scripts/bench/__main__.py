@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import fig_cluster, fig_control, fig_launcher, fig_overhead, fig_pipeline, fig_recovery, report
+from . import fig_cluster, fig_control, fig_goodput, fig_launcher, fig_overhead, fig_pipeline, fig_recovery, report
 from .machine import load_average, probe
 from .procs import REPO, BenchError
 from .table import console_table
@@ -96,7 +96,12 @@ def run_figure3(args, machine_line: str, plots: Path) -> str:
     plotted = fig_recovery.plot(*summary, plots / "fig3_recovery.png", machine_line)
     saves = fig_recovery.checkpoint_saves(log=log)
     show("Figure 3: checkpoint saves", fig_recovery.CHECKPOINT_HEADERS, saves)
-    return report.fig_recovery(runs[0], plotted, runs[1:], summary, args.quick, saves)
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="tfmw-goodput-") as runs_dir:
+        goodput = fig_goodput.measure(args.quick, Path(runs_dir), log=log)
+    show("Figure 3b: goodput", fig_goodput.HEADERS, fig_goodput.rows(goodput))
+    fig_goodput.plot(goodput, plots / "fig3b_goodput.png", machine_line)
+    return report.fig_recovery(runs[0], plotted, runs[1:], summary, args.quick, saves, goodput)
 
 
 def run_figure4(args, machine_line: str, plots: Path) -> str:

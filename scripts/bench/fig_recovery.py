@@ -136,7 +136,7 @@ def plot(headers: list[str], rows: list[list], path, subtitle: str) -> bool:
 
 
 CHECKPOINT_HEADERS = ["model", "checkpoint MB", "sync save (s)", "async: call returns (s)",
-                      "async: files written (s)"]
+                      "async: files written (s)", "stall sync / async"]
 
 
 def checkpoint_saves(log=print, timeout: float = 600) -> list[list]:
@@ -151,7 +151,8 @@ def checkpoint_saves(log=print, timeout: float = 600) -> list[list]:
     for line in proc.stdout.splitlines():
         if line.startswith("tfmw bench checkpoint="):
             r = json.loads(line.split("=", 1)[1])
-            rows.append([r["model"], round(r["bytes"] / 1e6, 1), r["sync_s"], r["async_return_s"], r["async_written_s"]])
+            rows.append([r["model"], round(r["bytes"] / 1e6, 1), r["sync_s"], r["async_return_s"], r["async_written_s"],
+                         f"{r['sync_s'] / r['async_return_s']:.0f}x" if r["async_return_s"] > 0 else "-"])
     if proc.returncode != 0 or not rows:
         raise BenchError(f"figure 3: checkpoint saves: exit {proc.returncode}: {(proc.stdout + proc.stderr)[-300:]}")
     log("  figure 3: checkpoint saves: " + "; ".join(f"{r[0]} sync {r[2]:.3f}s async {r[3]:.3f}s" for r in rows))

@@ -232,7 +232,7 @@ def _seconds(value: float | None) -> str:
 
 
 def fig_recovery(defaults, plotted: bool, variants: list, summary: tuple[list, list], quick: bool,
-                 saves: list | None = None) -> str:
+                 saves: list | None = None, goodput: list | None = None) -> str:
     """Figure 3: the harness's table at the chart's defaults, then the same faults with one
     setting changed (`variants`: fig_recovery.Run each) and the summary of fault → resumed per
     configuration (fig_recovery.summary)."""
@@ -298,6 +298,28 @@ def fig_recovery(defaults, plotted: bool, variants: list, summary: tuple[list, l
             table(CHECKPOINT_HEADERS, saves),
             "",
         ]
+    if goodput:
+        from . import fig_goodput
+        cost = fig_goodput.metrics_cost(goodput)
+        lines += [
+            "**Goodput over a long run** (figure 3b): the share of the run's wall time that produced training "
+            "progress that was kept, and where the rest went (docs/contracts.md, \"Goodput\"; the chief's own "
+            "account, its `tfmw completed` line). Two real runs of the chart's defaults (`values/local.yaml`, the "
+            f"`cnn`, a checkpoint every 20 steps, one thread per process), sized to about "
+            f"{'2' if quick else '10'} minutes each: one without faults, one with worker 1's whole pod SIGKILLed "
+            f"every {'60' if quick else '180'} s. Targets: goodput ≥ 95 % without faults, ≥ 90 % with them.",
+            "",
+            image("fig3b_goodput.png", "goodput and badput by cause, with and without faults"),
+            "",
+            table(fig_goodput.HEADERS, fig_goodput.rows(goodput)),
+            "",
+        ]
+        if cost is not None:
+            lines += [f"**The metrics endpoint's cost**: the chief's `/metrics` was scraped once a second through "
+                      f"the fault-free run ({cost[2]} scrapes, median {cost[0]:.1f} ms a round trip, an upper bound on "
+                      f"the launcher's work). At a usual {fig_goodput.PROMETHEUS_INTERVAL_SECONDS:.0f} s scrape interval "
+                      f"that is {cost[1]:.3%} of the time, so of every step's time (target ≤ 1 %); nothing is computed "
+                      "between scrapes (the collector reads the tracker when asked).", ""]
     return "\n".join(lines)
 
 

@@ -172,8 +172,29 @@ def test_recovery_report_publishes_the_harness_results():
     assert "Quick mode runs one fault." in quick and "png" not in quick and "With and without" not in quick
     assert "**Where fault → resumed goes**" in text and "| kill-worker | - | - |" in text  # no parts measured
     saved = report.fig_recovery(runs[0], False, [], fig_recovery.summary(runs[:1]), quick=True,
-                                saves=[["cnn", 12.9, 0.082, 0.001, 0.084]])
-    assert "**Checkpoint saves: synchronous or async.**" in saved and "| cnn | 12.9 | 0.0820 | 0.00100 | 0.0840 |" in saved
+                                saves=[["cnn", 12.9, 0.082, 0.001, 0.084, "82x"]])
+    assert "**Checkpoint saves: synchronous or async.**" in saved
+    assert "| cnn | 12.9 | 0.0820 | 0.00100 | 0.0840 | 82x |" in saved
+
+
+def test_goodput_rows_cost_and_report_against_the_targets(tmp_path):
+    from scripts.bench import fig_goodput
+    runs = [fig_goodput.GoodputRun("without faults", 3520, 0, True, "", 0.962, 612.0, {"startup": 9.1, "export": 4.0},
+                                   scrape_ms=[2.0, 3.0, 4.0]),
+            fig_goodput.GoodputRun("with faults", 3520, 3, True, "", 0.915, 660.0,
+                                   {"startup": 9.0, "restart": 20.1, "lostWork": 5.2, "detection": 0.3})]
+    assert fig_goodput.steps_for(10) == 3520 and fig_goodput.steps_for(0.01) == 40
+    [without, with_faults] = fig_goodput.rows(runs)
+    assert without[:6] == ["without faults", 3520, 0, 612.0, "96.2%", "≥ 95%"]
+    assert with_faults[2] == 3 and with_faults[6 + 3] == 20.1   # the restart column
+    assert fig_goodput.metrics_cost(runs) == (3.0, 3.0 / 1e3 / 15, 3)
+    text = report.fig_recovery(fig_recovery.Run(fig_recovery.DEFAULTS, []), False, [], ([], []), quick=False,
+                               goodput=runs)
+    assert "**Goodput over a long run**" in text and "fig3b_goodput.png" in text
+    assert "| with faults | 3,520 | 3 | 660 | 91.5% | ≥ 90% | 9.00 | 0 | 0 | 20.1 | 5.20 | 0.300 | 0 |" in text
+    assert "(3 scrapes, median 3.0 ms a round trip" in text and "0.020% of the time" in text
+    fig_goodput.plot(runs, tmp_path / "g.png", "machine")
+    assert (tmp_path / "g.png").stat().st_size > 0
 
 
 def test_one_measurement_shows_plots_and_writes_the_figure(tmp_path, capsys):
