@@ -183,7 +183,7 @@ def test_goodput_rows_cost_and_report_against_the_targets(tmp_path):
                                    scrape_ms=[2.0, 3.0, 4.0]),
             fig_goodput.GoodputRun("with faults", 3520, 3, True, "", 0.915, 660.0,
                                    {"startup": 9.0, "restart": 20.1, "lostWork": 5.2, "detection": 0.3})]
-    assert fig_goodput.steps_for(10) == 3520 and fig_goodput.steps_for(0.01) == 40
+    assert fig_goodput.steps_for(10) == 4800 and fig_goodput.steps_for(0.01) == 40
     [without, with_faults] = fig_goodput.rows(runs)
     assert without[:6] == ["without faults", 3520, 0, 612.0, "96.2%", "≥ 95%"]
     assert with_faults[2] == 3 and with_faults[6 + 3] == 20.1   # the restart column
