@@ -256,15 +256,11 @@ class Launcher:
                 on_output=tracker.on_line, on_beat=tracker.beat, standby_preload=preload,
                 tee=self.podlog.write if self.podlog is not None else None))
             try:
-                # The standby imports TensorFlow while the peers come up (a recreated pod's DNS
-                # name, a peer's restart): the first attempt starts with its imports done.
-                self.supervisor.prepare()
                 self._wait_for_peers(hosts, settings, deadline, tracker)
                 if self.stopping.is_set():
                     return EXIT_SIGTERM
                 ending = self.supervisor.run()
             finally:
-                self.supervisor.close()  # no standby outlives supervision
                 heartbeat.unlink(missing_ok=True)
         except _Stopped:
             self._say("stopped by signal while waiting for peers")

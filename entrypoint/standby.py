@@ -27,6 +27,7 @@ import importlib
 import os
 import re
 import runpy
+import signal
 import socket
 import sys
 
@@ -90,6 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     # -m (already so: this module was started with -m), the script's real directory for a script.
     if kind == "script":
         sys.path[0] = os.path.dirname(os.path.realpath(target))
+    # SIGTERM blocked before the imports: every thread they start (TensorFlow starts many)
+    # inherits the block, as in a cold start, where the built-in trainer blocks it before it
+    # imports TensorFlow and takes it in one sigwait thread. Unblocked, a process-directed
+    # SIGTERM went to one of those threads, and TensorFlow's own handler swallowed it: a
+    # trainer started from a standby never checkpointed and stopped when its pod was deleted.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     for module in preload:
         try:
             importlib.import_module(module)
@@ -103,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     sock.close()
     if not go:
         return 0
+    # The command's main thread takes SIGTERM as in a cold start (the built-in trainer blocks it
+    # again and waits for it in its own thread; a user's script gets it in its main thread).
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     if kind == "module":
         sys.argv = [command[0], *args]  # argv[0] becomes the module's file, as with -m
         runpy.run_module(target, run_name="__main__", alter_sys=True)

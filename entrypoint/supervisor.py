@@ -263,16 +263,6 @@ class Supervisor:
                       f"training.activeDeadlineSeconds={self.cfg.deadline_seconds} passed; {detail}")
 
     # -- main loop -----------------------------------------------------------------
-    def prepare(self) -> None:
-        """Start the warm standby now (before the launcher's peer wait), so the first attempt
-        runs in a process whose imports are done; nothing when the standby is off."""
-        self._env = dict(self.cfg.env, TFMW_HEARTBEAT_FILE=str(self.cfg.heartbeat_file))
-        self._spawn_standby()
-
-    def close(self) -> None:
-        """Discard a standby that was never used (supervision ended, or never began)."""
-        self._discard_standby()
-
     def run(self) -> Ending:
         try:
             return self._supervise()

@@ -384,3 +384,41 @@ def test_real_tensorflow_standby_touches_no_device_and_changes_nothing(tmp_path,
     for key in ("argv", "cwd", "path0", "env"):
         assert warm_rec[key] == cold_rec[key], key
     print(f"standby RSS {rss_kb / 1024:.0f} MiB; go -> exit {warm_seconds:.2f}s")
+
+
+# A preload that starts a thread at import (as `import tensorflow` does), and a command that
+# takes SIGTERM the built-in trainer's way (entrypoint.training.sigterm: blocked in the main
+# thread, taken by a sigwait thread).
+THREAD_AT_IMPORT = """
+import threading, time
+threading.Thread(target=lambda: time.sleep(3600), daemon=True).start()
+"""
+TAKES_SIGTERM = """
+import signal, sys, threading, time
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+def wait():
+    signal.sigwait({signal.SIGTERM})
+    print("sigterm taken", flush=True)
+    sys.stdout.flush()
+    import os; os._exit(143)
+threading.Thread(target=wait, daemon=True).start()
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_command_started_from_a_standby_takes_sigterm_as_a_cold_start_does(tmp_path):
+    # Before the fix, the preload's threads left SIGTERM unblocked, one of them took it, and
+    # the command's own handling never saw it (TensorFlow's handler swallowed it: a restarted
+    # trainer ignored its pod's deletion).
+    (tmp_path / "threads_at_import.py").write_text(THREAD_AT_IMPORT)
+    script = tmp_path / "takes_sigterm.py"
+    script.write_text(TAKES_SIGTERM)
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}")
+    standby = Standby([PY, str(script)], env, ("threads_at_import",))
+    child = standby.take()
+    assert child is not None
+    assert child.stdout.readline().strip() == b"ready"
+    os.killpg(child.pid, signal.SIGTERM)      # as the supervisor passes a pod's SIGTERM on
+    out, _ = child.communicate(timeout=30)
+    assert child.returncode == 143 and b"sigterm taken" in out, (child.returncode, out)
