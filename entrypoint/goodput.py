@@ -84,14 +84,35 @@ class Accounting:
             return None
         return cls(carried, values)
 
+    def largest_causes(self) -> list[tuple[str, float]]:
+        """(cause, seconds) of the causes of at least 0.05 s, largest first."""
+        return [(c, s) for s, c in sorted(((s, c) for c, s in self.badput.items() if s >= 0.05), reverse=True)]
+
     def summary(self) -> str:
         """'goodput 87.3% of 120.4s (badput: restart 9.8s, startup 5.1s)' (largest first, >= 0.05 s)."""
         ratio = self.goodput
         if ratio is None:
             return "goodput -"
-        parts = sorted(((s, c) for c, s in self.badput.items() if s >= 0.05), reverse=True)
-        badput = ", ".join(f"{c} {s:.1f}s" for s, c in parts) or "none"
+        badput = ", ".join(f"{c} {s:.1f}s" for c, s in self.largest_causes()) or "none"
         return f"goodput {ratio:.1%} of {self.wall:.1f}s (badput: {badput})"
+
+    # -- the `tfmw completed` line's fields (docs/contracts.md) ---------------------------
+    def line_fields(self) -> dict[str, str]:
+        """`goodput=0.8731 wall_seconds=120.4 badput="restart=9.8 startup=5.1"`; {} before any time."""
+        if self.goodput is None:
+            return {}
+        return {"goodput": f"{self.goodput:.4f}", "wall_seconds": f"{self.wall:.1f}",
+                "badput": " ".join(f"{c}={s:.1f}" for c, s in self.largest_causes()) or "-"}
+
+
+def read_line_fields(fields: dict[str, str]) -> tuple[float, float, dict[str, float]] | None:
+    """(goodput, wall seconds, badput seconds by cause) from a `tfmw completed` line's fields
+    (Accounting.line_fields); None when the line carries no account."""
+    try:
+        return (float(fields["goodput"]), float(fields.get("wall_seconds", "nan")),
+                {c: float(v) for c, v in (w.split("=", 1) for w in fields.get("badput", "").split() if "=" in w)})
+    except (KeyError, ValueError):
+        return None
 
 
 class Ledger:
@@ -113,10 +134,6 @@ class Ledger:
         self._since = now
         self._at_risk = 0.0            # training seconds since the last checkpoint
         self._last_beat: float | None = None
-
-    @property
-    def activity(self) -> str:
-        return self._activity
 
     def _close(self, now: float) -> None:
         spent = max(now - self._since, 0.0)

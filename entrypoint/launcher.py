@@ -85,11 +85,7 @@ def start_ledger(recorded: RunState | None, state: RunState, launched: float, be
 def goodput_fields(state: RunState) -> dict[str, str]:
     """`goodput=0.8731 badput="restart=9.8 startup=5.1 ..."` for the `tfmw completed` line."""
     account = Accounting.from_fields(state.productive_seconds, state.badput_seconds)
-    if account is None or account.goodput is None:
-        return {}
-    causes = sorted(((s, c) for c, s in account.badput.items() if s >= 0.05), reverse=True)
-    return {"goodput": f"{account.goodput:.4f}", "wall_seconds": f"{account.wall:.1f}",
-            "badput": " ".join(f"{c}={s:.1f}" for s, c in causes) or "-"}
+    return account.line_fields() if account is not None else {}
 
 
 class _Stopped(Exception):

@@ -9,7 +9,6 @@ ones (step, loss, examples/s, checkpoints).
 """
 from __future__ import annotations
 
-import copy
 import socket
 from typing import Callable, Iterator
 
@@ -19,10 +18,8 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, Info
 
 from .goodput import CAUSES
 from .lifecycle import Phase
-from .supervisor import EXIT, GROUP, HANG, OOM, SIGNAL
+from .supervisor import RESTART_KINDS
 from .tracker import RunTracker
-
-RESTART_KINDS = (GROUP, SIGNAL, OOM, HANG, EXIT)
 
 
 class RunCollector:
@@ -37,10 +34,7 @@ class RunCollector:
         return []  # no registration-time scrape: the tracker may not be ready yet
 
     def collect(self) -> Iterator[Metric]:
-        t = self.tracker
-        state, account = t.state, t.accounting()
-        with t._lock:  # a consistent copy of what the output thread updates
-            observed = copy.deepcopy(t.observed)
+        state, account, observed = self.tracker.view()
         yield InfoMetricFamily("tfmw_run", "The run this launcher trains",
                                value={"run_id": state.run_id, "worker": self.worker, "role": self.role,
                                       "revision": state.revision})

@@ -66,6 +66,7 @@ class Ending:
 
 # Why an attempt failed, as the metrics label it (tfmw_restarts_total{kind=...}).
 HANG, OOM, SIGNAL, GROUP, EXIT = "hang", "oom", "signal", "group", "exit"
+RESTART_KINDS = (GROUP, SIGNAL, OOM, HANG, EXIT)
 _GROUP_REASON = f"a peer failed or the group broke (exit {EXIT_RETRYABLE})"
 
 

@@ -77,6 +77,13 @@ class RunTracker:
         with self._lock:
             return self.ledger.snapshot(self.clock())
 
+    def view(self) -> tuple[RunState, Accounting, Observed]:
+        """(state, time account, a copy of what was observed), consistent with each other: what a
+        metrics scrape reads (entrypoint.metrics)."""
+        with self._lock:
+            observed = replace(self.observed, restarts=collections.Counter(self.observed.restarts))
+            return self._state, self.ledger.snapshot(self.clock()), observed
+
     def _stamped(self, state: RunState) -> RunState:  # caller holds self._lock
         fields = self.ledger.snapshot(self.clock()).to_fields()
         return replace(state, goodput=fields["goodput"], productive_seconds=fields["productiveSeconds"],

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from entrypoint import loglines
+from entrypoint.goodput import read_line_fields
 from entrypoint.loglines import LogLine, progress_step
 from scripts import render
 from scripts.bench.table import markdown_table
@@ -73,8 +74,6 @@ class FaultResult:
     model: str = ""
     trainer_restarts: int = 0
     log_tail: list = field(default_factory=list)
-    # Cluster mode: the deleted pod, the pod the StatefulSet controller made in its place,
-    # and the digest in the chief's COMPLETED marker on shared storage (when readable here).
     # The chief's time account at the end (its `tfmw completed` line, entrypoint.goodput).
     goodput: float = float("nan")
     wall_seconds: float = float("nan")
@@ -85,6 +84,8 @@ class FaultResult:
     badput: dict = field(default_factory=dict)
     # fault -> resumed, split at the chief's milestones (recovery_parts): part -> seconds
     parts: dict = field(default_factory=dict)
+    # Cluster mode: the deleted pod, the pod the StatefulSet controller made in its place,
+    # and the digest in the chief's COMPLETED marker on shared storage (when readable here).
     victim: str = ""
     recreated_pod: str = ""
     seconds_to_pod_running: float = float("nan")
@@ -207,11 +208,9 @@ def fill_result(result: FaultResult, streams: dict, marks: dict[int, int], fault
                 result.model = fields.get("model", "")
         result.trainer_restarts += sum(bool(said(l, loglines.LAUNCHER, "restarting training")) for l in stream.lines)
     ended = loglines.find(chief.lines, loglines.COMPLETED)
-    if ended and ended[-1].float_field("goodput") is not None:
-        fields = ended[-1].fields
-        result.goodput = float(fields["goodput"])
-        result.wall_seconds = float(fields.get("wall_seconds", "nan"))
-        result.badput = {k: float(v) for k, v in loglines.key_values(fields.get("badput", "")).items()}
+    account = read_line_fields(ended[-1].fields) if ended else None
+    if account is not None:
+        result.goodput, result.wall_seconds, result.badput = account
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -699,6 +698,8 @@ def check_cluster(kubeconfig: Path) -> Kube:
 
 TABLE_HEADERS = ["fault", "completed", "fault at step", "resumed from", "steps lost", "fault → detected (s)",
                  "fault → resumed (s)", "trainer restarts", "identical weights"]
+
+
 def parts_table(results: list[FaultResult]) -> list[str]:
     """fault -> resumed in its parts (recovery_parts), the chief's cold start in the same run and
     the ratio of the two, and the chief's goodput for the whole run: one row a fault (pure)."""

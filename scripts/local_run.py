@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from entrypoint import loglines
+from entrypoint.goodput import read_line_fields
 from entrypoint.rundir import RunDir, is_uri, read_completed
 from scripts import render
 from scripts.helmkit import ToolError
@@ -132,10 +133,11 @@ def summary(cluster: LocalCluster, result: LocalRunResult, elapsed: float, run_d
                      f"({', '.join(sorted(str(d)[:12] for d in digests))})")
         lines.append(f"  model: {chief.get('model')}")
     ended = loglines.find(states[0].lines, loglines.COMPLETED) if states else []
-    if ended and "goodput" in ended[-1].fields:
-        f = ended[-1].fields
-        lines.append(f"  goodput (chief): {float(f['goodput']):.1%} of {f.get('wall_seconds')}s; "
-                     f"badput seconds: {f.get('badput', '-')}")
+    account = read_line_fields(ended[-1].fields) if ended else None
+    if account is not None:
+        goodput, wall, badput = account
+        lines.append(f"  goodput (chief): {goodput:.1%} of {wall:.1f}s; badput seconds: "
+                     + (" ".join(f"{c}={s:.1f}" for c, s in badput.items()) or "-"))
     for state in evaluators:
         evaluated = [e.fields for e in loglines.find(state.lines, loglines.EVAL) if "step" in e.fields]
         if evaluated:

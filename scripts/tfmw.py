@@ -432,8 +432,7 @@ def _print_kept_logs(kubectl: str, context: str | None, namespace: str, reader: 
     try:
         deadline, phase, why = time.monotonic() + KEPT_LOGS_TIMEOUT_SECONDS, "", ""
         while time.monotonic() < deadline:
-            pod = json.loads(deploy_pods._kubectl_json(kubectl, context, ["get", "pod", name, "--namespace",
-                                                                           namespace, "--output", "json"]))
+            pod = deploy_pods.get_objects(kubectl, context, namespace, [f"pod/{name}"]).get(f"pod/{name}") or {}
             status = pod.get("status") or {}
             phase = status.get("phase", "")
             if phase in ("Succeeded", "Failed"):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from entrypoint import loglines
-from entrypoint.goodput import CAUSES
+from entrypoint.goodput import CAUSES, read_line_fields
 from scripts import faults
 from scripts.local_run import base_env, choose_network
 from scripts.localrun.kubelet import EXIT_TIMED_OUT, LocalCluster
@@ -94,11 +94,9 @@ def run(label: str, minutes: float, every_seconds: float | None, runs_dir: Path,
         stop.set()
         cluster.shutdown()
     ended = loglines.find(cluster.states[0].lines, loglines.COMPLETED)
-    if ended and ended[-1].float_field("goodput") is not None:
-        fields = ended[-1].fields
-        result.goodput = float(fields["goodput"])
-        result.wall_seconds = float(fields.get("wall_seconds", "nan"))
-        result.badput = {k: float(v) for k, v in loglines.key_values(fields.get("badput", "")).items()}
+    account = read_line_fields(ended[-1].fields) if ended else None
+    if account is not None:
+        result.goodput, result.wall_seconds, result.badput = account
     if not result.completed or result.goodput != result.goodput:
         raise BenchError(f"figure 3: goodput {label}: {result.reason or 'no goodput on the chief'}")
     log(f"  figure 3: goodput {label}: {result.goodput:.1%} of {result.wall_seconds:.0f}s, {result.faults} faults, "
