@@ -207,7 +207,7 @@ def check_image_ref(image: str) -> str:
 def variant_tag(version: str, variant: str) -> str:
     """The tag a variant's image gets: `<version>` for gpu, `<version>-cpu` for cpu.
 
-    The chart picks the same suffix when image.tag is empty (templates/_helpers.tpl).
+    The chart picks the same suffix when image.tag is empty (templates/_pod.tpl, "tf-multiworker.image").
     """
     if variant not in VARIANTS:
         raise ImageError(f"VARIANT={variant!r} is not one of {', '.join(VARIANTS)}; choose VARIANT=gpu or VARIANT=cpu")

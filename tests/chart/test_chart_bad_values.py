@@ -439,10 +439,21 @@ def test_every_template_refusal_is_in_validate_values():
     where = [f"{path.relative_to(chartkit.CHART)}:{number}"
              for path in sorted((chartkit.CHART / "templates").rglob("*")) if path.is_file()
              for number, text in enumerate(path.read_text().splitlines(), 1) if calls.search(text)]
-    helpers = (chartkit.CHART / "templates" / "_helpers.tpl").read_text()
-    validate = helpers.split('define "tf-multiworker.validateValues"', 1)[1].split("{{- define ", 1)[0]
-    assert len(where) == 1 and where[0].startswith("templates/_helpers.tpl:"), where
+    collector = (chartkit.CHART / "templates" / "_validate.tpl").read_text()
+    validate = collector.split('define "tf-multiworker.validateValues"', 1)[1].split("{{- define ", 1)[0]
+    assert len(where) == 1 and where[0].startswith("templates/_validate.tpl:"), where
     assert calls.search(validate), "the one fail is not in validateValues"
+
+
+def test_validate_values_runs_every_rule_define():
+    """Each rule is a small define in a _validate_*.tpl file; a define the collector does not
+    name would never run, and a name without a define would render nothing, silently."""
+    templates = chartkit.CHART / "templates"
+    defined = {m.group(1) for path in templates.glob("_validate_*.tpl")
+               for m in re.finditer(r'define "tf-multiworker\.validate\.(\w+)"', path.read_text())}
+    collector = (templates / "_validate.tpl").read_text()
+    listed = re.search(r"\$rules := list ([^}]*)\}\}", collector).group(1).replace('"', "").split()
+    assert sorted(listed) == sorted(defined) and len(listed) == len(set(listed)), (listed, defined)
 
 
 def test_several_problems_are_listed_one_per_line(helm):

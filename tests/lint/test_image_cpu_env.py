@@ -173,7 +173,7 @@ def test_cpu_lock_environment_serves_tensorboard_as_the_chart_starts_it(tmp_path
 @pytest.mark.slow
 @pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the image lock is resolved for CPython 3.11")
 def test_the_object_stores_the_chart_admits_are_the_ones_the_images_tensorflow_registers(tmp_path):
-    # The chart refuses s3:// and hdfs:// at render (templates/_helpers.tpl) because the
+    # The chart refuses s3:// and hdfs:// at render (templates/_validate_storage.tpl) because the
     # image's TensorFlow has no such file system; if the lock ever gains one, revisit that.
     result = subprocess.run(
         [str(cpu_env() / "bin" / "python"), "-c",

@@ -1,0 +1,180 @@
+{{/* What the pods are made of: image, volumes, mounts, security, API access. */}}
+
+{{/*
+The trainer's config as the ConfigMap holds it. The workers' checksum annotation hashes
+this, not the whole ConfigMap, whose labels carry the chart version.
+*/}}
+{{- define "tf-multiworker.trainingConfigYaml" -}}
+{{- toYaml .Values.training.config }}
+{{- end }}
+
+{{/*
+Container image reference: the digest wins over the tag. An empty tag means the image
+`make image` builds for these workers: `<appVersion>` (VARIANT=gpu) when workers.gpus > 0,
+`<appVersion>-cpu` (VARIANT=cpu, tensorflow-cpu) when workers.gpus is 0.
+Usage: include "tf-multiworker.image" (dict "image" .Values.image "appVersion" .Chart.AppVersion "gpus" .Values.workers.gpus)
+*/}}
+{{- define "tf-multiworker.image" -}}
+{{- $image := .image }}
+{{- if $image.digest }}
+{{- printf "%s@%s" $image.repository $image.digest }}
+{{- else }}
+{{- $variantTag := ternary (printf "%s" .appVersion) (printf "%s-cpu" .appVersion) (gt (int .gpus) 0) }}
+{{- printf "%s:%s" $image.repository (default $variantTag $image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Shared storage path as the workers see it (TFMW_SHARED_DIR).
+*/}}
+{{- define "tf-multiworker.sharedDir" -}}
+{{- if eq .Values.storage.type "objectStore" }}
+{{- .Values.storage.objectStore.uri | trimSuffix "/" }}
+{{- else }}
+{{- .Values.storage.mountPath }}
+{{- end }}
+{{- end }}
+
+{{/*
+schedulerName of the workers: the explicit value, else the gang choice's scheduler.
+Empty means the cluster's default scheduler (the field is then not rendered).
+*/}}
+{{- define "tf-multiworker.schedulerName" -}}
+{{- $gang := .Values.scheduling.gang }}
+{{- if .Values.scheduling.schedulerName }}
+{{- .Values.scheduling.schedulerName }}
+{{- else if eq $gang "volcano" }}volcano
+{{- else if eq $gang "coscheduling" }}scheduler-plugins-scheduler
+{{- else if eq $gang "runai" }}runai-scheduler
+{{- end }}
+{{- end }}
+
+{{/*
+Pod-level settings every pod of the chart shares: its own ServiceAccount without an API
+token (only the worker container gets one, projected, with API access on), no service-link variables (a Service named
+like a TFMW_* prefix would otherwise inject look-alike variables), the restricted security
+context.
+*/}}
+{{- define "tf-multiworker.podCommon" -}}
+serviceAccountName: {{ include "tf-multiworker.serviceAccountName" . | quote }}
+{{ include "tf-multiworker.podSecurity" . }}
+{{- end }}
+{{- define "tf-multiworker.podSecurity" -}}
+automountServiceAccountToken: false
+enableServiceLinks: false
+{{- with .Values.podSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+The API credentials of one container alone (the pod's automount stays off): a short-lived
+token for the API server's own audience, the cluster CA, the namespace. Mounted at apiDir.
+*/}}
+{{- define "tf-multiworker.apiAccessVolume" -}}
+- name: api-access
+  projected:
+    sources:
+      - serviceAccountToken:
+          path: token
+          expirationSeconds: {{ .Values.completion.tokenExpirationSeconds }}
+      - configMap:
+          name: kube-root-ca.crt
+          items:
+            - key: ca.crt
+              path: ca.crt
+      - downwardAPI:
+          items:
+            - path: namespace
+              fieldRef:
+                fieldPath: metadata.namespace
+{{- end }}
+
+{{/*
+Volumes and mounts of the writable directories in the read-only root filesystem.
+*/}}
+{{- define "tf-multiworker.writableVolumes" -}}
+{{- range $i, $dir := .Values.writableDirs }}
+- name: writable-{{ $i }}
+  emptyDir: {}
+{{- end }}
+{{- end }}
+{{- define "tf-multiworker.writableMounts" -}}
+{{- range $i, $dir := .Values.writableDirs }}
+- name: writable-{{ $i }}
+  mountPath: {{ $dir | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+The shared storage volume (absent for objectStore: TensorFlow writes to the URI itself).
+*/}}
+{{- define "tf-multiworker.sharedVolume" -}}
+{{- $storage := .Values.storage }}
+{{- if eq $storage.type "emptyDir" }}
+- name: shared
+  {{- if $storage.emptyDir.sizeLimit }}
+  emptyDir:
+    sizeLimit: {{ $storage.emptyDir.sizeLimit | quote }}
+  {{- else }}
+  emptyDir: {}
+  {{- end }}
+{{- else if eq $storage.type "existingClaim" }}
+- name: shared
+  persistentVolumeClaim:
+    claimName: {{ $storage.existingClaim.claimName | quote }}
+{{- else if eq $storage.type "createClaim" }}
+- name: shared
+  persistentVolumeClaim:
+    claimName: {{ include "tf-multiworker.claimName" . | quote }}
+{{- end }}
+{{- end }}
+{{- define "tf-multiworker.sharedMount" -}}
+{{- $storage := .Values.storage }}
+{{- if ne $storage.type "objectStore" }}
+- name: shared
+  mountPath: {{ $storage.mountPath | quote }}
+  {{- if and (eq $storage.type "existingClaim") $storage.existingClaim.subPath }}
+  subPath: {{ $storage.existingClaim.subPath | quote }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Object-store credentials: every key of the existing Secret as an env variable.
+*/}}
+{{- define "tf-multiworker.objectStoreEnvFrom" -}}
+{{- if and (eq .Values.storage.type "objectStore") .Values.storage.objectStore.existingSecret }}
+- secretRef:
+    name: {{ .Values.storage.objectStore.existingSecret | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+"API access": the workers talk to the Kubernetes API (record the run's status, create
+Events, scale their own StatefulSet) when rbac.create and a completion action is
+scaleToZero. "true" or empty.
+*/}}
+{{- define "tf-multiworker.apiAccess" -}}
+{{- $completion := .Values.completion }}
+{{- if and .Values.rbac.create (or (eq $completion.onSuccess "scaleToZero") (eq $completion.onFailure "scaleToZero")) -}}
+true
+{{- end }}
+{{- end }}
+
+{{/*
+Where the worker container finds its API credentials (token, ca.crt, namespace): apart
+from the conventional serviceaccount directory, which stays empty (no automount).
+*/}}
+{{- define "tf-multiworker.apiDir" -}}
+/var/run/secrets/tf-multiworker/api
+{{- end }}
+
+{{/*
+Mounts outside the chart's own volumes: the kubelet's per-container files. A user mount at
+one of these paths would collide with them.
+*/}}
+{{- define "tf-multiworker.kubeletMounts" -}}
+/etc/hosts /etc/hostname /etc/resolv.conf /dev/termination-log
+{{- end }}

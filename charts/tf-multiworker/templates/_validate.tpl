@@ -1,0 +1,18 @@
+{{/*
+Every check of the values the schema cannot express: one small define per rule, in the
+_validate_<topic>.tpl files, each printing its problems one per line and naming the key and
+the fix. validateValues collects them all and fails once, listing each problem on a line of
+its own (Bitnami's pattern). The StatefulSet, which is always rendered, includes it first.
+*/}}
+{{- define "tf-multiworker.validateValues" -}}
+{{- $rules := list "namespace" "fullname" "extraEnv" "podLabels" "podAnnotations" "metricsPort" "tensorboardStorage" "objectStoreScheme" "completionRbac" "serviceAccount" "mounts" "extraVolumes" "extraVolumeMounts" "files" "evaluator" "subPath" "createClaim" "disruptionBudget" "gangScheduler" "egressRules" "securityContexts" "containerSecurity" "securityFields" "capabilities" "sysctlsAppArmor" "tfConfigSize" }}
+{{- $problems := list }}
+{{- range $rule := $rules }}
+{{- with include (printf "tf-multiworker.validate.%s" $rule) $ | trim }}
+{{- $problems = append $problems . }}
+{{- end }}
+{{- end }}
+{{- if $problems }}
+{{- fail (join "\n" $problems) }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,43 @@
+{{/* workers.extraEnv against what the chart and the entrypoint set. Each define prints its problems, one per line (_validate.tpl). */}}
+
+{{/* Variables the chart or the entrypoint derives per pod: a user value would shadow them.
+Names are compared case-insensitively; TFMW_* is reserved as a whole. */}}
+{{- define "tf-multiworker.validate.extraEnv" -}}
+{{- $problems := list }}
+{{- $workers := .Values.workers }}
+{{- $chartEnv := list "TFMW_POD_NAME" "TFMW_NAMESPACE" "TFMW_STATEFULSET" "TFMW_SERVICE" "TFMW_REPLICAS" "TFMW_PORT" "TFMW_METRICS_PORT" "TFMW_KEEP_LOG_MIB" "TFMW_CLUSTER_DOMAIN" "TFMW_PEER_TIMEOUT_SECONDS" "TFMW_MAX_RESTARTS" "TFMW_HANG_TIMEOUT_SECONDS" "TFMW_HANG_DETECTION" "TFMW_TRAINING_CONFIG" "TFMW_SHARED_DIR" "TFMW_RUN_ID" "TFMW_ON_SUCCESS" "TFMW_ON_FAILURE" "TFMW_ACTIVE_DEADLINE_SECONDS" "TFMW_WARM_STANDBY" "TFMW_POD_REVISION" "TFMW_API_DIR" "TFMW_STATUS_CONFIGMAP" "TF_CONFIG" }}
+{{- $ncclEnv := splitList " " (include "tf-multiworker.ncclEnvNames" .) }}
+{{- $seenEnv := dict }}
+{{- range $i, $env := $workers.extraEnv }}
+{{- $name := toString $env.name }}
+{{- if has (upper $name) $chartEnv }}
+{{- $problems = append $problems (printf "workers.extraEnv[%d].name=%s: this variable is derived from values by the chart or the entrypoint (docs/contracts.md); set the matching value instead" $i $name) }}
+{{- else if hasPrefix "TFMW_" (upper $name) }}
+{{- $problems = append $problems (printf "workers.extraEnv[%d].name=%s: names starting with TFMW_ (any case) are reserved for the chart and the entrypoint (docs/contracts.md); rename the variable" $i $name) }}
+{{- else if has $name $ncclEnv }}
+{{- $problems = append $problems (printf "workers.extraEnv[%d].name=%s: the chart already sets it from workers.nccl; set it there only" $i $name) }}
+{{- end }}
+{{- if hasKey $seenEnv $name }}
+{{- $problems = append $problems (printf "workers.extraEnv[%d].name=%s: duplicate of workers.extraEnv[%v] (the later would silently win); keep one" $i $name (get $seenEnv $name)) }}
+{{- else }}
+{{- $_ := set $seenEnv $name $i }}
+{{- end }}
+{{- end }}
+{{- join "\n" $problems }}
+{{- end }}
+
+{{/* The NCCL variables the chart sets from workers.nccl (GPU workers only), space-separated. */}}
+{{- define "tf-multiworker.ncclEnvNames" -}}
+{{- $gpus := int .Values.workers.gpus }}
+{{- $workers := .Values.workers }}
+{{- $ncclEnv := list }}
+{{- if gt $gpus 0 }}
+{{- with $workers.nccl }}
+{{- if .debug }}{{ $ncclEnv = append $ncclEnv "NCCL_DEBUG" }}{{ end }}
+{{- if .socketIfname }}{{ $ncclEnv = append $ncclEnv "NCCL_SOCKET_IFNAME" }}{{ end }}
+{{- if .ibDisable }}{{ $ncclEnv = append $ncclEnv "NCCL_IB_DISABLE" }}{{ end }}
+{{- $ncclEnv = concat $ncclEnv (keys (default (dict) .extraEnv)) }}
+{{- end }}
+{{- end }}
+{{- join " " $ncclEnv }}
+{{- end }}

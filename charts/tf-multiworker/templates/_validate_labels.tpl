@@ -1,0 +1,35 @@
+{{/* Labels and annotations the chart owns on the worker pods. Each define prints its problems, one per line (_validate.tpl). */}}
+
+{{/* Labels the chart sets on the worker pods: a podLabels entry would move the pods out of
+the StatefulSet's selector, the Service and the NetworkPolicy. */}}
+{{- define "tf-multiworker.validate.podLabels" -}}
+{{- $problems := list }}
+{{- $v := .Values }}
+{{- $workers := .Values.workers }}
+{{- $gang := $v.scheduling.gang }}
+{{- $chartLabels := list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/component" "app.kubernetes.io/managed-by" "app.kubernetes.io/part-of" "controller-revision-hash" "statefulset.kubernetes.io/pod-name" "apps.kubernetes.io/pod-index" }}
+{{- if eq $gang "coscheduling" }}{{ $chartLabels = append $chartLabels "scheduling.x-k8s.io/pod-group" }}{{ end }}
+{{- if eq $gang "kueue" }}{{ $chartLabels = concat $chartLabels (list "kueue.x-k8s.io/queue-name" "kueue.x-k8s.io/pod-group-name") }}{{ end }}
+{{- if eq $gang "runai" }}{{ $chartLabels = concat $chartLabels (list "project" "kai.scheduler/queue") }}{{ end }}
+{{- range $key := keys (default (dict) $workers.podLabels) | sortAlpha }}
+{{- if has $key $chartLabels }}
+{{- $problems = append $problems (printf "workers.podLabels.%s: the chart (or the StatefulSet controller) sets this label on the worker pods and selects them by it; choose another label key" $key) }}
+{{- end }}
+{{- end }}
+{{- join "\n" $problems }}
+{{- end }}
+
+{{- define "tf-multiworker.validate.podAnnotations" -}}
+{{- $problems := list }}
+{{- $workers := .Values.workers }}
+{{- $gang := .Values.scheduling.gang }}
+{{- $chartAnnotations := list "checksum/training-config" }}
+{{- if eq $gang "volcano" }}{{ $chartAnnotations = append $chartAnnotations "scheduling.k8s.io/group-name" }}{{ end }}
+{{- if eq $gang "kueue" }}{{ $chartAnnotations = append $chartAnnotations "kueue.x-k8s.io/pod-group-total-count" }}{{ end }}
+{{- range $key := keys (default (dict) $workers.podAnnotations) | sortAlpha }}
+{{- if has $key $chartAnnotations }}
+{{- $problems = append $problems (printf "workers.podAnnotations.%s: the chart sets this annotation on the worker pods; choose another annotation key" $key) }}
+{{- end }}
+{{- end }}
+{{- join "\n" $problems }}
+{{- end }}
