@@ -2,7 +2,7 @@
 # hash lock, plus the `entrypoint` launcher (TF_CONFIG from the pod ordinal, peer wait,
 # supervisor, built-in trainer).
 #
-# Build: `make image [VARIANT=cpu|gpu] [IMAGE=registry/name] [BASE=debian]` (scripts/image.py),
+# Build: `make image [VARIANT=cpu|gpu] [IMAGE=registry/name] [BASE=debian]` (scripts/tfmw/image/build.py),
 # or by hand:
 #   docker build --build-arg VERSION=0.1.0 -t tf-multiworker:0.1.0 .                     # GPU
 #   docker build --build-arg VERSION=0.1.0 --build-arg VARIANT=cpu -t tf-multiworker:0.1.0-cpu .

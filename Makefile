@@ -24,7 +24,7 @@ GPUS ?=
 # PUSH=1 pushes after building; BASE=debian builds the Python base here from Debian packages
 # (debootstrap, root) instead of pulling docker.io/library/python; BASE_IMAGE=/BASE_TAG= choose
 # another official-style base; BASE_DIGEST=sha256:... pins it (read from the environment by
-# scripts/image.py).
+# scripts/tfmw/image/build.py).
 VARIANT ?=
 IMAGE ?=
 PUSH ?=
@@ -35,6 +35,8 @@ BASE_TAG ?=
 PYTHON_BOOTSTRAP ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# the host side's command, installed into the venv with the tfmw package (scripts/tfmw)
+TFMW := $(VENV)/bin/tfmw
 TOOLS := .tools/bin
 # HELM= names an existing helm binary; otherwise the pinned one in .tools/bin is used.
 HELM ?= $(CURDIR)/$(TOOLS)/helm
@@ -46,7 +48,7 @@ TOOLS_STAMP := $(TOOLS)/.installed-stamp
 # etcd, kube-apiserver/-controller-manager/-scheduler, kubelet, kube-proxy and CoreDNS, built
 # once from pinned Go modules
 KUBE_STAMP := .tools/kube/.installed-stamp
-KUBE_GOMOD := $(wildcard scripts/kube/gomod/*/go.mod scripts/kube/gomod/*/go.sum scripts/kube/gomod/*/tools.go scripts/kube/gomod/*/main.go)
+KUBE_GOMOD := $(wildcard scripts/tfmw/devcluster/gomod/*/go.mod scripts/tfmw/devcluster/gomod/*/go.sum scripts/tfmw/devcluster/gomod/*/tools.go scripts/tfmw/devcluster/gomod/*/main.go)
 
 .PHONY: help
 help: ## List the targets
@@ -62,13 +64,13 @@ $(VENV_STAMP): pyproject.toml requirements/image-cpu.lock
 	$(PY) -m pip install --quiet --disable-pip-version-check -c $(VENV)/image-constraints.txt -e '.[dev]'
 	@touch $@
 
-$(TOOLS_STAMP): scripts/tools.py
-	$(PYTHON_BOOTSTRAP) scripts/tools.py --dest $(TOOLS)
+$(TOOLS_STAMP): $(VENV_STAMP) scripts/tfmw/tools.py
+	$(PY) -m tfmw.tools --dest $(TOOLS)
 	@touch $@
 
-$(KUBE_STAMP): scripts/kube/build.py scripts/kube/build_coredns.py $(KUBE_GOMOD)
-	$(PYTHON_BOOTSTRAP) -m scripts.kube.build
-	$(PYTHON_BOOTSTRAP) -m scripts.kube.build_coredns >/dev/null
+$(KUBE_STAMP): $(VENV_STAMP) scripts/tfmw/devcluster/build.py scripts/tfmw/devcluster/build_coredns.py $(KUBE_GOMOD)
+	$(PY) -m tfmw.devcluster.build
+	$(PY) -m tfmw.devcluster.build_coredns >/dev/null
 	@touch $@
 
 .PHONY: setup
@@ -93,55 +95,55 @@ test-fast: setup-tools ## Run the fast tests only (no real TensorFlow training)
 
 .PHONY: lint
 lint: setup-tools ## helm lint --strict (Helm 4+3), kubernetes-validate 1.30/1.35, checkov, hadolint, yamllint
-	$(PY) -m scripts.lint
+	$(PY) -m tfmw.lint
 
 .PHONY: template
 template: setup-tools ## Render the chart for ENV into build/<ENV>/manifests.yaml
-	$(PY) -m scripts.tfmw template --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)")
+	$(TFMW) template --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)")
 
 .PHONY: local
 local: setup-tools ## Train for real on this machine: the chart rendered with values/local.yaml, one process per worker
-	$(PY) -m scripts.local_run --env $(ENV) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)") $(if $(FRESH),--fresh)
+	$(PY) -m tfmw.localrun --env $(ENV) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)") $(if $(FRESH),--fresh)
 
 .PHONY: cluster
 cluster: setup host-packages ## Start a real local Kubernetes (root): control plane, CoreDNS, NODES real nodes running the worker image; prints `export KUBECONFIG=...`
-	$(PY) -m scripts.kube.cluster up $(if $(NODES),--nodes $(NODES)) $(if $(GPUS),--gpus-per-node $(GPUS)) $(if $(BASE),--base $(BASE))
+	$(PY) -m tfmw.devcluster up $(if $(NODES),--nodes $(NODES)) $(if $(GPUS),--gpus-per-node $(GPUS)) $(if $(BASE),--base $(BASE))
 
 .PHONY: cluster-load
 cluster-load: setup-tools ## Rebuild the worker image if its sources changed and import it into every node of the running cluster
-	$(PY) -m scripts.kube.cluster load $(if $(BASE),--base $(BASE))
+	$(PY) -m tfmw.devcluster load $(if $(BASE),--base $(BASE))
 
 .PHONY: cluster-down
-cluster-down: ## Stop the local cluster: no process, mount, cgroup, network namespace or state folder left
-	$(PY) -m scripts.kube.cluster down
+cluster-down: $(VENV_STAMP) ## Stop the local cluster: no process, mount, cgroup, network namespace or state folder left
+	$(PY) -m tfmw.devcluster down
 
 .PHONY: deploy
 deploy: setup-tools ## Install or upgrade ENV's release on the current kube context
-	$(PY) -m scripts.tfmw deploy --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(CTX_ARG) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)") $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(DRY_RUN),--dry-run)
+	$(TFMW) deploy --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(CTX_ARG) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)") $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(DRY_RUN),--dry-run)
 
 .PHONY: diff
 diff: setup-tools ## Show what deploy would change (rendered manifests vs. the deployed release)
-	$(PY) -m scripts.tfmw diff $(CTX_ARG) --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)")
+	$(TFMW) diff $(CTX_ARG) --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)")
 
 .PHONY: status
 status: setup-tools ## Release state and per-worker progress
-	$(PY) -m scripts.tfmw status $(CTX_ARG) --release $(RELEASE) --namespace $(NAMESPACE)
+	$(TFMW) status $(CTX_ARG) --release $(RELEASE) --namespace $(NAMESPACE)
 
 .PHONY: logs
 logs: setup-tools ## Follow every worker's log, each line prefixed with its pod
-	$(PY) -m scripts.tfmw logs $(CTX_ARG) --release $(RELEASE) --namespace $(NAMESPACE)
+	$(TFMW) logs $(CTX_ARG) --release $(RELEASE) --namespace $(NAMESPACE)
 
 .PHONY: undeploy
 undeploy: setup-tools ## Uninstall the release (shared storage is kept)
-	$(PY) -m scripts.tfmw undeploy $(CTX_ARG) --release $(RELEASE) --namespace $(NAMESPACE)
+	$(TFMW) undeploy $(CTX_ARG) --release $(RELEASE) --namespace $(NAMESPACE)
 
 .PHONY: bench
 bench: setup ## Measure the performance figures into docs/benchmarks.md (QUICK=1 for a short run)
-	$(PY) -m scripts.bench $(if $(QUICK),--quick)
+	$(PY) -m tfmw.bench $(if $(QUICK),--quick)
 
 .PHONY: image
-image: ## Build the worker image (VARIANT=gpu|cpu, IMAGE=registry/name, BASE=debian, PUSH=1) with docker or podman
-	$(PYTHON_BOOTSTRAP) -m scripts.image $(if $(VARIANT),--variant $(VARIANT)) $(if $(IMAGE),--image $(IMAGE)) $(if $(BASE),--base $(BASE)) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(BASE_TAG),--base-tag $(BASE_TAG)) $(if $(filter 1,$(PUSH)),--push)
+image: $(VENV_STAMP) ## Build the worker image (VARIANT=gpu|cpu, IMAGE=registry/name, BASE=debian, PUSH=1) with docker or podman
+	$(PY) -m tfmw.image $(if $(VARIANT),--variant $(VARIANT)) $(if $(IMAGE),--image $(IMAGE)) $(if $(BASE),--base $(BASE)) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(BASE_TAG),--base-tag $(BASE_TAG)) $(if $(filter 1,$(PUSH)),--push)
 
 .PHONY: clean
 clean: ## Remove local run state and build output (keeps the venv and tools)

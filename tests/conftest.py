@@ -1,4 +1,4 @@
-"""Shared test helpers: the repo on sys.path (helm is found by scripts/helmkit.py)."""
+"""Shared test fixtures: the repo, a loopback listener."""
 from __future__ import annotations
 
 import socket
@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""scripts/bench/checkpoint_save.py for real (slow): TensorFlow's sync and async checkpoint
+"""scripts/tfmw/bench/checkpoint_save.py for real (slow): TensorFlow's sync and async checkpoint
 saves of the trainer's own model, one line per model with every field measured."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_sync_and_async_saves_are_measured_per_model():
-    proc = subprocess.run([sys.executable, "-m", "scripts.bench.checkpoint_save", "mlp=784"], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "tfmw.bench.checkpoint_save", "mlp=784"], cwd=REPO,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     [line] = [l for l in proc.stdout.splitlines() if l.startswith("tfmw bench checkpoint=")]

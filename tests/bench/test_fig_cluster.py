@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from scripts import faults
-from scripts.bench import fig_cluster, report
+from tfmw import faults
+from tfmw.bench import fig_cluster, report
 
 R = fig_cluster.ClusterRound
 IMPORTED = fig_cluster.Up(40.5, 41.0, "imported", 24.2, 2)

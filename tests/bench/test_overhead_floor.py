@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from scripts.bench import fig_overhead
+from tfmw.bench import fig_overhead
 
 
 def test_ring_bytes_per_worker():

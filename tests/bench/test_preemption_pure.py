@@ -1,7 +1,7 @@
-"""scripts/bench/preemption.py: what counts as an exact stop and resume, and the published step."""
+"""scripts/tfmw/bench/preemption.py: what counts as an exact stop and resume, and the published step."""
 from __future__ import annotations
 
-from scripts.bench.preemption import Round, published_step
+from tfmw.bench.preemption import Round, published_step
 
 
 def make_round(**changes) -> Round:

@@ -3,7 +3,7 @@
 Shared by the chart tests (imported as a plain module: pytest puts tests/chart on sys.path).
 Everything here runs helm as a subprocess with values *files*, so overlays merge with
 Helm's own rules (maps merge, lists replace), not pyhelm3's list concatenation. Finding helm,
-its version and `helm template` itself are scripts/helmkit.py's, as for the host tools.
+its version and `helm template` itself are scripts/tfmw/chart/helmkit.py's, as for the host tools.
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from scripts import helmkit
-from scripts.helmkit import helm_major  # noqa: F401  (the chart tests' name for it)
+from tfmw.chart import helmkit
+from tfmw.chart.helmkit import helm_major  # noqa: F401  (the chart tests' name for it)
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "tf-multiworker"

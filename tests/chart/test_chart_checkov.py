@@ -13,7 +13,7 @@ import yaml
 
 import chartkit
 from chartkit import ALL_ON, OVERLAYS, overlay_path
-from scripts import checkov_scan
+from tfmw.lint import checkov_scan
 
 # checkov splits the annotation on "=": a reason containing "=" crashes it.
 SKIP = re.compile(r"^(CKV2?_K8S_\d+)=([^=]{20,})$")

@@ -6,7 +6,7 @@ import pytest
 
 import chartkit
 from chartkit import OVERLAYS, overlay_path
-from scripts import helmkit
+from tfmw.chart import helmkit
 
 
 def values_sets():

@@ -41,7 +41,7 @@ def _template_with_api(helm: str, *sets: str) -> tuple[list[dict], str]:
         args += ["--set", item]
     result = chartkit.run_helm(helm, args)
     assert result.returncode == 0, result.stderr
-    from scripts import helmkit
+    from tfmw.chart import helmkit
     return helmkit.parse_manifests(result.stdout), result.stdout
 
 

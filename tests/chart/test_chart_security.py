@@ -8,7 +8,7 @@ import re
 import pytest
 
 import chartkit
-from scripts import pss
+from tfmw.chart import pss
 from chartkit import ALL_ON, OVERLAYS, RELEASE, find, one, overlay_path, pod_labels, pod_templates
 
 FULLNAME = f"{RELEASE}-tf-multiworker"

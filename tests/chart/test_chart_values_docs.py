@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 import chartkit
-from scripts import values_table
+from tfmw.chart import values_table
 
 VALUES = chartkit.CHART / "values.yaml"
 SCHEMA = chartkit.CHART / "values.schema.json"
@@ -39,9 +39,9 @@ def test_multi_line_descriptions_are_joined():
 def test_readme_table_matches_values_yaml():
     readme = README.read_text()
     assert values_table.START in readme and values_table.END in readme, \
-        "README lacks the values-table markers: run python -m scripts.values_table --write README.md"
+        "README lacks the values-table markers: run python -m tfmw.chart.values_table --write README.md"
     expected = values_table.with_table(readme, values_table.readme_section(VALUES.read_text()))
-    assert readme == expected, "README's values table is stale: python -m scripts.values_table --write README.md"
+    assert readme == expected, "README's values table is stale: python -m tfmw.chart.values_table --write README.md"
 
 
 def test_with_table_replaces_only_between_markers():

@@ -1,4 +1,4 @@
-"""scripts/helmkit.py: finding the binaries, helm's version, `helm template`, helm's errors as one
+"""scripts/tfmw/chart/helmkit.py: finding the binaries, helm's version, `helm template`, helm's errors as one
 line, built-in API groups and strict validation. The pure parts on made-up input; version and
 template with the real pinned Helm 4 and Helm 3 (the `helm` fixture runs those tests with each)."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import chartkit
-from scripts import helmkit
-from scripts.helmkit import ToolError
+from tfmw.chart import helmkit
+from tfmw.chart.helmkit import ToolError
 
 
 def executable(path: Path, script: str = "exit 0") -> Path:
@@ -250,11 +250,3 @@ def test_an_unknown_kubernetes_version_is_refused():
     with pytest.raises(ToolError, match=r"--kube-version 9\.99 is not known to kubernetes-validate"):
         helmkit.validate_objects([SERVICE], "9.99")
 
-
-def test_the_toolkit_imports_only_the_standard_library_at_the_top():
-    """scripts/tools.py imports it with the bootstrap python, before the venv exists."""
-    import ast
-    tree = ast.parse(Path(helmkit.__file__).read_text())
-    top = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
-    top |= {node.module.split(".")[0] for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
-    assert top <= {"__future__", "functools", "os", "re", "shutil", "subprocess", "dataclasses", "pathlib", "typing"}

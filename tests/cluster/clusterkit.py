@@ -1,4 +1,4 @@
-"""Helpers for tests against the real local control plane (scripts/kube): kubectl and helm
+"""Helpers for tests against the real local control plane (scripts/tfmw/devcluster): kubectl and helm
 with the test cluster's kubeconfig, waiting on API state, per-test namespaces."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from scripts.kube.api import Api, ApiError, ns_path
-from scripts.kube.controlplane import ClusterState
+from tfmw.k8s.api import Api, ApiError, ns_path
+from tfmw.devcluster.controlplane import ClusterState
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "tf-multiworker"
@@ -58,7 +58,7 @@ class Cluster:
 
     def tfmw(self, *args: str, check: bool = False, timeout: float = 600) -> subprocess.CompletedProcess:
         import sys
-        return self.run([sys.executable, "-m", "scripts.tfmw", *args], check=check, timeout=timeout, cwd=REPO)
+        return self.run([sys.executable, "-m", "tfmw.cli", *args], check=check, timeout=timeout, cwd=REPO)
 
     # -- reading state ----------------------------------------------------------------
     def pods(self, namespace: str, selector: str = "") -> list[dict]:

@@ -1,4 +1,4 @@
-"""One real local cluster for the whole session (scripts/kube: etcd, kube-apiserver,
+"""One real local cluster for the whole session (scripts/tfmw/devcluster: etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler, CoreDNS from their pinned Go builds, and two real
 nodes: kubelet, containerd, kube-proxy) running the project's own worker image, built here
 from the Dockerfile when its sources changed; each test works in a namespace of its own and
@@ -10,8 +10,8 @@ import shutil
 
 import pytest
 
-from scripts.kube import controlplane
-from scripts.kube.build import ensure_binaries
+from tfmw.devcluster import controlplane
+from tfmw.devcluster.build import ensure_binaries
 
 from clusterkit import Cluster, delete_namespace, new_namespace
 
@@ -23,7 +23,7 @@ NODES = 2
 def worker_image() -> tuple[str, object]:
     """The CPU worker image (what values/local.yaml pulls) and its docker-save archive,
     built from the Dockerfile on a Debian-made base (no registry is reachable here)."""
-    from scripts import image
+    from tfmw.image import build as image
     ref = image.ensure_image(variant="cpu", base="debian", progress=print)
     return ref, image.save_archive(ref, controlplane.IMAGE_CACHE)
 

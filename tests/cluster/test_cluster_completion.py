@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from clusterkit import CHART, REPO, wait_for
-from scripts.kube.api import ns_path
+from tfmw.k8s.api import ns_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from clusterkit import REPO, wait_for
-from scripts.kube import controlplane
-from scripts.kube.api import ApiError, ns_path
-from scripts.kube.build import ensure_binaries
+from tfmw.devcluster import controlplane
+from tfmw.k8s.api import ApiError, ns_path
+from tfmw.devcluster.build import ensure_binaries
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -94,11 +94,11 @@ def test_cluster_down_after_a_crash_leaves_no_process_mount_or_namespace(cluster
     orphans nobody stops); `cluster down` still removes everything: processes, mounts, cgroups,
     namespaces, the bridge, nftables tables (they live in the node's namespace), the kernel
     settings the kubelet changed, the state folder."""
-    from scripts.kube import nodes
+    from tfmw.devcluster import nodes
     directory = tmp_path / "second"
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ)
     sysctls_before = nodes.read_kernel_sysctls()
-    up = subprocess.run([sys.executable, "-m", "scripts.kube.cluster", "up", "--state", str(directory),
+    up = subprocess.run([sys.executable, "-m", "tfmw.devcluster.cluster", "up", "--state", str(directory),
                          "--nodes", "1", "--no-image"],
                         capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     assert up.returncode == 0, up.stderr
@@ -120,7 +120,7 @@ def test_cluster_down_after_a_crash_leaves_no_process_mount_or_namespace(cluster
         os.kill(state.pids[name], signal.SIGKILL)
     time.sleep(1)
     assert all(Path(f"/proc/{pid}").exists() for pid in kubelets)   # orphaned, still running
-    down = subprocess.run([sys.executable, "-m", "scripts.kube.cluster", "down", "--state", str(directory)],
+    down = subprocess.run([sys.executable, "-m", "tfmw.devcluster.cluster", "down", "--state", str(directory)],
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     assert down.returncode == 0, down.stderr
     assert "stopped" in down.stdout
@@ -133,7 +133,7 @@ def test_cluster_down_after_a_crash_leaves_no_process_mount_or_namespace(cluster
     assert str(directory) not in mounts and netns not in mounts
     assert not nodes.leftover_cgroups(f"tfmwk{state.slot}-")
     assert nodes.read_kernel_sysctls() == sysctls_before
-    again = subprocess.run([sys.executable, "-m", "scripts.kube.cluster", "down", "--state", str(directory)],
+    again = subprocess.run([sys.executable, "-m", "tfmw.devcluster.cluster", "down", "--state", str(directory)],
                            capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
     assert again.returncode == 0 and "none running" in again.stdout
 

@@ -1,6 +1,6 @@
-"""The ops path on a real API server: `python -m scripts.tfmw deploy / status / logs / diff /
+"""The ops path on a real API server: `python -m tfmw.cli deploy / status / logs / diff /
 undeploy` (what `make deploy ENV=local` and friends run) and `helm test`, through pyhelm3 with
-Helm 4 and with Helm 3, against the local control plane (scripts/kube).
+Helm 4 and with Helm 3, against the local control plane (scripts/tfmw/devcluster).
 
 One test trains for real end to end; the others run the sleeper command (clusterkit.SLEEPER)
 or a command that finishes at once, since they are about Helm, the scheduler and the API
@@ -21,7 +21,7 @@ import uuid
 import pytest
 
 from clusterkit import REPO, SLEEPER, TOOLS, delete_namespace, wait_for
-from scripts.kube.api import ns_path
+from tfmw.k8s.api import ns_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -30,8 +30,8 @@ FINISH_AT_ONCE = "training.command={python,-c,pass}"   # the launcher's user com
 
 
 def tfmw(cluster, *args: str, helm: str = "helm4", sets=(), timeout: float = 600, env=None):
-    """`python -m scripts.tfmw ARGS` with the test cluster's KUBECONFIG and the chosen helm."""
-    argv = [sys.executable, "-m", "scripts.tfmw", *args]
+    """`python -m tfmw.cli ARGS` with the test cluster's KUBECONFIG and the chosen helm."""
+    argv = [sys.executable, "-m", "tfmw.cli", *args]
     for item in sets:
         argv += ["--set", shlex.quote(item)]   # tfmw splits --set shell-style (make SET="a=1 b=2")
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=REPO,
@@ -79,7 +79,7 @@ class LogFollower:
     """`tfmw logs` (kubectl logs --follow) in the background, each line stamped when it arrives."""
 
     def __init__(self, cluster, namespace: str, release: str):
-        argv = [sys.executable, "-m", "scripts.tfmw", "logs", "--namespace", namespace, "--release", release]
+        argv = [sys.executable, "-m", "tfmw.cli", "logs", "--namespace", namespace, "--release", release]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      cwd=REPO, env=cluster.env())
         self.lines: list[tuple[float, str]] = []

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts import helmkit
+from tfmw.chart import helmkit
 
 REPO = helmkit.REPO
 HELM4 = helmkit.find_helm()
@@ -147,7 +147,7 @@ current-context: tfmw-test-ctx
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """`python -m scripts.tfmw ARGS` in the repo, as make runs it."""
+    """`python -m tfmw.cli ARGS` in the repo, as make runs it."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "scripts.tfmw", *args], cwd=REPO, env=full_env,
+    return subprocess.run([sys.executable, "-m", "tfmw.cli", *args], cwd=REPO, env=full_env,
                           capture_output=True, text=True, timeout=timeout)

@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from scripts import deploy_helm
-from scripts.helmkit import ToolError
+from tfmw.deploy import helm as deploy_helm
+from tfmw.chart.helmkit import ToolError
 
 from deploykit import HELM3, HELM4
 
@@ -147,7 +147,7 @@ def test_diff_shows_changed_added_and_removed_objects_but_not_hooks():
 ])
 def test_uninstall_reports_what_happens_to_shared_storage(sets, expected):
     """Read from the real chart's rendering for each storage type."""
-    from scripts import render
+    from tfmw.chart import render
     objects = render.render("dev", [sets], release="rel", namespace="ml")
     lines = deploy_helm.storage_after_uninstall(objects, "ml")
     assert len(lines) == 1 and expected in lines[0], lines

@@ -1,6 +1,6 @@
 """Issue 12 on the host path: `make template`, `make deploy` (also --dry-run) and `make local`
 refuse bad values before anything runs, one line naming the key, exit 2; the Pod Security
-Standards check (scripts/pss.py) runs on every rendered pod; SET reaches helm as helm's own
+Standards check (scripts/tfmw/chart/pss.py) runs on every rendered pod; SET reaches helm as helm's own
 --set would."""
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import sys
 import pytest
 import yaml
 
-from scripts import local_run, pss, render
-from scripts.helmkit import ToolError
+from tfmw.localrun import run as local_run
+from tfmw.chart import pss
+from tfmw.chart import render
+from tfmw.chart.helmkit import ToolError
 
 from deploykit import HELM3, HELM4, REPO, run_cli
 
@@ -154,5 +156,5 @@ def test_tfmw_deploy_dry_run_passes_escapes_through():
 
 
 def test_pss_is_importable_from_scripts():
-    assert (REPO / "scripts" / "pss.py").is_file() and not (REPO / "tests" / "chart" / "pss.py").exists()
-    assert sys.modules["scripts.pss"] is pss
+    assert (REPO / "scripts" / "tfmw" / "chart" / "pss.py").is_file() and not (REPO / "tests" / "chart" / "pss.py").exists()
+    assert sys.modules["tfmw.chart.pss"] is pss

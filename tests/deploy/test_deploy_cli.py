@@ -1,4 +1,4 @@
-"""`python -m scripts.tfmw` end to end, without a cluster: one-line errors, exit codes, files."""
+"""`python -m tfmw.cli` end to end, without a cluster: one-line errors, exit codes, files."""
 from __future__ import annotations
 
 import pytest

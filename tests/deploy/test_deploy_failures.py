@@ -2,12 +2,13 @@
 local cluster, a value the API server refuses, a failed install or upgrade and what it left.
 
 The helm error strings below are verbatim from Helm 4.1.4 and 3.17.2 against the local control
-plane (scripts/kube); tests/cluster/test_cluster_ops.py produces them for real."""
+plane (scripts/tfmw/devcluster); tests/cluster/test_cluster_ops.py produces them for real."""
 from __future__ import annotations
 
 import pytest
 
-from scripts import deploy_helm, render
+from tfmw.deploy import helm as deploy_helm
+from tfmw.chart import render
 
 from deploykit import run_cli
 from test_deploy_cli import assert_one_line_error

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from scripts import deploy_pods
-from scripts.deploy_pods import PodState, WorkerReport
-from scripts.helmkit import ToolError
+from tfmw.deploy import observe as deploy_pods
+from tfmw.deploy.observe import PodState, WorkerReport
+from tfmw.chart.helmkit import ToolError
 
 
 def pod(name, phase="Running", scheduled=True, ready=False, restarts=0, waiting=None, node="node-1",
@@ -316,7 +316,7 @@ def test_worker_statefulset_is_preferred_over_others():
 
 
 def test_real_chart_workers_selector_matches_its_pod_labels():
-    from scripts import render
+    from tfmw.chart import render
     objects = render.render("prod", release="rel", namespace="ml")
     workers = deploy_pods.workers_of(objects, "default")
     sts = next(o for o in objects if o["kind"] == "StatefulSet")
@@ -353,7 +353,7 @@ def test_deploy_progress_prints_a_line_only_when_counts_change(monkeypatch, caps
     """The watch loop of `tfmw deploy` (kubectl replaced by a scripted sequence of pod lists)."""
     import asyncio
     import time
-    from scripts import tfmw
+    from tfmw import cli as tfmw
 
     snapshots = iter([
         [pod("w-0", phase="Pending", scheduled=False), pod("w-1", phase="Pending", scheduled=False)],
@@ -411,7 +411,7 @@ def test_a_worker_image_missing_from_the_node_is_named_with_the_fix():
 
 
 def _rendered_sts(*sets: str) -> dict:
-    from scripts import render
+    from tfmw.chart import render
     objects = render.prepare("local", list(sets), release="ops", namespace="ml").objects
     return next(o for o in objects if o["kind"] == "StatefulSet")
 

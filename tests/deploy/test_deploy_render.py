@@ -1,4 +1,4 @@
-"""scripts.render: values layered exactly as helm layers them, schema refusals, offline render."""
+"""tfmw.chart.render: values layered exactly as helm layers them, schema refusals, offline render."""
 from __future__ import annotations
 
 import json
@@ -7,8 +7,8 @@ import subprocess
 import pytest
 import yaml
 
-from scripts import render
-from scripts.helmkit import ToolError
+from tfmw.chart import render
+from tfmw.chart.helmkit import ToolError
 
 from deploykit import HELM3, HELM4, REPO
 

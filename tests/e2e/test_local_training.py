@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 
 def local_run(tmp_path: Path, *sets: str, release: str = "e2e", timeout: float = 600, set_files=()):
-    argv = [sys.executable, "-m", "scripts.local_run", "--runs-dir", str(tmp_path),
+    argv = [sys.executable, "-m", "tfmw.localrun.run", "--runs-dir", str(tmp_path),
             "--release", release, "--fresh", "--timeout", "400"]
     for item in sets:
         argv += ["--set", item]
@@ -84,7 +84,7 @@ def test_builtin_trainer_two_workers_complete_with_identical_weights(tmp_path):
     assert "predicted (2, " in reload.stdout
 
     # Completion is durable: the same run started again trains nothing.
-    again = subprocess.run([sys.executable, "-m", "scripts.local_run", "--runs-dir", str(tmp_path),
+    again = subprocess.run([sys.executable, "-m", "tfmw.localrun.run", "--runs-dir", str(tmp_path),
                             "--release", "e2e", "--timeout", "120"],
                            cwd=REPO, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stdout[-2000:]
@@ -163,7 +163,7 @@ def _processes_with_env(needle: str) -> list[int]:
 def test_ctrl_c_stops_cleanly_keeps_the_checkpoint_and_resumes(tmp_path):
     sets = ["--set", "training.config.steps=150", "--set", "training.config.checkpoint.everySteps=10",
             "--set", "training.config.logEverySteps=10"]
-    argv = [sys.executable, "-m", "scripts.local_run", "--runs-dir", str(tmp_path), "--release", "intr", *sets]
+    argv = [sys.executable, "-m", "tfmw.localrun.run", "--runs-dir", str(tmp_path), "--release", "intr", *sets]
     # As from a terminal: SIGINT at its default, even when this test itself was started in the
     # background of a non-interactive shell (which ignores SIGINT, an ignore Python keeps).
     proc = subprocess.Popen(argv + ["--fresh"], cwd=REPO, stdout=subprocess.PIPE,
@@ -197,7 +197,7 @@ def test_ctrl_c_stops_cleanly_keeps_the_checkpoint_and_resumes(tmp_path):
 
 def test_loopback_network_mode_trains_without_namespaces(tmp_path):
     # What a non-root developer gets: every worker on 127.0.0.1, worker j on port+j.
-    argv = [sys.executable, "-m", "scripts.local_run", "--runs-dir", str(tmp_path), "--release", "lo",
+    argv = [sys.executable, "-m", "tfmw.localrun.run", "--runs-dir", str(tmp_path), "--release", "lo",
             "--fresh", "--network", "loopback", "--set", "training.config.steps=10",
             "--set", "training.config.checkpoint.everySteps=5"]
     proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
@@ -224,10 +224,10 @@ def _sample(families: dict, name: str, **labels) -> float:
 def test_every_worker_serves_metrics_through_the_run(tmp_path):
     # The chart's default metrics.enabled: each launcher serves /metrics; read with
     # prometheus-client's own parser while training and once the run has ended.
-    from scripts import render
-    from scripts.local_run import base_env, choose_network, metrics_enabled
-    from scripts.localrun.kubelet import LocalCluster
-    from scripts.localrun.podspec import build_pods, find_workload
+    from tfmw.chart import render
+    from tfmw.localrun.run import base_env, choose_network, metrics_enabled
+    from tfmw.localrun.kubelet import LocalCluster
+    from tfmw.localrun.podspec import build_pods, find_workload
 
     rendered = render.prepare("local", ["training.config.steps=40", "training.config.checkpoint.everySteps=10",
                                         "training.config.logEverySteps=5"], release="metrics")

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from entrypoint import loglines
-from scripts import render
-from scripts.faults import SCENARIOS, run_scenario, said
-from scripts.local_run import base_env, choose_network
-from scripts.localrun.kubelet import LocalCluster
-from scripts.localrun.podspec import build_pods, find_workload
+from tfmw.chart import render
+from tfmw.faults import SCENARIOS, run_scenario, said
+from tfmw.localrun.run import base_env, choose_network
+from tfmw.localrun.kubelet import LocalCluster
+from tfmw.localrun.podspec import build_pods, find_workload
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -109,7 +109,7 @@ def test_retries_exhausted_exit_5_with_reason(tmp_path):
     # is Failed (RestartLimit, exit code 5) with one clear line, and the local runner reports
     # it at once instead of waiting out its timeout or crash-looping.
     proc = subprocess.run(
-        [sys.executable, "-m", "scripts.local_run", "--runs-dir", str(tmp_path), "--release", "exhaust",
+        [sys.executable, "-m", "tfmw.localrun.run", "--runs-dir", str(tmp_path), "--release", "exhaust",
          "--set", "training.command={/bin/false}",
          "--set", "training.maxRestarts=2", "--timeout", "120"],
         cwd=REPO, capture_output=True, text=True, timeout=300)
@@ -123,7 +123,7 @@ def test_bad_training_config_ends_the_local_run_at_once_with_exit_2(tmp_path):
     # The launcher records Failed (BadConfig) and idles, as in a StatefulSet; the local runner
     # reads its `tfmw failed` line and stops with the run's code, naming the key.
     proc = subprocess.run(
-        [sys.executable, "-m", "scripts.local_run", "--runs-dir", str(tmp_path), "--release", "badcfg",
+        [sys.executable, "-m", "tfmw.localrun.run", "--runs-dir", str(tmp_path), "--release", "badcfg",
          "--set", "training.config.batchSizePerReplica=0", "--timeout", "120"],
         cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stdout[-2000:]

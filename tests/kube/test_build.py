@@ -1,4 +1,4 @@
-"""scripts.kube.build: the pinned wrapper modules, the version flags, the stamp, the refusals, the real binaries."""
+"""tfmw.devcluster.build: the pinned wrapper modules, the version flags, the stamp, the refusals, the real binaries."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from scripts.kube import build
-from scripts.kube.build import KubeBuildError
+from tfmw.devcluster import build
+from tfmw.devcluster.build import KubeBuildError
 
 REPO = Path(__file__).resolve().parents[2]
 KUBE_GOMOD_TEXT = (build.KUBE_GOMOD / "go.mod").read_text()
@@ -19,7 +19,7 @@ KUBE_GOSUM_TEXT = (build.KUBE_GOMOD / "go.sum").read_text()
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "scripts.kube.build", *args], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "tfmw.devcluster.build", *args], cwd=REPO,
                           capture_output=True, text=True, env=env)
 
 
@@ -266,7 +266,7 @@ def test_complete_install_is_reused_without_go(tmp_path):
     target = install(tmp_path, pins)
     env = dict(os.environ, PATH="/nonexistent")
     result = subprocess.run(
-        [sys.executable, "-c", "import sys; from scripts.kube.build import ensure_binaries;"
+        [sys.executable, "-c", "import sys; from tfmw.devcluster.build import ensure_binaries;"
          f"p = ensure_binaries({str(tmp_path)!r}); print(p['kube-apiserver'])"],
         cwd=REPO, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr

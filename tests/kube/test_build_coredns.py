@@ -1,4 +1,4 @@
-"""scripts.kube.build_coredns: the pinned wrapper module, main.go's plugin list, the flags,
+"""tfmw.devcluster.build_coredns: the pinned wrapper module, main.go's plugin list, the flags,
 the stamp, the refusals, and (slow) the real binary."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from scripts.kube import build, build_coredns as cd
-from scripts.kube.build import KubeBuildError
+from tfmw.devcluster import build, build_coredns as cd
+from tfmw.devcluster.build import KubeBuildError
 
 REPO = Path(__file__).resolve().parents[2]
 GOMOD_TEXT = (cd.COREDNS_GOMOD / "go.mod").read_text()
@@ -24,7 +24,7 @@ NEEDED_PLUGINS = {"kubernetes", "bind", "errors", "health", "ready", "cache", "f
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "scripts.kube.build_coredns", *args], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "tfmw.devcluster.build_coredns", *args], cwd=REPO,
                           capture_output=True, text=True, env=env)
 
 
@@ -230,7 +230,7 @@ def test_complete_install_is_reused_without_go(tmp_path):
     target = install(tmp_path, cd.read_pins())
     env = dict(os.environ, PATH=str(tmp_path / "empty-path"))
     result = subprocess.run(
-        [sys.executable, "-c", "from scripts.kube.build_coredns import ensure_coredns;"
+        [sys.executable, "-c", "from tfmw.devcluster.build_coredns import ensure_coredns;"
          f"print(ensure_coredns({str(tmp_path)!r}, progress=print))"],
         cwd=REPO, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr

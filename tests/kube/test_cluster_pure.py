@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from scripts.kube import controlplane, nodes, provisioner
-from scripts.kube.controlplane import ClusterError
-from scripts.kube.images import docker_archive, _layer
-from scripts.kube.pki import PkiError, subject
+from tfmw.devcluster import controlplane, nodes, provisioner
+from tfmw.devcluster.controlplane import ClusterError
+from tfmw.devcluster.images import docker_archive, _layer
+from tfmw.devcluster.pki import PkiError, subject
 
 
 # ---------------------------------------------------------------- addresses
@@ -183,7 +183,7 @@ def test_up_names_every_missing_node_program_and_its_package(tmp_path, monkeypat
 
 
 def test_cluster_cli_refusal_is_one_line(tmp_path, capsys):
-    from scripts.kube import cluster
+    from tfmw.devcluster import cluster
     code = cluster.main(["up", "--state", str(tmp_path / "s"), "--nodes", "9"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--nodes 9" in err and "Traceback" not in err
@@ -192,8 +192,8 @@ def test_cluster_cli_refusal_is_one_line(tmp_path, capsys):
 def test_cluster_without_a_container_engine_names_the_fix_before_starting_anything(tmp_path, capsys, monkeypatch):
     if os.geteuid() != 0:
         pytest.skip("preflight refuses non-root first")   # CI runs as root
-    from scripts import image
-    from scripts.kube import cluster
+    from tfmw.image import build as image
+    from tfmw.devcluster import cluster
     real_which = image.shutil.which
     monkeypatch.setattr(image.shutil, "which", lambda name: None if name in ("docker", "podman") else real_which(name))
     code = cluster.main(["up", "--state", str(tmp_path / "s")])
@@ -204,7 +204,7 @@ def test_cluster_without_a_container_engine_names_the_fix_before_starting_anythi
 
 
 def test_cluster_load_without_a_cluster_says_so(tmp_path, capsys):
-    from scripts.kube import cluster
+    from tfmw.devcluster import cluster
     code = cluster.main(["load", "--state", str(tmp_path / "s")])
     err = capsys.readouterr().err
     assert code == 3 and "make cluster" in err and err.count("\n") == 1

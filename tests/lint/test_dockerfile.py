@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scripts import helmkit
-from scripts.image import IMAGE_NAME, VARIANTS, BuildPlan, build_command, read_dockerfile, variant_tag
+from tfmw.chart import helmkit
+from tfmw.image.build import IMAGE_NAME, VARIANTS, BuildPlan, build_command, read_dockerfile, variant_tag
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "tf-multiworker"

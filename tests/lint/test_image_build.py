@@ -1,4 +1,4 @@
-"""`make image` (scripts/image.py): engine detection, refusals, the build command it runs.
+"""`make image` (scripts/tfmw/image/build.py): engine detection, refusals, the build command it runs.
 
 No real build happens here: engines are simulated with small scripts on a PATH that holds
 nothing else (tests/lint/test_image_podman.py builds and runs the real image, slow).
@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scripts import image, image_base
-from scripts.image import ImageError, parse_dockerfile
+from tfmw.image import build as image
+from tfmw.image import base as image_base
+from tfmw.image.build import ImageError, parse_dockerfile
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
@@ -32,13 +33,13 @@ CLEARED_ENV = ("IMAGE", "BASE_DIGEST", "CONTAINER_ENGINE", "VARIANT", "PUSH", "B
 
 
 def run_image(tmp_path: Path, path_dirs: list[Path], *args: str, **env: str) -> subprocess.CompletedProcess:
-    """`python -m scripts.image` with PATH = only the given dirs (the interpreter is absolute)."""
+    """`python -m tfmw.image.build` with PATH = only the given dirs (the interpreter is absolute)."""
     environment = {k: v for k, v in os.environ.items() if k not in CLEARED_ENV}
     environment["PATH"] = os.pathsep.join(str(d) for d in path_dirs)
     environment["TFMW_IMAGE_STATE_DIR"] = str(tmp_path / "state")  # never the real build's lock
     environment.update(env)
     return subprocess.run(
-        [sys.executable, "-m", "scripts.image", *args],
+        [sys.executable, "-m", "tfmw.image.build", *args],
         cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=60,
     )
 
@@ -143,7 +144,7 @@ def test_podman_is_used_when_docker_is_absent(tmp_path):
         assert f" --volume {bundle}:{bundle}:ro --build-arg PIP_CERT={bundle} " in build
     # Every podman call reads the project's containers.conf (ulimits, cgroupfs, runc).
     confs = set((bin_dir / "podman.env").read_text().split())
-    assert confs == {str(REPO_ROOT / "scripts" / "containers.conf")}
+    assert confs == {str(REPO_ROOT / "scripts" / "tfmw" / "image" / "containers.conf")}
 
 
 def test_podman_is_used_when_docker_has_no_daemon(tmp_path):
@@ -165,7 +166,7 @@ def test_a_users_containers_conf_wins(tmp_path):
 
 
 def test_the_project_containers_conf_keeps_podman_within_this_machines_limits():
-    conf = tomllib.loads((REPO_ROOT / "scripts" / "containers.conf").read_text())
+    conf = tomllib.loads((REPO_ROOT / "scripts" / "tfmw" / "image" / "containers.conf").read_text())
     for ulimit in conf["containers"]["default_ulimits"]:
         name, _, limits = ulimit.partition("=")
         assert name in ("nofile", "nproc") and all(int(v) <= 16384 for v in limits.split(":")), ulimit

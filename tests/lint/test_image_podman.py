@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scripts import image
+from tfmw.image import build as image
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]

@@ -1,4 +1,4 @@
-"""`make lint` (scripts/lint.py): it passes on this repository and fails, naming the check,
+"""`make lint` (scripts/tfmw/lint/pipeline.py): it passes on this repository and fails, naming the check,
 on each kind of breakage. Breakage is made in a temporary copy; the real chart is never touched.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.lint import ALL_ON_OVERLAY, CHART_RELATIVE, discover_overlays, yaml_files_to_lint
+from tfmw.lint.pipeline import ALL_ON_OVERLAY, CHART_RELATIVE, discover_overlays, yaml_files_to_lint
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +21,7 @@ def run_lint(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
 
     environment = dict(os.environ, **env)
     return subprocess.run(
-        [sys.executable, "-m", "scripts.lint", "--root", str(root), *args],
+        [sys.executable, "-m", "tfmw.lint.pipeline", "--root", str(root), *args],
         cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=600,
     )
 

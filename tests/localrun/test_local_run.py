@@ -15,10 +15,10 @@ from types import SimpleNamespace
 import pytest
 
 from entrypoint.errors import EXIT_BAD_CONFIG, EXIT_OK, EXIT_PEERS_NOT_FOUND, EXIT_RETRIES_EXHAUSTED
-from scripts import local_run
-from scripts.local_run import run_dir_of, summary
-from scripts.localrun.kubelet import LocalCluster, LocalRunResult, PodFailure
-from scripts.localrun.podspec import LocalPod, LocalRunError
+from tfmw.localrun import run as local_run
+from tfmw.localrun.run import run_dir_of, summary
+from tfmw.localrun.kubelet import LocalCluster, LocalRunResult, PodFailure
+from tfmw.localrun.podspec import LocalPod, LocalRunError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -159,10 +159,10 @@ def test_the_run_directory_is_the_one_the_pods_launchers_use():
 # ---------------------------------------------------------------- make local, with a user command
 
 def make_local(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "scripts.local_run", "--runs-dir", str(tmp_path), "--release", "user",
+    argv = [sys.executable, "-m", "tfmw.localrun.run", "--runs-dir", str(tmp_path), "--release", "user",
             "--network", "loopback", "--timeout", "120", "--set", "training.command={python,-c,print(1)}", *extra]
     return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
+                          env={"PATH": "/usr/bin:/bin"})
 
 
 @pytest.mark.slow

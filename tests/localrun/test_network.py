@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from scripts.localrun.network import NetnsNetwork, cleanup_stale, netns_available
-from scripts.localrun.podspec import LocalPod
+from tfmw.localrun.network import NetnsNetwork, cleanup_stale, netns_available
+from tfmw.localrun.podspec import LocalPod
 
 needs_root = pytest.mark.skipif(not netns_available(), reason="network namespaces need root (CI runs as root)")
 

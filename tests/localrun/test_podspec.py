@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from scripts import render
-from scripts.localrun.network import free_port_range
-from scripts.localrun.podspec import LocalRunError, build_pods, find_workload, image_env
+from tfmw.chart import render
+from tfmw.localrun.network import free_port_range
+from tfmw.localrun.podspec import LocalRunError, build_pods, find_workload, image_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -99,7 +99,7 @@ def test_free_port_range_skips_busy_ports():
 
 def test_local_run_refuses_unknown_env_with_one_line():
     import subprocess
-    proc = subprocess.run([sys.executable, "-m", "scripts.local_run", "--env", "nope"],
+    proc = subprocess.run([sys.executable, "-m", "tfmw.localrun.run", "--env", "nope"],
                           capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("make local: unknown ENV 'nope': known environments are "
@@ -108,7 +108,7 @@ def test_local_run_refuses_unknown_env_with_one_line():
 
 def test_local_run_refuses_bad_value_before_starting_anything():
     import subprocess
-    proc = subprocess.run([sys.executable, "-m", "scripts.local_run", "--set", "workers.replicas=0"],
+    proc = subprocess.run([sys.executable, "-m", "tfmw.localrun.run", "--set", "workers.replicas=0"],
                           capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 2
     assert "workers.replicas" in proc.stderr and "Traceback" not in proc.stderr

@@ -61,7 +61,7 @@ def run_trainer(tmp_path, run_id, *args, extra_env=None):
 
 def poison_env(tmp_path):
     (tmp_path / "poison_model.py").write_text(POISON_MODEL)
-    return {"PYTHONPATH": str(tmp_path) + os.pathsep + base_env()["PYTHONPATH"]}
+    return {"PYTHONPATH": str(tmp_path)}
 
 
 def assert_failed_without_trace(proc, run_dir, message):

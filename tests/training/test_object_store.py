@@ -33,7 +33,7 @@ def test_single_worker_run_on_a_uri_completes_and_touches_no_local_path(tmp_path
         print("AGAIN", main(["--set", "model.name=mlp"]))
     """)
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2"))
+                          timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     result = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT")).split()
     assert result[1:4] == ["0", "6", "ram://shared/uri/model"]

@@ -43,7 +43,6 @@ def tf_config(ports: list[int], index: int) -> str:
 def base_env(extra: dict | None = None) -> dict:
     env = dict(os.environ)
     env.update(QUIET_TF_ENV)
-    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     env.update(extra or {})
     return env
 

@@ -238,7 +238,7 @@ def test_command_problem_follows_the_childs_path(tmp_path):
 @pytest.mark.parametrize("command", [["/nope/train"], ["no-such-trainer"]])
 def test_cli_run_with_a_missing_command_prints_no_traceback(tmp_path, command):
     # the real `python -m entrypoint run` (a platform's pod: it exits with the code)
-    env = {"TF_CONFIG": PRESET, "TFMW_RUN_ID": "r1", "PATH": os.environ["PATH"], "PYTHONPATH": str(REPO)}
+    env = {"TF_CONFIG": PRESET, "TFMW_RUN_ID": "r1", "PATH": os.environ["PATH"]}
     proc = subprocess.run([sys.executable, "-m", "entrypoint", "run", "--", *command], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
@@ -251,7 +251,7 @@ def test_cli_run_with_a_missing_command_prints_no_traceback(tmp_path, command):
 def test_cli_run_in_the_statefulset_records_a_missing_command_and_idles(fake_api, tmp_path):
     env = dict(POD, TFMW_REPLICAS="1", TFMW_LOOPBACK_PORTS="1", TFMW_RUN_ID="r1", TFMW_ON_FAILURE="scaleToZero",
                TFMW_STATUS_CONFIGMAP="train-status", TFMW_POD_REVISION="rev-a", TFMW_SHARED_DIR=str(tmp_path),
-               PATH=os.environ["PATH"], PYTHONPATH=str(REPO), **fake_api.env())
+               PATH=os.environ["PATH"], **fake_api.env())
     proc = subprocess.Popen([sys.executable, "-m", "entrypoint", "run", "--", "/nope/train"], env=env, cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []

@@ -208,8 +208,7 @@ def fake_trainer(tmp_path: Path, steps=30, slow_step=-1, stop_step=-1, checkpoin
 
 def supervise(tmp_path, command, **kw):
     logs = []
-    repo = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, TFMW_RUN_ID="r1", PYTHONPATH=repo + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, TFMW_RUN_ID="r1")
     cfg = SupervisorConfig(command=command, env=env, run_dir=tmp_path / "run", heartbeat_file=tmp_path / "hb",
                            poll_seconds=0.05, backoff_first_seconds=0.01, hang_floor_seconds=FLOOR,
                            log=lambda line: logs.append((time.monotonic(), line)), **kw)

@@ -16,7 +16,7 @@ from entrypoint.identity import (INDEXED_JOB, PRESET_TF_CONFIG, STATEFULSET, par
                                  platform_owns_lifecycle, pod_kind)
 from entrypoint.launcher import resolve_tf_config
 from entrypoint.lifecycle import EXIT_CODE
-from scripts.helmkit import KUBERNETES_VERSIONS, validate_objects
+from tfmw.chart.helmkit import KUBERNETES_VERSIONS, validate_objects
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "indexed-job.yaml"
@@ -137,7 +137,7 @@ def test_example_fails_the_job_on_exactly_the_launchers_permanent_exit_codes():
 
 
 def test_example_pods_meet_the_restricted_pod_security_standard():
-    spec = importlib.util.spec_from_file_location("pss", REPO / "scripts" / "pss.py")
+    spec = importlib.util.spec_from_file_location("pss", REPO / "scripts" / "tfmw" / "chart" / "pss.py")
     pss = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pss)
     pod = example()["Job"]["spec"]["template"]["spec"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from entrypoint.launcher import resolve_tf_config
-from scripts import pss
+from tfmw.chart import pss
 
 from platforms import jobset_pod
 

@@ -446,7 +446,7 @@ def test_platform_exit_codes_for_restart_limit_and_deadline(tmp_path):
 
 
 def test_cli_in_the_statefulset_idles_after_failure_and_exits_0_on_sigterm(fake_api, tmp_path):
-    env = pod_env(fake_api, tmp_path, TFMW_ON_FAILURE="scaleToZero", PYTHONPATH=str(REPO))
+    env = pod_env(fake_api, tmp_path, TFMW_ON_FAILURE="scaleToZero")
     proc = subprocess.Popen([sys.executable, "-m", "entrypoint", "run", "--",
                              *command(tmp_path, fails_with(2, "training config: steps: -1 is bad"))],
                             env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -503,6 +503,5 @@ def test_sigterm_while_the_main_thread_holds_the_stop_events_lock_does_not_deadl
     """The handler interrupts the main thread wherever it is, also inside Event.wait() with the
     Event's lock held; setting that Event from the handler would hang the launcher for good
     (seen as a SIGTERM in idle that never ended the pod)."""
-    proc = subprocess.run([sys.executable, "-c", SIGNAL_WHILE_WAITING], cwd=REPO, env={**os.environ,
-                          "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", SIGNAL_WHILE_WAITING], cwd=REPO, env={**os.environ}, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "handler returned" in proc.stdout, proc.stderr

@@ -64,7 +64,7 @@ def test_runs_as_a_module_without_the_launchers_environment():
     """As in the test pod: no TFMW_* variables, `python -m entrypoint check-peers`."""
     proc = subprocess.run([sys.executable, "-m", "entrypoint", "check-peers", "--timeout-seconds", "0",
                            "no-such-worker.invalid"], capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
+                          env={"PATH": "/usr/bin:/bin"})
     assert proc.returncode == EXIT_PEERS_NOT_FOUND
     assert proc.stderr.startswith("tfmw: peers not found") and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

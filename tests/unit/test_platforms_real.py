@@ -46,7 +46,7 @@ def loopback(raw: str) -> str:
 
 
 def env_for(tmp_path: Path, raw: str) -> dict:
-    return dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
                 OMP_NUM_THREADS="1", TF_NUM_INTEROP_THREADS="1", TF_NUM_INTRAOP_THREADS="1",
                 TFMW_SHARED_DIR=str(tmp_path / "shared"), TFMW_RUN_ID="platform", TF_CONFIG=raw)
 

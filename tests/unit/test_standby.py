@@ -357,7 +357,7 @@ def test_real_tensorflow_standby_touches_no_device_and_changes_nothing(tmp_path,
                           "path0": sys.path[0], "initialized": context.context()._initialized,
                           "preloaded": sorted(m for m in {list(preload)!r} if m in sys.modules)}}), flush=True)
     """))
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO),
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
                TF_CONFIG='{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}}')
     command = [PY, str(probe), "x"]
     cold = subprocess.run(command, env=env, cwd=str(REPO), capture_output=True, text=True, timeout=120)
@@ -414,7 +414,7 @@ def test_a_command_started_from_a_standby_takes_sigterm_as_a_cold_start_does(tmp
     (tmp_path / "threads_at_import.py").write_text(THREAD_AT_IMPORT)
     script = tmp_path / "takes_sigterm.py"
     script.write_text(TAKES_SIGTERM)
-    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
     standby = Standby([PY, str(script)], env, ("threads_at_import",))
     child = standby.take()
     assert child is not None

@@ -1,0 +1,69 @@
+"""Figure 3's checkpoint table: how long a save stalls the step loop, synchronous (the trainer's
+`tf.train.Checkpoint.write`) against TensorFlow's async checkpoint
+(`CheckpointOptions(enable_async=True)`: the call returns once the values are copied; the
+files are written by a background thread, and `sync()` waits for them).
+
+    python -m tfmw.bench.checkpoint_save [model=shape ...]   (default: cnn=28,28 resnet=32,32,3)
+
+Each model is built with the trainer's own builder and optimizer state (one Adam step), saved
+ROUNDS times each way into a fresh temporary directory; the first save of each way is a
+warm-up. Prints one `tfmw bench checkpoint=<json>` line per model (medians, seconds).
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+ROUNDS = 6
+DEFAULT = ("cnn=28,28", "resnet=32,32,3")
+
+
+def measure(model_name: str, shape: list[int]) -> dict:
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from entrypoint.training.models import build_model
+
+    model = build_model(model_name, shape, 10, {})
+    optimizer = keras.optimizers.Adam()
+    x, y = tf.zeros([8, *shape]), tf.zeros([8], tf.int32)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, model(x), from_logits=True))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=tf.Variable(0, dtype=tf.int64))
+    folder = tempfile.mkdtemp(prefix="tfmw-bench-ckpt-")
+    sync, returned, written = [], [], []
+    for i in range(ROUNDS):
+        started = time.monotonic()
+        checkpoint.write(f"{folder}/sync-{i}")
+        sync.append(time.monotonic() - started)
+    options = tf.train.CheckpointOptions(enable_async=True)
+    for i in range(ROUNDS):
+        started = time.monotonic()
+        checkpoint.write(f"{folder}/async-{i}", options=options)
+        back = time.monotonic()
+        checkpoint.sync()
+        returned.append(back - started)
+        written.append(time.monotonic() - started)
+    size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder) if f.startswith("sync-1."))
+    median = lambda xs: statistics.median(xs[1:])  # noqa: E731 - the first save is a warm-up
+    return {"model": model_name, "bytes": size, "sync_s": median(sync), "async_return_s": median(returned),
+            "async_written_s": median(written)}
+
+
+def main(argv: list[str]) -> int:
+    for item in argv or DEFAULT:
+        name, _, shape = item.partition("=")
+        result = measure(name, [int(d) for d in shape.split(",")])
+        print("tfmw bench checkpoint=" + json.dumps(result, separators=(",", ":")), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

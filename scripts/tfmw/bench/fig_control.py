@@ -1,0 +1,204 @@
+"""Figure 4: scale of the control path — what grows with the number of workers N.
+
+- `helm template` wall time and rendered bytes for N = 1 .. 1,000 (chart defaults plus
+  `--set workers.replicas=N`), split per template source: the workers are one StatefulSet,
+  so their objects do not grow with N; what does grow is shown as such.
+- `entrypoint.peers.wait_for_peers` over N peer names with an injected resolver that takes
+  a fixed delay per lookup (a DNS round trip), and one where every name only resolves after
+  a fixed time (pods scheduled late: the backoff's overshoot).
+- TF_CONFIG bytes per pod (the launcher's build_tf_config with the chart's rendered names),
+  against Linux's limit on one environment string (MAX_ARG_STRLEN, 128 KiB).
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+
+from tfmw.chart import helmkit
+
+from . import stats
+from .procs import REPO, BenchError
+
+CHART = REPO / "charts" / "tf-multiworker"
+RELEASE = "tf-multiworker"
+MAX_ARG_STRLEN = 32 * 4096  # Linux: one argv/env string, including "TF_CONFIG=" and the NUL
+
+
+# ---------------------------------------------------------------- helm template
+
+def split_by_source(manifest: str) -> dict[str, int]:
+    """Bytes per `# Source: <chart>/templates/<file>` section of a rendered manifest."""
+    sizes: dict[str, int] = {}
+    current = "(header)"
+    for chunk in re.split(r"(?m)^(?=# Source: )", manifest):
+        match = re.match(r"# Source: [^/]+/templates/(\S+)", chunk)
+        current = match.group(1) if match else current
+        sizes[current] = sizes.get(current, 0) + len(chunk.encode())
+    sizes.pop("(header)", None)
+    return sizes
+
+
+def render(helm: str, replicas: int) -> tuple[float, str]:
+    started = time.perf_counter()
+    result = helmkit.helm_template(helm, CHART, RELEASE, "default", sets=[f"workers.replicas={replicas}"])
+    elapsed = time.perf_counter() - started
+    if result.returncode != 0:
+        raise BenchError(f"figure 4: helm template with workers.replicas={replicas} failed: "
+                         f"{helmkit.helm_error_line(result.stderr)}")
+    return elapsed, result.stdout
+
+
+def measure_helm(helm: str, sizes: list[int], repeats: int, log=print) -> list[dict]:
+    render(helm, 1)  # warm the binary and the chart files into the page cache
+    rows = []
+    for n in sizes:
+        log(f"  figure 4: helm template workers.replicas={n}")
+        times, manifest = [], ""
+        for _ in range(repeats):
+            elapsed, manifest = render(helm, n)
+            times.append(elapsed)
+        rows.append({"n": n, "seconds": stats.median(times), "bytes": len(manifest.encode()),
+                     "by_source": split_by_source(manifest), "manifest": manifest if n == sizes[-1] else None})
+    return rows
+
+
+def growth(rows: list[dict]) -> dict[str, float]:
+    """Bytes added per worker, per template source, between the smallest and largest N (pure)."""
+    first, last = rows[0], rows[-1]
+    span = last["n"] - first["n"]
+    if span <= 0:
+        return {}
+    sources = set(first["by_source"]) | set(last["by_source"])
+    return {s: (last["by_source"].get(s, 0) - first["by_source"].get(s, 0)) / span for s in sorted(sources)}
+
+
+# ---------------------------------------------------------------- peer wait
+
+def delayed_resolver(delay: float, ready_at: float = 0.0, clock=time.monotonic, sleep=time.sleep):
+    """A resolver that takes `delay` seconds per lookup and answers yes from `ready_at` on."""
+    def resolve(_host: str) -> bool:
+        if delay:
+            sleep(delay)
+        return clock() >= ready_at
+    return resolve
+
+
+def measure_peer_wait(counts: list[int], delays: list[float], late_seconds: float, log=print) -> list[dict]:
+    from entrypoint.peers import wait_for_peers
+
+    rows = []
+    for n in counts:
+        hosts = [f"tf-multiworker-{j}.tf-multiworker.default.svc.cluster.local" for j in range(n)]
+        for delay in delays:
+            log(f"  figure 4: peer wait, {n} names, {delay * 1e3:g} ms per lookup")
+            started = time.perf_counter()
+            wait_for_peers(hosts, 600, resolve=delayed_resolver(delay), log=lambda _line: None)
+            rows.append({"n": n, "delay_ms": delay * 1e3, "ready_after_s": 0.0,
+                         "seconds": time.perf_counter() - started})
+    n = counts[-1]
+    hosts = [f"tf-multiworker-{j}.tf-multiworker.default.svc.cluster.local" for j in range(n)]
+    log(f"  figure 4: peer wait, {n} names, all resolve only after {late_seconds:g} s")
+    started = time.perf_counter()
+    wait_for_peers(hosts, 600, resolve=delayed_resolver(0.0, ready_at=time.monotonic() + late_seconds),
+                   log=lambda _line: None)
+    rows.append({"n": n, "delay_ms": 0.0, "ready_after_s": late_seconds, "seconds": time.perf_counter() - started})
+    return rows
+
+
+# ---------------------------------------------------------------- TF_CONFIG size
+
+def pod_env(manifest: str) -> dict[str, str]:
+    """The plain `value:` env of the worker StatefulSet's container in a rendered manifest."""
+    import yaml
+    for doc in yaml.safe_load_all(manifest):
+        if doc and doc.get("kind") == "StatefulSet":
+            container = doc["spec"]["template"]["spec"]["containers"][0]
+            return {e["name"]: str(e["value"]) for e in container.get("env", []) if "value" in e}
+    raise BenchError("figure 4: no StatefulSet in the rendered chart")
+
+
+def tf_config_bytes(env: dict[str, str], replicas: int, namespace: str = "default") -> int:
+    """Bytes of the TF_CONFIG the launcher exports to the last pod of an N-worker StatefulSet."""
+    from entrypoint.cluster import build_tf_config
+    from entrypoint.identity import parse_pod_name
+    from entrypoint.settings import load_settings
+
+    pod_env_n = dict(env, TFMW_REPLICAS=str(replicas), TFMW_NAMESPACE=namespace,
+                     TFMW_POD_NAME=f"{env['TFMW_STATEFULSET']}-{replicas - 1}")
+    settings = load_settings(pod_env_n)
+    identity = parse_pod_name(settings.pod_name, settings.replicas, settings.statefulset)
+    return len(json.dumps(build_tf_config(settings, identity), separators=(",", ":")).encode())
+
+
+def max_workers_for_env_limit(bytes_at: dict[int, int]) -> int:
+    """Largest N whose TF_CONFIG still fits one environment string, extrapolated linearly from
+    two measured sizes (pure). The per-worker cost is the address plus its quotes and comma."""
+    (n1, b1), (n2, b2) = sorted(bytes_at.items())[0], sorted(bytes_at.items())[-1]
+    per_worker = (b2 - b1) / (n2 - n1)
+    budget = MAX_ARG_STRLEN - len("TF_CONFIG=") - 1
+    return int(n2 + (budget - b2) // per_worker)
+
+
+def measure_tf_config(env: dict[str, str], counts: list[int]) -> dict:
+    # Helm release names are at most 53 characters; the chart names both after the release.
+    longest = dict(env, TFMW_STATEFULSET="s" * 52, TFMW_SERVICE="s" * 52)
+    default_sizes = {n: tf_config_bytes(env, n) for n in counts}
+    long_sizes = {n: tf_config_bytes(longest, n, namespace="n" * 63) for n in counts}
+    return {"default": default_sizes, "longest": long_sizes,
+            "limit_default": max_workers_for_env_limit(default_sizes),
+            "limit_longest": max_workers_for_env_limit(long_sizes)}
+
+
+@dataclass(frozen=True)
+class Result:
+    helm: list
+    peers: list
+    tf_config: dict
+
+
+def plot(result: Result, path, subtitle: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4.6))
+    ns = [r["n"] for r in result.helm]
+    growing = {s for s, v in growth(result.helm).items() if v > 1}
+    constant = [sum(v for s, v in r["by_source"].items() if s not in growing) / 1024 for r in result.helm]
+    a.plot(ns, [r["bytes"] / 1024 for r in result.helm], "o-", label="whole manifest")
+    a.plot(ns, constant, "s-", label="without " + ", ".join(sorted(growing)) if growing else "workload")
+    a.set_xscale("log")
+    a.set_xlabel("workers.replicas (log)")
+    a.set_ylabel("rendered KiB")
+    a2 = a.twinx()
+    a2.plot(ns, [r["seconds"] * 1e3 for r in result.helm], "^--", color="tab:green", label="helm template ms")
+    a2.set_ylabel("helm template ms", color="tab:green")
+    a2.set_ylim(0, None)
+    a.set_ylim(0, None)
+    a.legend(fontsize=8, loc="upper left")
+    a.set_title("helm template: size and time")
+
+    for delay in sorted({r["delay_ms"] for r in result.peers if not r["ready_after_s"]}):
+        pts = [r for r in result.peers if r["delay_ms"] == delay and not r["ready_after_s"]]
+        b.plot([r["n"] for r in pts], [max(r["seconds"], 1e-4) for r in pts], "o-", label=f"{delay:g} ms per lookup")
+    b.set_xscale("log")
+    b.set_yscale("log")
+    b.set_xlabel("peer names")
+    b.set_ylabel("wait_for_peers seconds (log)")
+    b.set_title("Peer wait (lookups are sequential)")
+    b.legend(fontsize=8)
+
+    for label, sizes in (("chart default names", result.tf_config["default"]),
+                         ("longest allowed names", result.tf_config["longest"])):
+        c.plot(list(sizes), [v / 1024 for v in sizes.values()], "o-", label=label)
+    c.axhline(MAX_ARG_STRLEN / 1024, color="red", ls="--", lw=1, label="Linux limit per env string (128 KiB)")
+    c.set_xlabel("workers")
+    c.set_ylabel("TF_CONFIG KiB per pod")
+    c.set_title("TF_CONFIG size")
+    c.legend(fontsize=8)
+    fig.suptitle(f"Figure 4: control path vs. number of workers\n{subtitle}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

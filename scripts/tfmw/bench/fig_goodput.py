@@ -1,0 +1,149 @@
+"""Figure 3's goodput runs: where a long run's wall time goes, with and without faults.
+
+Two real 2-worker runs of the chart's defaults (values/local.yaml: the `cnn` model,
+synthetic data, a checkpoint every 20 steps) on `make local`'s runner, sized to about
+`minutes` each: one without faults, one with the whole worker-1 pod SIGKILLed every
+`every_seconds` (the harness's kill-worker). Each run's goodput and badput by cause are the
+chief's own account (entrypoint.goodput, its `tfmw completed` line). During the fault-free
+run the chief's /metrics is scraped once a second (15-30x a usual Prometheus interval), and
+each scrape's round trip is kept: an upper bound on what serving the metrics costs.
+"""
+from __future__ import annotations
+
+import signal
+import statistics
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from entrypoint import loglines
+from entrypoint.goodput import CAUSES, read_line_fields
+from tfmw import faults
+from tfmw.localrun.run import base_env, choose_network
+from tfmw.localrun.kubelet import EXIT_TIMED_OUT, LocalCluster
+
+from . import plots
+from .procs import ONE_THREAD, BenchError
+
+# The cnn's step on this 2-core machine, to size the runs: 0.13 s in figure 3b's first
+# measurement (3,520 steps took 460 s, short of the 10 minutes the figure wants).
+STEP_SECONDS = 0.125
+TARGETS = {"without faults": 0.95, "with faults": 0.90}
+PROMETHEUS_INTERVAL_SECONDS = 15.0
+
+
+@dataclass
+class GoodputRun:
+    label: str
+    steps: int
+    faults: int = 0
+    completed: bool = False
+    reason: str = ""
+    goodput: float = float("nan")
+    wall_seconds: float = float("nan")
+    badput: dict = field(default_factory=dict)
+    scrape_ms: list = field(default_factory=list)
+
+
+def steps_for(minutes: float) -> int:
+    return max(int(minutes * 60 / STEP_SECONDS) // 20 * 20, 40)
+
+
+def run(label: str, minutes: float, every_seconds: float | None, runs_dir: Path, log=print,
+        scrape: bool = False) -> GoodputRun:
+    steps = steps_for(minutes)
+    result = GoodputRun(label, steps)
+    sets = [f"training.config.steps={steps}"]
+    workload, pods = faults.scenario_pods("kill-worker", sets, runs_dir, f"goodput-{'f' if every_seconds else 'n'}")
+    network, _ = choose_network("loopback", 2222, len(pods), metrics=True)  # the host reaches /metrics
+    cluster = LocalCluster(pods, network, dict(base_env(), **ONE_THREAD), grace_seconds=20,
+                           out=lambda line: None)
+    stop = threading.Event()
+
+    def scraper() -> None:
+        url = f"http://127.0.0.1:{network.metrics_port}/metrics"
+        while not stop.wait(1.0):
+            started = time.monotonic()
+            try:
+                urllib.request.urlopen(url, timeout=5).read()
+            except OSError:
+                continue
+            result.scrape_ms.append((time.monotonic() - started) * 1e3)
+
+    log(f"  figure 3: goodput {label}: {steps} steps"
+        + (f", worker 1 killed every {every_seconds:.0f}s" if every_seconds else ""))
+    try:
+        cluster.start()
+        if scrape:
+            threading.Thread(target=scraper, daemon=True).start()
+        deadline = time.monotonic() + minutes * 60 * 4 + 300
+        next_fault = time.monotonic() + every_seconds if every_seconds else None
+        while time.monotonic() < deadline:
+            outcome = cluster.wait(min(5.0, max(deadline - time.monotonic(), 0.1)))
+            if outcome.exit_code != EXIT_TIMED_OUT:   # completed, or failed
+                break
+            if next_fault is not None and time.monotonic() >= next_fault and not cluster.states[0].completed:
+                cluster.signal_pod(1, signal.SIGKILL)
+                result.faults += 1
+                next_fault = time.monotonic() + every_seconds
+        outcome = cluster.wait(1)
+        result.completed, result.reason = outcome.ok, outcome.reason
+    finally:
+        stop.set()
+        cluster.shutdown()
+    ended = loglines.find(cluster.states[0].lines, loglines.COMPLETED)
+    account = read_line_fields(ended[-1].fields) if ended else None
+    if account is not None:
+        result.goodput, result.wall_seconds, result.badput = account
+    if not result.completed or result.goodput != result.goodput:
+        raise BenchError(f"figure 3: goodput {label}: {result.reason or 'no goodput on the chief'}")
+    log(f"  figure 3: goodput {label}: {result.goodput:.1%} of {result.wall_seconds:.0f}s, {result.faults} faults, "
+        f"badput {result.badput}")
+    return result
+
+
+def measure(quick: bool, runs_dir: Path, log=print) -> list[GoodputRun]:
+    """The two runs: 10 minutes each with a kill every 3 minutes (quick: 2 and 1)."""
+    minutes, every = (2.0, 60.0) if quick else (10.0, 180.0)
+    return [run("without faults", minutes, None, runs_dir, log, scrape=True),
+            run("with faults", minutes, every, runs_dir, log)]
+
+
+HEADERS = ["run", "steps", "faults", "wall (s)", "goodput", "target", *(f"{c} (s)" for c in CAUSES)]
+
+
+def rows(results: list[GoodputRun]) -> list[list]:
+    return [[r.label, r.steps, r.faults, round(r.wall_seconds, 1), f"{r.goodput:.1%}",
+             f"≥ {TARGETS.get(r.label, 0):.0%}", *(r.badput.get(c, 0.0) for c in CAUSES)] for r in results]
+
+
+def metrics_cost(results: list[GoodputRun]) -> tuple[float, float, int] | None:
+    """(median scrape ms, that as a share of a step's time at a 15 s scrape interval, scrapes)."""
+    scrapes = [ms for r in results for ms in r.scrape_ms]
+    if not scrapes:
+        return None
+    median = statistics.median(scrapes)
+    return median, median / 1e3 / PROMETHEUS_INTERVAL_SECONDS, len(scrapes)
+
+
+def plot(results: list[GoodputRun], path: Path, subtitle: str) -> None:
+    """One stacked bar per run: productive seconds, then each cause of badput."""
+    fig, ax = plots.subplots(figsize=(9, 2.4))
+    names = ["productive", *CAUSES]
+    for i, r in enumerate(results):
+        productive = r.wall_seconds - sum(r.badput.values())
+        left = 0.0
+        for k, (name, seconds) in enumerate(zip(names, [productive, *(r.badput.get(c, 0.0) for c in CAUSES)])):
+            if seconds <= 0:
+                continue
+            ax.barh(i, seconds, left=left, color=f"C{k}", label=name if i == 0 or name not in
+                    ax.get_legend_handles_labels()[1] else None)
+            left += seconds
+        ax.text(left, i, f"  {r.goodput:.1%}", va="center", fontsize=8)
+    ax.set_yticks(range(len(results)), [r.label for r in results], fontsize=8)
+    ax.set_xlabel("seconds of the run's wall time (the chief's account)", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right", ncol=4)
+    fig.suptitle(f"Figure 3b: goodput and badput by cause\n{subtitle}", fontsize=10)
+    plots.save(fig, path)

@@ -1,0 +1,159 @@
+"""Figure 3: recovery — time from a fault to training resumed, and steps lost.
+
+Measured by the fault harness (`scripts/tfmw/faults.py`), called here: every fault at the chart's
+defaults (quick mode: one), then the faults a setting decides with that setting changed
+(VARIANTS: the warm standby off, static hang detection, both), and a plot of fault → resumed
+per fault and configuration. Every number is a field of the harness's FaultResults.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from tfmw import faults
+from tfmw.localrun.run import base_env
+from tfmw.localrun.podspec import LocalRunError
+from tfmw.chart.helmkit import ToolError
+
+from . import plots
+from .procs import ONE_THREAD, PY, REPO, BenchError, base_env
+
+QUICK_SCENARIO = "kill-worker"
+# The warm standby's on/off value (entrypoint/standby.py, charts/tf-multiworker/values.yaml).
+STANDBY_VALUE = "training.warmStandby"
+# The previous harness default: a hand-tuned static watchdog (the chart's static 600 s would
+# make a hang cost ten minutes).
+STATIC_SECONDS = 20
+STATIC = "training.hangDetection=static"
+STANDBY_OFF = f"{STANDBY_VALUE}=false"
+
+
+@dataclass(frozen=True)
+class Config:
+    """One configuration of the harness: its faults (empty: every local one), --set items and
+    watchdog bound (None: the chart's)."""
+    label: str
+    scenarios: tuple[str, ...] = ()
+    sets: tuple[str, ...] = ()
+    hang_timeout: int | None = None
+
+    def command(self) -> str:
+        """The same runs from a shell (pure)."""
+        args = [word for s in self.scenarios for word in ("--scenario", s)]
+        args += [word for s in self.sets for word in ("--set", s)]
+        args += [] if self.hang_timeout is None else ["--hang-timeout", str(self.hang_timeout)]
+        return " ".join(["python -m tfmw.faults", *args])
+
+
+DEFAULTS = Config("defaults")
+# Figure 3's variants, each one setting away from the chart's defaults (the main table), for
+# the faults it decides: a kill is seen at once (the closed connection), so detection decides
+# only a hang and a partition; the standby decides every restart.
+VARIANTS = (
+    Config("warm standby off", ("kill-worker", "hang-worker", "partition-worker"), (STANDBY_OFF,)),
+    Config(f"static detection ({STATIC_SECONDS} s)", ("hang-worker", "partition-worker"), (STATIC,),
+           STATIC_SECONDS),
+    Config(f"both off (static {STATIC_SECONDS} s, no standby)", ("hang-worker", "partition-worker"),
+           (STATIC, STANDBY_OFF), STATIC_SECONDS),
+)
+
+
+def defaults(quick: bool) -> Config:
+    """The main table's configuration: every fault, or one in quick mode."""
+    return Config(DEFAULTS.label, (QUICK_SCENARIO,)) if quick else DEFAULTS
+
+
+@dataclass
+class Run:
+    config: Config
+    results: list[faults.FaultResult] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        lost = sum(not r.completed for r in self.results)
+        return f"{lost} of {len(self.results)} faults NOT recovered" if lost else "every fault recovered"
+
+
+def pods_env() -> dict[str, str]:
+    """The pods' environment: make local's, one thread per process as in figure 1."""
+    return dict(base_env(), **ONE_THREAD)
+
+
+def run(config: Config, log=print) -> Run:
+    """Every fault of `config`, one real 2-worker run each (scripts/tfmw/faults.py)."""
+    log(f"  figure 3: {config.label}: {config.command()}")
+    done = Run(config)
+    for scenario in config.scenarios or faults.SCENARIOS:
+        log(f"  figure 3: {config.label}: {scenario}")
+        try:
+            done.results.append(faults.run_scenario(scenario, extra_sets=config.sets,
+                                                    hang_timeout_seconds=config.hang_timeout, env=pods_env()))
+        except (ToolError, LocalRunError) as err:
+            raise BenchError(f"figure 3: {scenario}: {err}") from None
+    log(f"\nFigure 3, {config.label}: {done.status}\n" + "\n".join(faults.table(done.results)) + "\n")
+    return done
+
+
+def summary(runs: list[Run]) -> tuple[list[str], list[list]]:
+    """One row per fault, one column per configuration (the defaults first): its fault →
+    resumed seconds; None where that configuration did not run it, NaN where it did not
+    measure it (pure)."""
+    cells: dict[str, dict[str, float]] = {}
+    for done in runs:
+        for result in done.results:
+            cells.setdefault(result.scenario, {})[done.config.label] = result.seconds_to_resume
+    labels = [done.config.label for done in runs]
+    return (["fault", *(f"{label}: resumed (s)" for label in labels)],
+            [[fault, *(by_label.get(label) for label in labels)] for fault, by_label in cells.items()])
+
+
+def _measured(value) -> bool:
+    return value is not None and not math.isnan(value)
+
+
+def plot(headers: list[str], rows: list[list], path, subtitle: str) -> bool:
+    """Grouped bars: per fault (row), one bar per configuration column with a number.
+    False: nothing to plot."""
+    columns = [j for j in range(1, len(headers)) if any(_measured(r[j]) for r in rows)]
+    if not columns:
+        return False
+    width = 0.8 / len(columns)
+    fig, ax = plots.subplots(figsize=(9, 1.6 + 0.9 * len(rows)))
+    top = max(r[j] for r in rows for j in columns if _measured(r[j]))
+    for k, j in enumerate(columns):
+        ys = [i + k * width for i in range(len(rows))]
+        bars = ax.barh(ys, [r[j] if _measured(r[j]) else 0 for r in rows], height=width,
+                       label=headers[j].replace(": resumed (s)", ""))
+        ax.bar_label(bars, labels=[f"{r[j]:.1f}" if _measured(r[j]) else "" for r in rows], fontsize=7, padding=2)
+    ax.set_yticks([i + width * (len(columns) - 1) / 2 for i in range(len(rows))], [r[0] for r in rows], fontsize=8)
+    ax.set_xlim(0, top * 1.25 or 1)
+    ax.invert_yaxis()
+    ax.set_xlabel("fault → training resumed (s)", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"Figure 3: recovery after a fault (fault-tolerance harness)\n{subtitle}", fontsize=10)
+    plots.save(fig, path)
+    return True
+
+
+CHECKPOINT_HEADERS = ["model", "checkpoint MB", "sync save (s)", "async: call returns (s)",
+                      "async: files written (s)", "stall sync / async"]
+
+
+def checkpoint_saves(log=print, timeout: float = 600) -> list[list]:
+    """The checkpoint table (scripts/tfmw/bench/checkpoint_save.py, one process, one thread as the
+    faulted pods): a row per model."""
+    import json
+    import subprocess
+
+    proc = subprocess.run([PY, "-m", "tfmw.bench.checkpoint_save"], cwd=REPO, env=base_env(),
+                          capture_output=True, text=True, timeout=timeout)
+    rows = []
+    for line in proc.stdout.splitlines():
+        if line.startswith("tfmw bench checkpoint="):
+            r = json.loads(line.split("=", 1)[1])
+            rows.append([r["model"], round(r["bytes"] / 1e6, 1), r["sync_s"], r["async_return_s"], r["async_written_s"],
+                         f"{r['sync_s'] / r['async_return_s']:.0f}x" if r["async_return_s"] > 0 else "-"])
+    if proc.returncode != 0 or not rows:
+        raise BenchError(f"figure 3: checkpoint saves: exit {proc.returncode}: {(proc.stdout + proc.stderr)[-300:]}")
+    log("  figure 3: checkpoint saves: " + "; ".join(f"{r[0]} sync {r[2]:.3f}s async {r[3]:.3f}s" for r in rows))
+    return rows

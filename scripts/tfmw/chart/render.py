@@ -1,0 +1,353 @@
+"""Layer values and render the chart exactly as helm would: a small library for host tools.
+
+Used by `python -m tfmw.cli` (template/deploy/diff) and `make local` (scripts/tfmw/localrun/run.py).
+`make lint` does not use it: it lints the chart defaults and each overlay file as they are (no
+environment, no --set), with `helm template --kube-version` per version; both share
+scripts/tfmw/chart/helmkit.py (the helm binary, `helm template`, strict validation of the objects).
+
+    known_envs() -> ["dev", "local", "prod", "staging"]
+    layer_values(CHART_DIR, [overlay_path("dev")], ["workers.replicas=4"]) -> effective values
+    render("dev", ["workers.replicas=4"]) -> list of rendered Kubernetes objects
+    render_to_file("prod") -> Path("build/prod/manifests.yaml")
+    write_manifests(objects, path) -> path (what render_to_file writes, for callers that prepared)
+    prepare(...) -> Rendered (all of the above plus validation, for the deploy path)
+
+How the layering stays exactly Helm's (maps merge, lists replace, null deletes, Helm's YAML
+dialect and `--set` syntax): the -f files and --set strings are not merged in Python at all.
+Helm merges them itself, rendering a throwaway "probe" chart whose only template is
+`{{ toJson .Values }}`:
+  - probe without defaults   -> the user values (overlays + --set, nulls kept so they still
+                                delete chart defaults); this one dict is what helm gets on
+                                stdin for the real render/install, so pyhelm3's own merge
+                                (which concatenates lists) is never used;
+  - probe with the chart's values.yaml -> the effective values the templates see, validated
+                                against values.schema.json before anything touches a cluster.
+Any `--set` string helm accepts works, with helm's own type inference; helm's own errors are
+reported for bad syntax. Tests check the result equals `helm template -f ... -f ... --set ...`.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import jsonschema
+import yaml
+
+from tfmw.chart import helmkit
+from tfmw.chart import pss
+from tfmw.chart.helmkit import REPO, ToolError, find_helm, helm_error_line
+
+CHART_DIR = REPO / "charts" / "tf-multiworker"
+VALUES_DIR = REPO / "values"
+BUILD_DIR = REPO / "build"
+DEFAULT_RELEASE = "tf-multiworker"
+DEFAULT_NAMESPACE = "default"
+DEFAULT_KUBE_VERSION = helmkit.DEFAULT_KUBE_VERSION
+
+
+# ---------------------------------------------------------------- environments
+
+def known_envs(values_dir: Path = VALUES_DIR) -> list[str]:
+    """Environment names: one per values/<env>.yaml overlay."""
+    return sorted(p.stem for p in Path(values_dir).glob("*.yaml"))
+
+
+def overlay_path(env: str, values_dir: Path = VALUES_DIR) -> Path:
+    """values/<env>.yaml, or a ToolError listing the known environments."""
+    path = Path(values_dir) / f"{env}.yaml"
+    if not env or "/" in env or not path.is_file():
+        known = ", ".join(known_envs(values_dir)) or "none"
+        raise ToolError(
+            f"unknown ENV '{env}': known environments are {known} "
+            f"(one per {repo_relative(values_dir)}/<env>.yaml)"
+        )
+    return path
+
+
+def _split_words(arg: str) -> list[str]:
+    """Split on whitespace outside quotes. Quotes group (and are removed) like a shell's, but
+    every backslash is kept (outside single quotes, with the character after it, which it
+    keeps from splitting or quoting): helm's --set parser reads `\\,`,
+    `\\.`, `\\=` and `\\\\` itself, so they must reach it exactly as typed."""
+    words: list[str] = []
+    word: list[str] = []
+    in_word = False
+    quote = ""
+    chars = iter(arg)
+    for char in chars:
+        if quote == "'":           # single quotes: everything literal up to the next one
+            if char == quote:
+                quote = ""
+            else:
+                word.append(char)
+        elif char == "\\":
+            escaped = next(chars, None)
+            if escaped is None:
+                raise ToolError(f"bad --set '{arg}': it ends in a lone backslash (expected key=value ...)")
+            word += [char, escaped]
+            in_word = True
+        elif quote:
+            if char == quote:
+                quote = ""
+            else:
+                word.append(char)
+        elif char in "'\"":
+            quote, in_word = char, True
+        elif char.isspace():
+            if in_word:
+                words.append("".join(word))
+            word, in_word = [], False
+        else:
+            word.append(char)
+            in_word = True
+    if quote:
+        raise ToolError(f"bad --set '{arg}': no closing quotation ({quote}) (expected key=value ...)")
+    if in_word:
+        words.append("".join(word))
+    return words
+
+
+def split_sets(sets: str | Iterable[str] | None, flag: str = "--set") -> list[str]:
+    """`--set` items: each argument may hold several space-separated k=v items (make SET="a=1 b=2").
+
+    Quotes keep spaces inside a value: SET="a='x y'". Backslashes reach helm untouched, so
+    helm's own escapes work as in `helm --set`: `a=x\\,y` is a literal comma,
+    `podLabels.example\\.com/team=ml` a dotted key. Commas keep helm's meaning (several keys
+    in one item).
+    """
+    if sets is None:
+        return []
+    if isinstance(sets, str):
+        sets = [sets]
+    items: list[str] = []
+    for arg in sets:
+        items.extend(_split_words(arg))
+    for item in items:
+        if "=" not in item:
+            example = ("key=path, e.g. training.files.main\\.py=main.py" if flag == "--set-file" else
+                       "key=value, e.g. workers.replicas=4 (lists: a={x,y}, a[0]=x; literal comma: a=x\\,y)")
+            raise ToolError(f"bad {flag} '{item}': expected {example}")
+    return items
+
+
+# ---------------------------------------------------------------- layering via helm itself
+
+_PROBE_CHART = "apiVersion: v2\nname: values-probe\nversion: 0.0.0\n"
+_PROBE_TEMPLATE = "{{ toJson .Values }}\n"
+
+
+def _probe_values(helm: str, defaults: Path | None, overlays: Sequence[Path],
+                  sets: Sequence[str], set_files: Sequence[str] = ()) -> dict:
+    """Run helm's own merge of (defaults, -f overlays..., --set items..., --set-file items...)
+    and return the result (a --set-file's text is in it: what the real render gets on stdin)."""
+    with tempfile.TemporaryDirectory(prefix="tfmw-values-probe-") as tmp:
+        probe = Path(tmp)
+        (probe / "templates").mkdir()
+        (probe / "Chart.yaml").write_text(_PROBE_CHART)
+        (probe / "templates" / "values.json").write_text(_PROBE_TEMPLATE)
+        if defaults is not None:
+            shutil.copyfile(defaults, probe / "values.yaml")
+        proc = helmkit.helm_template(helm, probe, "probe", values_files=overlays, sets=sets, set_files=set_files)
+    if proc.returncode != 0:
+        reason = helm_error_line(proc.stderr)
+        if set_files and ("set-file" in reason or "no such file" in reason.lower()):
+            raise ToolError(f"bad --set-file {' '.join(set_files)!r}: {reason} "
+                            "(expected key=path of a readable file, e.g. training.files.main\\.py=main.py)")
+        if "--set" in reason:
+            raise ToolError(f"bad --set {' '.join(sets)!r}: {reason} "
+                            "(expected key=value, e.g. workers.replicas=4)")
+        raise ToolError(f"values could not be read: {reason}")
+    body = "\n".join(ln for ln in proc.stdout.splitlines()
+                     if ln.strip() and not ln.startswith(("---", "# Source:")))
+    return json.loads(body) if body.strip() else {}
+
+
+def user_values(overlays: Sequence[Path], sets: Sequence[str] = (), helm: str | None = None,
+                set_files: Sequence[str] = ()) -> dict:
+    """Overlays and --set merged by helm's rules (nulls kept: they delete chart defaults later)."""
+    return _probe_values(find_helm(helm), None, [Path(p) for p in overlays], list(sets), list(set_files))
+
+
+def layer_values(chart_dir: Path, overlays: Sequence[Path], sets: Sequence[str] = (),
+                 helm: str | None = None, set_files: Sequence[str] = ()) -> dict:
+    """The effective values the chart's templates see: what `helm -f defaults -f ... --set` gives."""
+    defaults = Path(chart_dir) / "values.yaml"
+    return _probe_values(find_helm(helm), defaults if defaults.is_file() else None,
+                         [Path(p) for p in overlays], list(sets), list(set_files))
+
+
+# ---------------------------------------------------------------- values schema
+
+def _error_key(error: jsonschema.ValidationError) -> str:
+    """The values key an error is about (for required/additionalProperties: the child key)."""
+    parts = list(error.absolute_path)
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else None
+        if missing:
+            parts.append(missing)
+    elif error.validator == "additionalProperties" and "'" in error.message:
+        parts.append(error.message.split("'")[1])
+    return helmkit.key_path(parts)
+
+
+def validate_values(values: dict, chart_dir: Path = CHART_DIR, origin: str = "") -> None:
+    """Refuse values that break the chart's values.schema.json, naming the key."""
+    schema_path = Path(chart_dir) / "values.schema.json"
+    if not schema_path.is_file():
+        return
+    schema = json.loads(schema_path.read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    errors = sorted(cls(schema).iter_errors(values), key=lambda e: list(map(str, e.absolute_path)))
+    if not errors:
+        return
+    error = jsonschema.exceptions.best_match(errors)
+    message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    what = "unknown key" if error.validator == "additionalProperties" else "invalid value for"
+    raise ToolError(
+        f"{what} {_error_key(error)}: {message}{more}; refused by "
+        f"{repo_relative(schema_path)}{' — ' + origin if origin else ''}"
+    )
+
+
+# ---------------------------------------------------------------- rendering (pyhelm3 over real helm)
+
+async def _template(helm: str, chart_dir: Path, release: str, namespace: str, values: dict) -> list[dict]:
+    import pyhelm3  # imported late: only rendering needs it
+
+    # executable= only feeds pyhelm3's own check that the binary exists; the command runs it.
+    client = pyhelm3.Client(helmkit.pyhelm3_command(helm), executable=helm)
+    try:
+        chart = await client.get_chart(Path(chart_dir).resolve())
+        # One already-merged dict: pyhelm3's mergeconcat sees a single value and merges nothing.
+        objects = await client.template_resources(chart, release, values, namespace=namespace)
+        return [obj for obj in objects if obj]
+    except pyhelm3.errors.Error as exc:
+        refusal = helmkit.chart_refusal(exc.stderr)
+        what = (f"refused the values: {refusal}" if refusal
+                else f"could not be rendered by helm: {helm_error_line(exc.stderr)}")
+        raise ToolError(f"{repo_relative(chart_dir)} {what}") from None
+
+
+def render_values(values: dict, chart_dir: Path = CHART_DIR, release: str = DEFAULT_RELEASE,
+                  namespace: str = DEFAULT_NAMESPACE, helm: str | None = None) -> list[dict]:
+    """Render the chart with user values (as from user_values) through pyhelm3, offline."""
+    if not (Path(chart_dir) / "Chart.yaml").is_file():
+        raise ToolError(f"no chart at {repo_relative(chart_dir)} (Chart.yaml missing)")
+    return asyncio.run(_template(find_helm(helm), Path(chart_dir), release, namespace, values))
+
+
+def validate_manifests(objects: Sequence[dict], kube_version: str = DEFAULT_KUBE_VERSION) -> list[str]:
+    """Refuse the first object that is not valid for kube_version (strict: unknown fields fail).
+
+    Returns the kinds that have no schema there (custom resources such as a PodGroup): they are
+    reported, not refused, since their CRD lives in the cluster.
+    """
+    checked = helmkit.validate_objects(objects, kube_version)
+    if checked.problems:
+        first = checked.problems[0]
+        raise ToolError(f"rendered {first.object} is invalid for Kubernetes {kube_version} at "
+                        f"{first.where}: {first.message[:200]}")
+    return checked.custom_kinds()
+
+
+def dump_manifests(objects: Sequence[dict]) -> str:
+    return yaml.safe_dump_all(list(objects), sort_keys=False, explicit_start=True)
+
+
+# ---------------------------------------------------------------- the whole offline path
+
+@dataclass
+class Rendered:
+    env: str
+    overlay: Path
+    sets: list[str]
+    user_values: dict       # what helm receives on stdin (overlay + --set, nulls kept)
+    values: dict            # effective values the templates saw (validated against the schema)
+    objects: list[dict]     # rendered Kubernetes objects (validated against kube_version)
+    unchecked_kinds: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)   # one line each, for the operator
+
+    def find(self, kind: str) -> list[dict]:
+        return [o for o in self.objects if o.get("kind") == kind]
+
+
+def prepare(env: str, sets: Iterable[str] | str | None = (), release: str = DEFAULT_RELEASE,
+            namespace: str = DEFAULT_NAMESPACE, helm: str | None = None,
+            chart_dir: Path = CHART_DIR, values_dir: Path = VALUES_DIR,
+            kube_version: str | None = DEFAULT_KUBE_VERSION, set_files: Iterable[str] | str | None = ()) -> Rendered:
+    """Env overlay + --set + --set-file -> validated values -> rendered, validated manifests. No cluster."""
+    helm = find_helm(helm)
+    overlay = overlay_path(env, values_dir)
+    items = split_sets(sets)
+    files = split_sets(set_files, flag="--set-file")
+    effective = layer_values(chart_dir, [overlay], items, helm, files)
+    try:
+        validate_values(effective, chart_dir, origin=f"from {repo_relative(overlay)}"
+                        + (f" with --set {' '.join(items)}" if items else ""))
+    except ToolError:
+        # Blame the chart, not the overlay, when its own defaults already break the schema.
+        validate_values(layer_values(chart_dir, [], [], helm), chart_dir,
+                        origin=f"in the chart's own {repo_relative(Path(chart_dir) / 'values.yaml')}")
+        raise
+    supplied = user_values([overlay], items, helm, files)
+    objects = render_values(supplied, chart_dir, release, namespace, helm)
+    unchecked = validate_manifests(objects, kube_version) if kube_version else []
+    warnings = check_pod_security(objects, effective)
+    return Rendered(env, overlay, items, supplied, effective, objects, unchecked, warnings)
+
+
+def check_pod_security(objects: Sequence[dict], values: dict) -> list[str]:
+    """Refuse (exit 2) a rendered pod that violates Pod Security Standards "restricted"
+    (scripts/tfmw/chart/pss.py), unless the values opt in with security.allowUnsafe=true: then the
+    violations come back as one warning line."""
+    violations = pss.all_violations(pss.pod_templates(objects))
+    if not violations:
+        return []
+    listed = "; ".join(violations[:6]) + (f"; and {len(violations) - 6} more" if len(violations) > 6 else "")
+    if ((values.get("security") or {}).get("allowUnsafe")) is True:
+        return [f"WARNING: security.allowUnsafe=true: {len(violations)} violation(s) of Pod Security "
+                f"Standards restricted rendered on purpose (a namespace enforcing it refuses these pods): {listed}"]
+    raise ToolError(f"rendered pods violate Pod Security Standards restricted: {listed}; restore the "
+                    "chart's securityContext defaults, or set security.allowUnsafe=true to run them "
+                    "on purpose (docs/security.md)")
+
+
+def render(env: str, sets: Iterable[str] | str | None = (), release: str = DEFAULT_RELEASE,
+           namespace: str = DEFAULT_NAMESPACE, helm: str | None = None, **kwargs) -> list[dict]:
+    """Rendered objects for an environment (values validated; manifests validated for 1.35)."""
+    return prepare(env, sets, release, namespace, helm, **kwargs).objects
+
+
+def manifests_path(env: str, build_dir: Path = BUILD_DIR) -> Path:
+    return Path(build_dir) / env / "manifests.yaml"
+
+
+def render_to_file(env: str, sets: Iterable[str] | str | None = (), release: str = DEFAULT_RELEASE,
+                   namespace: str = DEFAULT_NAMESPACE, helm: str | None = None,
+                   path: Path | None = None, **kwargs) -> Path:
+    """Write the rendered manifests to build/<env>/manifests.yaml (or path) and return the path."""
+    objects = render(env, sets, release, namespace, helm, **kwargs)
+    return write_manifests(objects, Path(path) if path else manifests_path(env))
+
+
+def write_manifests(objects: Sequence[dict], path: Path) -> Path:
+    """Write the objects as one multi-document YAML file (parents created) and return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dump_manifests(objects))
+    return path
+
+
+def repo_relative(path: os.PathLike | str) -> str:
+    """A path relative to the repo when inside it (messages stay short and copy-pasteable)."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)

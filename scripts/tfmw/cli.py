@@ -1,0 +1,567 @@
+"""Host-side CLI behind `make template / deploy / diff / status / logs / undeploy`.
+
+    python -m tfmw.cli template --env prod                 # -> build/prod/manifests.yaml
+    python -m tfmw.cli deploy   --env dev --set "workers.replicas=4 training.runId=run-7"
+    python -m tfmw.cli diff     --env dev
+    python -m tfmw.cli status   [--release R] [--namespace N]
+    python -m tfmw.cli logs     [--no-follow]
+    python -m tfmw.cli undeploy
+
+Everything a value can break is refused before any cluster call: the overlay is layered by helm's
+rules (scripts/tfmw/chart/render.py), validated against values.schema.json, rendered through pyhelm3 over the
+real helm, and the manifests validated against the Kubernetes schema of --kube-version.
+Errors are one line on stderr with a non-zero exit (see helmkit.ToolError for the codes).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tfmw.deploy import helm as deploy_helm
+from tfmw.deploy import observe as deploy_pods
+from tfmw.chart import helmkit
+from tfmw.chart import render
+from tfmw.chart.helmkit import ToolError, helm_error_line, stderr_text
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+# ---------------------------------------------------------------- helm via pyhelm3
+
+def _cluster_failure(stderr: str, context: str | None) -> ToolError | None:
+    """The kube context is missing or the cluster does not answer: one line naming which, or None."""
+    import os
+    no_file = deploy_helm.missing_kubeconfig_message(os.environ.get("KUBECONFIG"))
+    if no_file and deploy_helm.is_unreachable(stderr):
+        return ToolError(no_file, exit_code=3)
+    kubectl = _kubectl_or_none()
+    missing = deploy_helm.missing_context_message(stderr, deploy_helm.kube_contexts(kubectl),
+                                                  deploy_helm._kubeconfig_in_use())
+    if missing:
+        return ToolError(missing, exit_code=3)
+    if deploy_helm.is_unreachable(stderr):
+        target = deploy_helm.kube_target(kubectl, context)
+        return ToolError(deploy_helm.unreachable_message(stderr, target), exit_code=3)
+    return None
+
+
+def _helm_failure(exc, what: str, context: str | None) -> ToolError:
+    """Turn a pyhelm3 error into one operator-facing line."""
+    stderr = stderr_text(exc.stderr)
+    return _cluster_failure(stderr, context) or \
+        ToolError(f"{what} failed: {deploy_helm.helm_error_text(stderr)}", exit_code=4)
+
+
+def _kubectl_failure(exc: subprocess.CalledProcessError, what: str, context: str | None) -> ToolError:
+    stderr = stderr_text(exc.stderr)
+    return _cluster_failure(stderr, context) or \
+        ToolError(f"{what} failed: {helm_error_line(stderr)}", exit_code=4)
+
+
+def _kubectl_or_none() -> str | None:
+    try:
+        return helmkit.find_kubectl()
+    except ToolError:
+        return None
+
+
+async def _release_status(cmd, release: str, namespace: str, context: str | None) -> dict | None:
+    """`helm status -o json`, or None when the release is not installed."""
+    import pyhelm3
+    try:
+        return await cmd.status(release, namespace=namespace)
+    except pyhelm3.errors.ReleaseNotFoundError:
+        return None
+    except pyhelm3.errors.Error as exc:
+        raise _helm_failure(exc, "helm status", context) from None
+
+
+async def _release_objects(cmd, release: str, namespace: str, context: str | None) -> list[dict]:
+    """The manifest helm recorded for the release's current revision."""
+    import pyhelm3
+    try:
+        return [o for o in await cmd.get_resources(release, namespace=namespace) if o]
+    except pyhelm3.errors.Error as exc:
+        raise _helm_failure(exc, "helm get manifest", context) from None
+
+
+def _not_installed(release: str, namespace: str) -> ToolError:
+    return ToolError(f"release {release} is not installed in namespace {namespace} "
+                     f"(deploy it with `make deploy ENV=<env> RELEASE={release} NAMESPACE={namespace}`)",
+                     exit_code=3)
+
+
+def _namespace_missing(namespace: str, context: str | None) -> str | None:
+    """'namespace x does not exist on <cluster>' when the API says so (None: it exists, or unknown)."""
+    kubectl = _kubectl_or_none()
+    if kubectl and deploy_pods.namespace_exists(kubectl, context, namespace) is False:
+        return f"namespace {namespace} does not exist on {deploy_helm.kube_target(kubectl, context)}"
+    return None
+
+
+def _missing_release(release: str, namespace: str, context: str | None) -> ToolError:
+    """No such release: say whether the namespace itself is missing (a typo in NAMESPACE=)."""
+    missing = _namespace_missing(namespace, context)
+    if missing:
+        return ToolError(f"{missing}, so release {release} is not there: check NAMESPACE= "
+                         "(`kubectl get namespaces` lists them)", exit_code=3)
+    return _not_installed(release, namespace)
+
+
+# ---------------------------------------------------------------- template
+
+def _prepare(args) -> render.Rendered:
+    rendered = render.prepare(args.env, args.set, release=args.release, namespace=args.namespace,
+                              helm=args.helm, chart_dir=args.chart, values_dir=args.values_dir,
+                              kube_version=args.kube_version, set_files=args.set_file)
+    sets = f" + --set {' '.join(rendered.sets)}" if rendered.sets else ""
+    say(f"values: {render.repo_relative(rendered.overlay)}{sets} validated against "
+        f"{render.repo_relative(Path(args.chart) / 'values.schema.json')}")
+    unchecked = f" (not in the Kubernetes schema, checked by the cluster: " \
+                f"{', '.join(rendered.unchecked_kinds)})" if rendered.unchecked_kinds else ""
+    say(f"rendered {len(rendered.objects)} objects, valid for Kubernetes {args.kube_version}{unchecked}")
+    for warning in rendered.warnings:
+        print(warning, file=sys.stderr, flush=True)
+    return rendered
+
+
+def cmd_template(args) -> int:
+    rendered = _prepare(args)
+    path = render.write_manifests(rendered.objects, args.output or render.manifests_path(args.env))
+    say(render.repo_relative(path))
+    return 0
+
+
+# ---------------------------------------------------------------- deploy
+
+async def _watch_pods(kubectl: str | None, context: str | None, workers: deploy_pods.Workers,
+                      started: float, interval: float, seen: list | None = None) -> None:
+    """Print a progress line whenever the scheduled/running/ready counts (or the reasons why
+    not) change. `seen` keeps the latest pod list that says why a worker is not ready, for the
+    failure report: by the time helm gives up and rolls back, the pods may be gone or replaced."""
+    last = None
+    while kubectl:
+        try:
+            items = await asyncio.to_thread(deploy_pods.list_pods, kubectl, context, workers)
+            states = [deploy_pods.pod_state(p) for p in items]
+            line = deploy_pods.progress_line(states, workers.replicas)
+            if seen is not None and (deploy_pods.pod_problems(states) or not seen):
+                seen[:] = states
+        except (subprocess.SubprocessError, OSError, ValueError):
+            line = None  # transient API hiccups: helm reports real failures
+        if line and line != last:
+            say(f"[{int(time.monotonic() - started):>5}s] {line}")
+            last = line
+        await asyncio.sleep(interval)
+
+
+def _upgrade_args(args, major: int) -> list[str]:
+    return deploy_helm.upgrade_args(major, args.release, Path(args.chart).resolve(), args.namespace,
+                                    timeout=args.timeout, wait=not args.no_wait,
+                                    rollback_on_failure=not args.no_rollback)
+
+
+async def _deploy_failure(exc, args, cmd, kubectl: str | None, rendered: render.Rendered,
+                          previous: dict | None, namespace_created: bool, seen: list,
+                          started_wall: float) -> ToolError:
+    """One line for a failed `helm upgrade --install`: what helm or the API server refused, why
+    the workers were not ready (pods, scheduler and controller Events), and what is left."""
+    stderr = stderr_text(exc.stderr)
+    cluster = _cluster_failure(stderr, args.kube_context)
+    if cluster:
+        return cluster
+    workers = deploy_pods.workers_of(rendered.objects, args.namespace)
+    cause = deploy_helm.helm_failure_cause(deploy_helm.helm_error_text(stderr))
+    refusal = deploy_helm.api_refusal(cause)
+    parts, code = [], 4
+    if refusal:
+        parts.append(refusal[0])
+        code = 2 if refusal[1] else 4
+    elif re.search(r"context deadline exceeded|timed out waiting|not ready\. status: ", cause):
+        parts.append(f"helm upgrade --install did not finish within --timeout {args.timeout} ({cause})")
+    else:
+        parts.append(f"helm upgrade --install failed: {cause}")
+    pods_now: list = []
+    if kubectl:
+        events: list = []
+        try:
+            pods_now = [deploy_pods.pod_state(p) for p in
+                        await asyncio.to_thread(deploy_pods.list_pods, kubectl, args.kube_context, workers)]
+            events = await asyncio.to_thread(deploy_pods.list_events, kubectl, args.kube_context, args.namespace)
+        except (subprocess.SubprocessError, OSError, ValueError):
+            pass
+        if not refusal:
+            # The pods as last seen while helm waited: since then a rollback may have deleted them
+            # or put the previous revision's back.
+            live = [p for p in pods_now if p.phase != "Terminating"]
+            reasons = deploy_pods.not_ready_reasons(seen or live, events, workers, since=started_wall - 5)
+            if reasons:
+                parts.append("workers not ready: " + "; ".join(reasons))
+    import pyhelm3
+    try:
+        now = await cmd.status(args.release, namespace=args.namespace)
+    except pyhelm3.errors.Error:
+        now = None
+    kept: list[str] = []
+    claims = deploy_helm.kept_claims(rendered.objects)
+    if now is None and kubectl and claims:
+        try:
+            found = await asyncio.to_thread(deploy_pods.get_objects, kubectl, args.kube_context, args.namespace,
+                                            [f"persistentvolumeclaim/{c}" for c in claims])
+            kept = [ref.split("/", 1)[1] for ref in found]
+        except (subprocess.SubprocessError, OSError, ValueError):
+            kept = claims  # cannot look: say what helm keeps by policy
+    parts.append(deploy_helm.after_failure(
+        args.release, args.namespace, previous=previous, now=now, rollback=not args.no_rollback,
+        namespace_created=namespace_created, pods_left=len(pods_now) if now is None else 0, kept=kept))
+    return ToolError("; ".join(parts), exit_code=code)
+
+
+def _run_after_deploy(kubectl: str | None, context: str | None, workers: deploy_pods.Workers,
+                      release: str, revision) -> None:
+    """Say where the run stands once helm is done (it may have finished during the wait, and
+    its workers scaled to 0); refuse, exit 3, when this revision's run is recorded Failed."""
+    if not kubectl or not workers.status_configmap:
+        return
+    refs = [f"statefulset/{workers.name}", f"configmap/{workers.status_configmap}"]
+    try:
+        found = deploy_pods.get_objects(kubectl, context, workers.namespace, refs)
+    except (subprocess.SubprocessError, OSError, ValueError):
+        return  # the deploy itself succeeded; `make status` will tell
+    sts, record = found.get(refs[0]), deploy_pods.run_record(found.get(refs[1]))
+    run = deploy_pods.run_summary(record, workers)
+    if deploy_pods.run_failed_here(record, workers, sts):
+        # No worker count here: a redeploy has just brought the workers back, only for them to
+        # find the run Failed and return to 0.
+        raise ToolError(f"release {release} revision {revision} is deployed, but {run}. It does not "
+                        "train again with this pod template: fix the values and deploy again (a changed "
+                        "template retries the run), or set a new training.runId", exit_code=3)
+    say(f"{run}; {deploy_pods.workers_summary(workers, sts, record)}")
+
+
+async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
+    import pyhelm3
+    cmd = helmkit.pyhelm3_command(helm, args.kube_context)
+    major = helmkit.helm_major(helm)
+    current = await _release_status(cmd, args.release, args.namespace, args.kube_context)
+    if current:
+        deploy_helm.refuse_pending(args.release, args.namespace, current)
+    workers = deploy_pods.workers_of(rendered.objects, args.namespace)
+    kubectl = _kubectl_or_none()
+    target = deploy_helm.kube_target(kubectl, args.kube_context)
+    namespace_created = bool(not current and kubectl
+                             and deploy_pods.namespace_exists(kubectl, args.kube_context, args.namespace) is False)
+    action = (f"upgrading {args.release} from revision {current.get('version')}" if current
+              else f"installing {args.release}")
+    wait = (f"waiting up to {args.timeout} for {workers.replicas} workers to be ready"
+            + (", rolling back on failure" if not args.no_rollback else "")) if not args.no_wait \
+        else "not waiting"
+    where = f"namespace {args.namespace}" + (" (created now)" if namespace_created else "")
+    say(f"helm {major}: {action} in {where} on {target}; {wait}")
+
+    helm_args = _upgrade_args(args, major)
+    started, started_wall = time.monotonic(), time.time()
+    seen: list = []
+    watcher = asyncio.create_task(_watch_pods(None if args.no_wait else kubectl, args.kube_context,
+                                              workers, started, args.poll_seconds, seen))
+    try:
+        out = await cmd.run(helm_args, json.dumps(rendered.user_values).encode())
+    except pyhelm3.errors.Error as exc:
+        watcher.cancel()
+        raise await _deploy_failure(exc, args, cmd, kubectl, rendered, current, namespace_created,
+                                    seen, started_wall) from None
+    finally:
+        watcher.cancel()
+    text = out.decode(errors="replace")
+    try:  # helm may print registry notes before the JSON release
+        release = json.loads(text[text.index("{"):])
+    except ValueError:
+        release = {}
+    revision = release.get("version", "?")
+    say(f"deployed: release {args.release} revision {revision}, "
+        f"{(release.get('info') or {}).get('status', 'deployed')}, "
+        f"{int(time.monotonic() - started)}s; follow with `make status` and `make logs`")
+    _run_after_deploy(None if args.no_wait else kubectl, args.kube_context, workers, args.release, revision)
+    return 0
+
+
+def cmd_deploy(args) -> int:
+    rendered = _prepare(args)
+    helm = helmkit.find_helm(args.helm)
+    if args.dry_run:
+        return _dry_run(args, rendered, helm)
+    return asyncio.run(_deploy(args, rendered, helm))
+
+
+def _dry_run(args, rendered: render.Rendered, helm: str) -> int:
+    """Offline: show the helm command deploy would run (helm's own --dry-run needs a cluster)."""
+    import shlex
+    major = helmkit.helm_major(helm)
+    helm_args = _upgrade_args(args, major)
+    context = ["--kube-context", args.kube_context] if args.kube_context else []
+    say(f"dry run (no cluster contacted): helm {major} would run, with the values below on stdin:")
+    say("  " + shlex.join([helm, *helm_args, *context]))
+    say(json.dumps(rendered.user_values, indent=2, sort_keys=True))
+    return 0
+
+
+# ---------------------------------------------------------------- diff
+
+def cmd_diff(args) -> int:
+    rendered = _prepare(args)
+    helm = helmkit.find_helm(args.helm)
+
+    async def recorded():
+        cmd = helmkit.pyhelm3_command(helm, args.kube_context)
+        if await _release_status(cmd, args.release, args.namespace, args.kube_context) is None:
+            return None
+        return await _release_objects(cmd, args.release, args.namespace, args.kube_context)
+
+    old = asyncio.run(recorded())
+    if old is None:
+        missing = _namespace_missing(args.namespace, args.kube_context)
+        say(f"{missing}; deploy would create it and:" if missing else
+            f"release {args.release} is not installed in namespace {args.namespace}; deploy would create:")
+        for obj in deploy_helm.manifest_objects(rendered.objects):
+            say(f"  + {deploy_helm.object_key(obj)}")
+        return 0
+    text = deploy_helm.diff_manifests(old, rendered.objects)
+    say(text if text else f"no changes: release {args.release} already matches ENV={args.env}")
+    return 0
+
+
+# ---------------------------------------------------------------- status / logs / undeploy
+
+async def _workers_of_release(args, helm: str) -> tuple[dict, deploy_pods.Workers]:
+    cmd = helmkit.pyhelm3_command(helm, args.kube_context)
+    status = await _release_status(cmd, args.release, args.namespace, args.kube_context)
+    if status is None:
+        raise _missing_release(args.release, args.namespace, args.kube_context)
+    objects = await _release_objects(cmd, args.release, args.namespace, args.kube_context)
+    return status, deploy_pods.workers_of(objects, args.namespace)
+
+
+def _run_objects(kubectl: str, context: str | None, workers: deploy_pods.Workers) -> tuple[dict | None, dict | None]:
+    """(the worker StatefulSet, the status ConfigMap) as they are now; None for what does not exist
+    (the ConfigMap also when the release records no status)."""
+    refs = [f"statefulset/{workers.name}"] + ([f"configmap/{workers.status_configmap}"]
+                                               if workers.status_configmap else [])
+    try:
+        found = deploy_pods.get_objects(kubectl, context, workers.namespace, refs)
+    except subprocess.CalledProcessError as exc:
+        raise _kubectl_failure(exc, "kubectl get", context) from None
+    return found.get(refs[0]), (found.get(refs[1]) if len(refs) > 1 else None)
+
+
+def cmd_status(args) -> int:
+    helm = helmkit.find_helm(args.helm)
+    status, workers = asyncio.run(_workers_of_release(args, helm))
+    kubectl = helmkit.find_kubectl()
+    sts, status_object = _run_objects(kubectl, args.kube_context, workers)
+    try:
+        items = deploy_pods.list_pods(kubectl, args.kube_context, workers)
+    except subprocess.CalledProcessError as exc:
+        raise _kubectl_failure(exc, "kubectl get pods", args.kube_context) from None
+    reports = []
+    for item in items:
+        pod = deploy_pods.pod_state(item)
+        if status_object is not None:
+            reports.append(deploy_pods.WorkerReport(pod))
+            continue
+        # No status object (API access off): the logs are the only record of progress.
+        log = deploy_pods.pod_log(kubectl, args.kube_context, workers.namespace, pod.name)
+        reports.append(deploy_pods.WorkerReport(pod, deploy_pods.last_progress(log), deploy_pods.completion(log)))
+    release = deploy_pods.ReleaseInfo(args.release, args.namespace, int(status.get("version", 0)),
+                                      (status.get("info") or {}).get("status", "?"))
+    for line in deploy_pods.status_lines(release, workers, sts, status_object, reports):
+        say(line)
+    return 0
+
+
+def cmd_logs(args) -> int:
+    helm = helmkit.find_helm(args.helm)
+    _, workers = asyncio.run(_workers_of_release(args, helm))
+    kubectl = helmkit.find_kubectl()
+    try:
+        pods = deploy_pods.list_pods(kubectl, args.kube_context, workers)
+    except subprocess.CalledProcessError as exc:
+        raise _kubectl_failure(exc, "kubectl get pods", args.kube_context) from None
+    if not pods:
+        sts, status_object = _run_objects(kubectl, args.kube_context, workers)
+        record = deploy_pods.run_record(status_object)
+        summary = deploy_pods.workers_summary(workers, sts, record)
+        mine = deploy_pods.current_record(record, workers)
+        if mine is not None and mine.terminal and sts is not None and not (sts.get("spec") or {}).get("replicas"):
+            # Scaled to 0 at the end of the run: the pods are gone, the logs they kept are not.
+            reader, where = deploy_pods.log_reader_pod(sts, f"{workers.name}-logs-{secrets.token_hex(3)}")
+            if reader is None:
+                say(f"no worker pods to follow: {summary}; {deploy_pods.run_summary(record, workers)}; "
+                    f"their logs went with the pods: {where} (`make status` has the outcome)")
+                return 0
+            say(f"no worker pods to follow: {summary}; {deploy_pods.run_summary(record, workers)}; "
+                f"their logs as the workers kept them ({where}, logs.keepMiB):")
+            return _print_kept_logs(kubectl, args.kube_context, workers.namespace, reader)
+        raise ToolError(f"no worker pods of release {args.release} in namespace {args.namespace}: {summary}; "
+                        "see `make status`", exit_code=3)
+    cmd = deploy_pods.kubectl_base(kubectl, args.kube_context) + \
+        deploy_pods.logs_args(workers, follow=not args.no_follow, tail=args.tail)
+    try:
+        return subprocess.run(cmd).returncode
+    except KeyboardInterrupt:
+        return 130
+
+
+KEPT_LOGS_TIMEOUT_SECONDS = 180
+
+
+def _print_kept_logs(kubectl: str, context: str | None, namespace: str, reader: dict) -> int:
+    """Run the log reader pod (deploy_pods.log_reader_pod), print what it printed, delete it."""
+    base = deploy_pods.kubectl_base(kubectl, context)
+    name = reader["metadata"]["name"]
+    created = subprocess.run(base + ["create", "--namespace", namespace, "--filename", "-", "--request-timeout=20s"],
+                             input=json.dumps(reader), capture_output=True, text=True, timeout=60)
+    if created.returncode != 0:
+        raise ToolError(f"cannot start pod {name} to read the kept logs: "
+                        f"{' '.join(stderr_text(created.stderr).split())}", exit_code=3)
+    try:
+        deadline, phase, why = time.monotonic() + KEPT_LOGS_TIMEOUT_SECONDS, "", ""
+        while time.monotonic() < deadline:
+            pod = deploy_pods.get_objects(kubectl, context, namespace, [f"pod/{name}"]).get(f"pod/{name}") or {}
+            status = pod.get("status") or {}
+            phase = status.get("phase", "")
+            if phase in ("Succeeded", "Failed"):
+                break
+            waiting = [((c.get("state") or {}).get("waiting") or {}) for c in status.get("containerStatuses") or []]
+            conditions = [c for c in status.get("conditions") or [] if c.get("status") == "False" and c.get("message")]
+            why = "; ".join(w.get("message") or w.get("reason", "") for w in waiting if w) or \
+                "; ".join(c["message"] for c in conditions)
+            time.sleep(1)
+        else:
+            raise ToolError(f"pod {name}, which reads the kept logs, did not finish in {KEPT_LOGS_TIMEOUT_SECONDS}s "
+                            f"(phase {phase or '?'}{': ' + why if why else ''})", exit_code=3)
+        logs = subprocess.run(base + ["logs", name, "--namespace", namespace, "--request-timeout=20s"],
+                              capture_output=True, text=True, timeout=120)
+        sys.stdout.write(logs.stdout)
+        sys.stdout.flush()
+        return 0 if phase == "Succeeded" and logs.returncode == 0 else 3
+    except subprocess.CalledProcessError as exc:
+        raise _kubectl_failure(exc, f"kubectl get pod {name}", context) from None
+    finally:
+        subprocess.run(base + ["delete", "pod", name, "--namespace", namespace, "--wait=false", "--ignore-not-found",
+                               "--request-timeout=20s"], capture_output=True, text=True, timeout=60)
+
+
+def cmd_undeploy(args) -> int:
+    helm = helmkit.find_helm(args.helm)
+
+    async def uninstall() -> int:
+        import pyhelm3
+        cmd = helmkit.pyhelm3_command(helm, args.kube_context)
+        status = await _release_status(cmd, args.release, args.namespace, args.kube_context)
+        if status is None:
+            missing = _namespace_missing(args.namespace, args.kube_context)
+            if missing:
+                raise ToolError(f"{missing}: nothing to uninstall; check NAMESPACE= "
+                                "(`kubectl get namespaces` lists them)", exit_code=3)
+            say(f"release {args.release} is not installed in namespace {args.namespace}: nothing to do")
+            return 0
+        objects = await _release_objects(cmd, args.release, args.namespace, args.kube_context)
+        major = helmkit.helm_major(helm)
+        try:
+            await cmd.run(deploy_helm.uninstall_args(major, args.release, args.namespace,
+                                                     timeout=args.timeout))
+        except pyhelm3.errors.Error as exc:
+            raise _helm_failure(exc, "helm uninstall", args.kube_context) from None
+        say(f"uninstalled release {args.release} from namespace {args.namespace}")
+        for line in deploy_helm.storage_after_uninstall(objects, args.namespace):
+            say(line)
+        return 0
+
+    return asyncio.run(uninstall())
+
+
+# ---------------------------------------------------------------- CLI
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="tfmw", description=__doc__.split("\n\n")[0])
+    sub = top.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--release", default=render.DEFAULT_RELEASE, help="helm release name")
+        p.add_argument("--namespace", default=render.DEFAULT_NAMESPACE)
+        p.add_argument("--kube-context", default=None, help="kubeconfig context (default: current)")
+        p.add_argument("--helm", default=None, help="helm binary (default: $HELM, .tools/bin/helm, PATH)")
+
+    def rendering(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--env", required=True, help="overlay values/<env>.yaml")
+        p.add_argument("--set", action="append", default=[],
+                       help="helm --set items, space separated: 'a.b=1 c={x,y}' (repeatable)")
+        p.add_argument("--set-file", dest="set_file", action="append", default=[],
+                       help="helm --set-file key=path items, e.g. 'training.files.main\\.py=main.py' (repeatable)")
+        p.add_argument("--kube-version", default=render.DEFAULT_KUBE_VERSION,
+                       help="validate manifests against this Kubernetes version (default %(default)s)")
+        p.add_argument("--chart", default=str(render.CHART_DIR), help=argparse.SUPPRESS)
+        p.add_argument("--values-dir", default=str(render.VALUES_DIR), help=argparse.SUPPRESS)
+
+    p = sub.add_parser("template", help="render ENV into build/<env>/manifests.yaml")
+    common(p), rendering(p)
+    p.add_argument("--output", default=None, help="write here instead of build/<env>/manifests.yaml")
+    p.set_defaults(func=cmd_template)
+
+    p = sub.add_parser("deploy", help="install or upgrade the release, wait for the workers")
+    common(p), rendering(p)
+    p.add_argument("--timeout", default="15m", help="helm --timeout (default %(default)s)")
+    p.add_argument("--no-wait", action="store_true", help="return once submitted (implies --no-rollback)")
+    p.add_argument("--no-rollback", action="store_true", help="keep a failed revision for debugging")
+    p.add_argument("--dry-run", action="store_true",
+                   help="validate and render, print the helm command and values; no cluster call")
+    p.add_argument("--poll-seconds", type=float, default=5.0, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_deploy)
+
+    p = sub.add_parser("diff", help="rendered manifests vs. the release's recorded manifest")
+    common(p), rendering(p)
+    p.set_defaults(func=cmd_diff)
+
+    p = sub.add_parser("status", help="release state and per-worker progress")
+    common(p)
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("logs", help="every worker's log, prefixed with its pod")
+    common(p)
+    p.add_argument("--no-follow", action="store_true", help="print what is there and exit")
+    p.add_argument("--tail", type=int, default=-1, help="lines per pod to start with (-1: all)")
+    p.set_defaults(func=cmd_logs)
+
+    p = sub.add_parser("undeploy", help="uninstall the release (shared storage is kept)")
+    common(p)
+    p.add_argument("--timeout", default="5m")
+    p.set_defaults(func=cmd_undeploy)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if getattr(args, "chart", None) is None:
+        args.chart = str(render.CHART_DIR)
+    try:
+        return args.func(args)
+    except ToolError as exc:
+        print(f"tfmw {args.command}: error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"tfmw {args.command}: interrupted (a helm operation may have been cut short: "
+              "check `make status`)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

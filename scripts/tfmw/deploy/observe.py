@@ -1,0 +1,551 @@
+"""Worker-pod side of `tfmw deploy/status/logs`: what the run and its pods are doing, read with kubectl.
+
+Pure functions turn API objects (`kubectl get ... -o json`: pods, Events, the worker StatefulSet,
+the run's status ConfigMap) and log text into the lines operators read: deploy progress, why
+workers are not ready, the status lines, the run's outcome. The `kubectl`-running helpers are at
+the end. The status ConfigMap's keys are the launcher's (entrypoint/lifecycle.py STATUS_KEYS);
+log line formats are the contract in docs/contracts.md ("Log lines"), read only when a release
+has no status object (API access off: completion.* = idle or rbac.create=false).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+
+from entrypoint import loglines
+from entrypoint.goodput import Accounting
+from tfmw.chart.helmkit import ToolError
+
+
+# ---------------------------------------------------------------- workload identity
+
+@dataclass(frozen=True)
+class Workers:
+    """The worker StatefulSet of a release, as rendered or as recorded by helm."""
+    name: str
+    namespace: str
+    replicas: int
+    selector: str   # label selector, "k=v,k2=v2"
+    chart: str = "?"  # helm.sh/chart label, e.g. tf-multiworker-0.1.0
+    run_id: str = ""  # TFMW_RUN_ID of the worker container: the run this revision trains
+    status_configmap: str = ""  # TFMW_STATUS_CONFIGMAP: "" when the release records no status
+
+
+def _worker_env(sts: dict) -> dict[str, str]:
+    pod = ((sts.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for container in pod.get("containers") or []:
+        env = {e.get("name"): e.get("value") for e in container.get("env") or [] if "value" in e}
+        if "TFMW_RUN_ID" in env or "TFMW_STATUS_CONFIGMAP" in env:
+            return {k: str(v) for k, v in env.items() if v is not None}
+    return {}
+
+
+def workers_of(objects: list[dict], namespace: str) -> Workers:
+    """Find the worker StatefulSet among rendered/recorded objects."""
+    sets = [o for o in objects if o.get("kind") == "StatefulSet"]
+    if not sets:
+        raise ToolError("the release has no StatefulSet of workers (is this a tf-multiworker release?)",
+                        exit_code=3)
+    # The worker StatefulSet carries component=worker; fall back to the only one.
+    workers = [o for o in sets if ((o.get("metadata") or {}).get("labels") or {})
+               .get("app.kubernetes.io/component") == "worker"]
+    sts = (workers or sets)[0]
+    labels = ((sts.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    env = _worker_env(sts)
+    return Workers(name=sts["metadata"]["name"],
+                   namespace=(sts.get("metadata") or {}).get("namespace") or namespace,
+                   replicas=int((sts.get("spec") or {}).get("replicas", 1)),
+                   selector=selector,
+                   chart=((sts.get("metadata") or {}).get("labels") or {}).get("helm.sh/chart", "?"),
+                   run_id=env.get("TFMW_RUN_ID", ""),
+                   status_configmap=env.get("TFMW_STATUS_CONFIGMAP", ""))
+
+
+# ---------------------------------------------------------------- pods
+
+@dataclass(frozen=True)
+class PodState:
+    name: str
+    phase: str
+    scheduled: bool
+    running: bool
+    ready: bool
+    restarts: int
+    reason: str       # why it is not running/ready: a container's waiting/terminated reason
+    #                   (CrashLoopBackOff, CreateContainerConfigError) or the scheduler's (Unschedulable)
+    node: str = ""    # spec.nodeName ("" until scheduled)
+    message: str = ""  # the message that goes with reason, e.g. "0/1 nodes are available: ..."
+    hint: str = ""     # what to do about reason, when we know (a missing image)
+
+
+# The kubelet's reasons for an image it could not get onto the node.
+IMAGE_REASONS = ("ErrImageNeverPull", "ImagePullBackOff", "ErrImagePull", "InvalidImageName")
+
+
+def image_hint(reason: str, image: str) -> str:
+    """The fix for a worker image the node cannot get: on `make cluster` (no registry) it is
+    built and imported; on a cluster with a registry it is pushed."""
+    if reason not in IMAGE_REASONS:
+        return ""
+    return (f"the image {image or '?'} is not on the node and cannot be pulled: build it with `make image` "
+            f"and import it with `make cluster-load` (local cluster), or push it to a registry the "
+            f"cluster can pull from (docs/image.md)")
+
+
+def _condition(pod: dict, kind: str) -> dict | None:
+    return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
+
+
+def _true(pod: dict, kind: str) -> bool:
+    return (_condition(pod, kind) or {}).get("status") == "True"
+
+
+def pod_state(pod: dict) -> PodState:
+    status = pod.get("status") or {}
+    containers = status.get("containerStatuses") or []
+    reason = message = image = ""
+    for c in containers:
+        state = c.get("state") or {}
+        for key in ("waiting", "terminated"):
+            if (state.get(key) or {}).get("reason"):
+                reason, message = state[key]["reason"], state[key].get("message") or ""
+                image = c.get("image") or ""
+    scheduled = _condition(pod, "PodScheduled") or {}
+    if not reason and scheduled.get("status") == "False" and scheduled.get("reason"):
+        # The scheduler's verdict, e.g. Unschedulable: "0/1 nodes are available: 1 Insufficient ..."
+        reason, message = scheduled["reason"], scheduled.get("message") or ""
+    phase = status.get("phase", "Unknown")
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        phase = "Terminating"
+    return PodState(
+        name=(pod.get("metadata") or {}).get("name", "?"),
+        phase=phase,
+        scheduled=scheduled.get("status") == "True",
+        running=phase == "Running",
+        ready=_true(pod, "Ready"),
+        restarts=sum(int(c.get("restartCount", 0)) for c in containers),
+        reason=reason,
+        node=(pod.get("spec") or {}).get("nodeName") or "",
+        message=" ".join(message.split()),
+        hint=image_hint(reason, image),
+    )
+
+
+def shorten(text: str, limit: int = 240) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
+
+
+def pod_problems(pods: list[PodState]) -> list[str]:
+    """Why pods are not ready, pods with the same reason and message grouped:
+    ["w-0, w-1 Pending: Unschedulable: 0/1 nodes are available: 1 Insufficient nvidia.com/gpu. ..."]."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for p in pods:
+        if p.reason and not p.ready:
+            text = p.reason + (f": {shorten(p.message)}" if p.message else "") + (f"; {p.hint}" if p.hint else "")
+            groups.setdefault((p.phase, text), []).append(p.name)
+    return [f"{', '.join(names)} {phase}: {text}" for (phase, text), names in groups.items()]
+
+
+def progress_line(pods: list[PodState], replicas: int) -> str:
+    """One deploy-progress line: how many of N workers are scheduled / running / ready."""
+    live = [p for p in pods if p.phase != "Terminating"]
+    scheduled = sum(p.scheduled for p in live)
+    running = sum(p.running for p in live)
+    ready = sum(p.ready for p in live)
+    line = (f"workers: {scheduled}/{replicas} scheduled, {running}/{replicas} running, "
+            f"{ready}/{replicas} ready")
+    terminating = len(pods) - len(live)
+    if terminating:
+        line += f", {terminating} terminating"
+    problems = pod_problems(live)
+    return line + (f" ({'; '.join(problems)})" if problems else "")
+
+
+# ---------------------------------------------------------------- Events: why workers are not there
+
+def event_epoch(event: dict) -> float:
+    """When an Event last happened (core/v1 lastTimestamp, else eventTime, else creation), as epoch seconds."""
+    import calendar
+    import time as _time
+    stamp = (event.get("lastTimestamp") or event.get("eventTime")
+             or (event.get("metadata") or {}).get("creationTimestamp") or "")
+    try:
+        return float(calendar.timegm(_time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        return 0.0
+
+
+def _is_worker_object(obj: dict, workers: Workers) -> bool:
+    name = obj.get("name") or ""
+    if obj.get("kind") == "StatefulSet":
+        return name == workers.name
+    tail = name[len(workers.name) + 1:] if name.startswith(workers.name + "-") else ""
+    return obj.get("kind") == "Pod" and tail.isdigit()
+
+
+def worker_warnings(events: list[dict], workers: Workers, since: float = 0.0) -> list[str]:
+    """The Warning Events about the worker StatefulSet and its pods since `since` (epoch seconds),
+    the latest message of each (reason, message) with the objects it concerns:
+    ["StatefulSet w cannot create pods: FailedCreate: ... violates PodSecurity ...",
+     "w-0, w-1: FailedScheduling: 0/1 nodes are available: 1 Insufficient cpu. ..."]."""
+    latest: dict[tuple[str, str], list[str]] = {}
+    for event in sorted(events, key=event_epoch):
+        involved = event.get("involvedObject") or event.get("regarding") or {}
+        if event.get("type") != "Warning" or event_epoch(event) < since or not _is_worker_object(involved, workers):
+            continue
+        key = (event.get("reason") or "?", shorten(event.get("message") or event.get("note") or ""))
+        names = latest.setdefault(key, [])
+        if involved.get("name") not in names:
+            names.append(involved["name"])
+    lines = []
+    for (reason, message), names in latest.items():
+        who = (f"StatefulSet {workers.name} cannot create pods" if names == [workers.name]
+               else ", ".join(names))
+        lines.append(f"{who}: {reason}: {message}")
+    return lines
+
+
+def not_ready_reasons(pods: list[PodState], events: list[dict], workers: Workers, since: float) -> list[str]:
+    """Why the workers are not (all) ready, from the pods themselves and, for what the pods do
+    not say (pods never created, or already deleted by a rollback), the Warning Events."""
+    reasons = pod_problems([p for p in pods if p.phase != "Terminating"])
+    explained = {p.name for p in pods if p.reason}
+    for line in worker_warnings(events, workers, since):
+        names = line.split(":", 1)[0].split(", ")
+        if not set(names) <= explained:
+            reasons.append(line)
+    if not reasons:
+        waiting = [p.name for p in pods if not p.ready and p.phase != "Terminating"]
+        if waiting:
+            reasons.append(f"{', '.join(waiting)} not ready yet (no reason reported)")
+        else:
+            missing = workers.replicas - len([p for p in pods if p.phase != "Terminating"])
+            if missing > 0:
+                reasons.append(f"{missing} of {workers.replicas} worker pods do not exist "
+                               "(no Warning Event says why)")
+    return reasons
+
+
+# ---------------------------------------------------------------- the run, from its status ConfigMap
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """The status ConfigMap's data (keys of entrypoint/lifecycle.py STATUS_KEYS), as strings."""
+    run_id: str
+    phase: str
+    reason: str = ""
+    message: str = ""
+    step: str = ""
+    total_steps: str = ""
+    loss: str = ""
+    restarts: str = ""
+    last_checkpoint_step: str = ""
+    started_at: str = ""
+    finished_at: str = ""
+    revision: str = ""     # the pod template revision (controller-revision-hash) it was recorded under
+    updated_at: str = ""
+    eval_step: str = ""    # the evaluator's latest result (evaluator.enabled; its own keys)
+    eval_loss: str = ""
+    eval_accuracy: str = ""
+    productive_seconds: str = ""  # the chief's time account (entrypoint.goodput)
+    badput_seconds: str = ""
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+
+def run_record(configmap: dict | None) -> RunRecord | None:
+    """The run recorded in a status ConfigMap, or None (no ConfigMap, or nothing recorded yet)."""
+    data = (configmap or {}).get("data") or {}
+    if not data.get("phase"):
+        return None
+    get = lambda key: str(data.get(key) or "")  # noqa: E731
+    return RunRecord(run_id=get("runId"), phase=get("phase"), reason=get("reason"), message=get("message"),
+                     step=get("step"), total_steps=get("totalSteps"), loss=get("loss"), restarts=get("restarts"),
+                     last_checkpoint_step=get("lastCheckpointStep"), started_at=get("startedAt"),
+                     finished_at=get("finishedAt"), revision=get("revision"), updated_at=get("updatedAt"),
+                     eval_step=get("evalStep"), eval_loss=get("evalLoss"), eval_accuracy=get("evalAccuracy"),
+                     productive_seconds=get("productiveSeconds"), badput_seconds=get("badputSeconds"))
+
+
+def current_record(record: RunRecord | None, workers: Workers) -> RunRecord | None:
+    """The record if it is about the run this release trains (same run id), else None."""
+    if record is None or (workers.run_id and record.run_id != workers.run_id):
+        return None
+    return record
+
+
+def run_summary(record: RunRecord | None, workers: Workers) -> str:
+    """'run r1 Running, step 20/40, loss 2.15, 0 restarts, checkpoint at step 20, started ...'."""
+    run_id = workers.run_id or (record.run_id if record else "?")
+    mine = current_record(record, workers)
+    if mine is None:
+        older = (f" (the status still holds run {record.run_id}: {record.phase})" if record else "")
+        return f"run {run_id} not recorded yet: worker 0 records it when it starts{older}"
+    parts = [f"run {run_id} {mine.phase}"]
+    if mine.phase == "Failed" or (mine.reason and mine.reason != "Completed"):
+        parts[0] += f" ({mine.reason or '?'}{': ' + shorten(mine.message, 200) if mine.message else ''})"
+    elif mine.phase == "Restarting" and mine.message:
+        parts[0] += f" ({shorten(mine.message, 200)})"
+    if mine.step:
+        parts.append(f"step {mine.step}/{mine.total_steps or '?'}")
+    if mine.loss:
+        parts.append(f"loss {mine.loss}")
+    if mine.restarts:
+        parts.append(f"{mine.restarts} restart{'' if mine.restarts == '1' else 's'}")
+    if mine.last_checkpoint_step:
+        parts.append(f"checkpoint at step {mine.last_checkpoint_step}")
+    if mine.eval_step:
+        parts.append(f"eval at step {mine.eval_step}: accuracy {mine.eval_accuracy or '?'}, loss {mine.eval_loss or '?'}")
+    account = Accounting.from_fields(mine.productive_seconds, mine.badput_seconds)
+    if account is not None and account.goodput is not None:
+        parts.append(account.summary())  # 'goodput 87.3% of 120.4s (badput: restart 9.8s, ...)'
+    if mine.started_at:
+        parts.append(f"started {mine.started_at}")
+    if mine.finished_at:
+        parts.append(f"finished {mine.finished_at}")
+    return ", ".join(parts)
+
+
+def workers_summary(workers: Workers, statefulset: dict | None, record: RunRecord | None) -> str:
+    """'workers 2/2 ready', or why there are none: the StatefulSet scaled to 0 after the run ended."""
+    if statefulset is None:
+        return f"StatefulSet {workers.name} does not exist"
+    spec = int((statefulset.get("spec") or {}).get("replicas", 1))
+    ready = int((statefulset.get("status") or {}).get("readyReplicas") or 0)
+    if spec == 0 and workers.replicas > 0:
+        mine = current_record(record, workers)
+        why = (f" after the run {mine.phase} (pods and GPUs released)" if mine and mine.terminal
+               else " (not by this run's workers: check `kubectl get events`)")
+        return f"workers {ready}/{workers.replicas}: StatefulSet {workers.name} scaled to 0{why}"
+    return f"workers {ready}/{spec} ready"
+
+
+def run_failed_here(record: RunRecord | None, workers: Workers, statefulset: dict | None) -> bool:
+    """True when the run this release trains is recorded Failed under the StatefulSet's current pod
+    template (not a previous attempt a changed template is retrying)."""
+    mine = current_record(record, workers)
+    if mine is None or mine.phase != "Failed":
+        return False
+    update = ((statefulset or {}).get("status") or {}).get("updateRevision") or ""
+    return not mine.revision or not update or mine.revision == update
+
+
+# ---------------------------------------------------------------- training progress in logs
+
+def last_progress(log_text: str) -> str | None:
+    """The fields of the last `tfmw progress ...` line, e.g. 'step=40/100 epoch=1 loss=0.52 ...'."""
+    found = loglines.find(log_text.splitlines(), loglines.PROGRESS, prefixed=True)
+    return found[-1].text.strip() if found else None
+
+
+def completion(log_text: str) -> str | None:
+    """'completed run=...' / 'done steps=...' when this worker's log says training finished
+    (the launcher's `tfmw completed` or the built-in trainer's `tfmw done`, whichever is last)."""
+    ended = [p for p in (loglines.parse(line, prefixed=True) for line in log_text.splitlines())
+             if p is not None and p.kind in (loglines.COMPLETED, loglines.DONE)]
+    return f"{ended[-1].kind} {ended[-1].text.strip()}".strip() if ended else None
+
+
+@dataclass(frozen=True)
+class WorkerReport:
+    pod: PodState
+    progress: str | None = None   # from its log: only when the release records no status
+    finished: str | None = None
+
+
+def logs_summary(reports: list[WorkerReport], replicas: int) -> str:
+    """The run's state read from worker logs (releases without a status object)."""
+    where = "run (from the worker logs: this release records no status)"
+    finished = [r for r in reports if r.finished]
+    if finished:
+        return f"{where}: completed ({finished[0].pod.name}: {shorten(finished[0].finished, 200)})"
+    progressing = [r for r in reports if r.progress]
+    if progressing:
+        return (f"{where}: running, {len(progressing)}/{replicas} workers reported progress, "
+                f"{progressing[0].pod.name}: {progressing[0].progress}")
+    return f"{where}: not started yet (no progress lines in the worker logs)"
+
+
+def worker_line(report: WorkerReport) -> str:
+    """'worker w-0: Running, ready, 0 restarts, node node-1' (+ why not, + last log progress)."""
+    p = report.pod
+    why = (f" ({p.reason}{': ' + shorten(p.message, 200) if p.message else ''}"
+           f"{'; ' + p.hint if p.hint else ''})") if p.reason and not p.ready else ""
+    line = (f"worker {p.name}: {p.phase}{why}, {'ready' if p.ready else 'not ready'}, "
+            f"{p.restarts} restart{'' if p.restarts == 1 else 's'}, node {p.node or '-'}")
+    shown = report.finished or report.progress
+    return line + (f", last log: {shorten(shown, 200)}" if shown else "")
+
+
+@dataclass(frozen=True)
+class ReleaseInfo:
+    name: str
+    namespace: str
+    revision: int
+    state: str      # helm's: deployed, failed, pending-upgrade, ...
+
+
+def status_lines(release: ReleaseInfo, workers: Workers, statefulset: dict | None,
+                 status_object: dict | None, reports: list[WorkerReport]) -> list[str]:
+    """The `make status` text: one line for the release (helm revision, the run's phase / step /
+    loss / reason, the workers), one per worker pod (phase, ready, restarts, node).
+
+    status_object: the release's status ConfigMap, or None when the release records no status
+    (then the run's state comes from the reports' log progress)."""
+    if status_object is not None:
+        record = run_record(status_object)
+        run = run_summary(record, workers)
+    else:
+        record = None
+        run = logs_summary(reports, workers.replicas)
+    head = (f"release {release.name} in namespace {release.namespace}: revision {release.revision} "
+            f"{release.state}, chart {workers.chart}; {run}; {workers_summary(workers, statefulset, record)}")
+    return [head] + [worker_line(r) for r in reports]
+
+
+# ---------------------------------------------------------------- kubectl
+
+def kubectl_base(kubectl: str, context: str | None) -> list[str]:
+    return [kubectl] + (["--context", context] if context else [])
+
+
+def list_pods(kubectl: str, context: str | None, workers: Workers) -> list[dict]:
+    """Worker pods (raw JSON items), sorted by ordinal; raises the kubectl error as one line."""
+    cmd = kubectl_base(kubectl, context) + ["get", "pods", "--namespace", workers.namespace,
+                                            "--selector", workers.selector, "--output", "json",
+                                            "--request-timeout=20s"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, cmd, proc.stdout, proc.stderr)
+    items = json.loads(proc.stdout).get("items", [])
+
+    def ordinal(pod: dict) -> int:
+        tail = pod["metadata"]["name"].rsplit("-", 1)[-1]
+        return int(tail) if tail.isdigit() else 1 << 30
+    return sorted(items, key=ordinal)
+
+
+def pod_log(kubectl: str, context: str | None, namespace: str, pod: str, tail: int = 2000) -> str:
+    """The current container's last `tail` log lines ("" if there is no log yet)."""
+    cmd = kubectl_base(kubectl, context) + ["logs", pod, "--namespace", namespace, f"--tail={tail}",
+                                            "--request-timeout=20s"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    return proc.stdout if proc.returncode == 0 else ""
+
+
+def logs_args(workers: Workers, *, follow: bool = True, tail: int = -1) -> list[str]:
+    """`kubectl logs` of every worker, each line prefixed with [pod/<name>/<container>]."""
+    args = ["logs", "--namespace", workers.namespace, "--selector", workers.selector,
+            "--prefix", f"--tail={tail}", f"--max-log-requests={max(workers.replicas, 5)}"]
+    if follow:
+        # Keep following the other workers when one pod's stream breaks (e.g. it restarts).
+        args += ["--follow", "--ignore-errors"]
+    return args
+
+
+def _kubectl_json(kubectl: str, context: str | None, args: list[str]) -> str:
+    """Run `kubectl <args>` (20 s request timeout); its stdout, or CalledProcessError with stderr."""
+    cmd = kubectl_base(kubectl, context) + args + ["--request-timeout=20s"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, cmd, proc.stdout, proc.stderr)
+    return proc.stdout
+
+
+def get_objects(kubectl: str, context: str | None, namespace: str, refs: list[str]) -> dict[str, dict]:
+    """The named objects ("statefulset/x", "configmap/y") that exist, keyed by their ref; one request."""
+    refs = [r for r in refs if r and not r.endswith("/")]
+    if not refs:
+        return {}
+    out = _kubectl_json(kubectl, context, ["get", *refs, "--namespace", namespace, "--output", "json",
+                                           "--ignore-not-found"])
+    if not out.strip():
+        return {}
+    doc = json.loads(out)
+    items = doc.get("items", []) if doc.get("kind") == "List" else [doc]
+    found = {}
+    for item in items:
+        ref = f"{item.get('kind', '').lower()}/{(item.get('metadata') or {}).get('name', '')}"
+        found[ref] = item
+    return found
+
+
+def list_events(kubectl: str, context: str | None, namespace: str) -> list[dict]:
+    """The namespace's core/v1 Events (raw items)."""
+    return json.loads(_kubectl_json(kubectl, context, ["get", "events", "--namespace", namespace,
+                                                       "--output", "json"])).get("items", [])
+
+
+def namespace_exists(kubectl: str, context: str | None, namespace: str) -> bool | None:
+    """Whether the namespace exists; None when that cannot be told (no permission to read
+    namespaces, or the API did not answer): callers then carry on as if it did."""
+    cmd = kubectl_base(kubectl, context) + ["get", "namespace", namespace, "--output", "name",
+                                            "--request-timeout=20s"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode == 0:
+        return True
+    return False if "NotFound" in proc.stderr or "not found" in proc.stderr else None
+
+
+# ---------------------------------------------------------------- a finished run's kept logs
+
+LOG_READER_COMPONENT = "logs-reader"
+
+
+def log_reader_pod(sts: dict, name: str) -> tuple[dict | None, str]:
+    """(a Pod that prints the logs the workers kept on shared storage, where they are) from the
+    worker StatefulSet's own pod template: its image, security contexts, node selection and
+    shared claim (mounted read-only), running `python -m entrypoint logs <shared>/<runId>`.
+    (None, why) when the run keeps no logs there (pure)."""
+    template = (sts.get("spec") or {}).get("template") or {}
+    spec = template.get("spec") or {}
+    containers = spec.get("containers") or []
+    if not containers:
+        return None, "the StatefulSet has no container"
+    container = containers[0]
+    env = {e.get("name"): e.get("value") for e in container.get("env") or [] if "value" in e}
+    shared, run_id = env.get("TFMW_SHARED_DIR") or "", env.get("TFMW_RUN_ID") or "default"
+    if not env.get("TFMW_KEEP_LOG_MIB") or env.get("TFMW_KEEP_LOG_MIB") == "0":
+        return None, "the release keeps no logs on shared storage (logs.keepMiB is 0, or storage.type is not a claim)"
+    mount = next((m for m in container.get("volumeMounts") or [] if m.get("mountPath") == shared), None)
+    volume = next((v for v in spec.get("volumes") or [] if mount and v.get("name") == mount.get("name")), None)
+    if volume is None or "persistentVolumeClaim" not in volume:
+        return None, f"the shared storage at {shared or '?'} is not a PersistentVolumeClaim"
+    claim = volume["persistentVolumeClaim"]["claimName"]
+    labels = {k: v for k, v in ((template.get("metadata") or {}).get("labels") or {}).items()
+              if k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")}
+    pod_spec = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "containers": [{
+            "name": "logs",
+            "image": container.get("image"),
+            "imagePullPolicy": container.get("imagePullPolicy", "IfNotPresent"),
+            "command": ["python", "-m", "entrypoint", "logs", f"{shared.rstrip('/')}/{run_id}"],
+            "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}},
+            "volumeMounts": [{**{k: v for k, v in mount.items() if k in ("name", "mountPath", "subPath")},
+                              "readOnly": True}],
+        }],
+        "volumes": [{"name": volume["name"], "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}],
+    }
+    if container.get("securityContext"):
+        pod_spec["containers"][0]["securityContext"] = container["securityContext"]
+    for key in ("securityContext", "nodeSelector", "tolerations", "imagePullSecrets"):
+        if spec.get(key):
+            pod_spec[key] = spec[key]
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "labels": {**labels, "app.kubernetes.io/component": LOG_READER_COMPONENT}},
+           "spec": pod_spec}
+    return pod, f"claim {claim}, {shared.rstrip('/')}/{run_id}/logs"

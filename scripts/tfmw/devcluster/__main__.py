@@ -1,0 +1,6 @@
+"""make cluster / cluster-load / cluster-down."""
+import sys
+
+from tfmw.devcluster.cluster import main
+
+sys.exit(main())

@@ -1,0 +1,764 @@
+"""A real Kubernetes cluster on this machine: etcd, kube-apiserver, kube-controller-manager
+and kube-scheduler (built from their upstream Go modules by scripts/tfmw/devcluster/build.py), CoreDNS
+(scripts/tfmw/devcluster/build_coredns.py), a hostPath volume provisioner (scripts/tfmw/devcluster/provisioner.py),
+and real nodes: a kubelet, containerd (+ runc, CNI) and kube-proxy each, every node in its own
+network and mount namespace (scripts/tfmw/devcluster/nodes.py), running the project's own image.
+
+Network: each cluster takes a free "slot" s (0..15) and a Linux bridge `tfmwk<s>` with the
+host address 198.19.(16s).1/24 (RFC 2544's benchmarking range: nothing routes it). The API
+server and CoreDNS listen on that address; node k sits on the bridge at 198.19.(16s).(10+k)
+and gives its pods 198.19.(16s+k).0/24; Services get ClusterIPs from 198.19.(16s+8).0/21,
+which each node's kube-proxy (nftables) serves: `kubernetes` at .1, the cluster DNS
+(`kube-system/kube-dns`, whose endpoint is CoreDNS on the bridge address) at .10. etcd
+listens on 127.0.0.1 only, TLS with client certificates.
+
+Everything lives in one state folder (default `.cluster/` in the repo, git-ignored): pki/,
+etcd/, logs/, nodes/<name>/ (configs, the kubelet's root, containerd's data), the admin
+kubeconfig, state.json (addresses, ports, PIDs, the kernel settings to put back). Processes
+are stopped by the PIDs recorded there, after checking each is still the program we started.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tfmw.devcluster import pki
+from tfmw.k8s.api import Api, ApiError, Credentials
+from tfmw.devcluster.build import read_pins
+
+from tfmw import REPO
+DEFAULT_STATE = REPO / ".cluster"
+# Image archives made for the nodes, and the nodes' containerd roots (their unpacked
+# images): caches, like the builds, kept across clusters.
+IMAGE_CACHE = REPO / ".tools" / "image" / "archives"
+CONTAINERD_CACHE = REPO / ".tools" / "containerd"
+# The release the pinned wrapper go.mod builds (scripts/tfmw/devcluster/gomod): one place for the version.
+KUBERNETES_VERSION = read_pins().kubernetes
+CLUSTER_DOMAIN = "cluster.local"
+SLOTS = 16
+STORAGE_CLASS = "local-shared"
+PROVISIONER = "tf-multiworker.local/hostpath"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+# Host programs every node needs (Debian packages: containerd, runc, util-linux, iproute2).
+NODE_PROGRAMS = {"containerd": "containerd", "containerd-shim-runc-v2": "containerd",
+                 "runc": "runc", "ctr": "containerd", "nsenter": "util-linux",
+                 "unshare": "util-linux", "catatonit": "catatonit", "ip": "iproute2"}
+
+
+class ClusterError(Exception):
+    """One-line, operator-facing reason; exit code 2 bad input, 3 state, 4 a component failed."""
+
+    def __init__(self, message: str, exit_code: int = 4):
+        super().__init__(" ".join(message.split()))
+        self.exit_code = exit_code
+
+
+# ---------------------------------------------------------------- addresses (pure)
+
+def slot_network(slot: int) -> dict[str, str]:
+    """Addresses of cluster slot `slot`: the bridge/API address, its prefix, the service CIDR."""
+    if not 0 <= slot < SLOTS:
+        raise ValueError(f"slot {slot} outside 0..{SLOTS - 1}")
+    third = 16 * slot
+    return {
+        "bridge": f"tfmwk{slot}",
+        "address": f"198.19.{third}.1",
+        "prefix": "24",
+        "cluster_cidr": f"198.19.{third}.0/20",
+        "service_cidr": f"198.19.{third + 8}.0/21",
+        "service_ip": f"198.19.{third + 8}.1",
+        "dns_ip": f"198.19.{third + 8}.10",
+    }
+
+
+def node_names(count: int) -> list[str]:
+    return [f"node-{i}" for i in range(1, count + 1)]
+
+
+# ---------------------------------------------------------------- state
+
+@dataclass
+class ClusterState:
+    directory: str
+    slot: int
+    address: str
+    api_port: int
+    etcd_port: int
+    etcd_peer_port: int
+    nodes: list[str]
+    gpus_per_node: int = 0
+    pids: dict[str, int] = field(default_factory=dict)
+    # kernel settings the kubelets change machine-wide, as they were before (put back by down)
+    sysctls: dict[str, str] = field(default_factory=dict)
+    # host folders made as mount points for the nodes (removed by down when still empty)
+    made_dirs: list[str] = field(default_factory=list)
+    dns_ports: dict[str, int] = field(default_factory=dict)
+    started_at: float = 0.0
+    ready_seconds: float = 0.0
+
+    @property
+    def dir(self) -> Path:
+        return Path(self.directory)
+
+    @property
+    def server(self) -> str:
+        return f"https://{self.address}:{self.api_port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.dir / "kubeconfig"
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.dir / "pki"
+
+    def credentials(self, name: str) -> Credentials:
+        """Client credentials of one pki identity (admin, cluster-services, node-<n>, ...)."""
+        return Credentials(self.server, self.pki_dir / "ca.crt", self.pki_dir / f"{name}.crt",
+                           self.pki_dir / f"{name}.key")
+
+    def api(self, name: str = "admin", timeout: float = 10.0) -> Api:
+        return Api(self.credentials(name), timeout=timeout)
+
+    def save(self) -> None:
+        path = self.dir / "state.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2, sort_keys=True))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, directory: Path) -> "ClusterState | None":
+        path = Path(directory) / "state.json"
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+# ---------------------------------------------------------------- processes
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def is_ours(pid: int, marker: str) -> bool:
+    """pid is alive and still the program we started (its command line names `marker`):
+    a recycled PID is never signalled."""
+    return pid > 0 and any(marker in part for part in _cmdline(pid))
+
+
+def stop_pid(pid: int, marker: str, grace: float) -> bool:
+    """SIGTERM, wait up to `grace`, SIGKILL. Returns whether the process was ours and alive."""
+    if not is_ours(pid, marker):
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not is_ours(pid, marker) or _zombie(pid):
+            break
+        time.sleep(0.1)
+    else:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _reap(pid)
+    return True
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _spawn(argv: list[str], log: Path, env: dict | None = None) -> subprocess.Popen:
+    """Start a daemon in its own session, output to `log`; it outlives this process. While
+    `up` runs, the Popen handle (not /proc's command line, which names this interpreter
+    until the child has exec'd) tells whether it is alive."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=env, close_fds=True)
+
+
+def _stop_started(procs: dict[str, subprocess.Popen], grace: float = 10.0) -> None:
+    """Stop what this `up` started, newest first, by its own handles (a failed start)."""
+    for proc in reversed(list(procs.values())):
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.monotonic() + grace
+    for proc in procs.values():
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def free_port(host: str = "127.0.0.1", preferred: int = 0) -> int:
+    for candidate in ([preferred] if preferred else []) + [0]:
+        with socket.socket() as s:
+            try:
+                s.bind((host, candidate))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise ClusterError(f"no free TCP port on {host}")
+
+
+def log_tail(path: Path, lines: int = 3) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return " | ".join(l.strip()[:300] for l in text[-lines:])
+
+
+# ---------------------------------------------------------------- network
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    from tfmw.localrun.network import ip_command
+    return ip_command(*args, check=check, error=ClusterError)
+
+
+def link_exists(name: str) -> bool:
+    return _ip("link", "show", name, check=False).returncode == 0
+
+
+def free_slot() -> int:
+    for slot in range(SLOTS):
+        if not link_exists(slot_network(slot)["bridge"]):
+            return slot
+    raise ClusterError(f"all {SLOTS} cluster slots are taken (bridges tfmwk0..tfmwk{SLOTS - 1}): "
+                       "stop a cluster with `make cluster-down`", exit_code=3)
+
+
+def create_bridge(slot: int) -> None:
+    net = slot_network(slot)
+    _ip("link", "add", net["bridge"], "type", "bridge")
+    _ip("addr", "add", f"{net['address']}/{net['prefix']}", "dev", net["bridge"])
+    _ip("link", "set", net["bridge"], "up")
+
+
+def delete_bridge(slot: int) -> None:
+    name = slot_network(slot)["bridge"]
+    if link_exists(name):
+        _ip("link", "del", name, check=False)
+
+
+# ---------------------------------------------------------------- kubeconfig
+
+def kubeconfig_text(state: ClusterState, identity: str, user: str) -> str:
+    import base64
+    import yaml
+
+    def b64(path: Path) -> str:
+        return base64.b64encode(path.read_bytes()).decode()
+
+    pki_dir = state.pki_dir
+    config = {
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "tfmw-local", "cluster": {
+            "server": state.server, "certificate-authority-data": b64(pki_dir / "ca.crt")}}],
+        "users": [{"name": user, "user": {
+            "client-certificate-data": b64(pki_dir / f"{identity}.crt"),
+            "client-key-data": b64(pki_dir / f"{identity}.key")}}],
+        "contexts": [{"name": "tfmw-local", "context": {"cluster": "tfmw-local", "user": user,
+                                                         "namespace": "default"}}],
+        "current-context": "tfmw-local",
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
+# ---------------------------------------------------------------- component command lines
+
+def etcd_args(bins: dict, state: ClusterState) -> list[str]:
+    p = state.pki_dir
+    return [str(bins["etcd"]), "--name", "tfmw", "--data-dir", str(state.dir / "etcd"),
+            "--listen-client-urls", f"https://127.0.0.1:{state.etcd_port}",
+            "--advertise-client-urls", f"https://127.0.0.1:{state.etcd_port}",
+            "--listen-peer-urls", f"http://127.0.0.1:{state.etcd_peer_port}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{state.etcd_peer_port}",
+            "--initial-cluster", f"tfmw=http://127.0.0.1:{state.etcd_peer_port}",
+            "--listen-metrics-urls", "",
+            "--cert-file", str(p / "etcd.crt"), "--key-file", str(p / "etcd.key"),
+            "--client-cert-auth", "--trusted-ca-file", str(p / "ca.crt"),
+            "--log-level", "warn", "--unsafe-no-fsync"]  # a disposable dev cluster: speed over durability
+
+
+def apiserver_args(bins: dict, state: ClusterState) -> list[str]:
+    p = state.pki_dir
+    net = slot_network(state.slot)
+    return [str(bins["kube-apiserver"]),
+            "--bind-address", state.address, "--advertise-address", state.address,
+            "--secure-port", str(state.api_port),
+            "--etcd-servers", f"https://127.0.0.1:{state.etcd_port}",
+            "--etcd-cafile", str(p / "ca.crt"), "--etcd-certfile", str(p / "apiserver-etcd-client.crt"),
+            "--etcd-keyfile", str(p / "apiserver-etcd-client.key"),
+            "--tls-cert-file", str(p / "apiserver.crt"), "--tls-private-key-file", str(p / "apiserver.key"),
+            "--client-ca-file", str(p / "ca.crt"),
+            "--authorization-mode", "Node,RBAC",
+            # PodSecurity is on by default; NodeRestriction limits each node to its own pods.
+            "--enable-admission-plugins", "NodeRestriction",
+            "--allow-privileged=false",
+            "--anonymous-auth=false",
+            "--service-account-issuer", f"https://kubernetes.default.svc.{CLUSTER_DOMAIN}",
+            "--service-account-key-file", str(p / "sa.pub"),
+            "--service-account-signing-key-file", str(p / "sa.key"),
+            "--service-cluster-ip-range", net["service_cidr"],
+            "--kubelet-client-certificate", str(p / "apiserver-kubelet-client.crt"),
+            "--kubelet-client-key", str(p / "apiserver-kubelet-client.key"),
+            "--kubelet-certificate-authority", str(p / "ca.crt"),
+            "--kubelet-preferred-address-types", "InternalIP",
+            "--profiling=false",
+            "--event-ttl", "2h"]
+
+
+def controller_manager_args(bins: dict, state: ClusterState) -> list[str]:
+    p = state.pki_dir
+    return [str(bins["kube-controller-manager"]),
+            "--kubeconfig", str(state.dir / "kubeconfigs" / "controller-manager"),
+            "--secure-port", "0", "--leader-elect=false",
+            "--use-service-account-credentials=true",
+            "--service-account-private-key-file", str(p / "sa.key"),
+            "--root-ca-file", str(p / "ca.crt"),
+            "--cluster-name", "tfmw-local",
+            "--profiling=false",
+            # Pods of a node that stops renewing its lease are evicted after this:
+            "--node-monitor-grace-period", "40s"]
+
+
+def scheduler_args(bins: dict, state: ClusterState) -> list[str]:
+    return [str(bins["kube-scheduler"]),
+            "--kubeconfig", str(state.dir / "kubeconfigs" / "scheduler"),
+            "--secure-port", "0", "--leader-elect=false", "--profiling=false"]
+
+
+def corefile(state: ClusterState, kubeconfig: Path) -> str:
+    """CoreDNS serves the cluster domain from the API server (Services, headless
+    StatefulSet names from EndpointSlices) on the bridge address only. Nothing is forwarded:
+    the cluster's traffic stays on this machine, so another name gets no answer. No cache: a
+    peer's name must resolve as soon as its slice lists it."""
+    return f""".:53 {{
+    bind {state.address}
+    errors
+    health {state.address}:{state.dns_ports['health']}
+    ready {state.address}:{state.dns_ports['ready']}
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        kubeconfig {kubeconfig} tfmw-local
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 5
+    }}
+    loadbalance
+}}
+"""
+
+
+def coredns_args(coredns: Path, state: ClusterState) -> list[str]:
+    return [str(coredns), "-conf", str(state.dir / "Corefile")]
+
+
+def provisioner_args(state: ClusterState) -> list[str]:
+    return [sys.executable, "-m", "tfmw.devcluster.provisioner", "--state", str(state.dir)]
+
+
+MARKERS = {"etcd": "etcd", "kube-apiserver": "kube-apiserver",
+           "kube-controller-manager": "kube-controller-manager", "kube-scheduler": "kube-scheduler",
+           "coredns": "coredns", "provisioner": "tfmw.devcluster.provisioner"}
+
+
+def marker(name: str) -> str:
+    """What a recorded process's command line names (nodes: their node.sh)."""
+    from tfmw.devcluster.nodes import node_marker_for
+    return MARKERS.get(name) or node_marker_for(name)
+
+
+# ---------------------------------------------------------------- bootstrap (pure objects)
+
+def user_binding(name: str, cluster_role: str, user: str) -> tuple[str, dict]:
+    """A ClusterRoleBinding of one certificate identity (a User) to a ClusterRole."""
+    return ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+
+
+def bootstrap_objects() -> list[tuple[str, dict]]:
+    """(collection path, object) the cluster needs before it runs workloads: the default
+    StorageClass scripts/tfmw/devcluster/provisioner.py provisions (hostPath volumes under the state
+    folder, seen by every node on the machine: ReadWriteMany works), and least-privilege RBAC
+    for the cluster services identity (the provisioner)."""
+    return [
+        ("/apis/storage.k8s.io/v1/storageclasses", {
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": STORAGE_CLASS, "annotations": {
+                "storageclass.kubernetes.io/is-default-class": "true"}},
+            "provisioner": PROVISIONER, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"}),
+        ("/apis/rbac.authorization.k8s.io/v1/clusterroles", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "tfmw:cluster-services"},
+            "rules": [
+                {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+                 "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["persistentvolumeclaims"],
+                 "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["persistentvolumes"],
+                 "verbs": ["get", "list", "watch", "create", "delete"]},
+                {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"],
+                 "verbs": ["get", "list", "watch"]},
+                {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+            ]}),
+        user_binding("tfmw:cluster-services", "tfmw:cluster-services", "tfmw:cluster-services"),
+    ]
+
+
+def dns_objects(state: ClusterState) -> list[tuple[str, dict]]:
+    """The cluster DNS as pods see it: Service kube-system/kube-dns at the kubelets'
+    clusterDNS address, whose one endpoint is CoreDNS on the bridge (it runs on the host,
+    outside the nodes), plus CoreDNS's read-only RBAC (CoreDNS's own ClusterRole)."""
+    net = slot_network(state.slot)
+    ports = [{"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]
+    return [
+        ("/api/v1/namespaces/kube-system/services", {
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "kube-dns", "namespace": "kube-system",
+                         "labels": {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}},
+            "spec": {"clusterIP": net["dns_ip"], "ports": [{**p, "targetPort": 53} for p in ports]}}),
+        ("/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices", {
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "kube-dns-host", "namespace": "kube-system",
+                         "labels": {"kubernetes.io/service-name": "kube-dns",
+                                    "endpointslice.kubernetes.io/managed-by": "tf-multiworker.local-cluster"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [state.address], "conditions": {"ready": True}}],
+            "ports": ports}),
+        ("/apis/rbac.authorization.k8s.io/v1/clusterroles", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "system:coredns"},
+            "rules": [
+                {"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"],
+                 "verbs": ["list", "watch"]},
+                {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
+            ]}),
+        user_binding("system:coredns", "system:coredns", "tfmw:coredns"),
+        # The API server calls kubelets (logs, exec, port-forward) as this identity; the
+        # kubelets authorize it through the API server (webhook).
+        user_binding("tfmw:kube-apiserver-kubelet-client", "system:kubelet-api-admin",
+                     "kube-apiserver-kubelet-client"),
+    ]
+
+
+# ---------------------------------------------------------------- up / down
+
+def running(state: ClusterState | None) -> bool:
+    return bool(state) and is_ours(state.pids.get("kube-apiserver", 0), MARKERS["kube-apiserver"])
+
+
+def wait_until(check, timeout: float, what: str, logs: list[Path], interval: float = 0.2,
+               alive: dict[str, subprocess.Popen] | None = None):
+    """Poll `check` until it returns something true; fail fast, naming the log, if one of
+    the `alive` processes (name -> pid) exits meanwhile."""
+    deadline = time.monotonic() + timeout
+    last_error = ""
+    while time.monotonic() < deadline:
+        for name, proc in (alive or {}).items():
+            if proc.poll() is not None:
+                raise ClusterError(f"{name} exited while starting (code {proc.returncode}): "
+                                   f"{log_tail(logs[0].parent / f'{name}.log')}")
+        try:
+            result = check()
+            if result:
+                return result
+        except (ApiError, OSError) as exc:
+            last_error = str(exc)
+        time.sleep(interval)
+    tails = "; ".join(f"{p.name}: {log_tail(p)}" for p in logs)
+    raise ClusterError(f"{what} not ready after {timeout:g}s ({last_error or 'no answer'}); {tails}")
+
+
+def missing_node_programs() -> list[str]:
+    """`program (package)` for each host program a node needs that is not installed."""
+    from tfmw.devcluster.nodes import cni_bin_dir
+    missing = [f"{prog} ({pkg})" for prog, pkg in NODE_PROGRAMS.items() if shutil.which(prog) is None]
+    if cni_bin_dir() is None:
+        missing.append("the CNI plugins bridge/host-local (containernetworking-plugins)")
+    return missing
+
+
+def preflight(nodes: int, gpus_per_node: int) -> None:
+    if os.geteuid() != 0:
+        raise ClusterError("make cluster needs root: nodes run in network and mount namespaces on a "
+                           "bridge (ip netns, unshare, cgroups); run it as root", exit_code=2)
+    if not 1 <= nodes <= 7:
+        raise ClusterError(f"--nodes {nodes}: a local cluster has 1 to 7 nodes", exit_code=2)
+    if gpus_per_node < 0:
+        raise ClusterError(f"--gpus-per-node {gpus_per_node}: must be 0 or more", exit_code=2)
+    missing = missing_node_programs()
+    if missing:
+        packages = sorted({m.split("(")[-1].rstrip(")").split()[-1] for m in missing})
+        raise ClusterError(f"make cluster needs {', '.join(missing)}: apt-get install "
+                           f"{' '.join(packages)} (or `make host-packages`)", exit_code=2)
+
+
+def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, bins: dict | None = None,
+       say=print, api_port: int = 6443, timeout: float = 90.0, images: list[Path] = ()) -> ClusterState:
+    """Start a cluster in `directory` (or report the one running there) with `images`
+    (docker-save archives) in every node. Returns its state."""
+    from tfmw.devcluster import nodes as nodemod
+    from tfmw.devcluster.images import pause_archive
+
+    directory = Path(directory).resolve()
+    preflight(nodes, gpus_per_node)
+    existing = ClusterState.load(directory)
+    if running(existing):
+        say(f"cluster: already running in {directory} (API server {existing.server}, pid "
+            f"{existing.pids.get('kube-apiserver')}); `make cluster-down` stops it")
+        return existing
+    if existing is not None or directory.exists():
+        down(directory, say=lambda line: None)  # leftovers of a cluster that died: clear them
+    if bins is None:
+        from tfmw.devcluster.build import ensure_binaries
+        bins = ensure_binaries(progress=say)
+    if "coredns" not in bins:
+        from tfmw.devcluster.build_coredns import ensure_coredns
+        bins = {**bins, "coredns": ensure_coredns(progress=say)}
+    bins = {**bins, "containerd": shutil.which("containerd")}   # Debian's, checked by preflight
+    started = time.monotonic()
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o711)   # the nodes' folders are reached by the containers' users too
+    slot = free_slot()
+    net = slot_network(slot)
+    names = node_names(nodes)
+    node_nets = [nodemod.node_net(slot, i) for i in range(1, nodes + 1)]
+    state = ClusterState(directory=str(directory), slot=slot, address=net["address"],
+                         api_port=0, etcd_port=free_port(), etcd_peer_port=free_port(),
+                         nodes=names, gpus_per_node=gpus_per_node, started_at=time.time(),
+                         sysctls=nodemod.read_kernel_sysctls())
+    state.save()  # from here on, `down` can clean up whatever was made
+    procs: dict[str, subprocess.Popen] = {}
+    try:
+        create_bridge(slot)
+        state.api_port = free_port(state.address, api_port)
+        state.dns_ports = {"health": free_port(state.address), "ready": free_port(state.address)}
+        pki.make_cluster_pki(state.pki_dir, state.address, net["service_ip"], names, CLUSTER_DOMAIN,
+                             node_ips={n.name: n.address for n in node_nets})
+        _write_private(state.kubeconfig, kubeconfig_text(state, "admin", "tfmw-admin"))
+        for identity, user in (("controller-manager", "system:kube-controller-manager"),
+                               ("scheduler", "system:kube-scheduler"), ("kube-proxy", "system:kube-proxy"),
+                               ("coredns", "tfmw:coredns"), ("cluster-services", "tfmw:cluster-services"),
+                               *((f"node-{n}", f"system:node:{n}") for n in names)):
+            _write_private(state.dir / "kubeconfigs" / identity, kubeconfig_text(state, identity, user))
+        logs = state.dir / "logs"
+        say(f"cluster: starting etcd, kube-apiserver ({KUBERNETES_VERSION}) on {state.server}")
+        procs["etcd"] = _spawn(etcd_args(bins, state), logs / "etcd.log")
+        procs["kube-apiserver"] = _spawn(apiserver_args(bins, state), logs / "kube-apiserver.log")
+        state.pids.update({name: proc.pid for name, proc in procs.items()})
+        state.save()
+
+        # The nodes' namespaces, folders and containerd start while the API server comes up.
+        for dir_name in ("/var/lib/kubelet", "/run/containerd"):
+            if not Path(dir_name).exists():
+                Path(dir_name).mkdir(parents=True)
+                state.made_dirs.append(dir_name)
+        Path("/run/netns").mkdir(exist_ok=True)
+        for node in node_nets:
+            nodemod.make_cgroups(node.cgroup)
+            nodemod.create_network(node, net["bridge"], node_nets)
+            script = nodemod.prepare_node(
+                node, state.dir, bins, net["dns_ip"], CLUSTER_DOMAIN, net["cluster_cidr"],
+                state.dir / "kubeconfigs" / f"node-{node.name}", state.dir / "kubeconfigs" / "kube-proxy",
+                CONTAINERD_CACHE)
+            procs[node.name] = _spawn(nodemod.node_argv(node, script), logs / f"{node.name}.log")
+        state.pids.update({name: proc.pid for name, proc in procs.items()})
+        state.save()
+
+        admin = state.api("admin", timeout=5)
+        wait_until(lambda: admin.request("GET", "/readyz", raw=True) == b"ok", timeout, "kube-apiserver",
+                   [logs / "kube-apiserver.log", logs / "etcd.log"],
+                   alive={k: procs[k] for k in ("etcd", "kube-apiserver")})
+        for path, obj in bootstrap_objects() + dns_objects(state):
+            admin.create_or_keep(path, obj)
+        say(f"cluster: starting kube-controller-manager, kube-scheduler, CoreDNS, {nodes} node"
+            f"{'s' if nodes > 1 else ''} (kubelet, containerd, kube-proxy"
+            f"{f', {gpus_per_node} nvidia.com/gpu each' if gpus_per_node else ''})")
+        procs["kube-controller-manager"] = _spawn(controller_manager_args(bins, state),
+                                                  logs / "kube-controller-manager.log")
+        procs["kube-scheduler"] = _spawn(scheduler_args(bins, state), logs / "kube-scheduler.log")
+        (state.dir / "Corefile").write_text(corefile(state, state.dir / "kubeconfigs" / "coredns"))
+        procs["coredns"] = _spawn(coredns_args(bins["coredns"], state), logs / "coredns.log")
+        procs["provisioner"] = _spawn(provisioner_args(state), logs / "provisioner.log")
+        state.pids.update({name: proc.pid for name, proc in procs.items()})
+        state.save()
+
+        node_dirs = [state.dir / "nodes" / n for n in names]
+        wait_until(lambda: all((d / "containerd.ready").exists() for d in node_dirs), timeout,
+                   "containerd on every node", [logs / f"{n}-containerd.log" for n in names] + [logs / f"{n}.log" for n in names],
+                   alive={n: procs[n] for n in names})
+        archives = [pause_archive(nodemod.SANDBOX_IMAGE, state.dir / "images"), *images]
+        load_images(state, archives, say=say)
+        for d in node_dirs:
+            (d / "images.ready").touch()
+
+        def nodes_ready():
+            ready = 0
+            for node in admin.items("/api/v1/nodes"):
+                conds = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
+                taints = [t for t in node.get("spec", {}).get("taints") or []
+                          if t.get("key", "").startswith("node.kubernetes.io/")]
+                ready += conds.get("Ready") == "True" and not taints
+            return ready == nodes
+
+        def default_sa():
+            return admin.get_or_none("/api/v1/namespaces/default/serviceaccounts/default") and \
+                admin.get_or_none("/api/v1/namespaces/default/configmaps/kube-root-ca.crt")
+
+        wait_until(nodes_ready, timeout, f"{nodes} node(s)",
+                   [logs / f"{n}-kubelet.log" for n in names] + [logs / "kube-controller-manager.log"],
+                   alive=dict(procs))
+        if gpus_per_node:
+            advertise_gpus(admin, names, gpus_per_node)
+        wait_until(lambda: _http_ok(state.address, state.dns_ports["ready"], "/ready"), timeout,
+                   "CoreDNS", [logs / "coredns.log"], alive={"coredns": procs["coredns"]})
+        wait_until(default_sa, timeout, "the default ServiceAccount and kube-root-ca.crt",
+                   [logs / "kube-controller-manager.log"], alive=dict(procs))
+        state.ready_seconds = round(time.monotonic() - started, 2)
+        state.save()
+        say(f"cluster: ready in {state.ready_seconds:.1f}s: Kubernetes {KUBERNETES_VERSION}, "
+            f"{nodes} node(s), API server {state.server}, logs in {logs}")
+        return state
+    except BaseException:
+        _stop_started(procs)
+        down(directory, say=lambda line: None)
+        raise
+
+
+def _http_ok(host: str, port: int, path: str) -> bool:
+    import http.client
+    conn = http.client.HTTPConnection(host, port, timeout=2)
+    try:
+        conn.request("GET", path)
+        return conn.getresponse().status == 200
+    finally:
+        conn.close()
+
+
+def advertise_gpus(admin: Api, names: list[str], count: int) -> None:
+    """nvidia.com/gpu capacity on each Node (an extended resource, as Kubernetes documents
+    for advertising one by hand): GPU values schedule; no GPU is used."""
+    for name in names:
+        admin.request("PATCH", f"/api/v1/nodes/{name}/status",
+                      [{"op": "add", "path": "/status/capacity/nvidia.com~1gpu", "value": str(count)}],
+                      content_type="application/json-patch+json")
+    wait_until(lambda: all((admin.get(f"/api/v1/nodes/{n}").get("status", {}).get("allocatable") or {})
+                           .get("nvidia.com/gpu") == str(count) for n in names), 30,
+               "nvidia.com/gpu capacity on the nodes", [])
+
+
+def load_images(state: ClusterState, archives: list[Path], say=print) -> None:
+    """Import docker-save archives into every node's containerd (the nodes pull nothing:
+    no registry is reachable), skipping an image a node already holds under the same id
+    (its containerd root is a cache). Nodes import in parallel."""
+    import concurrent.futures
+    from tfmw.devcluster import nodes as nodemod
+    ctr = shutil.which("ctr")
+    started = time.monotonic()
+    contents = {archive: nodemod.archive_image(archive) for archive in archives}
+    imported: list[str] = []
+
+    def one(name: str) -> None:
+        pid = state.pids.get(name, 0)
+        if not is_ours(pid, marker(name)):
+            raise ClusterError(f"{name} is not running; `make cluster-down` then `make cluster`", exit_code=3)
+        present = nodemod.node_images(pid, ctr)
+        for archive, (refs, image_id) in contents.items():
+            if nodemod.has_image(present, refs, image_id):
+                continue
+            try:
+                nodemod.import_image(pid, ctr, archive, refs, image_id)
+            except nodemod.NodeError as err:
+                raise ClusterError(f"{name}: {err}") from None
+            imported.append(f"{', '.join(refs)} into {name}")
+        # Older builds of the worker image stay in the cache otherwise (1.8 GB a build a node).
+        nodemod.remove_images(pid, ctr, nodemod.stale_ids(nodemod.node_images(pid, ctr),
+                                                           {image_id for _, image_id in contents.values()}))
+
+    with concurrent.futures.ThreadPoolExecutor(len(state.nodes)) as pool:
+        for future in [pool.submit(one, name) for name in state.nodes]:
+            future.result()
+    big = [a for a in archives if a.stat().st_size > 10 << 20]
+    for archive in big:
+        refs = ", ".join(contents[archive][0])
+        where = [line for line in imported if line.startswith(refs + " into ")]
+        say(f"cluster: image {refs} " + (f"imported into {len(where)} node(s) in {time.monotonic() - started:.1f}s"
+                                          if where else "already in every node"))
+
+
+def down(directory: Path = DEFAULT_STATE, say=print) -> bool:
+    """Stop the cluster in `directory`: the nodes first (kubelet, kube-proxy, every container,
+    containerd), then CoreDNS, the provisioner and the control plane; then the nodes'
+    cgroups and namespaces, the bridge, the kernel settings the kubelets changed, and the
+    state folder. Returns whether anything was running."""
+    from tfmw.devcluster import nodes as nodemod
+    directory = Path(directory).resolve()
+    state = ClusterState.load(directory)
+    if state is None:
+        if directory.exists():
+            shutil.rmtree(directory, ignore_errors=True)
+        say(f"cluster: none running in {directory}")
+        return False
+    stopped = []
+    order = [(n, 30.0) for n in state.nodes] + [
+        ("provisioner", 10.0), ("coredns", 10.0), ("kube-scheduler", 10.0),
+        ("kube-controller-manager", 10.0), ("kube-apiserver", 15.0), ("etcd", 10.0)]
+    for name, grace in order:
+        if stop_pid(state.pids.get(name, 0), marker(name), grace):
+            stopped.append(name)
+    left = [d for index in range(1, len(state.nodes) + 1)
+            for d in nodemod.remove_cgroups(nodemod.node_net(state.slot, index).cgroup)]
+    nodemod.remove_networks(state.slot)
+    delete_bridge(state.slot)
+    if state.sysctls:
+        nodemod.restore_kernel_sysctls(state.sysctls)
+    for made in state.made_dirs:
+        try:
+            Path(made).rmdir()
+        except OSError:
+            pass
+    shutil.rmtree(directory, ignore_errors=True)
+    say(f"cluster: stopped ({', '.join(stopped) or 'nothing was running'}); removed {directory}"
+        + (f"; could not remove cgroups {', '.join(left)}" if left else ""))
+    return bool(stopped)

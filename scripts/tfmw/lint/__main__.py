@@ -1,0 +1,6 @@
+"""make lint."""
+import sys
+
+from tfmw.lint.pipeline import main
+
+sys.exit(main())

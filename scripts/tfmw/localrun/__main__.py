@@ -1,0 +1,6 @@
+"""make local."""
+import sys
+
+from tfmw.localrun.run import main
+
+sys.exit(main())
