@@ -7,6 +7,7 @@ same peer wait on the names given (the chart's `helm test` pod); `logs` prints t
 workers kept on shared storage (`make logs` after the pods are gone). Every refusal is one
 line on stderr and a documented exit code.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,16 +15,18 @@ import json
 import math
 import os
 import sys
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from . import podlog
 from .cluster import check_tf_config_size
 from .errors import EXIT_OK, LauncherError
-from .launcher import DEFAULT_TRAINING_COMMAND, Launcher, resolve_tf_config  # noqa: F401 - re-exported
+from .launcher import Launcher, resolve_tf_config
 from .peers import dns_resolves, port_accepts, wait_for_peers
 
-CHECK_PEERS_HINT = ("check that those pods are running (kubectl get pods) or raise --timeout-seconds "
-                    "(helm test: the chart's tests.timeoutSeconds)")
+CHECK_PEERS_HINT = (
+    "check that those pods are running (kubectl get pods) or raise --timeout-seconds "
+    "(helm test: the chart's tests.timeoutSeconds)"
+)
 
 
 def cmd_tf_config(env: Mapping[str, str]) -> int:
@@ -63,21 +66,36 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m entrypoint",
         description="tf-multiworker launcher: TF_CONFIG from the pod, peer wait, supervision, the run's end.",
         epilog="exit codes: 0 ok, 2 bad configuration, 3 peers not found, 4 training failed permanently, "
-               "5 restart limit reached, 6 deadline exceeded, 143 stopped by SIGTERM. In the chart's "
-               "StatefulSet a finished or failed run idles instead of exiting (docs/lifecycle.md)")
+        "5 restart limit reached, 6 deadline exceeded, 143 stopped by SIGTERM. In the chart's "
+        "StatefulSet a finished or failed run idles instead of exiting (docs/lifecycle.md)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("tf-config", help="print the TF_CONFIG JSON this pod gets")
     run = sub.add_parser("run", help="derive TF_CONFIG, wait for peers, supervise the training command")
-    run.add_argument("training_command", nargs=argparse.REMAINDER,
-                     help="command to run (after --); default: python -m entrypoint.training")
-    check = sub.add_parser("check-peers", help="wait until every host resolves (with --port: and accepts "
-                                               "a TCP connection there); exit 0, or 3 naming the missing")
-    check.add_argument("--timeout-seconds", type=_seconds, default=120.0, metavar="SECONDS",
-                       help="give up after this long (default 120)")
+    run.add_argument(
+        "training_command",
+        nargs=argparse.REMAINDER,
+        help="command to run (after --); default: python -m entrypoint.training",
+    )
+    check = sub.add_parser(
+        "check-peers",
+        help="wait until every host resolves (with --port: and accepts "
+        "a TCP connection there); exit 0, or 3 naming the missing",
+    )
+    check.add_argument(
+        "--timeout-seconds",
+        type=_seconds,
+        default=120.0,
+        metavar="SECONDS",
+        help="give up after this long (default 120)",
+    )
     check.add_argument("--port", type=_port, help="also open a TCP connection to this port of every host")
     check.add_argument("hosts", nargs="+", metavar="HOST", help="DNS names of the workers")
-    logs = sub.add_parser("logs", help="print the logs the run's workers kept in <run dir>/logs, each line "
-                                       "prefixed [pod/<name>]; exit 3 when there are none")
+    logs = sub.add_parser(
+        "logs",
+        help="print the logs the run's workers kept in <run dir>/logs, each line "
+        "prefixed [pod/<name>]; exit 3 when there are none",
+    )
     logs.add_argument("run_dir", metavar="RUN_DIR", help="the run's directory on shared storage (<shared>/<runId>)")
     return parser
 

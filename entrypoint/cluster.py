@@ -16,11 +16,12 @@ The one TF_CONFIG parser (parse_tf_config) and the one chief rule (is_chief), fo
 launcher and the trainer alike (the trainer's view of it: worker_group), so both accept
 exactly the same TF_CONFIGs and agree on who exports and writes the COMPLETED marker.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import jsonschema
 
@@ -45,7 +46,8 @@ TF_CONFIG_SCHEMA = {
             "minProperties": 1,
             "propertyNames": {"enum": list(_MWMS_TASK_TYPES)},
             "additionalProperties": {
-                "type": "array", "minItems": 1,
+                "type": "array",
+                "minItems": 1,
                 # \Z, not $ (which also matches before a trailing newline); the port's range
                 # is checked in parse_tf_config
                 "items": {"type": "string", "pattern": r"^[^\s:\x00-\x1f\x7f]+:[0-9]{1,5}\Z"},
@@ -68,8 +70,7 @@ TF_CONFIG_SCHEMA = {
 def worker_host(settings: LauncherSettings, host_prefix: str, ordinal: int) -> str:
     """Stable DNS name of worker `ordinal`, as the headless Service publishes it
     (`host_prefix`: the StatefulSet's name, or an Indexed Job's)."""
-    return (f"{host_prefix}-{ordinal}.{settings.service}."
-            f"{settings.namespace}.svc.{settings.cluster_domain}")
+    return f"{host_prefix}-{ordinal}.{settings.service}.{settings.namespace}.svc.{settings.cluster_domain}"
 
 
 def worker_addresses(settings: LauncherSettings, host_prefix: str) -> list[str]:
@@ -78,8 +79,7 @@ def worker_addresses(settings: LauncherSettings, host_prefix: str) -> list[str]:
         # Local-only mapping (make local without network namespaces): TF's gRPC server
         # binds the wildcard address, so workers on one loopback need distinct ports.
         return [f"127.0.0.1:{settings.port + j}" for j in range(settings.replicas)]
-    return [f"{worker_host(settings, host_prefix, j)}:{settings.port}"
-            for j in range(settings.replicas)]
+    return [f"{worker_host(settings, host_prefix, j)}:{settings.port}" for j in range(settings.replicas)]
 
 
 def build_tf_config(settings: LauncherSettings, identity: PodIdentity) -> dict:
@@ -100,7 +100,8 @@ def check_tf_config_size(encoded: str) -> None:
         raise ConfigError(
             f"TF_CONFIG would be {size} bytes, over Linux's {MAX_TF_CONFIG_BYTES}-byte limit for one "
             "environment variable: use shorter release/namespace names (fullnameOverride) or fewer "
-            "workers.replicas")
+            "workers.replicas"
+        )
 
 
 def _unique_keys(pairs: list) -> dict:
@@ -124,13 +125,14 @@ def _check_members(config: dict) -> None:
             if not 1 <= port <= 65535:
                 raise ConfigError(f"{where}={address!r}: port {port} is not a TCP port 1-65535")
             if address in seen:
-                raise ConfigError(f"{where}={address!r} is also {seen[address]}: every task needs its own "
-                                  "host:port")
+                raise ConfigError(f"{where}={address!r} is also {seen[address]}: every task needs its own host:port")
             seen[address] = where
     index = config["task"]["index"]
-    if type(index) is not int:  # noqa: E721 - bool is an int subclass, and refused too
-        raise ConfigError(f"TF_CONFIG['task']['index']={json.dumps(index)} must be a JSON integer "
-                          f"(0, 1, ...), not {type(index).__name__}")
+    if type(index) is not int:  # bool is an int subclass, and refused too
+        raise ConfigError(
+            f"TF_CONFIG['task']['index']={json.dumps(index)} must be a JSON integer "
+            f"(0, 1, ...), not {type(index).__name__}"
+        )
 
 
 def _platform_roles(config):
@@ -141,17 +143,23 @@ def _platform_roles(config):
         return config  # the schema says what is wrong
     cluster, task = config["cluster"], config.get("task")
     if any(isinstance(members, dict) for members in cluster.values()):
-        raise ConfigError("TF_CONFIG has a sparse cluster spec (a task map, not a list): TFJob's "
-                          "enableDynamicWorker is for parameter-server training; set enableDynamicWorker: "
-                          "false to run MultiWorkerMirroredStrategy")
+        raise ConfigError(
+            "TF_CONFIG has a sparse cluster spec (a task map, not a list): TFJob's "
+            "enableDynamicWorker is for parameter-server training; set enableDynamicWorker: "
+            "false to run MultiWorkerMirroredStrategy"
+        )
     if cluster.get(PS) or (isinstance(task, dict) and task.get("type") == PS):
-        raise ConfigError("TF_CONFIG has 'ps' tasks: parameter-server training is not "
-                          "MultiWorkerMirroredStrategy; drop the PS replicas (TFJob tfReplicaSpecs.PS, "
-                          "Volcano's --ps task) and run chief/worker replicas only")
+        raise ConfigError(
+            "TF_CONFIG has 'ps' tasks: parameter-server training is not "
+            "MultiWorkerMirroredStrategy; drop the PS replicas (TFJob tfReplicaSpecs.PS, "
+            "Volcano's --ps task) and run chief/worker replicas only"
+        )
     if MASTER in cluster:
         if CHIEF in cluster:
-            raise ConfigError("TF_CONFIG has both 'master' and 'chief' tasks: give the job one chief "
-                              "(TFJob: one Chief or one Master replica spec)")
+            raise ConfigError(
+                "TF_CONFIG has both 'master' and 'chief' tasks: give the job one chief "
+                "(TFJob: one Chief or one Master replica spec)"
+            )
         cluster = {(CHIEF if k == MASTER else k): v for k, v in cluster.items()}
         config = dict(config, cluster=cluster)
         if isinstance(task, dict) and task.get("type") == MASTER:
@@ -160,8 +168,10 @@ def _platform_roles(config):
         members = cluster.get(role)
         if isinstance(members, list) and len(members) > 1:
             setting = "tfReplicaSpecs.Chief/Master" if role == CHIEF else "tfReplicaSpecs.Evaluator"
-            raise ConfigError(f"TF_CONFIG['cluster'][{role!r}] has {len(members)} tasks; TensorFlow allows "
-                              f"one {role}: set replicas: 1 (TFJob {setting}, Volcano task {role!r})")
+            raise ConfigError(
+                f"TF_CONFIG['cluster'][{role!r}] has {len(members)} tasks; TensorFlow allows "
+                f"one {role}: set replicas: 1 (TFJob {setting}, Volcano task {role!r})"
+            )
     return config
 
 
@@ -171,20 +181,22 @@ def parse_tf_config(raw: str) -> dict:
     try:
         config = json.loads(raw, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as err:
-        raise ConfigError(f"TF_CONFIG is not valid JSON ({err.msg} at char {err.pos}); "
-                          "unset it to let the launcher derive it") from None
+        raise ConfigError(
+            f"TF_CONFIG is not valid JSON ({err.msg} at char {err.pos}); unset it to let the launcher derive it"
+        ) from None
     except RecursionError:
-        raise ConfigError("TF_CONFIG is nested too deeply to be a cluster spec; unset it to let the "
-                          "launcher derive it") from None
+        raise ConfigError(
+            "TF_CONFIG is nested too deeply to be a cluster spec; unset it to let the launcher derive it"
+        ) from None
     config = _platform_roles(config)
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(TF_CONFIG_SCHEMA).iter_errors(config))
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(TF_CONFIG_SCHEMA).iter_errors(config))
     if error is not None:
-        where = "TF_CONFIG" + "".join(f"[{p!r}]" if isinstance(p, str) else f"[{p}]"
-                                      for p in error.absolute_path)
+        where = "TF_CONFIG" + "".join(f"[{p!r}]" if isinstance(p, str) else f"[{p}]" for p in error.absolute_path)
         if error.validator == "pattern" and list(error.absolute_path)[:1] == ["cluster"]:
-            raise ConfigError(f"{where}={error.instance!r} must be 'host:port' (a host without spaces, "
-                              "colons or control characters; a port 1-65535)")
+            raise ConfigError(
+                f"{where}={error.instance!r} must be 'host:port' (a host without spaces, "
+                "colons or control characters; a port 1-65535)"
+            )
         raise ConfigError(f"{where}: {one_line(error.message, 300)}")
     _check_members(config)
     task_type, index = config["task"]["type"], config["task"]["index"]
@@ -192,8 +204,9 @@ def parse_tf_config(raw: str) -> dict:
     if members is None:
         raise ConfigError(f"TF_CONFIG['task']['type']={task_type!r} has no list in TF_CONFIG['cluster']")
     if index >= len(members):
-        raise ConfigError(f"TF_CONFIG['task']['index']={index} is out of range: "
-                          f"cluster has {len(members)} {task_type!r} task(s)")
+        raise ConfigError(
+            f"TF_CONFIG['task']['index']={index} is out of range: cluster has {len(members)} {task_type!r} task(s)"
+        )
     return config
 
 
@@ -222,7 +235,7 @@ class Cluster:
     """What the trainer needs to know about TF_CONFIG before TensorFlow is imported."""
 
     num_workers: int
-    worker_index: int   # the rank in the MWMS group: the chief is 0 (worker_group), the workers follow
+    worker_index: int  # the rank in the MWMS group: the chief is 0 (worker_group), the workers follow
     evaluator: bool = False  # an evaluator task: evaluates checkpoints, outside the collective
 
     @property
@@ -245,8 +258,10 @@ def worker_group(raw: str | None) -> Cluster:
     chiefs = len(cluster.get(CHIEF) or [])
     workers = len(cluster.get("worker") or [])
     if chiefs + workers == 0:
-        raise ConfigError(f"TF_CONFIG: cluster has job types {sorted(cluster)} and no 'chief' or 'worker' "
-                          "task: MultiWorkerMirroredStrategy has nobody to train")
+        raise ConfigError(
+            f"TF_CONFIG: cluster has job types {sorted(cluster)} and no 'chief' or 'worker' "
+            "task: MultiWorkerMirroredStrategy has nobody to train"
+        )
     if task["type"] == EVALUATOR:
         return Cluster(num_workers=workers + chiefs, worker_index=task["index"], evaluator=True)
     return Cluster(num_workers=workers + chiefs, worker_index=0 if is_chief(spec) else task["index"] + chiefs)

@@ -4,17 +4,18 @@ Every refusal in the launcher is one of these: the CLI prints `str(err)` as one 
 stderr and exits with `err.exit_code`. No traceback reaches the operator. The trainer
 imports this module too (never the other way round), so both sides share one table.
 """
+
 from __future__ import annotations
 
 EXIT_OK = 0
-EXIT_BAD_CONFIG = 2        # fix the values / environment; never retried
-EXIT_PEERS_NOT_FOUND = 3   # some peer DNS names never resolved before the deadline
-EXIT_TRAINING_FAILED = 4   # training command failed permanently (not retried)
-EXIT_RETRIES_EXHAUSTED = 5 # retryable failures went on past the restart limit
-EXIT_DEADLINE_EXCEEDED = 6 # training.activeDeadlineSeconds passed before the run completed
-EXIT_RETRYABLE = 75        # training command's "peer/collective failure, try again" (EX_TEMPFAIL)
-EXIT_UNEXPECTED = 1       # a user command's failure or a crash: retried up to the limit
-EXIT_SIGTERM = 143        # stopped by SIGTERM (128 + 15) after the trainer checkpointed
+EXIT_BAD_CONFIG = 2  # fix the values / environment; never retried
+EXIT_PEERS_NOT_FOUND = 3  # some peer DNS names never resolved before the deadline
+EXIT_TRAINING_FAILED = 4  # training command failed permanently (not retried)
+EXIT_RETRIES_EXHAUSTED = 5  # retryable failures went on past the restart limit
+EXIT_DEADLINE_EXCEEDED = 6  # training.activeDeadlineSeconds passed before the run completed
+EXIT_RETRYABLE = 75  # training command's "peer/collective failure, try again" (EX_TEMPFAIL)
+EXIT_UNEXPECTED = 1  # a user command's failure or a crash: retried up to the limit
+EXIT_SIGTERM = 143  # stopped by SIGTERM (128 + 15) after the trainer checkpointed
 
 # Exit codes of the training command that retrying cannot fix: the supervisor stops at once.
 PERMANENT_TRAINING_EXITS = (EXIT_BAD_CONFIG, EXIT_TRAINING_FAILED)

@@ -29,6 +29,7 @@ A launcher that starts again for the same run (its pod was recreated) carries th
 buckets and adds the time since the last record to `restart` (it holds the pod's absence and
 any steps after the last checkpoint). Productive is what is left; goodput = productive / wall.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,11 +37,24 @@ import math
 from dataclasses import dataclass, field
 
 STARTUP, PEER_WAIT, CHECKPOINT, RESTART, LOST_WORK, DETECTION, EXPORT = (
-    "startup", "peerWait", "checkpoint", "restart", "lostWork", "detection", "export")
+    "startup",
+    "peerWait",
+    "checkpoint",
+    "restart",
+    "lostWork",
+    "detection",
+    "export",
+)
 CAUSES = (STARTUP, PEER_WAIT, CHECKPOINT, RESTART, LOST_WORK, DETECTION, EXPORT)
 
 _STARTING, _PEER_WAIT, _TRAINING, _RESTARTING, _EXPORTING, _ENDED = (
-    "starting", "peerWait", "training", "restarting", "exporting", "ended")
+    "starting",
+    "peerWait",
+    "training",
+    "restarting",
+    "exporting",
+    "ended",
+)
 _BUCKET = {_STARTING: STARTUP, _PEER_WAIT: PEER_WAIT, _RESTARTING: RESTART, _EXPORTING: EXPORT}
 
 
@@ -64,10 +78,11 @@ class Accounting:
     def to_fields(self) -> dict[str, str]:
         """goodput, productiveSeconds, badputSeconds (a JSON object, one key per cause)."""
         ratio = self.goodput
-        return {"goodput": "" if ratio is None else f"{ratio:.4f}",
-                "productiveSeconds": f"{self.productive:.1f}",
-                "badputSeconds": json.dumps({c: round(self.badput.get(c, 0.0), 1) for c in CAUSES},
-                                            separators=(",", ":"))}
+        return {
+            "goodput": "" if ratio is None else f"{ratio:.4f}",
+            "productiveSeconds": f"{self.productive:.1f}",
+            "badputSeconds": json.dumps({c: round(self.badput.get(c, 0.0), 1) for c in CAUSES}, separators=(",", ":")),
+        }
 
     @classmethod
     def from_fields(cls, productive: str, badput: str) -> Accounting | None:
@@ -101,16 +116,22 @@ class Accounting:
         """`goodput=0.8731 wall_seconds=120.4 badput="restart=9.8 startup=5.1"`; {} before any time."""
         if self.goodput is None:
             return {}
-        return {"goodput": f"{self.goodput:.4f}", "wall_seconds": f"{self.wall:.1f}",
-                "badput": " ".join(f"{c}={s:.1f}" for c, s in self.largest_causes()) or "-"}
+        return {
+            "goodput": f"{self.goodput:.4f}",
+            "wall_seconds": f"{self.wall:.1f}",
+            "badput": " ".join(f"{c}={s:.1f}" for c, s in self.largest_causes()) or "-",
+        }
 
 
 def read_line_fields(fields: dict[str, str]) -> tuple[float, float, dict[str, float]] | None:
     """(goodput, wall seconds, badput seconds by cause) from a `tfmw completed` line's fields
     (Accounting.line_fields); None when the line carries no account."""
     try:
-        return (float(fields["goodput"]), float(fields.get("wall_seconds", "nan")),
-                {c: float(v) for c, v in (w.split("=", 1) for w in fields.get("badput", "").split() if "=" in w)})
+        return (
+            float(fields["goodput"]),
+            float(fields.get("wall_seconds", "nan")),
+            {c: float(v) for c, v in (w.split("=", 1) for w in fields.get("badput", "").split() if "=" in w)},
+        )
     except (KeyError, ValueError):
         return None
 
@@ -122,8 +143,9 @@ class Ledger:
     not is counted as training from its start, with no checkpoint, detection or lost-work
     split (the launcher cannot see them)."""
 
-    def __init__(self, now: float, *, beats: bool = True, carried: Accounting | None = None,
-                 absent_seconds: float = 0.0):
+    def __init__(
+        self, now: float, *, beats: bool = True, carried: Accounting | None = None, absent_seconds: float = 0.0
+    ):
         base = carried or Accounting()
         self._productive = base.productive
         self._badput = {c: base.badput.get(c, 0.0) for c in CAUSES}
@@ -132,7 +154,7 @@ class Ledger:
         self._activity = _STARTING if carried is None else _RESTARTING
         self._resume = self._activity  # where the peer wait returns to
         self._since = now
-        self._at_risk = 0.0            # training seconds since the last checkpoint
+        self._at_risk = 0.0  # training seconds since the last checkpoint
         self._last_beat: float | None = None
 
     def _close(self, now: float) -> None:

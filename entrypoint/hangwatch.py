@@ -30,6 +30,7 @@ Why these numbers (docs/failure-model.md):
 - MIN_SAMPLES 5 steady observations before the adaptive bound applies; WINDOW 100 keeps the
   percentile recent (a model that slows down over time raises it).
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -59,14 +60,14 @@ def percentile(values, q: float) -> float:
 
 @dataclass(frozen=True)
 class Verdict:
-    idle: float        # seconds without the sign of life the firing bound counts
-    timeout: float     # the bound that fired
-    basis: str         # how it was set, for the log line and the Restarted Event
+    idle: float  # seconds without the sign of life the firing bound counts
+    timeout: float  # the bound that fired
+    basis: str  # how it was set, for the log line and the Restarted Event
 
 
 @dataclass
 class HangWatch:
-    static_seconds: float                 # 0: watchdog off (no adaptive bound either)
+    static_seconds: float  # 0: watchdog off (no adaptive bound either)
     mode: str = ADAPTIVE
     floor_seconds: float = FLOOR_SECONDS
     multiplier: float = MULTIPLIER
@@ -74,7 +75,7 @@ class HangWatch:
     min_samples: int = MIN_SAMPLES
     window: int = WINDOW
     _samples: deque = field(default_factory=deque, init=False, repr=False)
-    _last: tuple | None = field(default=None, init=False, repr=False)   # (step, phase, time)
+    _last: tuple | None = field(default=None, init=False, repr=False)  # (step, phase, time)
     _armed: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self):
@@ -87,7 +88,7 @@ class HangWatch:
         within the train phase; anything else (another phase, a repeated or lower step, no
         phase at all) disarms it until the next such advance."""
         last, self._last = self._last, (step, phase, now)
-        steady = (last is not None and phase == STEP_PHASE and last[1] == STEP_PHASE and step > last[0])
+        steady = last is not None and phase == STEP_PHASE and last[1] == STEP_PHASE and step > last[0]
         if steady:
             self._samples.append((now - last[2]) / (step - last[0]))
         self._armed = steady
@@ -125,10 +126,14 @@ class HangWatch:
         adaptive = self.adaptive_timeout()
         if adaptive is not None and self._last is not None and now - self._last[2] > adaptive:
             step = self.step_seconds()
-            return Verdict(now - self._last[2], adaptive,
-                           f"adaptive: max({self.floor_seconds:g}s, {self.multiplier:g} x p{self.q * 100:.0f} "
-                           f"step {step:.3g}s), at most training.hangTimeoutSeconds={self.static_seconds:g}")
+            return Verdict(
+                now - self._last[2],
+                adaptive,
+                f"adaptive: max({self.floor_seconds:g}s, {self.multiplier:g} x p{self.q * 100:.0f} "
+                f"step {step:.3g}s), at most training.hangTimeoutSeconds={self.static_seconds:g}",
+            )
         if now - last_activity > self.static_seconds:
-            return Verdict(now - last_activity, self.static_seconds,
-                           f"training.hangTimeoutSeconds={self.static_seconds:g}")
+            return Verdict(
+                now - last_activity, self.static_seconds, f"training.hangTimeoutSeconds={self.static_seconds:g}"
+            )
         return None

@@ -9,11 +9,12 @@ headless Service:
   Job controller owns the lifecycle, the launcher exits with a code instead of idling.
 A TF_CONFIG preset by a platform (TFJob, Volcano, Run:ai) also means the platform owns it.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from .errors import ConfigError
 
@@ -27,8 +28,8 @@ STATEFULSET, PRESET_TF_CONFIG, INDEXED_JOB = "statefulset", "preset-tf-config", 
 
 @dataclass(frozen=True)
 class PodIdentity:
-    host_prefix: str   # the hostname without "-<index>": the StatefulSet's or the Job's name
-    ordinal: int       # the TF task index
+    host_prefix: str  # the hostname without "-<index>": the StatefulSet's or the Job's name
+    ordinal: int  # the TF task index
 
     @property
     def pod_name(self) -> str:
@@ -55,16 +56,19 @@ def parse_pod_name(pod_name: str, replicas: int, statefulset: str | None = None)
     if not match:
         raise ConfigError(
             f"TFMW_POD_NAME={pod_name!r} has no StatefulSet ordinal (expected '<statefulset>-<n>'); "
-            "run the launcher in a StatefulSet pod or set TFMW_POD_NAME")
+            "run the launcher in a StatefulSet pod or set TFMW_POD_NAME"
+        )
     prefix, ordinal = match.group("prefix"), int(match.group("index"))
     if statefulset and prefix != statefulset:
         raise ConfigError(
             f"TFMW_POD_NAME={pod_name!r} does not belong to TFMW_STATEFULSET={statefulset!r}; "
-            "the pod name must be '<statefulset>-<n>'")
+            "the pod name must be '<statefulset>-<n>'"
+        )
     if ordinal >= replicas:
         raise ConfigError(
             f"TFMW_POD_NAME={pod_name!r}: ordinal {ordinal} is not below TFMW_REPLICAS={replicas}; "
-            "workers.replicas must count every pod of the StatefulSet")
+            "workers.replicas must count every pod of the StatefulSet"
+        )
     return PodIdentity(host_prefix=prefix, ordinal=ordinal)
 
 
@@ -72,21 +76,26 @@ def parse_indexed_hostname(hostname: str, completion_index: str, replicas: int) 
     """An Indexed Job (or JobSet) pod: its hostname is `<prefix>-<JOB_COMPLETION_INDEX>`, and
     every peer j is `<prefix>-<j>` under the same subdomain (the headless Service)."""
     if not re.fullmatch(r"0|[1-9][0-9]{0,5}", completion_index):
-        raise ConfigError(f"JOB_COMPLETION_INDEX={completion_index!r} must be a whole number "
-                          "(the Job controller sets it in completionMode: Indexed)")
+        raise ConfigError(
+            f"JOB_COMPLETION_INDEX={completion_index!r} must be a whole number "
+            "(the Job controller sets it in completionMode: Indexed)"
+        )
     index = int(completion_index)
     host = hostname.split(".", 1)[0]
     if not _HOST_LABEL.fullmatch(host):
         raise ConfigError(
             f"hostname {host!r} is not a DNS-1123 label; an Indexed Job pod's hostname is '<job>-<index>': "
-            "do not set spec.hostname (or HOSTNAME) in the pod template")
+            "do not set spec.hostname (or HOSTNAME) in the pod template"
+        )
     match = _INDEX_SUFFIX.match(host)
     if not match or int(match.group("index")) != index:
         raise ConfigError(
             f"hostname {host!r} does not end in '-{index}' (JOB_COMPLETION_INDEX={index}); an Indexed "
-            "Job pod's hostname is '<job>-<index>': do not set spec.hostname in the pod template")
+            "Job pod's hostname is '<job>-<index>': do not set spec.hostname in the pod template"
+        )
     if index >= replicas:
         raise ConfigError(
             f"JOB_COMPLETION_INDEX={index} is not below TFMW_REPLICAS={replicas}; set TFMW_REPLICAS "
-            "to the Job's completions (= parallelism)")
+            "to the Job's completions (= parallelism)"
+        )
     return PodIdentity(host_prefix=match.group("prefix"), ordinal=index)

@@ -7,15 +7,15 @@ service-account token (the kubelet rotates it), verifies the API server against 
 Every failure is an APIError whose `kind` (e.g. "HTTP 403", "timeout", "connection refused")
 lets the caller log it once per kind.
 """
+
 from __future__ import annotations
 
 import http.client
 import json
-import socket
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 from urllib.parse import quote
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -34,19 +34,22 @@ class APIError(Exception):
 class KubeAPI:
     host: str
     port: int
-    api_dir: Path          # token, ca.crt (the projected volume's files)
+    api_dir: Path  # token, ca.crt (the projected volume's files)
     timeout: float = 5.0
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], api_dir: str | None, timeout: float = 5.0) -> "KubeAPI | None":
+    def from_env(cls, env: Mapping[str, str], api_dir: str | None, timeout: float = 5.0) -> KubeAPI | None:
         """The API server the kubelet names in KUBERNETES_SERVICE_HOST/PORT; None without api_dir."""
         if not api_dir:
             return None
         port = env.get("KUBERNETES_SERVICE_PORT", "443")
-        return cls(host=env.get("KUBERNETES_SERVICE_HOST", ""),
-                   # isdigit() alone admits '²', which int() refuses: a traceback for a bad env
-                   port=int(port) if port.isascii() and port.isdigit() else 0,
-                   api_dir=Path(api_dir), timeout=timeout)
+        return cls(
+            host=env.get("KUBERNETES_SERVICE_HOST", ""),
+            # isdigit() alone admits '²', which int() refuses: a traceback for a bad env
+            port=int(port) if port.isascii() and port.isdigit() else 0,
+            api_dir=Path(api_dir),
+            timeout=timeout,
+        )
 
     # -- transport -------------------------------------------------------------------
     def _token(self) -> str:
@@ -64,12 +67,14 @@ class KubeAPI:
         except (OSError, ssl.SSLError) as err:
             raise APIError("CA unreadable", f"{self.api_dir / 'ca.crt'}: {err}") from None
 
-    def request(self, method: str, path: str, body: dict | None = None,
-                content_type: str = "application/json") -> dict:
+    def request(self, method: str, path: str, body: dict | None = None, content_type: str = "application/json") -> dict:
         if not self.host or not 0 < self.port < 65536:
             raise APIError("no API server", "KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT not set")
-        headers = {"Authorization": f"Bearer {self._token()}", "Accept": "application/json",
-                   "User-Agent": "tf-multiworker-launcher"}
+        headers = {
+            "Authorization": f"Bearer {self._token()}",
+            "Accept": "application/json",
+            "User-Agent": "tf-multiworker-launcher",
+        }
         payload = None
         if body is not None:
             payload = json.dumps(body, separators=(",", ":")).encode()
@@ -79,7 +84,7 @@ class KubeAPI:
             conn.request(method, path, body=payload, headers=headers)
             response = conn.getresponse()
             raw = response.read(MAX_RESPONSE_BYTES)
-        except (socket.timeout, TimeoutError):
+        except TimeoutError:
             raise APIError("timeout", f"no answer from {self.host}:{self.port} within {self.timeout:g}s") from None
         except ConnectionRefusedError:
             raise APIError("connection refused", f"{self.host}:{self.port}") from None
@@ -100,22 +105,23 @@ class KubeAPI:
     def get_configmap(self, namespace: str, name: str) -> dict:
         return self.request("GET", f"/api/v1/namespaces/{quote(namespace)}/configmaps/{quote(name)}")
 
-    def patch_configmap_data(self, namespace: str, name: str, data: Mapping[str, str],
-                             resource_version: str | None = None) -> dict:
+    def patch_configmap_data(
+        self, namespace: str, name: str, data: Mapping[str, str], resource_version: str | None = None
+    ) -> dict:
         """Merge-patch `data`; with resource_version the patch applies only to that version
         (the API server answers 409 Conflict if someone wrote in between)."""
         body: dict = {"data": dict(data)}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
-        return self.request("PATCH", f"/api/v1/namespaces/{quote(namespace)}/configmaps/{quote(name)}",
-                            body, MERGE_PATCH)
+        return self.request(
+            "PATCH", f"/api/v1/namespaces/{quote(namespace)}/configmaps/{quote(name)}", body, MERGE_PATCH
+        )
 
     def get_scale(self, namespace: str, statefulset: str) -> dict:
         return self.request("GET", _scale_path(namespace, statefulset))
 
     def patch_scale(self, namespace: str, statefulset: str, replicas: int) -> dict:
-        return self.request("PATCH", _scale_path(namespace, statefulset),
-                            {"spec": {"replicas": replicas}}, MERGE_PATCH)
+        return self.request("PATCH", _scale_path(namespace, statefulset), {"spec": {"replicas": replicas}}, MERGE_PATCH)
 
     def create_event(self, namespace: str, event: dict) -> dict:
         return self.request("POST", f"/api/v1/namespaces/{quote(namespace)}/events", event)

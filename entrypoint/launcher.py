@@ -9,6 +9,7 @@
    terminal state, scale the StatefulSet to 0 if the policy says so, and idle until the pod
    is deleted (an exited container would be restarted: CrashLoopBackOff, resources held).
 """
+
 from __future__ import annotations
 
 import json
@@ -21,38 +22,65 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from . import loglines, metrics
-from .cluster import (build_tf_config, check_tf_config_size, cluster_hosts, is_chief, is_evaluator,
-                      parse_tf_config)
+from .cluster import build_tf_config, check_tf_config_size, cluster_hosts, is_chief, is_evaluator, parse_tf_config
 from .errors import EXIT_OK, EXIT_SIGTERM, ConfigError, PeersNotFound
 from .goodput import Accounting, Ledger
-from .identity import (INDEXED_JOB, PRESET_TF_CONFIG, STATEFULSET, parse_indexed_hostname, parse_pod_name,
-                       platform_owns_lifecycle, pod_kind)
+from .identity import (
+    INDEXED_JOB,
+    PRESET_TF_CONFIG,
+    STATEFULSET,
+    parse_indexed_hostname,
+    parse_pod_name,
+    platform_owns_lifecycle,
+    pod_kind,
+)
 from .kubeapi import KubeAPI
-from .lifecycle import (FAILED_ALREADY, SUCCEEDED_ALREADY, Phase, Reason, RunState, deadline_epoch,
-                        exit_code, fresh, parse_rfc3339, plan_start, recorded_final, rfc3339, status_message)
+from .lifecycle import (
+    FAILED_ALREADY,
+    SUCCEEDED_ALREADY,
+    Phase,
+    Reason,
+    RunState,
+    deadline_epoch,
+    exit_code,
+    fresh,
+    parse_rfc3339,
+    plan_start,
+    recorded_final,
+    rfc3339,
+    status_message,
+)
 from .peers import wait_for_peers
 from .podlog import PodLog, log_path
 from .settings import INDEXED_JOB_REQUIRED, POLICIES, LauncherSettings, load_settings
 from .standby import is_builtin_trainer, standby_plan
 from .status import StatusRecorder
-from .supervisor import (MarkerUnreadable, Supervisor, SupervisorConfig, command_problem, completed_fields,
-                         completed_marker, marker_exists, restart_kind, shared_dir_problem)
+from .supervisor import (
+    MarkerUnreadable,
+    Supervisor,
+    SupervisorConfig,
+    command_problem,
+    completed_fields,
+    completed_marker,
+    marker_exists,
+    restart_kind,
+    shared_dir_problem,
+)
 from .tracker import RunTracker
 
 DEFAULT_TRAINING_COMMAND = ("python", "-m", "entrypoint.training")
-FLUSH_SECONDS = 30.0          # at the end: how long the status, Events and scale may take
-MARKER_RETRY_SECONDS = 60.0   # a user command finished: how long writing COMPLETED may be retried
+FLUSH_SECONDS = 30.0  # at the end: how long the status, Events and scale may take
+MARKER_RETRY_SECONDS = 60.0  # a user command finished: how long writing COMPLETED may be retried
 IDLE_RETRY_SECONDS = (10.0, 300.0)  # while idle: retry a failed terminal write / scale, backing off
 
 IDENTITY = {STATEFULSET: "statefulset", PRESET_TF_CONFIG: "preset", INDEXED_JOB: "indexed-job"}
 
 
-def resolve_tf_config(env: Mapping[str, str], hostname: str | None = None
-                      ) -> tuple[dict, LauncherSettings, str]:
+def resolve_tf_config(env: Mapping[str, str], hostname: str | None = None) -> tuple[dict, LauncherSettings, str]:
     """(TF_CONFIG, settings, pod kind) — a platform's TF_CONFIG is validated and kept; an
     Indexed Job pod's is derived from its hostname and JOB_COMPLETION_INDEX; a StatefulSet
     pod's from its name."""
@@ -73,13 +101,16 @@ def resolve_tf_config(env: Mapping[str, str], hostname: str | None = None
 def start_ledger(recorded: RunState | None, state: RunState, launched: float, beats: bool) -> Ledger:
     """This launcher's time account: the recorded one carried on when it continues the same
     attempt of the run (its pod was recreated), the time since that record counted as restart."""
-    same_attempt = (recorded is not None and recorded.run_id == state.run_id and not recorded.terminal
-                    and bool(recorded.started_at) and recorded.started_at == state.started_at)
-    carried = (Accounting.from_fields(recorded.productive_seconds, recorded.badput_seconds)
-               if same_attempt else None)
+    same_attempt = (
+        recorded is not None
+        and recorded.run_id == state.run_id
+        and not recorded.terminal
+        and bool(recorded.started_at)
+        and recorded.started_at == state.started_at
+    )
+    carried = Accounting.from_fields(recorded.productive_seconds, recorded.badput_seconds) if same_attempt else None
     last = parse_rfc3339(recorded.updated_at) if carried is not None else None
-    return Ledger(launched, beats=beats, carried=carried,
-                  absent_seconds=launched - last if last is not None else 0.0)
+    return Ledger(launched, beats=beats, carried=carried, absent_seconds=launched - last if last is not None else 0.0)
 
 
 def goodput_fields(state: RunState) -> dict[str, str]:
@@ -113,10 +144,18 @@ def _env_name(env: Mapping[str, str], key: str) -> str | None:
 
 
 class Launcher:
-    def __init__(self, env: Mapping[str, str], command: Sequence[str], *,
-                 log: Callable[[str], None] | None = None, hostname: str | None = None,
-                 flush_seconds: float = FLUSH_SECONDS, idle_retry: tuple[float, float] = IDLE_RETRY_SECONDS,
-                 api_timeout: float = 5.0, marker_retry_seconds: float = MARKER_RETRY_SECONDS):
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        command: Sequence[str],
+        *,
+        log: Callable[[str], None] | None = None,
+        hostname: str | None = None,
+        flush_seconds: float = FLUSH_SECONDS,
+        idle_retry: tuple[float, float] = IDLE_RETRY_SECONDS,
+        api_timeout: float = 5.0,
+        marker_retry_seconds: float = MARKER_RETRY_SECONDS,
+    ):
         self.env = dict(env)
         self.command = list(command) or list(DEFAULT_TRAINING_COMMAND)
         self._print = log or (lambda line: print(line, flush=True))
@@ -138,8 +177,7 @@ class Launcher:
     def _keep_log(self, settings: LauncherSettings, run_dir: Path | None) -> None:
         """From here on, this pod's log (launcher and trainer) is also kept in <run>/logs."""
         if settings.keep_log_mib and run_dir is not None and settings.pod_name:
-            self.podlog = PodLog(log_path(run_dir, settings.pod_name), settings.keep_log_mib << 20,
-                                 say=self._say_only)
+            self.podlog = PodLog(log_path(run_dir, settings.pod_name), settings.keep_log_mib << 20, say=self._say_only)
 
     def _say_only(self, text: str) -> None:  # PodLog's error line: printed, never kept (it could not be)
         self._print(loglines.line(loglines.LAUNCHER, text=text))
@@ -175,16 +213,26 @@ class Launcher:
             return self._refused(err)
         task = tf_config["task"]
         workers = sum(len(v) for v in tf_config["cluster"].values())
-        self.log(loglines.line(loglines.LAUNCHER, task=f"{task['type']}:{task['index']}", workers=workers,
-                               identity=IDENTITY[kind], lifecycle="platform" if platform else "launcher"))
+        self.log(
+            loglines.line(
+                loglines.LAUNCHER,
+                task=f"{task['type']}:{task['index']}",
+                workers=workers,
+                identity=IDENTITY[kind],
+                lifecycle="platform" if platform else "launcher",
+            )
+        )
         if is_evaluator(tf_config):
             return self._evaluate(encoded)
         chief = is_chief(tf_config)
         run_id = settings.run_id or "default"
         # An object-store URI (gs://, s3://) is the trainer's business (tf.io.gfile); the
         # launcher never imports TF, so it looks for the completion marker on mounted paths only.
-        run_dir = (Path(settings.shared_dir) / settings.run_id
-                   if settings.shared_dir and settings.run_id and "://" not in settings.shared_dir else None)
+        run_dir = (
+            Path(settings.shared_dir) / settings.run_id
+            if settings.shared_dir and settings.run_id and "://" not in settings.shared_dir
+            else None
+        )
         self._keep_log(settings, run_dir)
         recorder = self._recorder(settings if not platform else None)
         launched = time.time()
@@ -195,8 +243,14 @@ class Launcher:
         except MarkerUnreadable as err:  # not known: never train (it may have finished), below
             completed, unreadable = False, str(err)
         plan = plan_start(recorded, run_id, settings.pod_revision, completed, rfc3339(launched))
-        tracker = RunTracker(plan.state, recorder, is_chief=chief, worker_index=task["index"], log=self.log,
-                             ledger=start_ledger(recorded, plan.state, launched, is_builtin_trainer(self.command)))
+        tracker = RunTracker(
+            plan.state,
+            recorder,
+            is_chief=chief,
+            worker_index=task["index"],
+            log=self.log,
+            ledger=start_ledger(recorded, plan.state, launched, is_builtin_trainer(self.command)),
+        )
         self._serve_metrics(settings, tracker, task)
         self._say(f"run={run_id} revision={settings.pod_revision or '-'}: {plan.why}")
         if plan.action == SUCCEEDED_ALREADY:
@@ -207,19 +261,24 @@ class Launcher:
             return self._finish(tracker, settings, platform, run_dir)
         if plan.action == FAILED_ALREADY:
             if chief:
-                recorder.event("Failed", "Warning",
-                               f"run {run_id} already Failed ({plan.state.reason}: {plan.state.message}) at "
-                               f"revision {settings.pod_revision}; not retrying: fix the values (a changed pod "
-                               "template trains again) or set a new training.runId")
+                recorder.event(
+                    "Failed",
+                    "Warning",
+                    f"run {run_id} already Failed ({plan.state.reason}: {plan.state.message}) at "
+                    f"revision {settings.pod_revision}; not retrying: fix the values (a changed pod "
+                    "template trains again) or set a new training.runId",
+                )
             return self._finish(tracker, settings, platform, run_dir)
 
         deadline = deadline_epoch(plan.state.started_at, settings.active_deadline_seconds, launched)
         hosts = cluster_hosts(tf_config)
         try:
             if deadline is not None and time.time() >= deadline:
-                raise _Failure(Reason.DEADLINE_EXCEEDED,
-                               f"training.activeDeadlineSeconds={settings.active_deadline_seconds} passed "
-                               f"(run started {plan.state.started_at}); not starting training")
+                raise _Failure(
+                    Reason.DEADLINE_EXCEEDED,
+                    f"training.activeDeadlineSeconds={settings.active_deadline_seconds} passed "
+                    f"(run started {plan.state.started_at}); not starting training",
+                )
             if unreadable:
                 raise _Failure(Reason.BAD_CONFIG, unreadable)
             child_env = dict(self.env, TF_CONFIG=encoded)
@@ -232,25 +291,46 @@ class Launcher:
             try:
                 tmp = tempfile.gettempdir()
             except OSError as err:  # FileNotFoundError: no writable TMPDIR, /tmp, /var/tmp or cwd
-                raise _Failure(Reason.BAD_CONFIG, f"no writable temporary directory for the heartbeat file "
-                               f"({err}); mount an emptyDir at /tmp") from None
-            tracker.record_now(("Restarted", "Warning", f"worker {task['index']}'s pod restarted, resuming from "
-                                f"step {plan.state.last_checkpoint_step or 0}") if plan.resumed else None)
+                raise _Failure(
+                    Reason.BAD_CONFIG,
+                    f"no writable temporary directory for the heartbeat file ({err}); mount an emptyDir at /tmp",
+                ) from None
+            tracker.record_now(
+                (
+                    "Restarted",
+                    "Warning",
+                    f"worker {task['index']}'s pod restarted, resuming from "
+                    f"step {plan.state.last_checkpoint_step or 0}",
+                )
+                if plan.resumed
+                else None
+            )
             heartbeat = Path(tmp) / f"tfmw-heartbeat-{os.getpid()}"
             preload, why = standby_plan(settings.warm_standby, self.command)
             self._say(f"warm standby: {why}")
-            self.supervisor = Supervisor(SupervisorConfig(
-                command=self.command, env=child_env, run_dir=run_dir,
-                marker_retry_seconds=self.marker_retry_seconds,
-                heartbeat_file=heartbeat, max_restarts=settings.max_restarts,
-                hang_timeout_seconds=settings.hang_timeout_seconds,
-                hang_detection=settings.hang_detection, is_chief=chief, log=self.log,
-                regroup=lambda: self._regroup(hosts, settings, deadline, tracker, recorder),
-                deadline=deadline, deadline_seconds=settings.active_deadline_seconds,
-                on_attempt=lambda attempt: self._attempt(tracker, attempt, workers),
-                on_restart=lambda cause: self._restarting(tracker, cause),
-                on_output=tracker.on_line, on_beat=tracker.beat, standby_preload=preload,
-                tee=self.podlog.write if self.podlog is not None else None))
+            self.supervisor = Supervisor(
+                SupervisorConfig(
+                    command=self.command,
+                    env=child_env,
+                    run_dir=run_dir,
+                    marker_retry_seconds=self.marker_retry_seconds,
+                    heartbeat_file=heartbeat,
+                    max_restarts=settings.max_restarts,
+                    hang_timeout_seconds=settings.hang_timeout_seconds,
+                    hang_detection=settings.hang_detection,
+                    is_chief=chief,
+                    log=self.log,
+                    regroup=lambda: self._regroup(hosts, settings, deadline, tracker, recorder),
+                    deadline=deadline,
+                    deadline_seconds=settings.active_deadline_seconds,
+                    on_attempt=lambda attempt: self._attempt(tracker, attempt, workers),
+                    on_restart=lambda cause: self._restarting(tracker, cause),
+                    on_output=tracker.on_line,
+                    on_beat=tracker.beat,
+                    standby_preload=preload,
+                    tee=self.podlog.write if self.podlog is not None else None,
+                )
+            )
             try:
                 self._wait_for_peers(hosts, settings, deadline, tracker)
                 if self.stopping.is_set():
@@ -313,8 +393,9 @@ class Launcher:
         elif phase is Phase.RESTARTING:
             tracker.transition(Phase.RUNNING, message=f"attempt {attempt}")
 
-    def _wait_for_peers(self, hosts: list[str], settings: LauncherSettings, deadline: float | None,
-                        tracker: RunTracker) -> None:
+    def _wait_for_peers(
+        self, hosts: list[str], settings: LauncherSettings, deadline: float | None, tracker: RunTracker
+    ) -> None:
         tracker.peer_wait()
         try:
             self._wait_for_peers_until(hosts, settings, deadline)
@@ -329,13 +410,16 @@ class Launcher:
         def sleep(seconds: float) -> None:
             if self.stopping.wait(seconds):
                 raise _Stopped()
+
         try:
             wait_for_peers(hosts, timeout, log=self.log, sleep=sleep)
         except PeersNotFound as err:
             if bounded:
-                raise _Failure(Reason.DEADLINE_EXCEEDED,
-                               f"training.activeDeadlineSeconds={settings.active_deadline_seconds} passed "
-                               f"while waiting for peers: {err}") from None
+                raise _Failure(
+                    Reason.DEADLINE_EXCEEDED,
+                    f"training.activeDeadlineSeconds={settings.active_deadline_seconds} passed "
+                    f"while waiting for peers: {err}",
+                ) from None
             raise _Failure(Reason.PEERS_NOT_FOUND, str(err)) from None
 
     def _regroup(self, hosts, settings, deadline, tracker: RunTracker, recorder: StatusRecorder) -> None:
@@ -349,34 +433,45 @@ class Launcher:
     # -- the end -------------------------------------------------------------------------
     def _recorder(self, settings: LauncherSettings | None) -> StatusRecorder:
         if settings is None:  # a platform owns the lifecycle: it records the run itself
-            return StatusRecorder(None, namespace=None, configmap=None, statefulset=None, pod_name=None,
-                                  log=self.log)
-        return StatusRecorder(KubeAPI.from_env(self.env, settings.api_dir, timeout=self.api_timeout),
-                              namespace=settings.namespace, configmap=settings.status_configmap,
-                              statefulset=settings.statefulset, pod_name=settings.pod_name, log=self.log)
+            return StatusRecorder(None, namespace=None, configmap=None, statefulset=None, pod_name=None, log=self.log)
+        return StatusRecorder(
+            KubeAPI.from_env(self.env, settings.api_dir, timeout=self.api_timeout),
+            namespace=settings.namespace,
+            configmap=settings.status_configmap,
+            statefulset=settings.statefulset,
+            pod_name=settings.pod_name,
+            log=self.log,
+        )
 
     def _refused(self, err: ConfigError) -> int:
         """A bad environment in the chart's StatefulSet: Failed (BadConfig), recorded with what
         can still be trusted, then idle: exiting would only crash-loop on the same values."""
         env = self.env
         api_dir = env.get("TFMW_API_DIR") if env.get("TFMW_API_DIR", "").startswith("/") else None
-        recorder = StatusRecorder(KubeAPI.from_env(env, api_dir, timeout=self.api_timeout),
-                                  namespace=_env_name(env, "TFMW_NAMESPACE"),
-                                  configmap=_env_name(env, "TFMW_STATUS_CONFIGMAP"),
-                                  statefulset=_env_name(env, "TFMW_STATEFULSET"),
-                                  pod_name=_env_name(env, "TFMW_POD_NAME"), log=self.log)
+        recorder = StatusRecorder(
+            KubeAPI.from_env(env, api_dir, timeout=self.api_timeout),
+            namespace=_env_name(env, "TFMW_NAMESPACE"),
+            configmap=_env_name(env, "TFMW_STATUS_CONFIGMAP"),
+            statefulset=_env_name(env, "TFMW_STATEFULSET"),
+            pod_name=_env_name(env, "TFMW_POD_NAME"),
+            log=self.log,
+        )
         run_id = _env_name(env, "TFMW_RUN_ID") or "default"
         now = rfc3339(time.time())
         revision = env.get("TFMW_POD_REVISION", "")[:63]
         ordinal = re.search(r"-(0|[1-9][0-9]*)$", env.get("TFMW_POD_NAME", ""))
-        tracker = RunTracker(fresh(run_id, revision, now), recorder, is_chief=False,
-                             worker_index=int(ordinal.group(1)) if ordinal else -1, log=self.log)
+        tracker = RunTracker(
+            fresh(run_id, revision, now),
+            recorder,
+            is_chief=False,
+            worker_index=int(ordinal.group(1)) if ordinal else -1,
+            log=self.log,
+        )
         tracker.transition(Phase.FAILED, Reason.BAD_CONFIG, str(err))
         on_failure = env.get("TFMW_ON_FAILURE") if env.get("TFMW_ON_FAILURE") in POLICIES else "idle"
         return self._end(tracker, recorder, on_failure, release=on_failure == "scaleToZero", run_dir=None)
 
-    def _finish(self, tracker: RunTracker, settings: LauncherSettings, platform: bool,
-                run_dir: Path | None) -> int:
+    def _finish(self, tracker: RunTracker, settings: LauncherSettings, platform: bool, run_dir: Path | None) -> int:
         state = tracker.state
         if platform:
             self._log_end(state, run_dir)
@@ -394,16 +489,27 @@ class Launcher:
 
     def _log_end(self, state: RunState, run_dir: Path | None) -> None:
         if state.phase is Phase.SUCCEEDED:
-            self.log(loglines.line(loglines.COMPLETED, run=state.run_id, **completed_fields(run_dir),
-                                   **goodput_fields(state)))
+            self.log(
+                loglines.line(
+                    loglines.COMPLETED, run=state.run_id, **completed_fields(run_dir), **goodput_fields(state)
+                )
+            )
         else:
-            self.log(loglines.line(loglines.FAILED, run=state.run_id, reason=state.reason,
-                                   exit_code=exit_code(state), message=state.message))
+            self.log(
+                loglines.line(
+                    loglines.FAILED,
+                    run=state.run_id,
+                    reason=state.reason,
+                    exit_code=exit_code(state),
+                    message=state.message,
+                )
+            )
             # the CLI's one-line refusal format (`tfmw: <what>`), as cli.main prints a LauncherError
             print(f"tfmw: {state.reason}: {status_message(state.message)}", file=sys.stderr, flush=True)
 
-    def _end(self, tracker: RunTracker, recorder: StatusRecorder, policy: str, release: bool,
-             run_dir: Path | None) -> int:
+    def _end(
+        self, tracker: RunTracker, recorder: StatusRecorder, policy: str, release: bool, run_dir: Path | None
+    ) -> int:
         state = tracker.state
         succeeded = state.phase is Phase.SUCCEEDED
         self._log_end(state, run_dir)
@@ -421,8 +527,10 @@ class Launcher:
         elif succeeded:
             how = "uninstall the release or set a new training.runId to train again"
         else:
-            how = ("fix the cause, then helm upgrade (a changed pod template trains again) or set a new "
-                   "training.runId; uninstall the release to free its resources")
+            how = (
+                "fix the cause, then helm upgrade (a changed pod template trains again) or set a new "
+                "training.runId; uninstall the release to free its resources"
+            )
         self._say(f"idle: {what}; {how}")
         self._idle(recorder, can_release)
         return EXIT_OK

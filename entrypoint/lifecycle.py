@@ -12,43 +12,44 @@ A run is identified by its run id and its `startedAt`: a new training.runId, or 
 after a Failed run whose pod template changed (a new `revision`), starts a new attempt
 with a new `startedAt`; a pod restart continues the same one.
 """
+
 from __future__ import annotations
 
 import calendar
 import time
 from dataclasses import dataclass, replace
-from enum import Enum
+from enum import StrEnum
 
-from .errors import (EXIT_BAD_CONFIG, EXIT_DEADLINE_EXCEEDED, EXIT_OK, EXIT_PEERS_NOT_FOUND,
-                     EXIT_RETRIES_EXHAUSTED, EXIT_TRAINING_FAILED)
+from .errors import (
+    EXIT_BAD_CONFIG,
+    EXIT_DEADLINE_EXCEEDED,
+    EXIT_OK,
+    EXIT_PEERS_NOT_FOUND,
+    EXIT_RETRIES_EXHAUSTED,
+    EXIT_TRAINING_FAILED,
+)
 from .loglines import one_line
 
 
-class Phase(str, Enum):
-    PENDING = "Pending"        # launcher started: checking the run's record, waiting for peers
-    RUNNING = "Running"        # the training command runs
+class Phase(StrEnum):
+    PENDING = "Pending"  # launcher started: checking the run's record, waiting for peers
+    RUNNING = "Running"  # the training command runs
     RESTARTING = "Restarting"  # it failed retryably (or the chief's pod restarted): restarting in place
-    SUCCEEDED = "Succeeded"    # terminal
-    FAILED = "Failed"          # terminal
-
-    def __str__(self) -> str:
-        return self.value
+    SUCCEEDED = "Succeeded"  # terminal
+    FAILED = "Failed"  # terminal
 
 
-class Reason(str, Enum):
-    COMPLETED = "Completed"                # the chief's COMPLETED marker exists
-    BAD_CONFIG = "BadConfig"               # environment, TF_CONFIG or training config refused
-    PEERS_NOT_FOUND = "PeersNotFound"      # peer names never resolved within peers.timeoutSeconds
-    RESTART_LIMIT = "RestartLimit"         # training.maxRestarts restarts without progress
-    DEADLINE_EXCEEDED = "DeadlineExceeded" # training.activeDeadlineSeconds passed
-    TRAINING_FAILED = "TrainingFailed"     # the trainer's permanent error (corrupt data, non-finite loss)
+class Reason(StrEnum):
+    COMPLETED = "Completed"  # the chief's COMPLETED marker exists
+    BAD_CONFIG = "BadConfig"  # environment, TF_CONFIG or training config refused
+    PEERS_NOT_FOUND = "PeersNotFound"  # peer names never resolved within peers.timeoutSeconds
+    RESTART_LIMIT = "RestartLimit"  # training.maxRestarts restarts without progress
+    DEADLINE_EXCEEDED = "DeadlineExceeded"  # training.activeDeadlineSeconds passed
+    TRAINING_FAILED = "TrainingFailed"  # the trainer's permanent error (corrupt data, non-finite loss)
     # training finished (exit 0) but the chief could not write COMPLETED (shared storage
     # read-only, missing, full): not Succeeded (nothing would stop a restart training the run
     # again), and not retried (retrying would train it again)
     COMPLETION_NOT_RECORDED = "CompletionNotRecorded"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED})
@@ -60,8 +61,13 @@ EDGES: dict[tuple[Phase, Phase], tuple[Reason, ...]] = {
     (Phase.PENDING, Phase.FAILED): (Reason.BAD_CONFIG, Reason.PEERS_NOT_FOUND, Reason.DEADLINE_EXCEEDED),
     (Phase.RUNNING, Phase.RESTARTING): (),
     (Phase.RUNNING, Phase.SUCCEEDED): (Reason.COMPLETED,),
-    (Phase.RUNNING, Phase.FAILED): (Reason.BAD_CONFIG, Reason.TRAINING_FAILED, Reason.RESTART_LIMIT,
-                                    Reason.DEADLINE_EXCEEDED, Reason.COMPLETION_NOT_RECORDED),
+    (Phase.RUNNING, Phase.FAILED): (
+        Reason.BAD_CONFIG,
+        Reason.TRAINING_FAILED,
+        Reason.RESTART_LIMIT,
+        Reason.DEADLINE_EXCEEDED,
+        Reason.COMPLETION_NOT_RECORDED,
+    ),
     (Phase.RESTARTING, Phase.RUNNING): (),
     (Phase.RESTARTING, Phase.SUCCEEDED): (Reason.COMPLETED,),
     # BadConfig: a restarted chief pod whose training command cannot be run (a new image)
@@ -92,9 +98,24 @@ EVENTS = {
 }
 
 # The status ConfigMap's data keys (all string values), in the order documented.
-STATUS_KEYS = ("runId", "phase", "step", "totalSteps", "loss", "restarts", "lastCheckpointStep",
-               "reason", "message", "startedAt", "finishedAt", "revision", "updatedAt",
-               "goodput", "productiveSeconds", "badputSeconds")
+STATUS_KEYS = (
+    "runId",
+    "phase",
+    "step",
+    "totalSteps",
+    "loss",
+    "restarts",
+    "lastCheckpointStep",
+    "reason",
+    "message",
+    "startedAt",
+    "finishedAt",
+    "revision",
+    "updatedAt",
+    "goodput",
+    "productiveSeconds",
+    "badputSeconds",
+)
 # What a worker other than the chief writes when it records its own terminal failure: it
 # knows neither the checkpoints nor the restart count, and must not overwrite them.
 TERMINAL_KEYS = ("runId", "phase", "reason", "message", "finishedAt", "revision", "updatedAt")
@@ -114,7 +135,7 @@ class RunState:
     message: str = ""
     step: int | None = None
     total_steps: int | None = None
-    loss: str = ""               # as the trainer printed it
+    loss: str = ""  # as the trainer printed it
     restarts: int = 0
     last_checkpoint_step: int | None = None
     started_at: str = ""
@@ -136,22 +157,27 @@ def fresh(run_id: str, revision: str, now: str) -> RunState:
     return RunState(run_id=run_id, revision=revision, started_at=now, updated_at=now)
 
 
-def advance(state: RunState, to: Phase, *, now: str, reason: Reason | None = None,
-            message: str = "") -> RunState:
+def advance(state: RunState, to: Phase, *, now: str, reason: Reason | None = None, message: str = "") -> RunState:
     """The state after the transition `state.phase -> to`; refuses one the machine lacks."""
     allowed = EDGES.get((state.phase, to))
     if allowed is None:
         raise IllegalTransition(f"{state.phase} -> {to} is not a transition of a run")
     if to in TERMINAL:
         if reason not in allowed:
-            raise IllegalTransition(f"{state.phase} -> {to} cannot have reason {reason}; "
-                                    f"allowed: {', '.join(map(str, allowed))}")
+            raise IllegalTransition(
+                f"{state.phase} -> {to} cannot have reason {reason}; allowed: {', '.join(map(str, allowed))}"
+            )
     elif reason is not None:
         raise IllegalTransition(f"{state.phase} -> {to} is not terminal and takes no reason")
-    return replace(state, phase=to, reason=str(reason) if reason else "",
-                   message=status_message(message), updated_at=now,
-                   restarts=state.restarts + (1 if to is Phase.RESTARTING else 0),
-                   finished_at=now if to in TERMINAL else "")
+    return replace(
+        state,
+        phase=to,
+        reason=str(reason) if reason else "",
+        message=status_message(message),
+        updated_at=now,
+        restarts=state.restarts + (1 if to is Phase.RESTARTING else 0),
+        finished_at=now if to in TERMINAL else "",
+    )
 
 
 def status_message(text: object) -> str:
@@ -182,12 +208,22 @@ def _num(value: int | None) -> str:
 def to_data(state: RunState, keys: tuple[str, ...] = STATUS_KEYS) -> dict[str, str]:
     """The ConfigMap data for a state (every value a string; unknown: "")."""
     every = {
-        "runId": state.run_id, "phase": str(state.phase), "step": _num(state.step),
-        "totalSteps": _num(state.total_steps), "loss": state.loss, "restarts": str(state.restarts),
-        "lastCheckpointStep": _num(state.last_checkpoint_step), "reason": state.reason,
-        "message": state.message, "startedAt": state.started_at, "finishedAt": state.finished_at,
-        "revision": state.revision, "updatedAt": state.updated_at, "goodput": state.goodput,
-        "productiveSeconds": state.productive_seconds, "badputSeconds": state.badput_seconds,
+        "runId": state.run_id,
+        "phase": str(state.phase),
+        "step": _num(state.step),
+        "totalSteps": _num(state.total_steps),
+        "loss": state.loss,
+        "restarts": str(state.restarts),
+        "lastCheckpointStep": _num(state.last_checkpoint_step),
+        "reason": state.reason,
+        "message": state.message,
+        "startedAt": state.started_at,
+        "finishedAt": state.finished_at,
+        "revision": state.revision,
+        "updatedAt": state.updated_at,
+        "goodput": state.goodput,
+        "productiveSeconds": state.productive_seconds,
+        "badputSeconds": state.badput_seconds,
     }
     return {key: every[key] for key in keys}
 
@@ -208,14 +244,23 @@ def from_data(data: dict | None) -> RunState | None:
     except ValueError:
         return None
     return RunState(
-        run_id=data["runId"], phase=phase, reason=data.get("reason", ""), message=data.get("message", ""),
-        step=_int_or_none(data.get("step")), total_steps=_int_or_none(data.get("totalSteps")),
-        loss=data.get("loss", ""), restarts=_int_or_none(data.get("restarts")) or 0,
+        run_id=data["runId"],
+        phase=phase,
+        reason=data.get("reason", ""),
+        message=data.get("message", ""),
+        step=_int_or_none(data.get("step")),
+        total_steps=_int_or_none(data.get("totalSteps")),
+        loss=data.get("loss", ""),
+        restarts=_int_or_none(data.get("restarts")) or 0,
         last_checkpoint_step=_int_or_none(data.get("lastCheckpointStep")),
-        started_at=data.get("startedAt", ""), finished_at=data.get("finishedAt", ""),
-        revision=data.get("revision", ""), updated_at=data.get("updatedAt", ""),
-        goodput=data.get("goodput", ""), productive_seconds=data.get("productiveSeconds", ""),
-        badput_seconds=data.get("badputSeconds", ""))
+        started_at=data.get("startedAt", ""),
+        finished_at=data.get("finishedAt", ""),
+        revision=data.get("revision", ""),
+        updated_at=data.get("updatedAt", ""),
+        goodput=data.get("goodput", ""),
+        productive_seconds=data.get("productiveSeconds", ""),
+        badput_seconds=data.get("badputSeconds", ""),
+    )
 
 
 def recorded_final(recorded: RunState | None, incoming: RunState) -> bool:
@@ -238,14 +283,13 @@ TRAIN, SUCCEEDED_ALREADY, FAILED_ALREADY = "train", "succeeded", "failed"
 
 @dataclass(frozen=True)
 class StartPlan:
-    action: str          # TRAIN, SUCCEEDED_ALREADY or FAILED_ALREADY
-    state: RunState      # the run's state to continue from
-    resumed: bool        # the run was under way when this launcher started (a pod restart)
-    why: str             # one line for the log
+    action: str  # TRAIN, SUCCEEDED_ALREADY or FAILED_ALREADY
+    state: RunState  # the run's state to continue from
+    resumed: bool  # the run was under way when this launcher started (a pod restart)
+    why: str  # one line for the log
 
 
-def plan_start(recorded: RunState | None, run_id: str, revision: str, completed: bool,
-               now: str) -> StartPlan:
+def plan_start(recorded: RunState | None, run_id: str, revision: str, completed: bool, now: str) -> StartPlan:
     """What a launcher does before training, from the COMPLETED marker and the recorded status.
 
     - the marker exists: Succeeded (again), never retrain;
@@ -261,23 +305,39 @@ def plan_start(recorded: RunState | None, run_id: str, revision: str, completed:
         if same_run and recorded.phase is Phase.SUCCEEDED:
             return StartPlan(SUCCEEDED_ALREADY, recorded, False, "run already Succeeded (COMPLETED marker)")
         base = recorded if same_run and not recorded.terminal else fresh(run_id, revision, now)
-        state = advance(replace(base, phase=Phase.PENDING), Phase.SUCCEEDED, now=now,
-                        reason=Reason.COMPLETED, message="COMPLETED marker found: the run finished earlier")
+        state = advance(
+            replace(base, phase=Phase.PENDING),
+            Phase.SUCCEEDED,
+            now=now,
+            reason=Reason.COMPLETED,
+            message="COMPLETED marker found: the run finished earlier",
+        )
         return StartPlan(SUCCEEDED_ALREADY, state, False, "run already completed (COMPLETED marker)")
     if same_run and recorded.phase is Phase.SUCCEEDED:
         return StartPlan(SUCCEEDED_ALREADY, recorded, False, "run already Succeeded (status)")
     if same_run and recorded.phase is Phase.FAILED:
         if revision and recorded.revision == revision:
-            return StartPlan(FAILED_ALREADY, recorded, False,
-                             f"run already Failed ({recorded.reason}) at revision {revision}")
-        return StartPlan(TRAIN, fresh(run_id, revision, now), False,
-                         f"run Failed ({recorded.reason}) at revision {recorded.revision or '-'}; "
-                         f"revision {revision or '-'} trains again")
+            return StartPlan(
+                FAILED_ALREADY, recorded, False, f"run already Failed ({recorded.reason}) at revision {revision}"
+            )
+        return StartPlan(
+            TRAIN,
+            fresh(run_id, revision, now),
+            False,
+            f"run Failed ({recorded.reason}) at revision {recorded.revision or '-'}; "
+            f"revision {revision or '-'} trains again",
+        )
     if same_run:
         resumed = recorded.phase in (Phase.RUNNING, Phase.RESTARTING)
-        state = replace(recorded, phase=Phase.RESTARTING if resumed else Phase.PENDING,
-                        revision=revision or recorded.revision, started_at=recorded.started_at or now,
-                        restarts=recorded.restarts + (1 if resumed else 0), updated_at=now, finished_at="")
+        state = replace(
+            recorded,
+            phase=Phase.RESTARTING if resumed else Phase.PENDING,
+            revision=revision or recorded.revision,
+            started_at=recorded.started_at or now,
+            restarts=recorded.restarts + (1 if resumed else 0),
+            updated_at=now,
+            finished_at="",
+        )
         return StartPlan(TRAIN, state, resumed, f"run under way since {state.started_at}: continuing")
     return StartPlan(TRAIN, fresh(run_id, revision, now), False, "new run")
 
@@ -308,8 +368,10 @@ def markdown_table() -> str:
     rows = ["| from | to | reasons | Event |", "|---|---|---|---|"]
     for (src, dst), reasons in EDGES.items():
         event = event_for(src, dst)
-        rows.append(f"| {src} | {dst} | {', '.join(f'`{r}`' for r in reasons) or '-'} | "
-                    f"{f'`{event[0]}` ({event[1]})' if event else '-'} |")
+        rows.append(
+            f"| {src} | {dst} | {', '.join(f'`{r}`' for r in reasons) or '-'} | "
+            f"{f'`{event[0]}` ({event[1]})' if event else '-'} |"
+        )
     return "\n".join(rows)
 
 

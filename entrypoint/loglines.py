@@ -11,6 +11,7 @@ nothing in them are double-quoted (inner `"` become `'`), and every line is one 
 newlines and control characters are folded to spaces, so a crafted message cannot forge a
 second line. Pure: no I/O, importable from the host tools, the launcher and the trainer.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ PREFIX = "tfmw"
 # The kinds, by producer (docs/contracts.md lists each line's fields).
 CONNECTING, CONNECTED, START, PROGRESS, CHECKPOINT = "connecting", "connected", "start", "progress", "checkpoint"
 RECOVERED, WARNING, DEBUG, STOPPED = "recovered", "warning", "debug", "stopped"
-ERROR, DONE, SIGTERM, EVAL = "error", "done", "sigterm", "eval"           # trainer
+ERROR, DONE, SIGTERM, EVAL = "error", "done", "sigterm", "eval"  # trainer
 LAUNCHER, LIFECYCLE, COMPLETED, FAILED = "launcher", "lifecycle", "completed", "failed"  # launcher
 
 _KV = re.compile(r'(\w+)=("[^"]*"|\S+)')
@@ -127,7 +128,7 @@ def notice(kind: str, text: str) -> str:
     return f"{line(kind)}: {one_line(text)}"
 
 
-BENCH = "bench"   # the bench workers' result lines: `tfmw bench <name>=<json>`
+BENCH = "bench"  # the bench workers' result lines: `tfmw bench <name>=<json>`
 
 
 def payload_line(kind: str, name: str, payload: object) -> str:
@@ -139,4 +140,4 @@ def payload_line(kind: str, name: str, payload: object) -> str:
 def payloads(lines, kind: str, name: str) -> list:
     """The JSON of every `tfmw <kind> <name>=<json>` line among `lines`, in order."""
     head = f"{name}="
-    return [json.loads(p.text[len(head):]) for p in find(lines, kind) if p.text.startswith(head)]
+    return [json.loads(p.text[len(head) :]) for p in find(lines, kind) if p.text.startswith(head)]

@@ -7,14 +7,21 @@ follows the trainer's lines, and its time account (entrypoint.goodput). Any comm
 launcher's metrics (phase, restarts, goodput); the built-in trainer's lines add the training
 ones (step, loss, examples/s, checkpoints).
 """
+
 from __future__ import annotations
 
 import socket
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric,
-                                    StateSetMetricFamily, SummaryMetricFamily)
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+    StateSetMetricFamily,
+    SummaryMetricFamily,
+)
 
 from .goodput import CAUSES
 from .lifecycle import Phase
@@ -35,37 +42,64 @@ class RunCollector:
 
     def collect(self) -> Iterator[Metric]:
         state, account, observed = self.tracker.view()
-        yield InfoMetricFamily("tfmw_run", "The run this launcher trains",
-                               value={"run_id": state.run_id, "worker": self.worker, "role": self.role,
-                                      "revision": state.revision})
-        yield StateSetMetricFamily("tfmw_phase", "The run's phase (docs/lifecycle.md), as this launcher sees it",
-                                   value={str(p): p is state.phase for p in Phase})
-        yield from _gauges([
-            ("tfmw_step", "The last training step seen", state.step),
-            ("tfmw_total_steps", "The run's total steps", state.total_steps),
-            ("tfmw_loss", "The last loss the trainer printed", _float(state.loss)),
-            ("tfmw_examples_per_second", "Global examples per second over the last logging window",
-             observed.examples_per_sec),
-            ("tfmw_last_checkpoint_step", "The step of the chief's last published checkpoint",
-             state.last_checkpoint_step),
-            ("tfmw_checkpoint_last_seconds", "The last checkpoint save's seconds (the chief's)",
-             observed.checkpoint_seconds_last),
-            ("tfmw_goodput_ratio", "Productive seconds / wall seconds of the run (entrypoint.goodput)",
-             account.goodput),
-        ])
-        yield SummaryMetricFamily("tfmw_checkpoint_seconds", "Checkpoint saves and their seconds (the chief's)",
-                                  count_value=observed.checkpoints, sum_value=observed.checkpoint_seconds_sum)
-        restarts = CounterMetricFamily("tfmw_restarts", "In-place restarts of the training command, by kind",
-                                       labels=["kind"])
+        yield InfoMetricFamily(
+            "tfmw_run",
+            "The run this launcher trains",
+            value={"run_id": state.run_id, "worker": self.worker, "role": self.role, "revision": state.revision},
+        )
+        yield StateSetMetricFamily(
+            "tfmw_phase",
+            "The run's phase (docs/lifecycle.md), as this launcher sees it",
+            value={str(p): p is state.phase for p in Phase},
+        )
+        yield from _gauges(
+            [
+                ("tfmw_step", "The last training step seen", state.step),
+                ("tfmw_total_steps", "The run's total steps", state.total_steps),
+                ("tfmw_loss", "The last loss the trainer printed", _float(state.loss)),
+                (
+                    "tfmw_examples_per_second",
+                    "Global examples per second over the last logging window",
+                    observed.examples_per_sec,
+                ),
+                (
+                    "tfmw_last_checkpoint_step",
+                    "The step of the chief's last published checkpoint",
+                    state.last_checkpoint_step,
+                ),
+                (
+                    "tfmw_checkpoint_last_seconds",
+                    "The last checkpoint save's seconds (the chief's)",
+                    observed.checkpoint_seconds_last,
+                ),
+                (
+                    "tfmw_goodput_ratio",
+                    "Productive seconds / wall seconds of the run (entrypoint.goodput)",
+                    account.goodput,
+                ),
+            ]
+        )
+        yield SummaryMetricFamily(
+            "tfmw_checkpoint_seconds",
+            "Checkpoint saves and their seconds (the chief's)",
+            count_value=observed.checkpoints,
+            sum_value=observed.checkpoint_seconds_sum,
+        )
+        restarts = CounterMetricFamily(
+            "tfmw_restarts", "In-place restarts of the training command, by kind", labels=["kind"]
+        )
         for kind in RESTART_KINDS:
             restarts.add_metric([kind], observed.restarts.get(kind, 0))
         yield restarts
-        yield GaugeMetricFamily("tfmw_run_restarts", "The run's restarts as recorded (pod restarts included)",
-                                value=state.restarts)
-        yield CounterMetricFamily("tfmw_productive_seconds", "Seconds of kept training progress",
-                                  value=account.productive)
-        badput = CounterMetricFamily("tfmw_badput_seconds", "Seconds that produced no kept progress, by cause",
-                                     labels=["cause"])
+        yield GaugeMetricFamily(
+            "tfmw_run_restarts", "The run's restarts as recorded (pod restarts included)", value=state.restarts
+        )
+        yield CounterMetricFamily(
+            "tfmw_productive_seconds", "Seconds of kept training progress", value=account.productive
+        )
+        badput = CounterMetricFamily(
+            "tfmw_badput_seconds", "Seconds that produced no kept progress, by cause", labels=["cause"]
+        )
         for cause in CAUSES:
             badput.add_metric([cause], account.badput[cause])
         yield badput
@@ -98,6 +132,8 @@ def serve(port: int, collector: RunCollector, log: Callable[[str], None]) -> obj
             return server
         except OSError as err:
             error = err
-    log(f"metrics: cannot serve on port {port} ({error.strerror or error}); training goes on without "
-        "a /metrics endpoint (metrics.port)")
+    log(
+        f"metrics: cannot serve on port {port} ({error.strerror or error}); training goes on without "
+        "a /metrics endpoint (metrics.port)"
+    )
     return None

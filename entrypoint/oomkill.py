@@ -17,14 +17,15 @@ kernel, `make local` as plain processes) is "unknown" (None): the failure is rep
 before. The kernel counts the kill before it sends SIGKILL, so the counter is up by the time
 the launcher reaps the child.
 """
+
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 
 ROOT = "/sys/fs/cgroup"
-OOM_KILLED = "OOMKilled"   # the cause's name, as the kubelet names a container the OOM killer ended
-UNLIMITED = 1 << 62        # v1 reports "no limit" as PAGE_COUNTER_MAX pages (9223372036854771712)
+OOM_KILLED = "OOMKilled"  # the cause's name, as the kubelet names a container the OOM killer ended
+UNLIMITED = 1 << 62  # v1 reports "no limit" as PAGE_COUNTER_MAX pages (9223372036854771712)
 FIX = "raise workers.resources.limits.memory or lower training.config.batchSizePerReplica"
 
 
@@ -86,11 +87,15 @@ def human_bytes(size: int) -> str:
 def oom_message(limit: int | None) -> str:
     """The one line that says why, and what to change."""
     if limit is None:  # no container limit: the node itself ran out of memory
-        return ("the trainer was killed by the kernel's OOM killer (the container has no memory limit: the "
-                f"node ran out of memory): set workers.resources.limits.memory or lower "
-                "training.config.batchSizePerReplica")
-    return (f"the trainer was killed by the kernel's OOM killer at the container's memory limit "
-            f"({human_bytes(limit)}): {FIX}")
+        return (
+            "the trainer was killed by the kernel's OOM killer (the container has no memory limit: the "
+            "node ran out of memory): set workers.resources.limits.memory or lower "
+            "training.config.batchSizePerReplica"
+        )
+    return (
+        f"the trainer was killed by the kernel's OOM killer at the container's memory limit "
+        f"({human_bytes(limit)}): {FIX}"
+    )
 
 
 def oom_cause(before: int | None, cgroup: MemoryCgroup) -> str | None:

@@ -5,12 +5,13 @@ the pod has an IP, so "resolves" means "the pod exists and is scheduled". Tensor
 own group formation then waits for the gRPC servers. Resolver, clock and sleep are
 injected so the logic tests without DNS or real time.
 """
+
 from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable
 
 from . import loglines
 from .errors import PeersNotFound
@@ -27,14 +28,19 @@ def dns_resolves(host: str) -> bool:
         return False
 
 
-def wait_for_peers(hosts: Iterable[str], timeout_seconds: float,
-                   resolve: Resolver = dns_resolves,
-                   clock: Callable[[], float] = time.monotonic,
-                   sleep: Callable[[float], None] = time.sleep,
-                   log: Callable[[str], None] = print,
-                   first_delay: float = 0.25, max_delay: float = 5.0,
-                   log_every_seconds: float = 10.0,
-                   ready: str = "resolved", hint: str = PEERS_HINT) -> float:
+def wait_for_peers(
+    hosts: Iterable[str],
+    timeout_seconds: float,
+    resolve: Resolver = dns_resolves,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    log: Callable[[str], None] = print,
+    first_delay: float = 0.25,
+    max_delay: float = 5.0,
+    log_every_seconds: float = 10.0,
+    ready: str = "resolved",
+    hint: str = PEERS_HINT,
+) -> float:
     """Block until all hosts resolve; return the seconds waited.
 
     Raises PeersNotFound naming the hosts still missing at the deadline. Backoff doubles
@@ -58,10 +64,16 @@ def wait_for_peers(hosts: Iterable[str], timeout_seconds: float,
         if now >= deadline:
             raise PeersNotFound(
                 f"peers not found after {timeout_seconds:g}s: {len(pending)} of {total} never {ready}: "
-                f"{_names(pending)}; {hint}")
+                f"{_names(pending)}; {hint}"
+            )
         if last_log is None or now - last_log >= log_every_seconds:
-            log(loglines.line(loglines.LAUNCHER, text=f"peers: {total - len(pending)}/{total} {ready}, waiting "
-                              f"for {_names(pending)} ({now - start:.0f}s of {timeout_seconds:g}s)"))
+            log(
+                loglines.line(
+                    loglines.LAUNCHER,
+                    text=f"peers: {total - len(pending)}/{total} {ready}, waiting "
+                    f"for {_names(pending)} ({now - start:.0f}s of {timeout_seconds:g}s)",
+                )
+            )
             last_log = now
         sleep(min(delay, max(deadline - now, 0.0)))
         delay = min(delay * 2, max_delay)
@@ -74,7 +86,7 @@ def _still_pending(hosts: list[str], resolve: Resolver, parallel: int = 32) -> l
         return [h for h in hosts if not resolve(h)]
     with ThreadPoolExecutor(max_workers=min(parallel, len(hosts))) as pool:
         answers = list(pool.map(resolve, hosts))
-    return [h for h, ok in zip(hosts, answers) if not ok]
+    return [h for h, ok in zip(hosts, answers, strict=True) if not ok]
 
 
 def _names(hosts: list[str], limit: int = 5) -> str:
@@ -85,10 +97,12 @@ def _names(hosts: list[str], limit: int = 5) -> str:
 def port_accepts(port: int, connect_timeout: float = 5.0) -> Resolver:
     """A Resolver that asks more than DNS: the name resolves and `port` accepts a TCP
     connection, i.e. the worker's gRPC server is up (`check-peers --port`, the helm test)."""
+
     def accepts(host: str) -> bool:
         try:
             socket.create_connection((host, port), timeout=connect_timeout).close()
             return True
         except (OSError, UnicodeError, ValueError):
             return False
+
     return accepts

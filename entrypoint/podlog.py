@@ -10,14 +10,15 @@ once and the copy stops.
 
 Standard library only (it runs in the image, in the launcher and the reader pod).
 """
+
 from __future__ import annotations
 
 import os
 import re
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 LOGS_DIR = "logs"
 _POD = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
@@ -41,7 +42,7 @@ class PodLog:
 
     def _open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - kept open, closed in close()
+        self._file = open(self.path, "ab", buffering=0)  # kept open, closed in close()
         self._size = self._file.tell()
 
     def write(self, data: bytes) -> None:
@@ -60,8 +61,10 @@ class PodLog:
                 self._size += len(data)
             except OSError as err:
                 self._broken = True
-                self.say(f"logs: cannot keep this pod's log in {self.path} ({err.strerror or err}); "
-                         "kubectl logs still has it while the pod runs")
+                self.say(
+                    f"logs: cannot keep this pod's log in {self.path} ({err.strerror or err}); "
+                    "kubectl logs still has it while the pod runs"
+                )
 
     def line(self, text: str) -> None:
         self.write(text.encode(errors="replace") + b"\n")

@@ -13,6 +13,7 @@ import: "already completed" answers in well under a second); a URI goes through
 tf.io.gfile, which TensorFlow's own checkpoints and summaries use too. The launcher
 imports this module, never anything under entrypoint.training (imports go one way).
 """
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ class RunDir:
     root: str
 
     @classmethod
-    def of(cls, shared_dir: str, run_id: str) -> "RunDir":
+    def of(cls, shared_dir: str, run_id: str) -> RunDir:
         return cls(os.path.join(shared_dir, run_id))
 
     @property
@@ -53,6 +54,7 @@ def is_uri(path: str) -> bool:
 
 def _gfile():
     import tensorflow as tf  # only for object-store URIs
+
     return tf.io.gfile
 
 
@@ -91,8 +93,19 @@ def write_atomic(path: str, text: str) -> None:
 
 # The COMPLETED record's keys, one spelling (camelCase, as the status ConfigMap's): the
 # trainer's record, and the launcher's (`by: launcher`, the command) for a user command.
-COMPLETED_KEYS = ("runId", "steps", "finalLoss", "model", "seconds", "examplesPerSec", "weightsDigest",
-                  "workers", "by", "command", "finishedAt")
+COMPLETED_KEYS = (
+    "runId",
+    "steps",
+    "finalLoss",
+    "model",
+    "seconds",
+    "examplesPerSec",
+    "weightsDigest",
+    "workers",
+    "by",
+    "command",
+    "finishedAt",
+)
 # Launchers before issue 13 wrote `finished_at`: a marker they left on a volume is read with
 # today's key, so a run recorded by an older version reads whole (and still never retrains).
 _OLDER_SPELLINGS = {"finished_at": "finishedAt"}
@@ -105,8 +118,10 @@ def write_completed(run: RunDir, record: dict, now: float | None = None) -> None
     unknown = sorted(set(record) - set(COMPLETED_KEYS))
     if unknown:
         raise ValueError(f"COMPLETED: unknown keys {unknown}; the record's keys are {', '.join(COMPLETED_KEYS)}")
-    stamped = {**record, "finishedAt": record.get("finishedAt") or
-               time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))}
+    stamped = {
+        **record,
+        "finishedAt": record.get("finishedAt") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+    }
     write_atomic(run.completed, json.dumps(stamped, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
@@ -130,7 +145,7 @@ def _read_marker(path: str):
         try:
             with gfile.GFile(path, "r") as f:
                 return json.loads(f.read())
-        except Exception:  # noqa: BLE001 - any read failure of a present marker still means "done"
+        except Exception:  # any read failure of a present marker still means "done"
             return {}
     try:
         with open(path, encoding="utf-8") as f:
@@ -142,6 +157,7 @@ def _read_marker(path: str):
 
 
 # -- the heartbeat file ------------------------------------------------------------------
+
 
 def format_beat(step: int, phase: str) -> str:
     return f"{step} {phase}\n"

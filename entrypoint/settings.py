@@ -3,16 +3,18 @@
 The chart sets these variables (docs/contracts.md); anything a value can break is refused
 here, before any DNS lookup or TensorFlow import, with one line naming the variable.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import jsonschema
 
 from .errors import ConfigError
+from .hangwatch import ADAPTIVE
+from .hangwatch import MODES as HANG_DETECTION_MODES
 from .standby import POLICIES as STANDBY_POLICIES
-from .hangwatch import ADAPTIVE, MODES as HANG_DETECTION_MODES
 
 # Anchored with \Z, not $: jsonschema matches patterns with re.search, where "$" also matches
 # before a trailing newline, so "default\n" was a valid namespace and the peer host became
@@ -52,7 +54,7 @@ ENV_SCHEMA = {
         "TFMW_MAX_RESTARTS": {"type": "string", "pattern": _UINT, "maxLength": 4},
         "TFMW_HANG_TIMEOUT_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 6},
         "TFMW_HANG_DETECTION": {"enum": [*HANG_DETECTION_MODES, ""]},  # "": unset (adaptive)
-        "TFMW_ON_SUCCESS": {"enum": [*POLICIES, ""]},   # "": unset
+        "TFMW_ON_SUCCESS": {"enum": [*POLICIES, ""]},  # "": unset
         "TFMW_WARM_STANDBY": {"enum": [*STANDBY_POLICIES, ""]},  # "": unset (auto)
         "TFMW_ON_FAILURE": {"enum": [*POLICIES, ""]},
         "TFMW_ACTIVE_DEADLINE_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 9},
@@ -100,8 +102,8 @@ class LauncherSettings:
     service: str | None
     replicas: int | None
     port: int
-    metrics_port: int               # the launcher's /metrics (entrypoint.metrics); 0: none
-    keep_log_mib: int               # this pod's log kept in <run>/logs (entrypoint.podlog); 0: none
+    metrics_port: int  # the launcher's /metrics (entrypoint.metrics); 0: none
+    keep_log_mib: int  # this pod's log kept in <run>/logs (entrypoint.podlog); 0: none
     cluster_domain: str
     peer_timeout_seconds: int
     run_id: str | None
@@ -109,13 +111,13 @@ class LauncherSettings:
     loopback_ports: bool
     max_restarts: int
     hang_timeout_seconds: int
-    hang_detection: str             # adaptive | static (unset: adaptive)
-    warm_standby: str               # auto | true | false (unset: auto; entrypoint.standby)
-    on_success: str                 # scaleToZero | idle (unset: idle, what older manifests get)
+    hang_detection: str  # adaptive | static (unset: adaptive)
+    warm_standby: str  # auto | true | false (unset: auto; entrypoint.standby)
+    on_success: str  # scaleToZero | idle (unset: idle, what older manifests get)
     on_failure: str
-    active_deadline_seconds: int    # 0: none
-    pod_revision: str               # controller-revision-hash of the pod ("" unknown)
-    api_dir: str | None             # token, ca.crt, namespace; None: no API access
+    active_deadline_seconds: int  # 0: none
+    pod_revision: str  # controller-revision-hash of the pod ("" unknown)
+    api_dir: str | None  # token, ca.crt, namespace; None: no API access
     status_configmap: str | None
 
 
@@ -125,8 +127,7 @@ def _truthy(value: str) -> bool:
 
 def _check_schema(env: Mapping[str, str]) -> None:
     relevant = {k: v for k, v in env.items() if k in ENV_SCHEMA["properties"]}
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(ENV_SCHEMA).iter_errors(relevant))
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(ENV_SCHEMA).iter_errors(relevant))
     if error is None:
         return
     key = error.path[0] if error.path else "environment"
@@ -147,24 +148,28 @@ def _metrics_port(env: Mapping[str, str], port: int, replicas: int | None, loopb
         raise ConfigError(f"TFMW_METRICS_PORT={raw!r} must be {_WHAT['TFMW_METRICS_PORT']}")
     span = (replicas or 1) if loopback else 1
     if metrics + span - 1 > 65535:
-        raise ConfigError(f"TFMW_METRICS_PORT={metrics} with TFMW_LOOPBACK_PORTS=1 and {span} workers needs "
-                          f"ports up to {metrics + span - 1}, over 65535: set metrics.port to at most {65536 - span}")
+        raise ConfigError(
+            f"TFMW_METRICS_PORT={metrics} with TFMW_LOOPBACK_PORTS=1 and {span} workers needs "
+            f"ports up to {metrics + span - 1}, over 65535: set metrics.port to at most {65536 - span}"
+        )
     if metrics < port + span and port < metrics + span:
-        raise ConfigError(f"TFMW_METRICS_PORT={metrics} is a port the workers' gRPC uses (TFMW_PORT={port}"
-                          f"{f' to {port + span - 1}' if span > 1 else ''}): set metrics.port to another port")
+        raise ConfigError(
+            f"TFMW_METRICS_PORT={metrics} is a port the workers' gRPC uses (TFMW_PORT={port}"
+            f"{f' to {port + span - 1}' if span > 1 else ''}): set metrics.port to another port"
+        )
     return metrics
 
 
-def load_settings(env: Mapping[str, str], need_derivation: bool = True,
-                  required: Sequence[str] | None = None) -> LauncherSettings:
+def load_settings(
+    env: Mapping[str, str], need_derivation: bool = True, required: Sequence[str] | None = None
+) -> LauncherSettings:
     """Validate the pod environment. `need_derivation`: TF_CONFIG is not preset, so the
     variables it is derived from (`required`, default: a StatefulSet pod's) must all be there."""
     _check_schema(env)
     if need_derivation:
         missing = [k for k in (DERIVE_REQUIRED if required is None else required) if not env.get(k)]
         if missing:
-            raise ConfigError(
-                f"{', '.join(missing)} not set; the chart sets them (or preset TF_CONFIG)")
+            raise ConfigError(f"{', '.join(missing)} not set; the chart sets them (or preset TF_CONFIG)")
     replicas = int(env["TFMW_REPLICAS"]) if env.get("TFMW_REPLICAS") else None
     if replicas is not None and replicas < 1:
         raise ConfigError(f"TFMW_REPLICAS={env['TFMW_REPLICAS']!r} must be {_WHAT['TFMW_REPLICAS']}")
@@ -176,7 +181,8 @@ def load_settings(env: Mapping[str, str], need_derivation: bool = True,
         # worker j listens on TFMW_PORT + j: the last one must still be a TCP port
         raise ConfigError(
             f"TFMW_PORT={port} with TFMW_LOOPBACK_PORTS=1 and TFMW_REPLICAS={replicas} needs ports up to "
-            f"{port + replicas - 1}, over 65535: set workers.port to at most {65536 - replicas}")
+            f"{port + replicas - 1}, over 65535: set workers.port to at most {65536 - replicas}"
+        )
     metrics_port = _metrics_port(env, port, replicas, loopback_ports)
     return LauncherSettings(
         pod_name=env.get("TFMW_POD_NAME") or None,

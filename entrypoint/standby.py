@@ -11,7 +11,7 @@ the standby runs the command in this process, exactly as `python -m <module> arg
 and exit code are the trainer's.
 
 While waiting it costs no GPU memory: importing TensorFlow does not create the eager context
-or touch a device (tests/unit/test_standby.py checks it); nothing here calls TF. If the socket
+or touch a device (tests/entrypoint/test_standby.py checks it); nothing here calls TF. If the socket
 closes (the launcher is gone, or the standby was discarded) it exits 0, silently.
 
 Usage (the supervisor's, not an operator's):
@@ -21,6 +21,7 @@ Usage (the supervisor's, not an operator's):
 Only the standard library is imported here before "go": anything else would change what
 the command finds already imported.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -62,7 +63,7 @@ def _parse(argv: list[str]) -> tuple[int, list[str], list[str]]:
             i += 2
         else:
             raise SystemExit(f"entrypoint.standby: unknown argument {argv[i]!r}")
-    return fd, preload, argv[i + 1:]
+    return fd, preload, argv[i + 1 :]
 
 
 def _wait_for_go(sock: socket.socket) -> bool:
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     for module in preload:
         try:
             importlib.import_module(module)
-        except BaseException:  # noqa: BLE001 - the command meets the same error itself, and reports it
+        except BaseException:  # the command meets the same error itself, and reports it
             pass
     try:
         sock.sendall(b"ready\n")
@@ -157,8 +158,10 @@ def standby_plan(policy: str, command) -> tuple[tuple[str, ...] | None, str]:
     if policy == "false":
         return None, "off (training.warmStandby: false)"
     if entry is None:
-        return None, ("off: the training command is not `python -m <module> ...` or `python <script> ...` "
-                      "(no interpreter options), so only a cold start runs it as given")
+        return None, (
+            "off: the training command is not `python -m <module> ...` or `python <script> ...` "
+            "(no interpreter options), so only a cold start runs it as given"
+        )
     if builtin:
         return BUILTIN_PRELOAD, "on (the built-in trainer; TensorFlow and the trainer imported ahead)"
     if policy == "true":
@@ -180,13 +183,29 @@ class Standby:
 
     def __init__(self, command, env: dict, preload, cwd: str | None = None):
         import subprocess
+
         parent, child = socket.socketpair()
-        argv = [command[0], "-m", "entrypoint.standby", "--fd", str(child.fileno()),
-                "--preload", ",".join(preload), "--", *command]
+        argv = [
+            command[0],
+            "-m",
+            "entrypoint.standby",
+            "--fd",
+            str(child.fileno()),
+            "--preload",
+            ",".join(preload),
+            "--",
+            *command,
+        ]
         try:
             self.process = subprocess.Popen(
-                argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                pass_fds=(child.fileno(),), start_new_session=True)  # own group, as a cold start
+                argv,
+                env=env,
+                cwd=cwd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                pass_fds=(child.fileno(),),
+                start_new_session=True,
+            )  # own group, as a cold start
         except BaseException:
             parent.close()
             raise
@@ -235,6 +254,7 @@ class Standby:
     def discard(self) -> None:
         """Close the socket (the standby exits 0 on its own), kill its group to be sure, reap it."""
         import signal
+
         self.sock.close()
         if self.process.poll() is None:
             try:
@@ -243,7 +263,7 @@ class Standby:
                 pass
         try:
             self.process.wait(timeout=10)
-        except Exception:  # noqa: BLE001 - nothing more to do; never block the supervisor
+        except Exception:  # nothing more to do; never block the supervisor
             pass
         if self.process.stdout is not None:
             self.process.stdout.close()

@@ -10,12 +10,13 @@ Everything goes through one background thread fed by a coalescing queue: the new
 wins, at most one request is in flight, each request has a short timeout. An API error is
 logged once per kind and never reaches training.
 """
+
 from __future__ import annotations
 
 import collections
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from . import loglines
 from .kubeapi import APIError, KubeAPI
@@ -26,9 +27,17 @@ MAX_QUEUED_EVENTS = 32
 
 
 class StatusRecorder:
-    def __init__(self, api: KubeAPI | None, *, namespace: str | None, configmap: str | None,
-                 statefulset: str | None, pod_name: str | None, log: Callable[[str], None],
-                 clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        api: KubeAPI | None,
+        *,
+        namespace: str | None,
+        configmap: str | None,
+        statefulset: str | None,
+        pod_name: str | None,
+        log: Callable[[str], None],
+        clock: Callable[[], float] = time.time,
+    ):
         self.api = api
         self.namespace = namespace or ""
         self.configmap = configmap
@@ -37,9 +46,9 @@ class StatusRecorder:
         self.log = log
         self.clock = clock
         self._cond = threading.Condition()
-        self._data: dict[str, str] | None = None     # the next status write (coalesced)
+        self._data: dict[str, str] | None = None  # the next status write (coalesced)
         self._state: RunState | None = None
-        self._unsent: dict[str, str] = {}             # a failed write, resent with the next one
+        self._unsent: dict[str, str] = {}  # a failed write, resent with the next one
         self._events: collections.deque = collections.deque(maxlen=MAX_QUEUED_EVENTS)
         self._scale = False
         self._submitted = 0
@@ -47,10 +56,10 @@ class StatusRecorder:
         self._thread: threading.Thread | None = None
         self._logged: set[tuple[str, str]] = set()
         self._log_lock = threading.Lock()
-        self._scale_wanted = False     # a scale to 0 was asked for (retried while idle until done)
+        self._scale_wanted = False  # a scale to 0 was asked for (retried while idle until done)
         self._uid: str | None = None
-        self.released = False          # the StatefulSet was scaled to 0 by this launcher
-        self.status_ok: bool | None = None   # the last status write: True ok, False failed
+        self.released = False  # the StatefulSet was scaled to 0 by this launcher
+        self.status_ok: bool | None = None  # the last status write: True ok, False failed
         self.superseded: RunState | None = None  # a terminal state found recorded by a peer
 
     # -- what can be done at all ---------------------------------------------------------
@@ -93,8 +102,11 @@ class StatusRecorder:
 
     def scale_to_zero(self) -> None:
         if not self.can_release:
-            self._log_once("scale", f"statefulset/{self.statefulset or '?'} to 0",
-                           APIError("no API access", "TFMW_API_DIR is not set (rbac.create=false?)"))
+            self._log_once(
+                "scale",
+                f"statefulset/{self.statefulset or '?'} to 0",
+                APIError("no API access", "TFMW_API_DIR is not set (rbac.create=false?)"),
+            )
             return
         with self._cond:
             self._scale = True
@@ -175,7 +187,7 @@ class StatusRecorder:
             with self._cond:
                 if self._data is not None:  # a newer write is queued: it carries these keys too
                     self._data = {**data, **self._data}
-                else:                       # resent with the next write, or by retry_unsent()
+                else:  # resent with the next write, or by retry_unsent()
                     self._unsent = {**data, **self._unsent}
             self._log_once("record the status in", f"configmap/{self.configmap}", err)
 
@@ -188,16 +200,30 @@ class StatusRecorder:
     def _create_event(self, reason: str, event_type: str, message: str, when: str) -> None:
         try:
             uid = self._statefulset_uid()
-            self.api.create_event(self.namespace, {
-                "apiVersion": "v1", "kind": "Event",
-                "metadata": {"name": f"{self.statefulset}.{time.time_ns():x}", "namespace": self.namespace},
-                "involvedObject": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": self.statefulset,
-                                   "namespace": self.namespace, "uid": uid},
-                "reason": reason, "message": message[:1000], "type": event_type,
-                "source": {"component": EVENT_COMPONENT},
-                "reportingComponent": EVENT_COMPONENT, "reportingInstance": self.pod_name[:128],
-                "firstTimestamp": when, "lastTimestamp": when, "count": 1,
-            })
+            self.api.create_event(
+                self.namespace,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Event",
+                    "metadata": {"name": f"{self.statefulset}.{time.time_ns():x}", "namespace": self.namespace},
+                    "involvedObject": {
+                        "apiVersion": "apps/v1",
+                        "kind": "StatefulSet",
+                        "name": self.statefulset,
+                        "namespace": self.namespace,
+                        "uid": uid,
+                    },
+                    "reason": reason,
+                    "message": message[:1000],
+                    "type": event_type,
+                    "source": {"component": EVENT_COMPONENT},
+                    "reportingComponent": EVENT_COMPONENT,
+                    "reportingInstance": self.pod_name[:128],
+                    "firstTimestamp": when,
+                    "lastTimestamp": when,
+                    "count": 1,
+                },
+            )
         except APIError as err:
             self._log_once("record", f"Event {reason} on statefulset/{self.statefulset}", err)
 
@@ -209,8 +235,9 @@ class StatusRecorder:
             return
         if not self.released:
             self.released = True
-            self.log(loglines.line(loglines.LAUNCHER,
-                                   text=f"released: scaled statefulset/{self.statefulset} to 0 replicas"))
+            self.log(
+                loglines.line(loglines.LAUNCHER, text=f"released: scaled statefulset/{self.statefulset} to 0 replicas")
+            )
 
     def _log_once(self, verb: str, what: str, err: APIError) -> None:
         key = (verb, err.kind)

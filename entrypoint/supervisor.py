@@ -8,6 +8,7 @@ checkpoint, re-forms the group in seconds. The supervisor ends with an Ending (S
 Failed with a lifecycle reason, or stopped by a signal); what the pod does then (idle,
 scale to 0, exit) is the launcher's business (entrypoint.launcher).
 """
+
 from __future__ import annotations
 
 import errno
@@ -17,15 +18,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from . import loglines
-from .errors import (EXIT_BAD_CONFIG, EXIT_OK, EXIT_RETRYABLE, EXIT_SIGTERM, EXIT_TRAINING_FAILED)
+from .errors import EXIT_BAD_CONFIG, EXIT_OK, EXIT_RETRYABLE, EXIT_SIGTERM, EXIT_TRAINING_FAILED
 from .hangwatch import ADAPTIVE, FLOOR_SECONDS, HangWatch
 from .lifecycle import Phase, Reason
 from .oomkill import OOM_KILLED, MemoryCgroup, oom_cause
+
 # The run directory's one API (no TensorFlow import for a local path): the marker is
 # published the same way, and reads the same, whichever side writes it.
 from .rundir import RunDir, read_beat, read_completed, write_completed
@@ -96,27 +98,27 @@ def backoff_seconds(failures: int, first: float = 1.0, cap: float = 30.0) -> flo
 class SupervisorConfig:
     command: Sequence[str]
     env: dict
-    run_dir: Path | None            # <shared>/<run>; None: no shared storage (no completion marker)
+    run_dir: Path | None  # <shared>/<run>; None: no shared storage (no completion marker)
     heartbeat_file: Path
     max_restarts: int = 20
     hang_timeout_seconds: float = 0  # 0: watchdog off; else the static bound and the ceiling
-    hang_detection: str = ADAPTIVE   # adaptive: trainer steps get a bound from their observed time (hangwatch)
+    hang_detection: str = ADAPTIVE  # adaptive: trainer steps get a bound from their observed time (hangwatch)
     hang_floor_seconds: float = FLOOR_SECONDS  # the adaptive bound's floor (tests lower it)
     poll_seconds: float = 0.5
     backoff_first_seconds: float = 1.0
     regroup: Callable[[], None] = lambda: None  # before a restart: peers, the run's record (may raise)
-    is_chief: bool = False          # the chief records completion if the command did not
+    is_chief: bool = False  # the chief records completion if the command did not
     log: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
     # activeDeadlineSeconds: a wall-clock time (epoch seconds) after which training is stopped
     # (SIGTERM, so the trainer checkpoints; SIGKILL after stop_grace_seconds). None: no deadline.
     deadline: float | None = None
-    deadline_seconds: int = 0       # for the message only
+    deadline_seconds: int = 0  # for the message only
     stop_grace_seconds: float = 120.0
     wall_clock: Callable[[], float] = time.time
     # hooks for the run's state (entrypoint.tracker): called from the supervisor's threads
-    on_attempt: Callable[[int], None] = lambda attempt: None      # a training attempt starts
-    on_restart: Callable[[str], None] = lambda cause: None        # it failed; restarting in place
-    on_output: Callable[[str], None] = lambda line: None          # every line the command prints
+    on_attempt: Callable[[int], None] = lambda attempt: None  # a training attempt starts
+    on_restart: Callable[[str], None] = lambda cause: None  # it failed; restarting in place
+    on_output: Callable[[str], None] = lambda line: None  # every line the command prints
     # a new heartbeat: (step, phase, when it was written: epoch seconds, None if unknown)
     on_beat: Callable[[int, str | None, float | None], None] = lambda step, phase, written: None
     tee: Callable[[bytes], None] | None = None  # every raw output line, also (the kept log, entrypoint.podlog)
@@ -154,8 +156,9 @@ def marker_exists(marker: Path | None) -> bool:
     except OSError as err:
         if err.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG):
             return False
-        raise MarkerUnreadable(f"cannot tell whether {marker} exists ({err.strerror}); fix the shared "
-                               "storage (TFMW_SHARED_DIR, storage.*)") from None
+        raise MarkerUnreadable(
+            f"cannot tell whether {marker} exists ({err.strerror}); fix the shared storage (TFMW_SHARED_DIR, storage.*)"
+        ) from None
 
 
 def command_problem(command: Sequence[str], env: dict, cwd: str | None = None) -> str | None:
@@ -175,8 +178,10 @@ def command_problem(command: Sequence[str], env: dict, cwd: str | None = None) -
         if os.path.isdir(path):
             return f"training.command: {program!r} is a directory, not a program; {fix}"
         if not os.access(path, os.X_OK):
-            return (f"training.command: {program!r} is not executable; make it executable (chmod +x) or "
-                    "run it through its interpreter, e.g. [python, script.py]")
+            return (
+                f"training.command: {program!r} is not executable; make it executable (chmod +x) or "
+                "run it through its interpreter, e.g. [python, script.py]"
+            )
         return None
     search = os.get_exec_path(env)
     for directory in search:
@@ -190,11 +195,11 @@ def start_problem(command: Sequence[str], err: OSError) -> str:
     """One line for a training command the kernel refused to start (ENOEXEC: a script
     without a #! line; EACCES; ENOENT: a #! interpreter that does not exist)."""
     program = command[0] if command else ""
-    hint = {errno.ENOEXEC: "a script needs a #! line, or run it through its interpreter",
-            errno.ENOENT: "the program, or the interpreter its #! line names, does not exist"}.get(
-        err.errno, "check that it is an executable file")
-    return (f"training.command: cannot start {program!r} ({err.strerror or err}); {hint}; fix "
-            "training.command")
+    hint = {
+        errno.ENOEXEC: "a script needs a #! line, or run it through its interpreter",
+        errno.ENOENT: "the program, or the interpreter its #! line names, does not exist",
+    }.get(err.errno, "check that it is an executable file")
+    return f"training.command: cannot start {program!r} ({err.strerror or err}); {hint}; fix training.command"
 
 
 # The COMPLETED record's keys the `tfmw completed` line and the Succeeded message show, by
@@ -221,9 +226,9 @@ class _StartRefused(Exception):
 class _Attempt:
     returncode: int
     progressed: bool
-    reason: str          # why it ended, for the log and the Restarted Event
+    reason: str  # why it ended, for the log and the Restarted Event
     deadline_hit: bool
-    last_error: str      # the command's last `tfmw error ...` text, else its last output line
+    last_error: str  # the command's last `tfmw error ...` text, else its last output line
 
 
 class Supervisor:
@@ -260,8 +265,11 @@ class Supervisor:
         return self.cfg.deadline is not None and self.cfg.wall_clock() >= self.cfg.deadline
 
     def _deadline_ending(self, detail: str) -> Ending:
-        return Ending(Phase.FAILED, Reason.DEADLINE_EXCEEDED,
-                      f"training.activeDeadlineSeconds={self.cfg.deadline_seconds} passed; {detail}")
+        return Ending(
+            Phase.FAILED,
+            Reason.DEADLINE_EXCEEDED,
+            f"training.activeDeadlineSeconds={self.cfg.deadline_seconds} passed; {detail}",
+        )
 
     # -- main loop -----------------------------------------------------------------
     def run(self) -> Ending:
@@ -280,14 +288,16 @@ class Supervisor:
             except MarkerUnreadable as err:
                 return Ending(Phase.FAILED, Reason.BAD_CONFIG, str(err))
             if done_before:
-                return Ending(Phase.SUCCEEDED, Reason.COMPLETED,
-                              f"COMPLETED marker found:{completed_detail(self.cfg.run_dir) or ' the run finished'}")
+                return Ending(
+                    Phase.SUCCEEDED,
+                    Reason.COMPLETED,
+                    f"COMPLETED marker found:{completed_detail(self.cfg.run_dir) or ' the run finished'}",
+                )
             if self._deadline_passed():
                 return self._deadline_ending("not restarting training")
             attempt += 1
             self.cfg.on_attempt(attempt)
-            self._say(f"starting training (attempt {attempt}): "
-                      f"{' '.join(self.cfg.command)}")
+            self._say(f"starting training (attempt {attempt}): {' '.join(self.cfg.command)}")
             try:
                 result = self._run_once()
             except _StartRefused as refused:  # no retry makes the kernel start it
@@ -307,25 +317,38 @@ class Supervisor:
                     failed = self._record_completion(RunDir(str(self.cfg.run_dir)))
                     if failed is not None:
                         return failed
-                return Ending(Phase.SUCCEEDED, Reason.COMPLETED,
-                              f"training finished:{completed_detail(self.cfg.run_dir) or ' exit 0'}")
+                return Ending(
+                    Phase.SUCCEEDED,
+                    Reason.COMPLETED,
+                    f"training finished:{completed_detail(self.cfg.run_dir) or ' exit 0'}",
+                )
             if result.deadline_hit:
                 return self._deadline_ending(f"training stopped (exit {returncode})")
             if outcome == PERMANENT:
                 reason = PERMANENT_REASONS[returncode]
-                what = ("training refused its configuration" if reason is Reason.BAD_CONFIG
-                        else "training failed permanently")
-                self._say(f"{what} (exit {returncode}); not retrying"
-                          + (": fix training.config" if reason is Reason.BAD_CONFIG else ""))
+                what = (
+                    "training refused its configuration"
+                    if reason is Reason.BAD_CONFIG
+                    else "training failed permanently"
+                )
+                self._say(
+                    f"{what} (exit {returncode}); not retrying"
+                    + (": fix training.config" if reason is Reason.BAD_CONFIG else "")
+                )
                 return Ending(Phase.FAILED, reason, result.last_error or f"training exited with {returncode}")
             failures_without_progress = 1 if result.progressed else failures_without_progress + 1
             if failures_without_progress > self.cfg.max_restarts:
-                self._say(f"giving up: {failures_without_progress - 1} restarts "
-                          f"without progress (limit {self.cfg.max_restarts}); last failure: {result.reason}")
-                return Ending(Phase.FAILED, Reason.RESTART_LIMIT,
-                              f"{failures_without_progress - 1} restarts without progress "
-                              f"(training.maxRestarts={self.cfg.max_restarts}); last failure: {result.reason}"
-                              + (f": {result.last_error}" if result.last_error else ""))
+                self._say(
+                    f"giving up: {failures_without_progress - 1} restarts "
+                    f"without progress (limit {self.cfg.max_restarts}); last failure: {result.reason}"
+                )
+                return Ending(
+                    Phase.FAILED,
+                    Reason.RESTART_LIMIT,
+                    f"{failures_without_progress - 1} restarts without progress "
+                    f"(training.maxRestarts={self.cfg.max_restarts}); last failure: {result.reason}"
+                    + (f": {result.last_error}" if result.last_error else ""),
+                )
             self._spawn_standby()  # none yet (an early failure): it imports during the back-off
             delay = backoff_seconds(failures_without_progress, first=self.cfg.backoff_first_seconds)
             self.cfg.on_restart(result.reason)
@@ -353,19 +376,26 @@ class Supervisor:
                 write_completed(run, {"by": "launcher", "command": " ".join(self.cfg.command)})
                 return None
             except (OSError, MarkerUnreadable) as err:
-                error = (f"{type(err).__name__}: {err.strerror}" if isinstance(err, OSError) and err.strerror
-                         else f"{type(err).__name__}: {err}")
+                error = (
+                    f"{type(err).__name__}: {err.strerror}"
+                    if isinstance(err, OSError) and err.strerror
+                    else f"{type(err).__name__}: {err}"
+                )
             left = self.cfg.marker_retry_seconds - (time.monotonic() - started)
             if left <= 0 or self._stop.is_set():
-                message = (f"training finished but COMPLETED could not be written to {marker} after {tries} "
-                           f"tries ({error}); not retrying (that would train the run again): fix the shared "
-                           "storage (TFMW_SHARED_DIR, storage.*), then create that file (any JSON) or set a new "
-                           "training.runId")
+                message = (
+                    f"training finished but COMPLETED could not be written to {marker} after {tries} "
+                    f"tries ({error}); not retrying (that would train the run again): fix the shared "
+                    "storage (TFMW_SHARED_DIR, storage.*), then create that file (any JSON) or set a new "
+                    "training.runId"
+                )
                 self._say(message)
                 return Ending(Phase.FAILED, Reason.COMPLETION_NOT_RECORDED, message)
             if tries == 1:
-                self._say(f"cannot write COMPLETED to {marker} ({error}); retrying for up "
-                          f"to {self.cfg.marker_retry_seconds:g}s")
+                self._say(
+                    f"cannot write COMPLETED to {marker} ({error}); retrying for up "
+                    f"to {self.cfg.marker_retry_seconds:g}s"
+                )
             if self._stop.wait(min(delay, left)):
                 continue  # stopped: one last try, then the failure above
             delay = min(delay * 2, 10.0)
@@ -386,8 +416,12 @@ class Supervisor:
         if child is None:
             try:
                 child = subprocess.Popen(
-                    list(self.cfg.command), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                    start_new_session=True)  # own process group: a kill reaches every descendant
+                    list(self.cfg.command),
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )  # own process group: a kill reaches every descendant
             except OSError as err:
                 raise _StartRefused(start_problem(self.cfg.command, err)) from None
         self._child = child
@@ -398,8 +432,9 @@ class Supervisor:
         pump = threading.Thread(target=self._pump_output, args=(child,), daemon=True)
         pump.start()
         last_beat = None
-        watch = HangWatch(self.cfg.hang_timeout_seconds, self.cfg.hang_detection,
-                          floor_seconds=self.cfg.hang_floor_seconds)
+        watch = HangWatch(
+            self.cfg.hang_timeout_seconds, self.cfg.hang_detection, floor_seconds=self.cfg.hang_floor_seconds
+        )
         progressed = False
         hung = None
         deadline_hit = False
@@ -426,20 +461,23 @@ class Supervisor:
             if not deadline_hit and not self._stop.is_set() and self._deadline_passed():
                 deadline_hit = True
                 term_sent = time.monotonic()
-                self._say(f"deadline: training.activeDeadlineSeconds="
-                          f"{self.cfg.deadline_seconds} passed; stopping training (SIGTERM: the trainer "
-                          f"checkpoints at its next checkpoint boundary, SIGKILL after "
-                          f"{self.cfg.stop_grace_seconds:g}s)")
+                self._say(
+                    f"deadline: training.activeDeadlineSeconds="
+                    f"{self.cfg.deadline_seconds} passed; stopping training (SIGTERM: the trainer "
+                    f"checkpoints at its next checkpoint boundary, SIGKILL after "
+                    f"{self.cfg.stop_grace_seconds:g}s)"
+                )
                 _signal_group(child, signal.SIGTERM)
-            if deadline_hit and child.poll() is None and \
-                    time.monotonic() - term_sent > self.cfg.stop_grace_seconds:
+            if deadline_hit and child.poll() is None and time.monotonic() - term_sent > self.cfg.stop_grace_seconds:
                 self._say("deadline: training did not stop in time; killing it")
                 _signal_group(child, signal.SIGKILL)
                 term_sent = float("inf")
             verdict = None if self._stop.is_set() or hung else watch.check(time.monotonic(), self._last_activity)
             if verdict is not None:
-                self._say(f"watchdog: no training progress for {verdict.idle:.1f}s "
-                          f"(hang timeout {verdict.timeout:.3g}s, {verdict.basis}); killing training")
+                self._say(
+                    f"watchdog: no training progress for {verdict.idle:.1f}s "
+                    f"(hang timeout {verdict.timeout:.3g}s, {verdict.basis}); killing training"
+                )
                 _signal_group(child, signal.SIGKILL)
                 hung = verdict
         pump.join(timeout=5)
@@ -447,8 +485,11 @@ class Supervisor:
         returncode = child.returncode
         if hung:
             reason = f"hang: no progress for {hung.timeout:.3g}s ({hung.basis})"
-        elif returncode in (-signal.SIGKILL, 128 + signal.SIGKILL) and not deadline_hit and (
-                oom := oom_cause(oom_kills, self.cfg.memory)) is not None:  # 137: a shell's SIGKILLed child
+        elif (
+            returncode in (-signal.SIGKILL, 128 + signal.SIGKILL)
+            and not deadline_hit
+            and (oom := oom_cause(oom_kills, self.cfg.memory)) is not None
+        ):  # 137: a shell's SIGKILLed child
             reason = oom  # "OOMKilled: ... at the container's memory limit (2.0 GiB): raise ..."
         elif returncode < 0:
             reason = f"killed by signal {_signal_name(-returncode)}"
@@ -456,8 +497,13 @@ class Supervisor:
             reason = _GROUP_REASON
         else:
             reason = f"training exited with {returncode}"
-        return _Attempt(returncode if not hung else -signal.SIGKILL, progressed, reason, deadline_hit,
-                        self._last_error or self._last_line)
+        return _Attempt(
+            returncode if not hung else -signal.SIGKILL,
+            progressed,
+            reason,
+            deadline_hit,
+            self._last_error or self._last_line,
+        )
 
     # -- warm standby (entrypoint.standby) ------------------------------------------------
     def _spawn_standby(self) -> None:
@@ -481,11 +527,12 @@ class Supervisor:
             return None
         child = standby.take()
         if child is None:
-            self._say(f"start standby=no: the standby (pid {standby.pid}) {standby.why}; "
-                      "starting cold")
+            self._say(f"start standby=no: the standby (pid {standby.pid}) {standby.why}; starting cold")
             return None
-        self._say(f"start standby=yes pid={child.pid} ready={'yes' if standby.ready else 'no'}: "
-                  "the waiting process runs the training command (its imports already done)")
+        self._say(
+            f"start standby=yes pid={child.pid} ready={'yes' if standby.ready else 'no'}: "
+            "the waiting process runs the training command (its imports already done)"
+        )
         return child
 
     def _discard_standby(self) -> None:
@@ -514,11 +561,10 @@ class Supervisor:
                 self._last_error = loglines.error_text(error)
             try:
                 self.cfg.on_output(line)
-            except Exception as err:  # noqa: BLE001 - following progress must never stop the output
+            except Exception as err:  # following progress must never stop the output
                 if not self._output_error:
                     self._output_error = True
-                    self._say(f"status: cannot follow training output "
-                              f"({type(err).__name__}: {err}); training goes on")
+                    self._say(f"status: cannot follow training output ({type(err).__name__}: {err}); training goes on")
         child.stdout.close()
 
 

@@ -7,14 +7,15 @@ the supervisor's output thread: `tfmw start`, `tfmw progress`, `tfmw checkpoint 
 Parsing is cheap and never raises; recording is the recorder's background thread's job, so
 nothing here slows training.
 """
+
 from __future__ import annotations
 
 import collections
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 from . import loglines
 from .goodput import Accounting, Ledger
@@ -51,9 +52,17 @@ class RunTracker:
     """Holds the run's state and its time account (entrypoint.goodput); every transition is
     logged, and recorded by the chief (any worker records a terminal Failed it reaches itself)."""
 
-    def __init__(self, state: RunState, recorder, *, is_chief: bool, worker_index: int,
-                 log: Callable[[str], None], clock: Callable[[], float] = time.time,
-                 ledger: Ledger | None = None):
+    def __init__(
+        self,
+        state: RunState,
+        recorder,
+        *,
+        is_chief: bool,
+        worker_index: int,
+        log: Callable[[str], None],
+        clock: Callable[[], float] = time.time,
+        ledger: Ledger | None = None,
+    ):
         self._state = state
         self._lock = threading.Lock()
         self.recorder = recorder
@@ -86,8 +95,12 @@ class RunTracker:
 
     def _stamped(self, state: RunState) -> RunState:  # caller holds self._lock
         fields = self.ledger.snapshot(self.clock()).to_fields()
-        return replace(state, goodput=fields["goodput"], productive_seconds=fields["productiveSeconds"],
-                       badput_seconds=fields["badputSeconds"])
+        return replace(
+            state,
+            goodput=fields["goodput"],
+            productive_seconds=fields["productiveSeconds"],
+            badput_seconds=fields["badputSeconds"],
+        )
 
     # -- transitions -------------------------------------------------------------------
     def transition(self, to: Phase, reason: Reason | None = None, message: str = "") -> RunState:
@@ -106,18 +119,35 @@ class RunTracker:
                 event = event_for(src, to)
                 if event is not None:
                     self.recorder.event(event[0], event[1], state.message or f"{to}")
-        self.log(loglines.line(loglines.LIFECYCLE, phase=to, **{"from": src}, run=state.run_id,
-                               worker=self.worker_index, reason=state.reason or None, restarts=state.restarts,
-                               message=state.message or None))
+        self.log(
+            loglines.line(
+                loglines.LIFECYCLE,
+                phase=to,
+                **{"from": src},
+                run=state.run_id,
+                worker=self.worker_index,
+                reason=state.reason or None,
+                restarts=state.restarts,
+                message=state.message or None,
+            )
+        )
         return state
 
     def adopt(self, recorded: RunState) -> None:
         """The run ended elsewhere (a peer recorded it): take its state as ours, record nothing."""
         with self._lock:
             self._state = recorded
-        self.log(loglines.line(loglines.LIFECYCLE, phase=recorded.phase, run=recorded.run_id,
-                               worker=self.worker_index, reason=recorded.reason or "-", recorded_by="peer",
-                               message=recorded.message))
+        self.log(
+            loglines.line(
+                loglines.LIFECYCLE,
+                phase=recorded.phase,
+                run=recorded.run_id,
+                worker=self.worker_index,
+                reason=recorded.reason or "-",
+                recorded_by="peer",
+                message=recorded.message,
+            )
+        )
 
     def record_now(self, event: tuple[str, str, str] | None = None) -> None:
         """The chief writes the current state (start of a launcher), optionally with an Event."""
@@ -165,14 +195,20 @@ class RunTracker:
             s = self._state
             if kind == START:
                 resume = parsed.int_field("resume_step")
-                s = replace(s, step=resume if resume is not None else s.step,
-                            total_steps=parsed.int_field("steps") or s.total_steps)
+                s = replace(
+                    s,
+                    step=resume if resume is not None else s.step,
+                    total_steps=parsed.int_field("steps") or s.total_steps,
+                )
             elif kind == PROGRESS:
                 step = parsed.int_field("step")
                 total = f.get("step", "").partition("/")[2]
-                s = replace(s, step=step if step is not None else s.step,
-                            total_steps=(int(total) if total.isdigit() else 0) or s.total_steps,
-                            loss=f.get("loss", s.loss))
+                s = replace(
+                    s,
+                    step=step if step is not None else s.step,
+                    total_steps=(int(total) if total.isdigit() else 0) or s.total_steps,
+                    loss=f.get("loss", s.loss),
+                )
                 rate = parsed.float_field("examples_per_sec")
                 self.observed.examples_per_sec = rate if rate is not None else self.observed.examples_per_sec
             elif kind == CHECKPOINT and parsed.int_field("step") is not None:

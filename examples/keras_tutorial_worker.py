@@ -10,6 +10,7 @@ deletes (all workers must take part in the save). Differences from the tutorial:
 
 Run it with the chart: training.command: ["python", "/opt/user/keras_tutorial_worker.py"].
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,8 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # must precede `import tensorflow`
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
 PER_WORKER_BATCH = 64
 EPOCHS = int(os.environ.get("EXAMPLE_EPOCHS", "2"))
@@ -35,16 +36,21 @@ def synthetic_dataset(batch_size: int) -> tf.data.Dataset:
 
 
 def build_and_compile_cnn_model() -> tf.keras.Model:
-    model = tf.keras.Sequential([
-        tf.keras.layers.InputLayer(input_shape=(28, 28)),
-        tf.keras.layers.Reshape(target_shape=(28, 28, 1)),
-        tf.keras.layers.Conv2D(32, 3, activation="relu"),
-        tf.keras.layers.Flatten(),
-        tf.keras.layers.Dense(128, activation="relu"),
-        tf.keras.layers.Dense(10),
-    ])
-    model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  optimizer=tf.keras.optimizers.Adam(learning_rate=0.001), metrics=["accuracy"])
+    model = tf.keras.Sequential(
+        [
+            tf.keras.layers.InputLayer(input_shape=(28, 28)),
+            tf.keras.layers.Reshape(target_shape=(28, 28, 1)),
+            tf.keras.layers.Conv2D(32, 3, activation="relu"),
+            tf.keras.layers.Flatten(),
+            tf.keras.layers.Dense(128, activation="relu"),
+            tf.keras.layers.Dense(10),
+        ]
+    )
+    model.compile(
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        optimizer=tf.keras.optimizers.Adam(learning_rate=0.001),
+        metrics=["accuracy"],
+    )
     return model
 
 
@@ -79,8 +85,11 @@ def main() -> None:
     model.save(target)  # every worker saves: the save may run collectives
     if not is_chief(task_type, task_id):
         tf.io.gfile.rmtree(os.path.dirname(target))
-    print(f"example done worker={task_id} loss={history.history['loss'][-1]:.4f} "
-          f"first_loss={history.history['loss'][0]:.4f} model={target}", flush=True)
+    print(
+        f"example done worker={task_id} loss={history.history['loss'][-1]:.4f} "
+        f"first_loss={history.history['loss'][0]:.4f} model={target}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

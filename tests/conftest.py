@@ -1,11 +1,13 @@
 """Shared test fixtures: the repo, a loopback listener."""
+
 from __future__ import annotations
 
 import socket
-import sys
 from pathlib import Path
 
 import pytest
+
+from tfmw.chart.helmkit import ToolError, find_helm
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -39,3 +41,12 @@ def pytest_collection_modifyitems(items):
     the first of them and stops at the end of the session, so no other test shares the two
     cores with an idle cluster's kubelets, API server and CoreDNS."""
     items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)
+
+
+@pytest.fixture(scope="session")
+def helm_path() -> str:
+    """The pinned helm (the image and lint tests render with it)."""
+    try:
+        return find_helm()
+    except ToolError as error:
+        pytest.fail(str(error))  # a missing tool fails, never skips

@@ -4,6 +4,7 @@ Order matters: the environment, TF_CONFIG and the config are checked and the COM
 marker is looked at before TensorFlow is imported, so refusals and "already done" take
 well under a second.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,18 +22,31 @@ from .sigterm import SigtermFlag
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m entrypoint.training",
-                                     description="Built-in MultiWorkerMirroredStrategy trainer.")
-    parser.add_argument("--config", default=os.environ.get("TFMW_TRAINING_CONFIG"),
-                        help="YAML/JSON training config (default: $TFMW_TRAINING_CONFIG; none: all defaults)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override one config key, e.g. --set steps=100 --set model.name=mlp (repeatable)")
+    parser = argparse.ArgumentParser(
+        prog="python -m entrypoint.training", description="Built-in MultiWorkerMirroredStrategy trainer."
+    )
+    parser.add_argument(
+        "--config",
+        default=os.environ.get("TFMW_TRAINING_CONFIG"),
+        help="YAML/JSON training config (default: $TFMW_TRAINING_CONFIG; none: all defaults)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one config key, e.g. --set steps=100 --set model.name=mlp (repeatable)",
+    )
     parser.add_argument("--shared-dir", help="shared storage path (default: $TFMW_SHARED_DIR)")
     parser.add_argument("--run-id", help="run id (default: $TFMW_RUN_ID, else 'default')")
     parser.add_argument("--check", action="store_true", help="validate the config, print it as JSON, exit")
-    parser.add_argument("--evaluate", action="store_true",
-                        help="evaluate each new checkpoint of the run until it completes (the evaluator; "
-                             "also what a TF_CONFIG evaluator task does)")
+    parser.add_argument(
+        "--evaluate",
+        action="store_true",
+        help="evaluate each new checkpoint of the run until it completes (the evaluator; "
+        "also what a TF_CONFIG evaluator task does)",
+    )
     return parser.parse_args(argv)
 
 
@@ -49,6 +63,7 @@ def main(argv=None) -> int:
         return err.exit_code
     if args.check:
         import json
+
         print(json.dumps(config, indent=2, sort_keys=True, allow_nan=False))  # validated: all finite
         return EXIT_OK
 
@@ -58,6 +73,7 @@ def main(argv=None) -> int:
         # Outside the collective: no strategy, so TensorFlow must not see the group's TF_CONFIG.
         os.environ.pop("TF_CONFIG", None)
         from . import sidecar
+
         try:
             return sidecar.run(config, env, stop, os.environ)
         except ConfigError as err:
@@ -70,19 +86,27 @@ def main(argv=None) -> int:
 
     try:
         from .trainer import train  # TensorFlow is imported here, not before
+
         outcome = train(config, cluster, env, stop)
     except ConfigError as err:
         print(str(err), file=sys.stderr, flush=True)
         return err.exit_code
-    except Exception as err:  # noqa: BLE001 - every failure becomes an exit code the launcher understands
+    except Exception as err:  # every failure becomes an exit code the launcher understands
         # retryable=true: exit 75, the launcher restarts training in place; retryable=false:
         # exit 4, permanent (the launcher does not retry). A TrainingError is a known condition
         # (corrupt data, a diverged loss) that its one line explains; anything else gets its traceback.
         retryable = is_retryable(err)
         if not retryable and not isinstance(err, TrainingError):
             traceback.print_exc()
-        print(loglines.line(loglines.ERROR, retryable="true" if retryable else "false", worker=cluster.worker_index,
-                            text=error_summary(err)), flush=True)
+        print(
+            loglines.line(
+                loglines.ERROR,
+                retryable="true" if retryable else "false",
+                worker=cluster.worker_index,
+                text=error_summary(err),
+            ),
+            flush=True,
+        )
         if retryable:
             # Leave here, with the exception still referenced: returning would free its
             # traceback, and with it the strategy and iterators whose C++ destructors wait on
@@ -95,8 +119,17 @@ def main(argv=None) -> int:
     # '-' where a value is unknown (examples_per_sec after a restart that only exported)
     loss = "-" if outcome.final_loss is None else f"{outcome.final_loss:.4f}"
     rate = "-" if outcome.examples_per_sec is None else f"{outcome.examples_per_sec:.1f}"
-    print(loglines.line(loglines.DONE, steps=outcome.steps, final_loss=loss, examples_per_sec=rate,
-                        model=outcome.model_path or "-", weights_digest=outcome.weights_digest), flush=True)
+    print(
+        loglines.line(
+            loglines.DONE,
+            steps=outcome.steps,
+            final_loss=loss,
+            examples_per_sec=rate,
+            model=outcome.model_path or "-",
+            weights_digest=outcome.weights_digest,
+        ),
+        flush=True,
+    )
     return EXIT_OK
 
 

@@ -8,17 +8,18 @@ is missing or does not restore, the trainer does not start again from step 0: it
 directory for complete `ckpt-<N>` checkpoints (an `.index` file and every
 `.data-<i>-of-<n>` shard) and tries them newest first (docs/training.md, "Recovery").
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 STATE_FILE = "checkpoint"
 
 _CKPT = re.compile(r"^ckpt-(?P<step>\d+)\.(?:index|data-(?P<shard>\d+)-of-(?P<shards>\d+))$")
 # The text-format CheckpointState proto TensorFlow writes: `field: value` lines.
-_FIELD = re.compile(r'^\s*(?P<key>[a-z_]+)\s*:\s*(?P<value>.+?)\s*$')
+_FIELD = re.compile(r"^\s*(?P<key>[a-z_]+)\s*:\s*(?P<value>.+?)\s*$")
 _STRING = re.compile(r'^"(?P<text>(?:[^"\\]|\\.)*)"$')
 _PATH_FIELDS = ("model_checkpoint_path", "all_model_checkpoint_paths")
 _NUMBER_FIELDS = ("all_model_checkpoint_timestamps", "last_preserved_timestamp")
@@ -104,7 +105,7 @@ class Plan:
 
     directory: str
     state: State
-    complete: dict[str, int]   # prefix name -> step, from the directory listing
+    complete: dict[str, int]  # prefix name -> step, from the directory listing
 
     def candidates(self) -> list[str]:
         """Checkpoints to try in order: the state file's latest when it can be followed, then
@@ -132,8 +133,9 @@ class Plan:
         list), without those that failed to restore."""
         step = self.complete[_basename(restored)]
         bad = {_basename(p) for p in failed}
-        names = sorted((n for n, s in self.complete.items() if s <= step and n not in bad),
-                       key=lambda n: self.complete[n])
+        names = sorted(
+            (n for n, s in self.complete.items() if s <= step and n not in bad), key=lambda n: self.complete[n]
+        )
         return [_join(self.directory, n) for n in names]
 
 

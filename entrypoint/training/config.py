@@ -3,6 +3,7 @@
 Every refusal is a ConfigError whose message is one line naming the key, e.g.
 `training config: steps: -1 is less than the minimum of 1`.
 """
+
 from __future__ import annotations
 
 import copy
@@ -15,7 +16,7 @@ import yaml
 
 # The launcher's ConfigError: a bad training config or environment is one line, exit code 2,
 # never retried, the same class on both sides of the launcher/trainer boundary.
-from ..errors import ConfigError  # noqa: F401 - imported from here by the trainer modules
+from ..errors import ConfigError
 from . import schema as limits
 from .schema import BUILTIN_MODELS, DEFAULTS, MODEL_ARGS, SCHEMA
 
@@ -53,7 +54,7 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 
 def parse_yaml(text: str):
     """yaml.safe_load, refusing duplicate keys (raises _DuplicateKey)."""
-    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
 
 
 def load_file(path: str) -> dict:
@@ -66,8 +67,10 @@ def load_file(path: str) -> dict:
     try:
         data = parse_yaml(text)
     except _DuplicateKey as dup:
-        raise ConfigError(f"training config: {path} line {dup.line}: duplicate key {dup.key!r} (first on line "
-                          f"{dup.first_line}); keep only one") from None
+        raise ConfigError(
+            f"training config: {path} line {dup.line}: duplicate key {dup.key!r} (first on line "
+            f"{dup.first_line}); keep only one"
+        ) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -87,8 +90,9 @@ def apply_override(config: dict, assignment: str) -> dict:
     try:
         value = parse_yaml(raw) if raw else ""
     except _DuplicateKey as dup:
-        raise ConfigError(f"training config: --set {key}: duplicate key {dup.key!r} in the value; "
-                          "keep only one") from None
+        raise ConfigError(
+            f"training config: --set {key}: duplicate key {dup.key!r} in the value; keep only one"
+        ) from None
     except yaml.YAMLError:
         value = raw
     out = copy.deepcopy(config)
@@ -111,7 +115,8 @@ def _is_integer(checker, instance) -> bool:
 
 _Validator = jsonschema.validators.extend(
     jsonschema.Draft202012Validator,
-    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer))
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+)
 
 
 def _path_of(error: jsonschema.ValidationError) -> str:
@@ -152,17 +157,24 @@ def _describe(error: jsonschema.ValidationError) -> str:
         why = " when data.source is files" if path == "data" else ""
         return f"{key}: is required{why}"
     if error.validator == "anyOf" and path in ("timeoutSeconds", "heartbeatTimeoutSeconds"):
-        meaning, low, high = (("no timeout", "> 0", limits.MAX_TIMEOUT_SECONDS) if path == "timeoutSeconds"
-                              else ("TensorFlow's default", ">= 1", limits.MAX_HEARTBEAT_TIMEOUT_SECONDS))
+        meaning, low, high = (
+            ("no timeout", "> 0", limits.MAX_TIMEOUT_SECONDS)
+            if path == "timeoutSeconds"
+            else ("TensorFlow's default", ">= 1", limits.MAX_HEARTBEAT_TIMEOUT_SECONDS)
+        )
         return f"{path}: {error.instance!r} must be null ({meaning}) or a number of seconds {low} and <= {high}"
     if error.validator == "type" and error.validator_value == "integer" and isinstance(error.instance, (float, bool)):
         return f"{path}: {error.instance!r} is not an integer; write a whole number without a decimal point"
     if error.validator == "maximum":
-        return (f"{path}: {error.instance!r} is greater than the maximum of {error.validator_value} "
-                "(the documented limit, docs/training.md); use a smaller value")
+        return (
+            f"{path}: {error.instance!r} is greater than the maximum of {error.validator_value} "
+            "(the documented limit, docs/training.md); use a smaller value"
+        )
     if error.validator == "anyOf" and path == "model.name":
-        return (f"model.name: {error.instance!r} is neither a built-in model "
-                f"({', '.join(BUILTIN_MODELS)}) nor 'package.module:function'")
+        return (
+            f"model.name: {error.instance!r} is neither a built-in model "
+            f"({', '.join(BUILTIN_MODELS)}) nor 'package.module:function'"
+        )
     return f"{path or '(top level)'}: {error.message}"
 
 
@@ -172,7 +184,9 @@ def validate(config: dict) -> None:
     if found:
         where, value = found
         key = ".".join(str(p) for p in where)
-        raise ConfigError(f"training config: {key}: {value} is not a finite number; set a finite value{_default_of(where)}")
+        raise ConfigError(
+            f"training config: {key}: {value} is not a finite number; set a finite value{_default_of(where)}"
+        )
     validator = _Validator(SCHEMA)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), _path_of(e)))
     if errors:
@@ -189,11 +203,14 @@ def _validate_model_args(model: dict) -> None:
         return
     for key, value in model.get("args", {}).items():
         if key not in allowed:
-            raise ConfigError(f"training config: model.args.{key}: unknown argument of model {name!r} "
-                              f"(allowed: {', '.join(sorted(allowed))})")
+            raise ConfigError(
+                f"training config: model.args.{key}: unknown argument of model {name!r} "
+                f"(allowed: {', '.join(sorted(allowed))})"
+            )
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= allowed[key]:
-            raise ConfigError(f"training config: model.args.{key}: {value!r} must be a positive integer "
-                              f"<= {allowed[key]}")
+            raise ConfigError(
+                f"training config: model.args.{key}: {value!r} must be a positive integer <= {allowed[key]}"
+            )
 
 
 def merge_defaults(config: dict, defaults: dict = DEFAULTS) -> dict:
@@ -224,12 +241,16 @@ def check_example_size(shape, batch: int, key: str) -> int:
     shape = list(shape)
     elements = math.prod(shape)
     if elements > limits.MAX_EXAMPLE_ELEMENTS:
-        raise ConfigError(f"training config: {key}: {shape} is {elements} values per example, "
-                          f"more than the limit of {limits.MAX_EXAMPLE_ELEMENTS}; use a smaller shape")
+        raise ConfigError(
+            f"training config: {key}: {shape} is {elements} values per example, "
+            f"more than the limit of {limits.MAX_EXAMPLE_ELEMENTS}; use a smaller shape"
+        )
     if batch * elements * 4 > limits.MAX_BATCH_BYTES:
-        raise ConfigError(f"training config: batchSizePerReplica: {batch} examples of shape {shape} are "
-                          f"{batch * elements * 4} bytes per replica batch, more than the limit of "
-                          f"{limits.MAX_BATCH_BYTES} (2 GiB); use a smaller batch or shape")
+        raise ConfigError(
+            f"training config: batchSizePerReplica: {batch} examples of shape {shape} are "
+            f"{batch * elements * 4} bytes per replica batch, more than the limit of "
+            f"{limits.MAX_BATCH_BYTES} (2 GiB); use a smaller batch or shape"
+        )
     return elements
 
 
@@ -244,9 +265,11 @@ def check_sizes(config: dict) -> None:
     elements = check_example_size(shape, config["batchSizePerReplica"], "data.synthetic.inputShape")
     examples = synthetic["examples"]
     if examples * elements * 4 > limits.MAX_SYNTHETIC_BYTES:
-        raise ConfigError(f"training config: data.synthetic.examples: {examples} examples of shape {shape} are "
-                          f"{examples * elements * 4} bytes, more than the limit of {limits.MAX_SYNTHETIC_BYTES} "
-                          "(4 GiB); use fewer examples or a smaller shape")
+        raise ConfigError(
+            f"training config: data.synthetic.examples: {examples} examples of shape {shape} are "
+            f"{examples * elements * 4} bytes, more than the limit of {limits.MAX_SYNTHETIC_BYTES} "
+            "(4 GiB); use fewer examples or a smaller shape"
+        )
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,15 @@ Each worker reads its own part (entrypoint.training.sharding), shuffles with a f
 repeats, batches per replica and prefetches with AUTOTUNE. A restart continues the exact
 same sequence by skipping the batches already trained on.
 """
+
 from __future__ import annotations
 
 import io
 import os
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -52,8 +53,7 @@ def list_files(path: str, fmt: str) -> list[str]:
     return files
 
 
-def _pipeline(ds: tf.data.Dataset, shuffle_buffer: int, seed: int, batch: int,
-              start_step: int) -> tf.data.Dataset:
+def _pipeline(ds: tf.data.Dataset, shuffle_buffer: int, seed: int, batch: int, start_step: int) -> tf.data.Dataset:
     if shuffle_buffer > 0:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     ds = ds.repeat().batch(batch, drop_remainder=True)
@@ -75,8 +75,9 @@ def _load_npz(files) -> tuple[np.ndarray, np.ndarray]:
             # Corrupt data stays corrupt: a permanent failure (exit 4), not one to retry.
             raise TrainingError(f"data.path: {name} is corrupt or truncated ({error_summary(err, 200)})") from None
         if len(xs[-1]) != len(ys[-1]):
-            raise TrainingError(f"data.path: {name} holds {len(xs[-1])} examples in 'x' but "
-                                f"{len(ys[-1])} labels in 'y'")
+            raise TrainingError(
+                f"data.path: {name} holds {len(xs[-1])} examples in 'x' but {len(ys[-1])} labels in 'y'"
+            )
     return np.concatenate(xs), np.concatenate(ys)
 
 
@@ -88,20 +89,22 @@ def _tfrecord_shape(first_file: str) -> tuple[int, ...]:
 
 
 def _tfrecord_parser(shape):
-    spec = {"x": tf.io.FixedLenFeature([int(np.prod(shape))], tf.float32),
-            "y": tf.io.FixedLenFeature([], tf.int64)}
+    spec = {"x": tf.io.FixedLenFeature([int(np.prod(shape))], tf.float32), "y": tf.io.FixedLenFeature([], tf.int64)}
 
     def parse(record):
         parsed = tf.io.parse_single_example(record, spec)
         return tf.reshape(parsed["x"], shape), parsed["y"]
+
     return parse
 
 
 def _refuse_empty(count: int, describe: str) -> None:
     # An empty shard would make .repeat() spin forever instead of failing.
     if count == 0:
-        raise ConfigError(f"training config: data: this worker's share of the data is empty ({describe}); "
-                          "provide more examples or files")
+        raise ConfigError(
+            f"training config: data: this worker's share of the data is empty ({describe}); "
+            "provide more examples or files"
+        )
 
 
 def _from_arrays(x, y, config, seed, describe, num_classes) -> InputSpec:
@@ -113,6 +116,7 @@ def _from_arrays(x, y, config, seed, describe, num_classes) -> InputSpec:
     def dataset_fn(batch: int, start_step: int) -> tf.data.Dataset:
         ds = tf.data.Dataset.from_tensor_slices((x, y))
         return _pipeline(ds, shuffle, seed, batch, start_step)
+
     return InputSpec(tuple(x.shape[1:]), num_classes, len(x), describe, dataset_fn)
 
 
@@ -146,12 +150,15 @@ def build_input(config: dict, shared_dir: str, num_workers: int, worker_index: i
         # as a permanent failure, instead of in the middle of training.
         count = int(records().reduce(np.int64(0), lambda n, _: n + 1).numpy())
     except tf.errors.DataLossError as err:
-        raise TrainingError(f"data.path: a TFRecord file of {data_path(config, shared_dir)} is corrupt or "
-                            f"truncated ({error_summary(err, 200)})") from None
+        raise TrainingError(
+            f"data.path: a TFRecord file of {data_path(config, shared_dir)} is corrupt or "
+            f"truncated ({error_summary(err, 200)})"
+        ) from None
     _refuse_empty(count, describe)
     shuffle = data["shuffleBuffer"]
 
     def dataset_fn(batch: int, start_step: int) -> tf.data.Dataset:
         ds = records().map(parse, num_parallel_calls=tf.data.AUTOTUNE)
         return _pipeline(ds, shuffle, seed, batch, start_step)
+
     return InputSpec(shape, data["numClasses"], count, describe, dataset_fn)

@@ -4,6 +4,7 @@
 
 Prints `tfmw eval accuracy=<f> examples=<n> model=<path>`; exits 1 if below --min-accuracy.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,17 @@ def main(argv=None) -> int:
     from .data import build_input
 
     # batchSizePerReplica: the batch read below, checked against the examples' size by build_input.
-    config = {"data": {"source": "files", "path": os.path.abspath(args.data), "format": args.format,
-                       "numClasses": 2, "shuffleBuffer": 0}, "seed": 0, "batchSizePerReplica": BATCH}
+    config = {
+        "data": {
+            "source": "files",
+            "path": os.path.abspath(args.data),
+            "format": args.format,
+            "numClasses": 2,
+            "shuffleBuffer": 0,
+        },
+        "seed": 0,
+        "batchSizePerReplica": BATCH,
+    }
     try:
         spec = build_input(config, "/", 1, 0)
     except ConfigError as err:

@@ -8,6 +8,7 @@ and the launcher does not retry it: the same data and code would fail the same w
 Matched by class name so this module (and its tests) need no TensorFlow import:
 tf.errors classes are named UnavailableError, DeadlineExceededError, ... .
 """
+
 from __future__ import annotations
 
 from ..errors import EXIT_RETRYABLE, EXIT_TRAINING_FAILED

@@ -3,6 +3,7 @@
 Every builder takes (input_shape, num_classes, **args) and returns an uncompiled model
 whose output is logits. A user model is "package.module:function" with the same signature.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -65,7 +66,7 @@ def resnet(input_shape, num_classes, width=64, blocks=2, stages=3):
     for stage in range(stages):
         for block in range(blocks):
             stride = 2 if stage > 0 and block == 0 else 1
-            x = _residual_block(x, width * 2 ** stage, stride)
+            x = _residual_block(x, width * 2**stage, stride)
     x = keras.layers.GlobalAveragePooling2D()(x)
     outputs = keras.layers.Dense(num_classes)(x)
     return keras.Model(inputs, outputs, name="resnet")
@@ -82,8 +83,10 @@ def resolve_builder(name: str):
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
-        raise ConfigError(f"training config: model.name: cannot import module {module_name!r} ({err}); "
-                          "put it on PYTHONPATH (bake it into the image or mount it)") from None
+        raise ConfigError(
+            f"training config: model.name: cannot import module {module_name!r} ({err}); "
+            "put it on PYTHONPATH (bake it into the image or mount it)"
+        ) from None
     builder = getattr(module, function_name, None)
     if not callable(builder):
         raise ConfigError(f"training config: model.name: {module_name!r} has no function {function_name!r}")

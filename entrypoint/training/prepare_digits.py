@@ -7,6 +7,7 @@ Writes OUT_DIR/train/train-0000i-of-0000N.<ext> and OUT_DIR/test/test-00000-of-0
 example has shape (8, 8). Point the trainer at it with
 `data: {source: files, path: OUT_DIR/train, format: <fmt>, numClasses: 10}`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,6 +22,7 @@ from .. import loglines
 def split_digits(test_fraction: float = 0.2, seed: int = 0):
     """(x_train, y_train, x_test, y_test), stratified per class, deterministic."""
     from sklearn.datasets import load_digits
+
     digits = load_digits()
     x = (digits.images / 16.0).astype(np.float32)
     y = digits.target.astype(np.int64)
@@ -43,15 +45,20 @@ def _write_npz(path: str, x, y) -> None:
 
 def _write_tfrecord(path: str, x, y) -> None:
     import tensorflow as tf
+
     tmp = path + ".tmp"
     shape = list(x.shape[1:])
     with tf.io.TFRecordWriter(tmp) as writer:
-        for features, label in zip(x, y):
-            example = tf.train.Example(features=tf.train.Features(feature={
-                "x": tf.train.Feature(float_list=tf.train.FloatList(value=features.reshape(-1).tolist())),
-                "y": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
-                "shape": tf.train.Feature(int64_list=tf.train.Int64List(value=shape)),
-            }))
+        for features, label in zip(x, y, strict=True):
+            example = tf.train.Example(
+                features=tf.train.Features(
+                    feature={
+                        "x": tf.train.Feature(float_list=tf.train.FloatList(value=features.reshape(-1).tolist())),
+                        "y": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
+                        "shape": tf.train.Feature(int64_list=tf.train.Int64List(value=shape)),
+                    }
+                )
+            )
             writer.write(example.SerializeToString())
     os.replace(tmp, path)
 
@@ -68,7 +75,9 @@ def write_shards(out_dir: str, name: str, x, y, shards: int, fmt: str) -> list[s
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m entrypoint.training.prepare_digits", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m entrypoint.training.prepare_digits", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("out_dir")
     parser.add_argument("--shards", type=int, default=4, help="number of training shards (default 4)")
     parser.add_argument("--format", choices=["npz", "tfrecord"], default="npz")
@@ -83,8 +92,12 @@ def main(argv=None) -> int:
     x_train, y_train, x_test, y_test = split_digits(args.test_fraction)
     write_shards(os.path.join(args.out_dir, "train"), "train", x_train, y_train, args.shards, args.format)
     write_shards(os.path.join(args.out_dir, "test"), "test", x_test, y_test, 1, args.format)
-    print(loglines.line("digits", train=len(y_train), test=len(y_test), shards=args.shards, format=args.format,
-                        out=args.out_dir), flush=True)
+    print(
+        loglines.line(
+            "digits", train=len(y_train), test=len(y_test), shards=args.shards, format=args.format, out=args.out_dir
+        ),
+        flush=True,
+    )
     return 0
 
 

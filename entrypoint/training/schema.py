@@ -3,6 +3,7 @@
 Kept as Python data (not a .json file) so it ships with the package without package-data rules.
 The schema is strict (additionalProperties: false everywhere) so a typo is refused, not ignored.
 """
+
 from __future__ import annotations
 
 BUILTIN_MODELS = ("cnn", "mlp", "resnet")
@@ -13,22 +14,26 @@ USER_MODEL_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"
 # Upper bounds (docs/training.md, "Limits"): far above any sensible run, low enough that an
 # absurd value (a typo, an extra zero, 1e9) is refused at once instead of exhausting memory
 # or overflowing deep inside TensorFlow. Every number must also be finite (config.py).
-MAX_BATCH_PER_REPLICA = 1_048_576           # 2**20 examples
-MAX_EXAMPLE_ELEMENTS = 16_777_216           # 2**24 values per example (64 MiB as float32)
-MAX_BATCH_BYTES = 2 * 1024**3               # one replica's float32 input batch: 2 GiB
-MAX_SYNTHETIC_BYTES = 4 * 1024**3           # the synthetic data set held in memory: 4 GiB
+MAX_BATCH_PER_REPLICA = 1_048_576  # 2**20 examples
+MAX_EXAMPLE_ELEMENTS = 16_777_216  # 2**24 values per example (64 MiB as float32)
+MAX_BATCH_BYTES = 2 * 1024**3  # one replica's float32 input batch: 2 GiB
+MAX_SYNTHETIC_BYTES = 4 * 1024**3  # the synthetic data set held in memory: 4 GiB
 MAX_CLASSES = 1_000_000
-MAX_LEARNING_RATE = 10.0                    # plain SGD/Adam diverge far below this
-MAX_TIMEOUT_SECONDS = 86_400                # one collective: a day
-MAX_HEARTBEAT_TIMEOUT_SECONDS = 3_600       # a silent peer unnoticed for an hour at most
+MAX_LEARNING_RATE = 10.0  # plain SGD/Adam diverge far below this
+MAX_TIMEOUT_SECONDS = 86_400  # one collective: a day
+MAX_HEARTBEAT_TIMEOUT_SECONDS = 3_600  # a silent peer unnoticed for an hour at most
 MAX_STEPS = 2**31 - 1
-MAX_SEED = 2**32 - 1                        # numpy's seed range
+MAX_SEED = 2**32 - 1  # numpy's seed range
 # The dtype gradients are all-reduced in (cast back to float32 before the update); docs/training.md.
 ALL_REDUCE_DTYPES = ("float32", "bfloat16", "float16")
 
 _POSITIVE_INT = {"type": "integer", "minimum": 1}
-_SHAPE = {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": MAX_EXAMPLE_ELEMENTS},
-          "minItems": 1, "maxItems": 4}
+_SHAPE = {
+    "type": "array",
+    "items": {"type": "integer", "minimum": 1, "maximum": MAX_EXAMPLE_ELEMENTS},
+    "minItems": 1,
+    "maxItems": 4,
+}
 _CLASSES = {"type": "integer", "minimum": 2, "maximum": MAX_CLASSES}
 _STEPS = {"type": "integer", "minimum": 1, "maximum": MAX_STEPS}
 
@@ -89,10 +94,12 @@ SCHEMA: dict = {
         "logEverySteps": _STEPS,
         "collective": {"enum": ["auto", "ring", "nccl"]},
         "allReduceDtype": {"enum": list(ALL_REDUCE_DTYPES)},
-        "timeoutSeconds": {"anyOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0,
-                                                        "maximum": MAX_TIMEOUT_SECONDS}]},
-        "heartbeatTimeoutSeconds": {"anyOf": [{"type": "null"}, {"type": "number", "minimum": 1,
-                                                                 "maximum": MAX_HEARTBEAT_TIMEOUT_SECONDS}]},
+        "timeoutSeconds": {
+            "anyOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_SECONDS}]
+        },
+        "heartbeatTimeoutSeconds": {
+            "anyOf": [{"type": "null"}, {"type": "number", "minimum": 1, "maximum": MAX_HEARTBEAT_TIMEOUT_SECONDS}]
+        },
         "seed": {"type": "integer", "minimum": 0, "maximum": MAX_SEED},
         "tensorboard": {
             "type": "object",

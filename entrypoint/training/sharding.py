@@ -4,6 +4,7 @@ With at least as many files as workers, each worker reads whole files (round rob
 workers read the same file). With fewer files, every worker reads every file and keeps every
 N-th example (`Dataset.shard(num_workers, worker_index)`), so no example is seen twice per epoch.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,9 +12,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ShardPlan:
-    files: tuple[str, ...]   # files this worker opens
-    by: str                  # "file" or "data"
-    num_shards: int          # for by == "data": Dataset.shard(num_shards, index)
+    files: tuple[str, ...]  # files this worker opens
+    by: str  # "file" or "data"
+    num_shards: int  # for by == "data": Dataset.shard(num_shards, index)
     index: int
 
 

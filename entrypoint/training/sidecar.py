@@ -19,14 +19,15 @@ run of this chart adds:
   never exits 0 without having evaluated;
 - a run recorded Failed in the status ConfigMap ends it with exit 4 (nothing more will come).
 """
+
 from __future__ import annotations
 
 import copy
 import json
 import os
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 from .. import loglines
 from ..errors import EXIT_OK, EXIT_SIGTERM, EXIT_TRAINING_FAILED
@@ -67,8 +68,12 @@ def decide(plan: checkpoints.Plan, evaluated_step: int | None, completed: bool) 
 class Notice:
     """A waiting message at most once per `every` seconds."""
 
-    def __init__(self, log: Callable[[str], None], every: float = WAIT_NOTICE_SECONDS,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        log: Callable[[str], None],
+        every: float = WAIT_NOTICE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.log, self.every, self.clock = log, every, clock
         self._last: float | None = None
 
@@ -82,6 +87,7 @@ class Notice:
 def _status_api(environ: Mapping[str, str]):
     """(api, namespace, configmap) when the pod may write the run's status, else None."""
     from ..kubeapi import KubeAPI
+
     configmap, namespace = environ.get("TFMW_STATUS_CONFIGMAP"), environ.get("TFMW_NAMESPACE")
     api_dir = environ.get("TFMW_API_DIR")
     if not (configmap and namespace and api_dir):
@@ -109,6 +115,7 @@ class StatusLink:
         if self.target is None:
             return
         from ..kubeapi import APIError
+
         api, namespace, name = self.target
         try:
             api.patch_configmap_data(namespace, name, data)
@@ -120,6 +127,7 @@ class StatusLink:
         if self.target is None:
             return None
         from ..kubeapi import APIError
+
         api, namespace, name = self.target
         try:
             data = api.get_configmap(namespace, name).get("data") or {}
@@ -154,6 +162,7 @@ class Evaluator:
 
         from .data import build_input
         from .models import build_model
+
         cfg = evaluation_config(config)
         self.examples = config["evaluation"]["examples"]
         self.batch = min(cfg["batchSizePerReplica"], self.examples)
@@ -168,11 +177,13 @@ class Evaluator:
         @tf.function
         def batch_sums(x, y):
             logits = self.model(x, training=False)
-            correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, axis=1, output_type=tf.int64),
-                                                     tf.cast(y, tf.int64)), tf.float64))
+            correct = tf.reduce_sum(
+                tf.cast(tf.equal(tf.argmax(logits, axis=1, output_type=tf.int64), tf.cast(y, tf.int64)), tf.float64)
+            )
             return tf.cast(loss_fn(y, logits), tf.float64), correct
+
         self.batch_sums = batch_sums
-        self.writer = tf.summary.create_file_writer(summaries)   # `eval/*` scalars, beside training's
+        self.writer = tf.summary.create_file_writer(summaries)  # `eval/*` scalars, beside training's
 
     def evaluate(self, path: str) -> tuple[int, float, float]:
         """(step, mean loss, accuracy) of the checkpoint at `path`."""
@@ -187,6 +198,7 @@ class Evaluator:
 
     def summarise(self, step: int, loss: float, accuracy: float) -> None:
         from .trainer import write_scalar
+
         with self.writer.as_default(step=step):
             write_scalar("eval/loss", loss)
             write_scalar("eval/accuracy", accuracy)
@@ -197,36 +209,70 @@ def _evaluate_one(evaluator: Evaluator, run_dir: RunDir, decision: Decision) -> 
     """Evaluate one checkpoint: its record (step, loss, accuracy, ...), TensorBoard scalars written."""
     step, loss, accuracy = evaluator.evaluate(decision.checkpoint)
     evaluator.summarise(step, loss, accuracy)
-    return {"step": step, "loss": round(loss, 6), "accuracy": round(accuracy, 6), "examples": evaluator.examples,
-            "checkpoint": decision.checkpoint, "final": decision.done,
-            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return {
+        "step": step,
+        "loss": round(loss, 6),
+        "accuracy": round(accuracy, 6),
+        "examples": evaluator.examples,
+        "checkpoint": decision.checkpoint,
+        "final": decision.done,
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
 
 
 def _publish(record: dict, run_dir: RunDir, status: StatusLink, log: Callable[[str], None]) -> None:
     """A result everywhere it is read: eval.json (atomic), the status ConfigMap, one line."""
     write_atomic(os.path.join(run_dir.root, EVAL_RECORD), json.dumps(record, indent=2) + "\n")
-    status.record(dict(zip(STATUS_KEYS, (str(record["step"]), f"{record['loss']:.4f}",
-                                         f"{record['accuracy']:.4f}", record["at"]))))
-    log(loglines.line(loglines.EVAL, step=record["step"], loss=f"{record['loss']:.4f}",
-                      accuracy=f"{record['accuracy']:.4f}", examples=record["examples"],
-                      checkpoint=record["checkpoint"], final="true" if record["final"] else "false"))
+    status.record(
+        dict(
+            zip(
+                STATUS_KEYS,
+                (str(record["step"]), f"{record['loss']:.4f}", f"{record['accuracy']:.4f}", record["at"]),
+                strict=True,
+            )
+        )
+    )
+    log(
+        loglines.line(
+            loglines.EVAL,
+            step=record["step"],
+            loss=f"{record['loss']:.4f}",
+            accuracy=f"{record['accuracy']:.4f}",
+            examples=record["examples"],
+            checkpoint=record["checkpoint"],
+            final="true" if record["final"] else "false",
+        )
+    )
 
 
-def run(config: dict, env: RunEnv, stop_requested: Callable[[], bool], environ: Mapping[str, str],
-        poll_seconds: float | None = None, log: Callable[[str], None] | None = None) -> int:
+def run(
+    config: dict,
+    env: RunEnv,
+    stop_requested: Callable[[], bool],
+    environ: Mapping[str, str],
+    poll_seconds: float | None = None,
+    log: Callable[[str], None] | None = None,
+) -> int:
     """Evaluate until the run completes (exit 0), fails (exit 4) or SIGTERM (exit 143)."""
     log = log or (lambda line: print(line, flush=True))
     from .trainer import plan_checkpoints  # TensorFlow is imported here: the evaluator evaluates
+
     run_dir = RunDir.of(env.shared_dir, env.run_id)
     poll = config["evaluation"]["pollSeconds"] if poll_seconds is None else poll_seconds
     status = StatusLink(environ, env.run_id, log)
     waiting = Notice(log)
     evaluator: Evaluator | None = None
     evaluated: int | None = None
-    last: dict | None = None   # the newest result, published again as final if the run ends on it
+    last: dict | None = None  # the newest result, published again as final if the run ends on it
 
-    log(loglines.line(loglines.EVAL, run=env.run_id, checkpoints=run_dir.checkpoints,
-                      text="evaluator started: evaluating each new checkpoint until the run completes"))
+    log(
+        loglines.line(
+            loglines.EVAL,
+            run=env.run_id,
+            checkpoints=run_dir.checkpoints,
+            text="evaluator started: evaluating each new checkpoint until the run completes",
+        )
+    )
     while True:
         completed = read_completed(run_dir) is not None  # looked at first: the newest checkpoint then is final
         decision = decide(plan_checkpoints(run_dir.checkpoints), evaluated, completed)
@@ -240,8 +286,12 @@ def run(config: dict, env: RunEnv, stop_requested: Callable[[], bool], environ: 
             # The run completed after its newest checkpoint was evaluated: that result is final.
             _publish(dict(last, final=True), run_dir, status, log)
         elif completed and evaluated is None:
-            log(loglines.line(loglines.EVAL, text=f"the run completed with no complete checkpoint in "
-                                                  f"{run_dir.checkpoints}: nothing to evaluate"))
+            log(
+                loglines.line(
+                    loglines.EVAL,
+                    text=f"the run completed with no complete checkpoint in {run_dir.checkpoints}: nothing to evaluate",
+                )
+            )
             return EXIT_TRAINING_FAILED
         elif evaluated is None:
             waiting.say(f"waiting for the first checkpoint in {run_dir.checkpoints}")
@@ -249,8 +299,13 @@ def run(config: dict, env: RunEnv, stop_requested: Callable[[], bool], environ: 
             return EXIT_OK
         failure = status.failed()
         if failure:
-            log(loglines.line(loglines.EVAL, text=f"the run failed ({failure}); no checkpoint will follow, "
-                                                  f"last evaluated step {evaluated if evaluated is not None else '-'}"))
+            log(
+                loglines.line(
+                    loglines.EVAL,
+                    text=f"the run failed ({failure}); no checkpoint will follow, "
+                    f"last evaluated step {evaluated if evaluated is not None else '-'}",
+                )
+            )
             return EXIT_TRAINING_FAILED
         deadline = time.monotonic() + poll
         while time.monotonic() < deadline:

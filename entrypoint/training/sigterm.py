@@ -11,6 +11,7 @@ What SIGTERM does depends on the phase:
 - training: set the flag; the loop agrees with the group at the next checkpoint boundary;
 - finishing (export, COMPLETED): let it finish; the run ends by itself.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,13 +40,17 @@ class SigtermFlag:
 
     def handle(self) -> None:
         if self.phase == "starting":
-            print(loglines.notice(loglines.SIGTERM, "stopping before training started (nothing to checkpoint)"),
-                  flush=True)
+            print(
+                loglines.notice(loglines.SIGTERM, "stopping before training started (nothing to checkpoint)"),
+                flush=True,
+            )
             sys.stderr.flush()
             self._exit_now(EXIT_SIGTERM)
         elif self.phase == "training" and not self.raised:
-            print(loglines.notice(loglines.SIGTERM, "will checkpoint and stop at the next checkpoint boundary"),
-                  flush=True)
+            print(
+                loglines.notice(loglines.SIGTERM, "will checkpoint and stop at the next checkpoint boundary"),
+                flush=True,
+            )
         self.raised = True
 
     def training_started(self) -> None:

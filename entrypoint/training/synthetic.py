@@ -4,13 +4,15 @@ Inputs are standard normal; the label of x is argmax(x . W) for a fixed random "
 matrix W, so a model can drive the loss down (a linear boundary it can learn), and the same
 seed gives the same examples on every worker and every restart.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 
-def make_synthetic(examples: int, input_shape: tuple[int, ...], num_classes: int,
-                   seed: int) -> tuple[np.ndarray, np.ndarray]:
+def make_synthetic(
+    examples: int, input_shape: tuple[int, ...], num_classes: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     features = int(np.prod(input_shape))
     teacher = rng.standard_normal((features, num_classes)).astype(np.float32)
@@ -19,7 +21,6 @@ def make_synthetic(examples: int, input_shape: tuple[int, ...], num_classes: int
     return x.reshape((examples, *input_shape)), y
 
 
-def shard_arrays(x: np.ndarray, y: np.ndarray, num_workers: int,
-                 worker_index: int) -> tuple[np.ndarray, np.ndarray]:
+def shard_arrays(x: np.ndarray, y: np.ndarray, num_workers: int, worker_index: int) -> tuple[np.ndarray, np.ndarray]:
     """Every N-th example for worker i (the in-memory twin of Dataset.shard)."""
     return x[worker_index::num_workers], y[worker_index::num_workers]

@@ -6,6 +6,7 @@ stop flag and the heartbeat, and it avoids Keras 3's multi-worker fit failure.
 
 Imported only after the config has been validated (TensorFlow takes seconds to import).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,19 +19,19 @@ from dataclasses import dataclass, field
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # user models written against tf.keras get Keras 2
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tf_keras as keras  # noqa: E402
-from tensorflow.python.checkpoint import checkpoint_management  # noqa: E402
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+from tensorflow.python.checkpoint import checkpoint_management
 
-from .. import loglines  # noqa: E402
-from ..cluster import Cluster  # noqa: E402
-from ..rundir import Heartbeat, RunDir, is_uri, makedirs, write_completed  # noqa: E402
-from .config import ConfigError, RunEnv  # noqa: E402
-from .data import build_input  # noqa: E402
-from . import checkpoints  # noqa: E402
-from .failures import TrainingError, is_retryable  # noqa: E402
-from .models import build_model  # noqa: E402
+from .. import loglines
+from ..cluster import Cluster
+from ..rundir import Heartbeat, RunDir, is_uri, makedirs, write_completed
+from . import checkpoints
+from .config import ConfigError, RunEnv
+from .data import build_input
+from .failures import TrainingError, is_retryable
+from .models import build_model
 
 
 def log(line: str) -> None:
@@ -44,7 +45,7 @@ class TrainingResult:
     """What train() returns to __main__, which prints `tfmw done` from it (or exits 143)."""
 
     steps: int
-    final_loss: float | None       # None: unknown
+    final_loss: float | None  # None: unknown
     examples_per_sec: float | None  # None: nothing trained in this process
     model_path: str
     weights_digest: str
@@ -59,10 +60,13 @@ def make_strategy(config: dict) -> tuple[tf.distribute.Strategy, str]:
         raise ConfigError("training config: collective: nccl needs GPUs but none are visible; use auto or ring")
     if choice == "auto":
         choice = "nccl" if gpus else "ring"
-    impl = {"nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
-            "ring": tf.distribute.experimental.CommunicationImplementation.RING}[choice]
+    impl = {
+        "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
+        "ring": tf.distribute.experimental.CommunicationImplementation.RING,
+    }[choice]
     options = tf.distribute.experimental.CommunicationOptions(
-        implementation=impl, timeout_seconds=config["timeoutSeconds"])
+        implementation=impl, timeout_seconds=config["timeoutSeconds"]
+    )
     if config.get("heartbeatTimeoutSeconds"):
         configure_heartbeat(config["heartbeatTimeoutSeconds"])
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options), choice
@@ -71,7 +75,9 @@ def make_strategy(config: dict) -> tuple[tf.distribute.Strategy, str]:
 def communication_options(strategy) -> tf.distribute.experimental.CommunicationOptions:
     """The options the strategy was created with (NCCL on GPU workers, RING on CPU, the timeout):
     an explicit all-reduce passes them so it runs exactly like the strategy's own."""
-    return getattr(strategy.extended, "_communication_options", None) or tf.distribute.experimental.CommunicationOptions()
+    return (
+        getattr(strategy.extended, "_communication_options", None) or tf.distribute.experimental.CommunicationOptions()
+    )
 
 
 # allReduceDtype -> the dtype gradients travel in; None: float32, the optimizer's own all-reduce.
@@ -87,6 +93,7 @@ def replica_step(model, optimizer, loss_fn, global_batch: int, reduce_dtype, opt
     Otherwise the gradients are cast to reduce_dtype, summed across replicas with one explicit
     all-reduce (the strategy's CommunicationOptions), cast back to each variable's dtype and
     applied without a second aggregation (docs/training.md, "allReduceDtype")."""
+
     def step_fn(x, y):
         with tf.GradientTape() as tape:
             logits = model(x, training=True)
@@ -95,15 +102,17 @@ def replica_step(model, optimizer, loss_fn, global_batch: int, reduce_dtype, opt
                 loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
         grads = tape.gradient(loss, model.trainable_variables)
         if reduce_dtype is None:
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
             return loss
-        pairs = [(g, v) for g, v in zip(grads, model.trainable_variables) if g is not None]
+        pairs = [(g, v) for g, v in zip(grads, model.trainable_variables, strict=True) if g is not None]
         # Dense: an IndexedSlices gradient (an embedding) would be all-gathered, not summed in reduce_dtype.
         low = [tf.cast(tf.convert_to_tensor(g), reduce_dtype) for g, _ in pairs]
         summed = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, low, options=options)
-        optimizer.apply_gradients([(tf.cast(g, v.dtype), v) for g, (_, v) in zip(summed, pairs)],
-                                  skip_gradients_aggregation=True)
+        optimizer.apply_gradients(
+            [(tf.cast(g, v.dtype), v) for g, (_, v) in zip(summed, pairs, strict=True)], skip_gradients_aggregation=True
+        )
         return loss
+
     return step_fn
 
 
@@ -132,17 +141,22 @@ def configure_heartbeat(seconds: float) -> None:
 
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     cluster_spec = resolver.cluster_spec()
-    jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=cluster_spec.num_tasks(job))
-            for job in ("chief", "worker") if job in cluster_spec.jobs]
+    jobs = [
+        coordination_config_pb2.CoordinatedJob(name=job, num_tasks=cluster_spec.num_tasks(job))
+        for job in ("chief", "worker")
+        if job in cluster_spec.jobs
+    ]
     context.context().configure_coordination_service(
         service_type="standalone",
         service_leader=multi_worker_util.coordination_leader(cluster_spec),
         heartbeat_timeout_in_ms=int(seconds * 1000),
-        coordinated_jobs=jobs)
+        coordinated_jobs=jobs,
+    )
 
 
 def _scalar_metadata() -> bytes:
     from tensorflow.core.framework import summary_pb2
+
     metadata = summary_pb2.SummaryMetadata()
     metadata.plugin_data.plugin_name = "scalars"  # what TensorBoard's scalar dashboard reads
     return metadata.SerializeToString()
@@ -171,9 +185,9 @@ def weights_digest(model) -> str:
 
 @dataclass
 class Restored:
-    step: int          # 0: nothing restored
-    path: str          # the checkpoint restored ('' if none)
-    kept: list         # the checkpoints the state file now names, oldest first (the writer's list)
+    step: int  # 0: nothing restored
+    path: str  # the checkpoint restored ('' if none)
+    kept: list  # the checkpoints the state file now names, oldest first (the writer's list)
 
 
 def _read_text(path: str) -> str | None:
@@ -221,11 +235,15 @@ def restore_latest(checkpoint: tf.train.Checkpoint, directory: str, is_chief: bo
             # IndexError: a truncated data file; ValueError/AssertionError: not this model's checkpoint
             if is_retryable(err):
                 raise
-            log(loglines.line(loglines.WARNING, checkpoint=path,
-                              text=f"unreadable ({type(err).__name__}); trying an older one"))
+            log(
+                loglines.line(
+                    loglines.WARNING, checkpoint=path, text=f"unreadable ({type(err).__name__}); trying an older one"
+                )
+            )
             failed.append(path)
-            problem = problem or (f"state file names {os.path.basename(path)}, which does not restore "
-                                  f"({type(err).__name__})")
+            problem = problem or (
+                f"state file names {os.path.basename(path)}, which does not restore ({type(err).__name__})"
+            )
             continue
         step = int(checkpoint.step.numpy())
         kept = plan.kept_until(path, failed)
@@ -234,16 +252,22 @@ def restore_latest(checkpoint: tf.train.Checkpoint, directory: str, is_chief: bo
             if is_chief:
                 # Atomic (write-then-rename), relative paths: the next start follows it directly.
                 checkpoint_management.update_checkpoint_state_internal(
-                    directory, path, all_model_checkpoint_paths=kept, save_relative_paths=True)
+                    directory, path, all_model_checkpoint_paths=kept, save_relative_paths=True
+                )
         return Restored(step, path, kept)
     if failed:
-        raise TrainingError(f"checkpoint: none of the {len(failed)} complete checkpoints in {directory} restores "
-                            f"(newest {os.path.basename(failed[0])}); a checkpoint of another model or config? "
-                            "Use a new training.runId, or move the checkpoints away to start from step 0")
+        raise TrainingError(
+            f"checkpoint: none of the {len(failed)} complete checkpoints in {directory} restores "
+            f"(newest {os.path.basename(failed[0])}); a checkpoint of another model or config? "
+            "Use a new training.runId, or move the checkpoints away to start from step 0"
+        )
     if plan.state.problem != "is missing":
         # A state file without any complete checkpoint: nothing to lose, but say so.
-        log(loglines.line(loglines.RECOVERED, checkpoint="-", step=0,
-                          reason=f"{problem}; no complete checkpoint in {directory}"))
+        log(
+            loglines.line(
+                loglines.RECOVERED, checkpoint="-", step=0, reason=f"{problem}; no complete checkpoint in {directory}"
+            )
+        )
     return Restored(0, "", [])
 
 
@@ -282,18 +306,22 @@ class CheckpointWriter:
         if self.pause and chief:
             time.sleep(self.pause)
         self.kept = [p for p in self.kept if p != prefix] + [prefix]
-        retired, self.kept = self.kept[:-self.keep], self.kept[-self.keep:]
+        retired, self.kept = self.kept[: -self.keep], self.kept[-self.keep :]
         # The state file is written by atomic rename, with paths relative to the directory (as
         # CheckpointManager does) so the shared volume may be mounted anywhere on restore.
         checkpoint_management.update_checkpoint_state_internal(
-            self.directory, prefix, all_model_checkpoint_paths=self.kept, save_relative_paths=True)
+            self.directory, prefix, all_model_checkpoint_paths=self.kept, save_relative_paths=True
+        )
         for old in retired:  # only after the new state no longer names them
             for path in tf.io.gfile.glob(old + ".*"):
                 tf.io.gfile.remove(path)
         if chief:
             # seconds: the save's stall of the step loop (the launcher's goodput "checkpoint")
-            log(loglines.line(loglines.CHECKPOINT, "saved", step=step, path=prefix,
-                              seconds=f"{time.monotonic() - started:.3f}"))
+            log(
+                loglines.line(
+                    loglines.CHECKPOINT, "saved", step=step, path=prefix, seconds=f"{time.monotonic() - started:.3f}"
+                )
+            )
         return prefix
 
     def close(self) -> None:
@@ -327,8 +355,10 @@ def export_model(model, run: RunDir, cluster: Cluster) -> str:
 def diverged(what: str, value, step: int) -> TrainingError:
     """A NaN or infinite loss or weight is a permanent failure (exit 4): training diverged, and
     a restart from the last checkpoint would diverge again."""
-    return TrainingError(f"{what} is {value} at or before step {step}: training diverged; lower "
-                         "training.config.learningRate or check the data")
+    return TrainingError(
+        f"{what} is {value} at or before step {step}: training diverged; lower "
+        "training.config.learningRate or check the data"
+    )
 
 
 def weights_finite(model, optimizer) -> bool:
@@ -384,14 +414,19 @@ class StopAgreement:
             # strategy.reduce across workers is an all-reduce: every worker gets the same sum.
             per_replica = strategy.run(lambda: tf.identity(flag))
             return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
         self._agree = agree
 
     def flags(self, wants_stop: bool, bad: bool, value: float = 0.0) -> tuple[bool, bool, float]:
         """(any worker wants to stop, any worker found non-finite values, the sum over workers of
         `value`): one all-reduce. The sum is meaningful only when no worker is bad."""
         local = self.strategy.num_replicas_in_sync // self.workers  # each worker's value once per local replica
-        total = self._agree(tf.constant([1.0 if wants_stop else 0.0, 1.0 if bad else 0.0,
-                                         value if math.isfinite(value) else 0.0], dtype=tf.float64)).numpy()
+        total = self._agree(
+            tf.constant(
+                [1.0 if wants_stop else 0.0, 1.0 if bad else 0.0, value if math.isfinite(value) else 0.0],
+                dtype=tf.float64,
+            )
+        ).numpy()
         return bool(total[0] > 0.5), bool(total[1] > 0.5), float(total[2]) / local
 
     def sum_over_workers(self, value) -> float:
@@ -428,20 +463,20 @@ class Session:
     cluster: Cluster
     env: RunEnv
     run: RunDir
-    spec: object          # data.InputSpec: this worker's shard
+    spec: object  # data.InputSpec: this worker's shard
     model: object
     optimizer: object
-    checkpoint: object    # tf.train.Checkpoint of the model, the optimizer, `step` and `loss`
+    checkpoint: object  # tf.train.Checkpoint of the model, the optimizer, `step` and `loss`
     agreement: StopAgreement
     writer: CheckpointWriter
     heartbeat: Heartbeat
-    summaries: object     # TensorBoard writer (a no-op one off the chief)
+    summaries: object  # TensorBoard writer (a no-op one off the chief)
     iterator: object
-    train_step: object    # tf.function: one global step, adding this worker's loss to loss_sum
-    eval_step: object     # tf.function: the group's mean loss on one global batch
-    loss_sum: object      # this worker's summed loss since the last log line, on the device
-    start_step: int       # the restored step (0: none)
-    total: int            # the last step
+    train_step: object  # tf.function: one global step, adding this worker's loss to loss_sum
+    eval_step: object  # tf.function: the group's mean loss on one global batch
+    loss_sum: object  # this worker's summed loss since the last log line, on the device
+    start_step: int  # the restored step (0: none)
+    total: int  # the last step
     global_batch: int
 
 
@@ -450,9 +485,9 @@ class LoopState:
     """The step loop's running state: the step, the current logging window, what is reported."""
 
     step: int
-    window_first: int      # the step the current logging window started after
-    window_start: float    # monotonic time it started
-    paused: float = 0.0    # checkpoint seconds in the window: not training throughput
+    window_first: int  # the step the current logging window started after
+    window_start: float  # monotonic time it started
+    paused: float = 0.0  # checkpoint seconds in the window: not training throughput
     final_loss: float | None = None
     steady: Throughput = field(default_factory=Throughput)
     stopped: bool = False  # the group agreed to stop (SIGTERM) at a checkpoint boundary
@@ -465,9 +500,12 @@ def build_state(strategy, config: dict, spec):
         optimizer = make_optimizer(config)
         # `loss`: the mean loss of the latest window when the checkpoint was written, so a
         # restart at the last step (a crash before the export) still records a final loss.
-        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
-                                         step=tf.Variable(0, dtype=tf.int64, trainable=False),
-                                         loss=tf.Variable(float("nan"), dtype=tf.float32, trainable=False))
+        checkpoint = tf.train.Checkpoint(
+            model=model,
+            optimizer=optimizer,
+            step=tf.Variable(0, dtype=tf.int64, trainable=False),
+            loss=tf.Variable(float("nan"), dtype=tf.float32, trainable=False),
+        )
     return model, optimizer, checkpoint
 
 
@@ -485,8 +523,14 @@ def total_steps(config: dict, spec, agreement: StopAgreement, workers: int, glob
 def step_functions(strategy, model, optimizer, config: dict, loss_sum, global_batch: int):
     """(train_step, eval_step): the tf.functions the loop and the finish call on the iterator."""
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=keras.losses.Reduction.NONE)
-    step_fn = replica_step(model, optimizer, loss_fn, global_batch, REDUCE_DTYPES[config["allReduceDtype"]],
-                           communication_options(strategy))
+    step_fn = replica_step(
+        model,
+        optimizer,
+        loss_fn,
+        global_batch,
+        REDUCE_DTYPES[config["allReduceDtype"]],
+        communication_options(strategy),
+    )
 
     @tf.function
     def train_step(it):
@@ -498,8 +542,10 @@ def step_functions(strategy, model, optimizer, config: dict, loss_sum, global_ba
         def step_fn(x, y):
             logits = model(x, training=False)
             return tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
+
         x, y = next(it)
         return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(step_fn, args=(x, y)), axis=None)
+
     return train_step, eval_step
 
 
@@ -509,8 +555,13 @@ def set_up(config: dict, cluster: Cluster, env: RunEnv) -> Session:
     log(loglines.line(loglines.CONNECTING, worker=f"{cluster.worker_index}/{cluster.num_workers}"))
     connecting = time.monotonic()
     strategy, collective = make_strategy(config)  # returns once every worker has joined the group
-    log(loglines.line(loglines.CONNECTED, worker=f"{cluster.worker_index}/{cluster.num_workers}",
-                      seconds=f"{time.monotonic() - connecting:.2f}"))
+    log(
+        loglines.line(
+            loglines.CONNECTED,
+            worker=f"{cluster.worker_index}/{cluster.num_workers}",
+            seconds=f"{time.monotonic() - connecting:.2f}",
+        )
+    )
     run = RunDir.of(env.shared_dir, env.run_id)
     makedirs(run.checkpoints)
     tf.random.set_seed(config["seed"])
@@ -530,9 +581,20 @@ def set_up(config: dict, cluster: Cluster, env: RunEnv) -> Session:
     loss_sum = tf.Variable(0.0, dtype=tf.float64, trainable=False)
     agreement = StopAgreement(strategy, cluster.num_workers)
     total = total_steps(config, spec, agreement, cluster.num_workers, global_batch)
-    log(loglines.line(loglines.START, run=env.run_id, worker=f"{cluster.worker_index}/{cluster.num_workers}",
-                      replicas=replicas, global_batch=global_batch, collective=collective,
-                      model=config["model"]["name"], data=spec.describe, resume_step=start_step, steps=total))
+    log(
+        loglines.line(
+            loglines.START,
+            run=env.run_id,
+            worker=f"{cluster.worker_index}/{cluster.num_workers}",
+            replicas=replicas,
+            global_batch=global_batch,
+            collective=collective,
+            model=config["model"]["name"],
+            data=spec.describe,
+            resume_step=start_step,
+            steps=total,
+        )
+    )
 
     # distribute_datasets_from_function: the fn batches per replica
     dist_dataset = strategy.distribute_datasets_from_function(lambda ctx: spec.dataset_fn(per_replica, start_step))
@@ -542,14 +604,37 @@ def set_up(config: dict, cluster: Cluster, env: RunEnv) -> Session:
     writer = CheckpointWriter(checkpoint, run, cluster, config["checkpoint"]["keep"], restored.kept)
     if not agreement.same_everywhere(start_step):
         # Workers would run different numbers of steps and deadlock in a collective.
-        raise ConfigError(f"shared storage: workers restored different checkpoints (this worker: step "
-                          f"{start_step} from {run.checkpoints}); every worker must mount the same "
-                          "shared storage (storage.type emptyDir is per pod)")
-    summaries = (tf.summary.create_file_writer(run.tensorboard)
-                 if cluster.is_chief and config["tensorboard"]["enabled"] else tf.summary.create_noop_writer())
-    return Session(config, cluster, env, run, spec, model, optimizer, checkpoint, agreement, writer,
-                   Heartbeat(env.heartbeat_file), summaries, iterator, train_step, eval_step, loss_sum,
-                   start_step, total, global_batch)
+        raise ConfigError(
+            f"shared storage: workers restored different checkpoints (this worker: step "
+            f"{start_step} from {run.checkpoints}); every worker must mount the same "
+            "shared storage (storage.type emptyDir is per pod)"
+        )
+    summaries = (
+        tf.summary.create_file_writer(run.tensorboard)
+        if cluster.is_chief and config["tensorboard"]["enabled"]
+        else tf.summary.create_noop_writer()
+    )
+    return Session(
+        config,
+        cluster,
+        env,
+        run,
+        spec,
+        model,
+        optimizer,
+        checkpoint,
+        agreement,
+        writer,
+        Heartbeat(env.heartbeat_file),
+        summaries,
+        iterator,
+        train_step,
+        eval_step,
+        loss_sum,
+        start_step,
+        total,
+        global_batch,
+    )
 
 
 def check_finite(s: Session, step: int, wants_stop: bool = False) -> tuple[bool, float]:
@@ -561,12 +646,16 @@ def check_finite(s: Session, step: int, wants_stop: bool = False) -> tuple[bool,
     if not math.isfinite(pending):
         bad = diverged("loss", pending, step)
     elif not weights_finite(s.model, s.optimizer):
-        bad = TrainingError(f"weights are not finite (NaN or infinite) after step {step}: training "
-                            "diverged; lower training.config.learningRate or check the data")
+        bad = TrainingError(
+            f"weights are not finite (NaN or infinite) after step {step}: training "
+            "diverged; lower training.config.learningRate or check the data"
+        )
     stop, any_bad, pending = s.agreement.flags(wants_stop, bad is not None, pending)
     if any_bad:  # every worker fails together, none goes on to save or export
-        raise bad or TrainingError(f"another worker found a non-finite loss or weights at step {step}: "
-                                   "training diverged; lower training.config.learningRate or check the data")
+        raise bad or TrainingError(
+            f"another worker found a non-finite loss or weights at step {step}: "
+            "training diverged; lower training.config.learningRate or check the data"
+        )
     return stop, pending
 
 
@@ -587,8 +676,15 @@ def log_window(s: Session, state: LoopState) -> None:
     state.steady.add(steps * s.global_batch, elapsed, warmup=state.window_first == s.start_step)
     per_worker_batch = s.global_batch // s.cluster.num_workers
     epoch = (step - 1) * per_worker_batch // s.spec.examples_per_worker + 1
-    log(loglines.line(loglines.PROGRESS, step=f"{step}/{s.total}", epoch=epoch, loss=f"{state.final_loss:.4f}",
-                      examples_per_sec=f"{throughput:.1f}"))
+    log(
+        loglines.line(
+            loglines.PROGRESS,
+            step=f"{step}/{s.total}",
+            epoch=epoch,
+            loss=f"{state.final_loss:.4f}",
+            examples_per_sec=f"{throughput:.1f}",
+        )
+    )
     with s.summaries.as_default(step=step):
         write_scalar("loss", state.final_loss)
         write_scalar("examples_per_sec", throughput)
@@ -629,11 +725,15 @@ def run_steps(s: Session, stop_requested) -> LoopState:
             s.heartbeat.beat(step)
             if step % every_log == 0 or step == s.total:
                 log_window(s, state)
-            if (step % every_ckpt == 0 or step == s.total) and \
-                    at_boundary(s, state, stop_requested() if step < s.total else False):
+            if (step % every_ckpt == 0 or step == s.total) and at_boundary(
+                s, state, stop_requested() if step < s.total else False
+            ):
                 state.stopped = True
-                log(loglines.line(loglines.STOPPED, step=f"{step}/{s.total}", reason="sigterm",
-                                  checkpoint=s.run.checkpoints))
+                log(
+                    loglines.line(
+                        loglines.STOPPED, step=f"{step}/{s.total}", reason="sigterm", checkpoint=s.run.checkpoints
+                    )
+                )
                 break
     finally:
         stop_requested.training_finished()
@@ -662,10 +762,19 @@ def finish(s: Session, state: LoopState, digest: str, started: float) -> Trainin
     seconds = time.monotonic() - started
     overall = state.steady.rate()
     if s.cluster.is_chief:
-        write_completed(s.run, {"runId": s.env.run_id, "steps": state.step, "finalLoss": finite_or_none(final_loss),
-                                "model": model_path, "seconds": round(seconds, 3),
-                                "examplesPerSec": None if overall is None else round(overall, 1),
-                                "weightsDigest": digest, "workers": s.cluster.num_workers})
+        write_completed(
+            s.run,
+            {
+                "runId": s.env.run_id,
+                "steps": state.step,
+                "finalLoss": finite_or_none(final_loss),
+                "model": model_path,
+                "seconds": round(seconds, 3),
+                "examplesPerSec": None if overall is None else round(overall, 1),
+                "weightsDigest": digest,
+                "workers": s.cluster.num_workers,
+            },
+        )
     return TrainingResult(state.step, finite_or_none(final_loss), overall, model_path, digest, stopped=False)
 
 

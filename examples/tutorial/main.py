@@ -1,8 +1,8 @@
 """main.py of TensorFlow's multi-worker Keras tutorial, run by the chart without a new image:
 
     helm install tutorial charts/tf-multiworker -f values/dev.yaml \
-      --set-file 'training.files.main\.py=examples/tutorial/main.py' \
-      --set-file 'training.files.mnist_setup\.py=examples/tutorial/mnist_setup.py' \
+      --set-file 'training.files.main\\.py=examples/tutorial/main.py' \
+      --set-file 'training.files.mnist_setup\\.py=examples/tutorial/mnist_setup.py' \
       --set 'training.command={python,/opt/tf-multiworker/files/main.py}'
 
 The launcher sets TF_CONFIG; Python finds mnist_setup beside this file. Added to the
@@ -10,6 +10,7 @@ tutorial: BackupAndRestore and the chief's save on shared storage (TFMW_SHARED_D
 so a restarted group resumes and the model outlives the pods; and `--epochs` /
 `--steps-per-epoch` (training.args; the tutorial's 3 x 70 by default).
 """
+
 import argparse
 import json
 import os
@@ -37,8 +38,9 @@ with strategy.scope():
 
 run_dir = os.path.join(os.environ.get("TFMW_SHARED_DIR", "/tmp"), os.environ.get("TFMW_RUN_ID", "tutorial"))
 backup = tf.keras.callbacks.BackupAndRestore(backup_dir=os.path.join(run_dir, "backup"))
-multi_worker_model.fit(multi_worker_dataset, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
-                       callbacks=[backup], verbose=2)
+multi_worker_model.fit(
+    multi_worker_dataset, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, callbacks=[backup], verbose=2
+)
 
 # Every worker saves (the save runs collectives); only the chief's copy is kept (the tutorial's
 # write_filepath pattern).

@@ -14,6 +14,7 @@ tools       the pinned helm/kubectl binaries in .tools/bin
 
 The image side (`entrypoint/`) never imports this package.
 """
+
 from pathlib import Path
 
 # The checkout this package is installed from (editable, by `make setup`): the chart, the

@@ -1,4 +1,5 @@
 """the tfmw command (python -m tfmw)."""
+
 import sys
 
 from tfmw.cli import main

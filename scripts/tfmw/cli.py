@@ -12,6 +12,7 @@ rules (scripts/tfmw/chart/render.py), validated against values.schema.json, rend
 real helm, and the manifests validated against the Kubernetes schema of --kube-version.
 Errors are one line on stderr with a non-zero exit (see helmkit.ToolError for the codes).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,11 +25,10 @@ import sys
 import time
 from pathlib import Path
 
+from tfmw.chart import helmkit, render
+from tfmw.chart.helmkit import ToolError, helm_error_line, stderr_text
 from tfmw.deploy import helm as deploy_helm
 from tfmw.deploy import observe as deploy_pods
-from tfmw.chart import helmkit
-from tfmw.chart import render
-from tfmw.chart.helmkit import ToolError, helm_error_line, stderr_text
 
 
 def say(line: str) -> None:
@@ -37,15 +37,18 @@ def say(line: str) -> None:
 
 # ---------------------------------------------------------------- helm via pyhelm3
 
+
 def _cluster_failure(stderr: str, context: str | None) -> ToolError | None:
     """The kube context is missing or the cluster does not answer: one line naming which, or None."""
     import os
+
     no_file = deploy_helm.missing_kubeconfig_message(os.environ.get("KUBECONFIG"))
     if no_file and deploy_helm.is_unreachable(stderr):
         return ToolError(no_file, exit_code=3)
     kubectl = _kubectl_or_none()
-    missing = deploy_helm.missing_context_message(stderr, deploy_helm.kube_contexts(kubectl),
-                                                  deploy_helm._kubeconfig_in_use())
+    missing = deploy_helm.missing_context_message(
+        stderr, deploy_helm.kube_contexts(kubectl), deploy_helm._kubeconfig_in_use()
+    )
     if missing:
         return ToolError(missing, exit_code=3)
     if deploy_helm.is_unreachable(stderr):
@@ -57,14 +60,14 @@ def _cluster_failure(stderr: str, context: str | None) -> ToolError | None:
 def _helm_failure(exc, what: str, context: str | None) -> ToolError:
     """Turn a pyhelm3 error into one operator-facing line."""
     stderr = stderr_text(exc.stderr)
-    return _cluster_failure(stderr, context) or \
-        ToolError(f"{what} failed: {deploy_helm.helm_error_text(stderr)}", exit_code=4)
+    return _cluster_failure(stderr, context) or ToolError(
+        f"{what} failed: {deploy_helm.helm_error_text(stderr)}", exit_code=4
+    )
 
 
 def _kubectl_failure(exc: subprocess.CalledProcessError, what: str, context: str | None) -> ToolError:
     stderr = stderr_text(exc.stderr)
-    return _cluster_failure(stderr, context) or \
-        ToolError(f"{what} failed: {helm_error_line(stderr)}", exit_code=4)
+    return _cluster_failure(stderr, context) or ToolError(f"{what} failed: {helm_error_line(stderr)}", exit_code=4)
 
 
 def _kubectl_or_none() -> str | None:
@@ -77,6 +80,7 @@ def _kubectl_or_none() -> str | None:
 async def _release_status(cmd, release: str, namespace: str, context: str | None) -> dict | None:
     """`helm status -o json`, or None when the release is not installed."""
     import pyhelm3
+
     try:
         return await cmd.status(release, namespace=namespace)
     except pyhelm3.errors.ReleaseNotFoundError:
@@ -88,6 +92,7 @@ async def _release_status(cmd, release: str, namespace: str, context: str | None
 async def _release_objects(cmd, release: str, namespace: str, context: str | None) -> list[dict]:
     """The manifest helm recorded for the release's current revision."""
     import pyhelm3
+
     try:
         return [o for o in await cmd.get_resources(release, namespace=namespace) if o]
     except pyhelm3.errors.Error as exc:
@@ -95,9 +100,11 @@ async def _release_objects(cmd, release: str, namespace: str, context: str | Non
 
 
 def _not_installed(release: str, namespace: str) -> ToolError:
-    return ToolError(f"release {release} is not installed in namespace {namespace} "
-                     f"(deploy it with `make deploy ENV=<env> RELEASE={release} NAMESPACE={namespace}`)",
-                     exit_code=3)
+    return ToolError(
+        f"release {release} is not installed in namespace {namespace} "
+        f"(deploy it with `make deploy ENV=<env> RELEASE={release} NAMESPACE={namespace}`)",
+        exit_code=3,
+    )
 
 
 def _namespace_missing(namespace: str, context: str | None) -> str | None:
@@ -112,22 +119,38 @@ def _missing_release(release: str, namespace: str, context: str | None) -> ToolE
     """No such release: say whether the namespace itself is missing (a typo in NAMESPACE=)."""
     missing = _namespace_missing(namespace, context)
     if missing:
-        return ToolError(f"{missing}, so release {release} is not there: check NAMESPACE= "
-                         "(`kubectl get namespaces` lists them)", exit_code=3)
+        return ToolError(
+            f"{missing}, so release {release} is not there: check NAMESPACE= (`kubectl get namespaces` lists them)",
+            exit_code=3,
+        )
     return _not_installed(release, namespace)
 
 
 # ---------------------------------------------------------------- template
 
+
 def _prepare(args) -> render.Rendered:
-    rendered = render.prepare(args.env, args.set, release=args.release, namespace=args.namespace,
-                              helm=args.helm, chart_dir=args.chart, values_dir=args.values_dir,
-                              kube_version=args.kube_version, set_files=args.set_file)
+    rendered = render.prepare(
+        args.env,
+        args.set,
+        release=args.release,
+        namespace=args.namespace,
+        helm=args.helm,
+        chart_dir=args.chart,
+        values_dir=args.values_dir,
+        kube_version=args.kube_version,
+        set_files=args.set_file,
+    )
     sets = f" + --set {' '.join(rendered.sets)}" if rendered.sets else ""
-    say(f"values: {render.repo_relative(rendered.overlay)}{sets} validated against "
-        f"{render.repo_relative(Path(args.chart) / 'values.schema.json')}")
-    unchecked = f" (not in the Kubernetes schema, checked by the cluster: " \
-                f"{', '.join(rendered.unchecked_kinds)})" if rendered.unchecked_kinds else ""
+    say(
+        f"values: {render.repo_relative(rendered.overlay)}{sets} validated against "
+        f"{render.repo_relative(Path(args.chart) / 'values.schema.json')}"
+    )
+    unchecked = (
+        f" (not in the Kubernetes schema, checked by the cluster: {', '.join(rendered.unchecked_kinds)})"
+        if rendered.unchecked_kinds
+        else ""
+    )
     say(f"rendered {len(rendered.objects)} objects, valid for Kubernetes {args.kube_version}{unchecked}")
     for warning in rendered.warnings:
         print(warning, file=sys.stderr, flush=True)
@@ -143,8 +166,15 @@ def cmd_template(args) -> int:
 
 # ---------------------------------------------------------------- deploy
 
-async def _watch_pods(kubectl: str | None, context: str | None, workers: deploy_pods.Workers,
-                      started: float, interval: float, seen: list | None = None) -> None:
+
+async def _watch_pods(
+    kubectl: str | None,
+    context: str | None,
+    workers: deploy_pods.Workers,
+    started: float,
+    interval: float,
+    seen: list | None = None,
+) -> None:
     """Print a progress line whenever the scheduled/running/ready counts (or the reasons why
     not) change. `seen` keeps the latest pod list that says why a worker is not ready, for the
     failure report: by the time helm gives up and rolls back, the pods may be gone or replaced."""
@@ -165,14 +195,28 @@ async def _watch_pods(kubectl: str | None, context: str | None, workers: deploy_
 
 
 def _upgrade_args(args, major: int) -> list[str]:
-    return deploy_helm.upgrade_args(major, args.release, Path(args.chart).resolve(), args.namespace,
-                                    timeout=args.timeout, wait=not args.no_wait,
-                                    rollback_on_failure=not args.no_rollback)
+    return deploy_helm.upgrade_args(
+        major,
+        args.release,
+        Path(args.chart).resolve(),
+        args.namespace,
+        timeout=args.timeout,
+        wait=not args.no_wait,
+        rollback_on_failure=not args.no_rollback,
+    )
 
 
-async def _deploy_failure(exc, args, cmd, kubectl: str | None, rendered: render.Rendered,
-                          previous: dict | None, namespace_created: bool, seen: list,
-                          started_wall: float) -> ToolError:
+async def _deploy_failure(
+    exc,
+    args,
+    cmd,
+    kubectl: str | None,
+    rendered: render.Rendered,
+    previous: dict | None,
+    namespace_created: bool,
+    seen: list,
+    started_wall: float,
+) -> ToolError:
     """One line for a failed `helm upgrade --install`: what helm or the API server refused, why
     the workers were not ready (pods, scheduler and controller Events), and what is left."""
     stderr = stderr_text(exc.stderr)
@@ -194,8 +238,10 @@ async def _deploy_failure(exc, args, cmd, kubectl: str | None, rendered: render.
     if kubectl:
         events: list = []
         try:
-            pods_now = [deploy_pods.pod_state(p) for p in
-                        await asyncio.to_thread(deploy_pods.list_pods, kubectl, args.kube_context, workers)]
+            pods_now = [
+                deploy_pods.pod_state(p)
+                for p in await asyncio.to_thread(deploy_pods.list_pods, kubectl, args.kube_context, workers)
+            ]
             events = await asyncio.to_thread(deploy_pods.list_events, kubectl, args.kube_context, args.namespace)
         except (subprocess.SubprocessError, OSError, ValueError):
             pass
@@ -207,6 +253,7 @@ async def _deploy_failure(exc, args, cmd, kubectl: str | None, rendered: render.
             if reasons:
                 parts.append("workers not ready: " + "; ".join(reasons))
     import pyhelm3
+
     try:
         now = await cmd.status(args.release, namespace=args.namespace)
     except pyhelm3.errors.Error:
@@ -215,19 +262,34 @@ async def _deploy_failure(exc, args, cmd, kubectl: str | None, rendered: render.
     claims = deploy_helm.kept_claims(rendered.objects)
     if now is None and kubectl and claims:
         try:
-            found = await asyncio.to_thread(deploy_pods.get_objects, kubectl, args.kube_context, args.namespace,
-                                            [f"persistentvolumeclaim/{c}" for c in claims])
+            found = await asyncio.to_thread(
+                deploy_pods.get_objects,
+                kubectl,
+                args.kube_context,
+                args.namespace,
+                [f"persistentvolumeclaim/{c}" for c in claims],
+            )
             kept = [ref.split("/", 1)[1] for ref in found]
         except (subprocess.SubprocessError, OSError, ValueError):
             kept = claims  # cannot look: say what helm keeps by policy
-    parts.append(deploy_helm.after_failure(
-        args.release, args.namespace, previous=previous, now=now, rollback=not args.no_rollback,
-        namespace_created=namespace_created, pods_left=len(pods_now) if now is None else 0, kept=kept))
+    parts.append(
+        deploy_helm.after_failure(
+            args.release,
+            args.namespace,
+            previous=previous,
+            now=now,
+            rollback=not args.no_rollback,
+            namespace_created=namespace_created,
+            pods_left=len(pods_now) if now is None else 0,
+            kept=kept,
+        )
+    )
     return ToolError("; ".join(parts), exit_code=code)
 
 
-def _run_after_deploy(kubectl: str | None, context: str | None, workers: deploy_pods.Workers,
-                      release: str, revision) -> None:
+def _run_after_deploy(
+    kubectl: str | None, context: str | None, workers: deploy_pods.Workers, release: str, revision
+) -> None:
     """Say where the run stands once helm is done (it may have finished during the wait, and
     its workers scaled to 0); refuse, exit 3, when this revision's run is recorded Failed."""
     if not kubectl or not workers.status_configmap:
@@ -242,14 +304,18 @@ def _run_after_deploy(kubectl: str | None, context: str | None, workers: deploy_
     if deploy_pods.run_failed_here(record, workers, sts):
         # No worker count here: a redeploy has just brought the workers back, only for them to
         # find the run Failed and return to 0.
-        raise ToolError(f"release {release} revision {revision} is deployed, but {run}. It does not "
-                        "train again with this pod template: fix the values and deploy again (a changed "
-                        "template retries the run), or set a new training.runId", exit_code=3)
+        raise ToolError(
+            f"release {release} revision {revision} is deployed, but {run}. It does not "
+            "train again with this pod template: fix the values and deploy again (a changed "
+            "template retries the run), or set a new training.runId",
+            exit_code=3,
+        )
     say(f"{run}; {deploy_pods.workers_summary(workers, sts, record)}")
 
 
 async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
     import pyhelm3
+
     cmd = helmkit.pyhelm3_command(helm, args.kube_context)
     major = helmkit.helm_major(helm)
     current = await _release_status(cmd, args.release, args.namespace, args.kube_context)
@@ -258,38 +324,49 @@ async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
     workers = deploy_pods.workers_of(rendered.objects, args.namespace)
     kubectl = _kubectl_or_none()
     target = deploy_helm.kube_target(kubectl, args.kube_context)
-    namespace_created = bool(not current and kubectl
-                             and deploy_pods.namespace_exists(kubectl, args.kube_context, args.namespace) is False)
-    action = (f"upgrading {args.release} from revision {current.get('version')}" if current
-              else f"installing {args.release}")
-    wait = (f"waiting up to {args.timeout} for {workers.replicas} workers to be ready"
-            + (", rolling back on failure" if not args.no_rollback else "")) if not args.no_wait \
+    namespace_created = bool(
+        not current and kubectl and deploy_pods.namespace_exists(kubectl, args.kube_context, args.namespace) is False
+    )
+    action = (
+        f"upgrading {args.release} from revision {current.get('version')}" if current else f"installing {args.release}"
+    )
+    wait = (
+        (
+            f"waiting up to {args.timeout} for {workers.replicas} workers to be ready"
+            + (", rolling back on failure" if not args.no_rollback else "")
+        )
+        if not args.no_wait
         else "not waiting"
+    )
     where = f"namespace {args.namespace}" + (" (created now)" if namespace_created else "")
     say(f"helm {major}: {action} in {where} on {target}; {wait}")
 
     helm_args = _upgrade_args(args, major)
     started, started_wall = time.monotonic(), time.time()
     seen: list = []
-    watcher = asyncio.create_task(_watch_pods(None if args.no_wait else kubectl, args.kube_context,
-                                              workers, started, args.poll_seconds, seen))
+    watcher = asyncio.create_task(
+        _watch_pods(None if args.no_wait else kubectl, args.kube_context, workers, started, args.poll_seconds, seen)
+    )
     try:
         out = await cmd.run(helm_args, json.dumps(rendered.user_values).encode())
     except pyhelm3.errors.Error as exc:
         watcher.cancel()
-        raise await _deploy_failure(exc, args, cmd, kubectl, rendered, current, namespace_created,
-                                    seen, started_wall) from None
+        raise await _deploy_failure(
+            exc, args, cmd, kubectl, rendered, current, namespace_created, seen, started_wall
+        ) from None
     finally:
         watcher.cancel()
     text = out.decode(errors="replace")
     try:  # helm may print registry notes before the JSON release
-        release = json.loads(text[text.index("{"):])
+        release = json.loads(text[text.index("{") :])
     except ValueError:
         release = {}
     revision = release.get("version", "?")
-    say(f"deployed: release {args.release} revision {revision}, "
+    say(
+        f"deployed: release {args.release} revision {revision}, "
         f"{(release.get('info') or {}).get('status', 'deployed')}, "
-        f"{int(time.monotonic() - started)}s; follow with `make status` and `make logs`")
+        f"{int(time.monotonic() - started)}s; follow with `make status` and `make logs`"
+    )
     _run_after_deploy(None if args.no_wait else kubectl, args.kube_context, workers, args.release, revision)
     return 0
 
@@ -305,6 +382,7 @@ def cmd_deploy(args) -> int:
 def _dry_run(args, rendered: render.Rendered, helm: str) -> int:
     """Offline: show the helm command deploy would run (helm's own --dry-run needs a cluster)."""
     import shlex
+
     major = helmkit.helm_major(helm)
     helm_args = _upgrade_args(args, major)
     context = ["--kube-context", args.kube_context] if args.kube_context else []
@@ -315,6 +393,7 @@ def _dry_run(args, rendered: render.Rendered, helm: str) -> int:
 
 
 # ---------------------------------------------------------------- diff
+
 
 def cmd_diff(args) -> int:
     rendered = _prepare(args)
@@ -329,8 +408,11 @@ def cmd_diff(args) -> int:
     old = asyncio.run(recorded())
     if old is None:
         missing = _namespace_missing(args.namespace, args.kube_context)
-        say(f"{missing}; deploy would create it and:" if missing else
-            f"release {args.release} is not installed in namespace {args.namespace}; deploy would create:")
+        say(
+            f"{missing}; deploy would create it and:"
+            if missing
+            else f"release {args.release} is not installed in namespace {args.namespace}; deploy would create:"
+        )
         for obj in deploy_helm.manifest_objects(rendered.objects):
             say(f"  + {deploy_helm.object_key(obj)}")
         return 0
@@ -340,6 +422,7 @@ def cmd_diff(args) -> int:
 
 
 # ---------------------------------------------------------------- status / logs / undeploy
+
 
 async def _workers_of_release(args, helm: str) -> tuple[dict, deploy_pods.Workers]:
     cmd = helmkit.pyhelm3_command(helm, args.kube_context)
@@ -353,8 +436,9 @@ async def _workers_of_release(args, helm: str) -> tuple[dict, deploy_pods.Worker
 def _run_objects(kubectl: str, context: str | None, workers: deploy_pods.Workers) -> tuple[dict | None, dict | None]:
     """(the worker StatefulSet, the status ConfigMap) as they are now; None for what does not exist
     (the ConfigMap also when the release records no status)."""
-    refs = [f"statefulset/{workers.name}"] + ([f"configmap/{workers.status_configmap}"]
-                                               if workers.status_configmap else [])
+    refs = [f"statefulset/{workers.name}"] + (
+        [f"configmap/{workers.status_configmap}"] if workers.status_configmap else []
+    )
     try:
         found = deploy_pods.get_objects(kubectl, context, workers.namespace, refs)
     except subprocess.CalledProcessError as exc:
@@ -380,8 +464,9 @@ def cmd_status(args) -> int:
         # No status object (API access off): the logs are the only record of progress.
         log = deploy_pods.pod_log(kubectl, args.kube_context, workers.namespace, pod.name)
         reports.append(deploy_pods.WorkerReport(pod, deploy_pods.last_progress(log), deploy_pods.completion(log)))
-    release = deploy_pods.ReleaseInfo(args.release, args.namespace, int(status.get("version", 0)),
-                                      (status.get("info") or {}).get("status", "?"))
+    release = deploy_pods.ReleaseInfo(
+        args.release, args.namespace, int(status.get("version", 0)), (status.get("info") or {}).get("status", "?")
+    )
     for line in deploy_pods.status_lines(release, workers, sts, status_object, reports):
         say(line)
     return 0
@@ -404,16 +489,23 @@ def cmd_logs(args) -> int:
             # Scaled to 0 at the end of the run: the pods are gone, the logs they kept are not.
             reader, where = deploy_pods.log_reader_pod(sts, f"{workers.name}-logs-{secrets.token_hex(3)}")
             if reader is None:
-                say(f"no worker pods to follow: {summary}; {deploy_pods.run_summary(record, workers)}; "
-                    f"their logs went with the pods: {where} (`make status` has the outcome)")
+                say(
+                    f"no worker pods to follow: {summary}; {deploy_pods.run_summary(record, workers)}; "
+                    f"their logs went with the pods: {where} (`make status` has the outcome)"
+                )
                 return 0
-            say(f"no worker pods to follow: {summary}; {deploy_pods.run_summary(record, workers)}; "
-                f"their logs as the workers kept them ({where}, logs.keepMiB):")
+            say(
+                f"no worker pods to follow: {summary}; {deploy_pods.run_summary(record, workers)}; "
+                f"their logs as the workers kept them ({where}, logs.keepMiB):"
+            )
             return _print_kept_logs(kubectl, args.kube_context, workers.namespace, reader)
-        raise ToolError(f"no worker pods of release {args.release} in namespace {args.namespace}: {summary}; "
-                        "see `make status`", exit_code=3)
-    cmd = deploy_pods.kubectl_base(kubectl, args.kube_context) + \
-        deploy_pods.logs_args(workers, follow=not args.no_follow, tail=args.tail)
+        raise ToolError(
+            f"no worker pods of release {args.release} in namespace {args.namespace}: {summary}; see `make status`",
+            exit_code=3,
+        )
+    cmd = deploy_pods.kubectl_base(kubectl, args.kube_context) + deploy_pods.logs_args(
+        workers, follow=not args.no_follow, tail=args.tail
+    )
     try:
         return subprocess.run(cmd).returncode
     except KeyboardInterrupt:
@@ -427,11 +519,18 @@ def _print_kept_logs(kubectl: str, context: str | None, namespace: str, reader: 
     """Run the log reader pod (deploy_pods.log_reader_pod), print what it printed, delete it."""
     base = deploy_pods.kubectl_base(kubectl, context)
     name = reader["metadata"]["name"]
-    created = subprocess.run(base + ["create", "--namespace", namespace, "--filename", "-", "--request-timeout=20s"],
-                             input=json.dumps(reader), capture_output=True, text=True, timeout=60)
+    created = subprocess.run(
+        base + ["create", "--namespace", namespace, "--filename", "-", "--request-timeout=20s"],
+        input=json.dumps(reader),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if created.returncode != 0:
-        raise ToolError(f"cannot start pod {name} to read the kept logs: "
-                        f"{' '.join(stderr_text(created.stderr).split())}", exit_code=3)
+        raise ToolError(
+            f"cannot start pod {name} to read the kept logs: {' '.join(stderr_text(created.stderr).split())}",
+            exit_code=3,
+        )
     try:
         deadline, phase, why = time.monotonic() + KEPT_LOGS_TIMEOUT_SECONDS, "", ""
         while time.monotonic() < deadline:
@@ -442,22 +541,44 @@ def _print_kept_logs(kubectl: str, context: str | None, namespace: str, reader: 
                 break
             waiting = [((c.get("state") or {}).get("waiting") or {}) for c in status.get("containerStatuses") or []]
             conditions = [c for c in status.get("conditions") or [] if c.get("status") == "False" and c.get("message")]
-            why = "; ".join(w.get("message") or w.get("reason", "") for w in waiting if w) or \
-                "; ".join(c["message"] for c in conditions)
+            why = "; ".join(w.get("message") or w.get("reason", "") for w in waiting if w) or "; ".join(
+                c["message"] for c in conditions
+            )
             time.sleep(1)
         else:
-            raise ToolError(f"pod {name}, which reads the kept logs, did not finish in {KEPT_LOGS_TIMEOUT_SECONDS}s "
-                            f"(phase {phase or '?'}{': ' + why if why else ''})", exit_code=3)
-        logs = subprocess.run(base + ["logs", name, "--namespace", namespace, "--request-timeout=20s"],
-                              capture_output=True, text=True, timeout=120)
+            raise ToolError(
+                f"pod {name}, which reads the kept logs, did not finish in {KEPT_LOGS_TIMEOUT_SECONDS}s "
+                f"(phase {phase or '?'}{': ' + why if why else ''})",
+                exit_code=3,
+            )
+        logs = subprocess.run(
+            base + ["logs", name, "--namespace", namespace, "--request-timeout=20s"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         sys.stdout.write(logs.stdout)
         sys.stdout.flush()
         return 0 if phase == "Succeeded" and logs.returncode == 0 else 3
     except subprocess.CalledProcessError as exc:
         raise _kubectl_failure(exc, f"kubectl get pod {name}", context) from None
     finally:
-        subprocess.run(base + ["delete", "pod", name, "--namespace", namespace, "--wait=false", "--ignore-not-found",
-                               "--request-timeout=20s"], capture_output=True, text=True, timeout=60)
+        subprocess.run(
+            base
+            + [
+                "delete",
+                "pod",
+                name,
+                "--namespace",
+                namespace,
+                "--wait=false",
+                "--ignore-not-found",
+                "--request-timeout=20s",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
 
 def cmd_undeploy(args) -> int:
@@ -465,20 +586,22 @@ def cmd_undeploy(args) -> int:
 
     async def uninstall() -> int:
         import pyhelm3
+
         cmd = helmkit.pyhelm3_command(helm, args.kube_context)
         status = await _release_status(cmd, args.release, args.namespace, args.kube_context)
         if status is None:
             missing = _namespace_missing(args.namespace, args.kube_context)
             if missing:
-                raise ToolError(f"{missing}: nothing to uninstall; check NAMESPACE= "
-                                "(`kubectl get namespaces` lists them)", exit_code=3)
+                raise ToolError(
+                    f"{missing}: nothing to uninstall; check NAMESPACE= (`kubectl get namespaces` lists them)",
+                    exit_code=3,
+                )
             say(f"release {args.release} is not installed in namespace {args.namespace}: nothing to do")
             return 0
         objects = await _release_objects(cmd, args.release, args.namespace, args.kube_context)
         major = helmkit.helm_major(helm)
         try:
-            await cmd.run(deploy_helm.uninstall_args(major, args.release, args.namespace,
-                                                     timeout=args.timeout))
+            await cmd.run(deploy_helm.uninstall_args(major, args.release, args.namespace, timeout=args.timeout))
         except pyhelm3.errors.Error as exc:
             raise _helm_failure(exc, "helm uninstall", args.kube_context) from None
         say(f"uninstalled release {args.release} from namespace {args.namespace}")
@@ -490,6 +613,7 @@ def cmd_undeploy(args) -> int:
 
 
 # ---------------------------------------------------------------- CLI
+
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="tfmw", description=__doc__.split("\n\n")[0])
@@ -503,12 +627,21 @@ def parser() -> argparse.ArgumentParser:
 
     def rendering(p: argparse.ArgumentParser) -> None:
         p.add_argument("--env", required=True, help="overlay values/<env>.yaml")
-        p.add_argument("--set", action="append", default=[],
-                       help="helm --set items, space separated: 'a.b=1 c={x,y}' (repeatable)")
-        p.add_argument("--set-file", dest="set_file", action="append", default=[],
-                       help="helm --set-file key=path items, e.g. 'training.files.main\\.py=main.py' (repeatable)")
-        p.add_argument("--kube-version", default=render.DEFAULT_KUBE_VERSION,
-                       help="validate manifests against this Kubernetes version (default %(default)s)")
+        p.add_argument(
+            "--set", action="append", default=[], help="helm --set items, space separated: 'a.b=1 c={x,y}' (repeatable)"
+        )
+        p.add_argument(
+            "--set-file",
+            dest="set_file",
+            action="append",
+            default=[],
+            help="helm --set-file key=path items, e.g. 'training.files.main\\.py=main.py' (repeatable)",
+        )
+        p.add_argument(
+            "--kube-version",
+            default=render.DEFAULT_KUBE_VERSION,
+            help="validate manifests against this Kubernetes version (default %(default)s)",
+        )
         p.add_argument("--chart", default=str(render.CHART_DIR), help=argparse.SUPPRESS)
         p.add_argument("--values-dir", default=str(render.VALUES_DIR), help=argparse.SUPPRESS)
 
@@ -522,8 +655,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", default="15m", help="helm --timeout (default %(default)s)")
     p.add_argument("--no-wait", action="store_true", help="return once submitted (implies --no-rollback)")
     p.add_argument("--no-rollback", action="store_true", help="keep a failed revision for debugging")
-    p.add_argument("--dry-run", action="store_true",
-                   help="validate and render, print the helm command and values; no cluster call")
+    p.add_argument(
+        "--dry-run", action="store_true", help="validate and render, print the helm command and values; no cluster call"
+    )
     p.add_argument("--poll-seconds", type=float, default=5.0, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_deploy)
 
@@ -558,8 +692,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tfmw {args.command}: error: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"tfmw {args.command}: interrupted (a helm operation may have been cut short: "
-              "check `make status`)", file=sys.stderr)
+        print(
+            f"tfmw {args.command}: interrupted (a helm operation may have been cut short: check `make status`)",
+            file=sys.stderr,
+        )
         return 130
 
 

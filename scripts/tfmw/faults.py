@@ -1,5 +1,5 @@
 """Fault injection: kill, hang, cut off or delete a worker mid-training and measure what it
-costs. Used by tests/faults and tests/cluster (assertions) and `make bench` (figures).
+costs. Used by tests/tfmw/faults and tests/e2e/cluster (assertions) and `make bench` (figures).
 
     python -m tfmw.faults [--scenario NAME ...] [--steps 120] [--set k=v ...]
     python -m tfmw.faults --cluster [--kubeconfig PATH] [--namespace NS] [--scenario NAME ...]
@@ -29,6 +29,7 @@ Logs come from `kubectl logs -f` of every pod incarnation (kept after a finished
 its StatefulSet to 0); the chief's COMPLETED marker is read from the claim's volume when that
 is a hostPath on this machine, and its weights digest must match every worker's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,12 +48,12 @@ from pathlib import Path
 from entrypoint import loglines
 from entrypoint.goodput import read_line_fields
 from entrypoint.loglines import LogLine, progress_step
-from tfmw.chart import render
 from tfmw.bench.table import markdown_table
+from tfmw.chart import render
 from tfmw.chart.helmkit import ToolError, find_helm, find_kubectl, helm_error_line
-from tfmw.localrun.run import DEFAULT_RUNS, base_env, choose_network, metrics_enabled
 from tfmw.localrun.kubelet import LocalCluster
 from tfmw.localrun.podspec import LocalRunError, build_pods, find_workload
+from tfmw.localrun.run import DEFAULT_RUNS, choose_network, metrics_enabled
 
 SCENARIOS = ("kill-worker", "kill-chief", "hang-worker", "partition-worker", "kill-during-checkpoint")
 
@@ -66,7 +67,7 @@ class FaultResult:
     checkpoint_every: int
     step_at_fault: int = -1
     resume_step: int = -1
-    seconds_to_detect: float = float("nan")   # fault -> a worker's collective fails / watchdog fires
+    seconds_to_detect: float = float("nan")  # fault -> a worker's collective fails / watchdog fires
     seconds_to_resume: float = float("nan")
     seconds_total: float = float("nan")
     final_steps: set = field(default_factory=set)
@@ -105,7 +106,7 @@ class FaultResult:
 def _max_step(streams: dict, until: float | None = None) -> int:
     best = 0
     for stream in streams.values():
-        for when, line in zip(stream.times, stream.lines):
+        for when, line in zip(stream.times, stream.lines, strict=True):
             if until is not None and when > until:
                 break
             step = progress_step(line)
@@ -123,8 +124,15 @@ def said(raw: str, kind: str, head: str = "") -> LogLine | None:
 def shows_detection(raw: str) -> bool:
     """A line that shows the group knows about the fault: a surviving worker's failed
     collective, the watchdog, or a deleted pod's trainer told to stop (SIGTERM)."""
-    return any(said(raw, kind, head) for kind, head in (
-        (loglines.ERROR, ""), (loglines.LAUNCHER, "watchdog"), (loglines.SIGTERM, ""), (loglines.STOPPED, "")))
+    return any(
+        said(raw, kind, head)
+        for kind, head in (
+            (loglines.ERROR, ""),
+            (loglines.LAUNCHER, "watchdog"),
+            (loglines.SIGTERM, ""),
+            (loglines.STOPPED, ""),
+        )
+    )
 
 
 # The recovery's parts, in order, each ending at a line of the chief's (the last one it
@@ -185,8 +193,12 @@ def fill_result(result: FaultResult, streams: dict, marks: dict[int, int], fault
         after = [i for i in range(first, len(chief.lines)) if progress_step(chief.lines[i]) is not None]
         if after:
             result.seconds_to_resume = chief.times[after[0]] - fault_time
-    detected = [when for o, st in streams.items()
-                for when, line in zip(st.times[marks[o]:], st.lines[marks[o]:]) if shows_detection(line)]
+    detected = [
+        when
+        for o, st in streams.items()
+        for when, line in zip(st.times[marks[o] :], st.lines[marks[o] :], strict=True)
+        if shows_detection(line)
+    ]
     if detected:
         result.seconds_to_detect = min(detected) - fault_time
     first = [i for i in range(marks[0]) if said(chief.lines[i], loglines.LAUNCHER, "starting training (attempt 1)")]
@@ -206,14 +218,13 @@ def fill_result(result: FaultResult, streams: dict, marks: dict[int, int], fault
             result.digests.add(fields["weights_digest"])
             if ordinal == 0:
                 result.model = fields.get("model", "")
-        result.trainer_restarts += sum(bool(said(l, loglines.LAUNCHER, "restarting training")) for l in stream.lines)
+        result.trainer_restarts += sum(
+            bool(said(line, loglines.LAUNCHER, "restarting training")) for line in stream.lines
+        )
     ended = loglines.find(chief.lines, loglines.COMPLETED)
     account = read_line_fields(ended[-1].fields) if ended else None
     if account is not None:
         result.goodput, result.wall_seconds, result.badput = account
-
-
-from tfmw import REPO
 
 
 def _inject(cluster: LocalCluster, scenario: str, partition_seconds: float) -> None:
@@ -238,14 +249,18 @@ def hang_sets(hang_timeout_seconds: int | None) -> list[str]:
     return [] if hang_timeout_seconds is None else [f"training.hangTimeoutSeconds={hang_timeout_seconds}"]
 
 
-def run_sets(steps: int, checkpoint_every: int, hang_timeout_seconds: int | None,
-             extra_sets: tuple[str, ...] = ()) -> list[str]:
+def run_sets(
+    steps: int, checkpoint_every: int, hang_timeout_seconds: int | None, extra_sets: tuple[str, ...] = ()
+) -> list[str]:
     """The --set items of every faulted run, local or on a cluster: progress logged every step,
     the watchdog the chart's unless asked, then the caller's items (pure)."""
-    return [f"training.config.steps={steps}",
-            f"training.config.checkpoint.everySteps={checkpoint_every}",
-            "training.config.logEverySteps=1",
-            *hang_sets(hang_timeout_seconds), *extra_sets]
+    return [
+        f"training.config.steps={steps}",
+        f"training.config.checkpoint.everySteps={checkpoint_every}",
+        "training.config.logEverySteps=1",
+        *hang_sets(hang_timeout_seconds),
+        *extra_sets,
+    ]
 
 
 def scenario_pods(scenario: str, sets: list[str], runs_dir: Path, release: str) -> tuple:
@@ -269,15 +284,18 @@ def fault_trigger(scenario: str, fault_after_step: int):
     """The chief's line after which the fault is injected: its progress past `fault_after_step`,
     or, to kill it mid-write, its `tfmw checkpoint writing` of a step past it (pure)."""
     if scenario == "kill-during-checkpoint":
+
         def writing(raw: str) -> bool:
             parsed = said(raw, loglines.CHECKPOINT, "writing")
             return parsed is not None and (parsed.int_field("step") or 0) >= fault_after_step
+
         return writing
     return lambda raw: (progress_step(raw) or 0) >= fault_after_step
 
 
-def fault_and_recover(cluster: LocalCluster, result: FaultResult, fault_after_step: int,
-                      partition_seconds: float, timeout: float) -> None:
+def fault_and_recover(
+    cluster: LocalCluster, result: FaultResult, fault_after_step: int, partition_seconds: float, timeout: float
+) -> None:
     """Start the cluster, wait for the trigger, inject the fault, wait for the run's end,
     and measure it into `result`."""
     started = time.monotonic()
@@ -293,17 +311,25 @@ def fault_and_recover(cluster: LocalCluster, result: FaultResult, fault_after_st
     result.seconds_total = time.monotonic() - started
     fill_result(result, cluster.states, marks, fault_time)
     chief = cluster.states[0]
-    ended = [when for when, line in zip(chief.times, chief.lines) if said(line, loglines.COMPLETED)]
+    ended = [when for when, line in zip(chief.times, chief.lines, strict=True) if said(line, loglines.COMPLETED)]
     if ended:
         result.seconds_to_chief_end = ended[-1] - started
-    result.log_tail = [f"[{s.pod.name}] {l}" for s in cluster.states.values() for l in s.lines[-15:]]
+    result.log_tail = [f"[{s.pod.name}] {line}" for s in cluster.states.values() for line in s.lines[-15:]]
 
 
-def run_scenario(scenario: str, runs_dir: Path = DEFAULT_RUNS, steps: int = 120,
-                 checkpoint_every: int = 20, fault_after_step: int = 50,
-                 hang_timeout_seconds: int | None = None, partition_seconds: float = 15.0,
-                 extra_sets: tuple[str, ...] = (), timeout: float = 400,
-                 out=lambda line: None, env: dict | None = None) -> FaultResult:
+def run_scenario(
+    scenario: str,
+    runs_dir: Path = DEFAULT_RUNS,
+    steps: int = 120,
+    checkpoint_every: int = 20,
+    fault_after_step: int = 50,
+    hang_timeout_seconds: int | None = None,
+    partition_seconds: float = 15.0,
+    extra_sets: tuple[str, ...] = (),
+    timeout: float = 400,
+    out=lambda line: None,
+    env: dict | None = None,
+) -> FaultResult:
     """One real 2-worker run with one fault; returns the measurements (never raises on a
     failed recovery: the result says what happened). `hang_timeout_seconds` None: the chart's
     default watchdog (training.hangTimeoutSeconds, training.hangDetection), as a user gets it.
@@ -315,8 +341,9 @@ def run_scenario(scenario: str, runs_dir: Path = DEFAULT_RUNS, steps: int = 120,
     release = f"fault-{scenario}"[:40]
     sets = run_sets(steps, checkpoint_every, hang_timeout_seconds, extra_sets)
     workload, pods = scenario_pods(scenario, sets, runs_dir, release)
-    network, _ = choose_network("auto", int(workload.env_value("TFMW_PORT") or 2222), len(pods),
-                                metrics_enabled(workload))
+    network, _ = choose_network(
+        "auto", int(workload.env_value("TFMW_PORT") or 2222), len(pods), metrics_enabled(workload)
+    )
     if scenario == "partition-worker" and not hasattr(network, "bridge"):
         result.reason = "needs network namespaces (root)"
         return result
@@ -339,7 +366,7 @@ CLUSTER_SCENARIOS = ("delete-worker", "delete-chief")
 VICTIM = {"delete-worker": 1, "delete-chief": 0}
 CHART = Path(render.CHART_DIR)
 VALUES_LOCAL = Path(render.VALUES_DIR) / "local.yaml"
-DEFAULT_KUBECONFIG = Path(render.REPO) / ".cluster" / "kubeconfig"   # what `make cluster` writes
+DEFAULT_KUBECONFIG = Path(render.REPO) / ".cluster" / "kubeconfig"  # what `make cluster` writes
 
 
 class FaultError(Exception):
@@ -362,8 +389,10 @@ class Kube:
     def run(self, argv: list[str], check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         proc = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=timeout)
         if check and proc.returncode != 0:
-            raise FaultError(f"`{Path(argv[0]).name} {' '.join(argv[1:4])} ...` exited {proc.returncode}: "
-                             f"{helm_error_line(proc.stderr)}")
+            raise FaultError(
+                f"`{Path(argv[0]).name} {' '.join(argv[1:4])} ...` exited {proc.returncode}: "
+                f"{helm_error_line(proc.stderr)}"
+            )
         return proc
 
     def kubectl(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -385,6 +414,7 @@ class Kube:
 @dataclass
 class Incarnation:
     """One pod (one UID) and one container start of it: its log as it arrived."""
+
     name: str
     ordinal: int
     uid: str
@@ -408,7 +438,8 @@ def merge_incarnations(incarnations: list[Incarnation]) -> dict[int, Stream]:
     merged: dict[int, list[tuple[float, int, str]]] = {}
     for inc in incarnations:
         merged.setdefault(inc.ordinal, []).extend(
-            (when, i, line) for i, (when, line) in enumerate(zip(inc.times, inc.lines)))
+            (when, i, line) for i, (when, line) in enumerate(zip(inc.times, inc.lines, strict=True))
+        )
     streams = {}
     for ordinal, items in merged.items():
         items.sort(key=lambda item: item[:2])
@@ -433,12 +464,13 @@ class PodLogs:
     time each line arrived. Logs are kept after the pods are gone (a finished run scales its
     StatefulSet to 0)."""
 
-    def __init__(self, kube: Kube, namespace: str, statefulset: str, selector: str,
-                 out=lambda line: None, interval: float = 0.5):
+    def __init__(
+        self, kube: Kube, namespace: str, statefulset: str, selector: str, out=lambda line: None, interval: float = 0.5
+    ):
         self.kube, self.namespace, self.statefulset, self.selector = kube, namespace, statefulset, selector
         self.out, self.interval = out, interval
         self.incarnations: dict[tuple[str, int], Incarnation] = {}
-        self.current: dict[str, dict] = {}    # pod name -> its object in the last poll
+        self.current: dict[str, dict] = {}  # pod name -> its object in the last poll
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.last_error = ""
@@ -485,7 +517,7 @@ class PodLogs:
                     if inc is None:
                         inc = self.incarnations[key] = Incarnation(name, ordinal, key[0], key[1], first_seen=now)
                     running = "running" in state and (pod.get("status") or {}).get("phase") == "Running"
-                    if running and inc.running_since != inc.running_since:   # NaN: not yet
+                    if running and inc.running_since != inc.running_since:  # NaN: not yet
                         inc.running_since = now
                     # Follow once the container has started; follow again (skipping what was
                     # read) if a stream broke while the container still runs.
@@ -500,9 +532,12 @@ class PodLogs:
         inc.ended = False
         inc.follow = subprocess.Popen(
             [self.kube.kubectl_bin, "logs", "-f", "-n", self.namespace, inc.name, "-c", container],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=self.kube.env)
-        threading.Thread(target=self._read, args=(inc, inc.follow, skip), daemon=True,
-                         name=f"logs-{inc.name}").start()
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=self.kube.env,
+        )
+        threading.Thread(target=self._read, args=(inc, inc.follow, skip), daemon=True, name=f"logs-{inc.name}").start()
 
     def _read(self, inc: Incarnation, proc: subprocess.Popen, skip: int) -> None:
         for number, line in enumerate(proc.stdout):
@@ -532,20 +567,25 @@ class PodLogs:
         return None
 
 
-def install_sets(steps: int, checkpoint_every: int, hang_timeout_seconds: int | None,
-                 extra_sets: tuple[str, ...] = ()) -> list[str]:
+def install_sets(
+    steps: int, checkpoint_every: int, hang_timeout_seconds: int | None, extra_sets: tuple[str, ...] = ()
+) -> list[str]:
     """The harness's --set items for a cluster run: shared storage from the cluster's default
     StorageClass (a ReadWriteMany claim), so a recreated pod finds the group's checkpoints (pure)."""
-    return ["storage.type=createClaim", "storage.createClaim.size=1Gi",
-            *run_sets(steps, checkpoint_every, hang_timeout_seconds, extra_sets)]
+    return [
+        "storage.type=createClaim",
+        "storage.createClaim.size=1Gi",
+        *run_sets(steps, checkpoint_every, hang_timeout_seconds, extra_sets),
+    ]
 
 
 def completed_marker(kube: Kube, namespace: str, statefulset: dict) -> dict | None:
     """The chief's COMPLETED marker, read from the shared claim's PersistentVolume when that
     is a hostPath on this machine (the local cluster's StorageClass); None otherwise."""
     spec = statefulset["spec"]["template"]["spec"]
-    claims = [v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes") or []
-              if "persistentVolumeClaim" in v]
+    claims = [
+        v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes") or [] if "persistentVolumeClaim" in v
+    ]
     env = {e["name"]: e.get("value") for e in spec["containers"][0].get("env") or []}
     run_id = env.get("TFMW_RUN_ID")
     if not claims or not run_id:
@@ -565,26 +605,36 @@ def completed_marker(kube: Kube, namespace: str, statefulset: dict) -> dict | No
 
 def ready_for_fault(chief: Stream, fault_after_step: int) -> bool:
     """The chief has published a checkpoint and trained past `fault_after_step` (pure)."""
-    saved = any(said(l, loglines.CHECKPOINT, "saved") for l in chief.lines)
-    return saved and any((progress_step(l) or 0) >= fault_after_step for l in chief.lines)
+    saved = any(said(line, loglines.CHECKPOINT, "saved") for line in chief.lines)
+    return saved and any((progress_step(line) or 0) >= fault_after_step for line in chief.lines)
 
 
 def run_end(streams: dict[int, Stream], fault_time: float) -> str | None:
-    """"done" once every pod (two at least) logged `tfmw done` after the fault; else the first
+    """ "done" once every pod (two at least) logged `tfmw done` after the fault; else the first
     `tfmw failed` line, the run's end too; else None: still running (pure)."""
     if len(streams) < 2:
         return None
-    if all(loglines.find(st.lines[first_index_after(st.times, fault_time):], loglines.DONE)
-           for st in streams.values()):
+    if all(
+        loglines.find(st.lines[first_index_after(st.times, fault_time) :], loglines.DONE) for st in streams.values()
+    ):
         return "done"
-    return next((l for st in streams.values() for l in st.lines if said(l, loglines.FAILED)), None)
+    return next((line for st in streams.values() for line in st.lines if said(line, loglines.FAILED)), None)
 
 
-def run_cluster_scenario(scenario: str, kubeconfig: Path, namespace: str | None = None,
-                         steps: int = 120, checkpoint_every: int = 20, fault_after_step: int = 50,
-                         hang_timeout_seconds: int | None = None, extra_sets: tuple[str, ...] = (),
-                         timeout: float = 300, release: str | None = None,
-                         kube: Kube | None = None, out=lambda line: None) -> FaultResult:
+def run_cluster_scenario(
+    scenario: str,
+    kubeconfig: Path,
+    namespace: str | None = None,
+    steps: int = 120,
+    checkpoint_every: int = 20,
+    fault_after_step: int = 50,
+    hang_timeout_seconds: int | None = None,
+    extra_sets: tuple[str, ...] = (),
+    timeout: float = 300,
+    release: str | None = None,
+    kube: Kube | None = None,
+    out=lambda line: None,
+) -> FaultResult:
     """One real 2-worker run of the chart installed with helm on a cluster, with one pod
     deleted through the API server once a checkpoint exists and training passed
     `fault_after_step`. The StatefulSet controller recreates the pod under the same name;
@@ -622,16 +672,20 @@ def run_cluster_scenario(scenario: str, kubeconfig: Path, namespace: str | None 
             return ready_for_fault(merge_incarnations(pl.snapshot()).get(0, Stream()), fault_after_step)
 
         if logs.wait_for(checkpoint_and_step, timeout) is None:
-            result.reason = (f"never reached a checkpoint and step {fault_after_step} before the fault"
-                             + (f" ({logs.last_error})" if logs.last_error else ""))
+            result.reason = f"never reached a checkpoint and step {fault_after_step} before the fault" + (
+                f" ({logs.last_error})" if logs.last_error else ""
+            )
             return result
         before = {inc.uid for inc in logs.snapshot() if inc.name == victim}
         fault_time = time.monotonic()
         kube.kubectl("delete", "pod", "-n", namespace, victim, "--wait=false")
 
         def recreated(pl: PodLogs):
-            return [inc for inc in pl.snapshot() if inc.name == victim and inc.uid not in before
-                    and inc.running_since == inc.running_since]
+            return [
+                inc
+                for inc in pl.snapshot()
+                if inc.name == victim and inc.uid not in before and inc.running_since == inc.running_since
+            ]
 
         outcome = logs.wait_for(lambda pl: run_end(merge_incarnations(pl.snapshot()), fault_time), timeout)
         new = recreated(logs)
@@ -655,8 +709,10 @@ def run_cluster_scenario(scenario: str, kubeconfig: Path, namespace: str | None 
             result.completed = True
             result.reason = f"status phase {phase}" if phase else "every worker logged tfmw done"
         else:
-            result.reason = outcome or f"no `tfmw done` from every worker within {timeout:g}s (status phase {phase or '-'})"
-        result.log_tail = [f"[{inc.name} {inc.uid[:8]}] {l}" for inc in logs.snapshot() for l in inc.lines[-12:]]
+            result.reason = (
+                outcome or f"no `tfmw done` from every worker within {timeout:g}s (status phase {phase or '-'})"
+            )
+        result.log_tail = [f"[{inc.name} {inc.uid[:8]}] {line}" for inc in logs.snapshot() for line in inc.lines[-12:]]
         return result
     except FaultError as err:
         result.reason = str(err)
@@ -673,84 +729,164 @@ def run_cluster_scenario(scenario: str, kubeconfig: Path, namespace: str | None 
 def check_cluster(kubeconfig: Path) -> Kube:
     """A Kube for `kubeconfig` after checking the API server answers; FaultError otherwise."""
     if not Path(kubeconfig).is_file():
-        raise FaultError(f"--kubeconfig {kubeconfig}: no such file; start a cluster with `make cluster` "
-                         "or pass the kubeconfig of one", exit_code=2)
+        raise FaultError(
+            f"--kubeconfig {kubeconfig}: no such file; start a cluster with `make cluster` "
+            "or pass the kubeconfig of one",
+            exit_code=2,
+        )
     try:
         kube = Kube(kubeconfig)
     except ToolError as err:
         raise FaultError(str(err), exit_code=err.exit_code) from None
     proc = kube.kubectl("get", "--raw", "/readyz", check=False, timeout=30)
     if proc.returncode != 0 or proc.stdout.strip() != "ok":
-        raise FaultError(f"the cluster of {kubeconfig} does not answer: "
-                         f"{helm_error_line(proc.stderr) if proc.stderr.strip() else proc.stdout.strip()}")
+        raise FaultError(
+            f"the cluster of {kubeconfig} does not answer: "
+            f"{helm_error_line(proc.stderr) if proc.stderr.strip() else proc.stdout.strip()}"
+        )
     return kube
 
 
-TABLE_HEADERS = ["fault", "completed", "fault at step", "resumed from", "steps lost", "fault → detected (s)",
-                 "fault → resumed (s)", "trainer restarts", "identical weights"]
+TABLE_HEADERS = [
+    "fault",
+    "completed",
+    "fault at step",
+    "resumed from",
+    "steps lost",
+    "fault → detected (s)",
+    "fault → resumed (s)",
+    "trainer restarts",
+    "identical weights",
+]
 
 
 def parts_table(results: list[FaultResult]) -> list[str]:
     """fault -> resumed in its parts (recovery_parts), the chief's cold start in the same run and
     the ratio of the two, and the chief's goodput for the whole run: one row a fault (pure)."""
+
     def cell(value: float) -> str:
         return "-" if value is None or math.isnan(value) else f"{value:.1f}"
+
     rows = []
     for r in results:
         ratio = r.seconds_to_resume / r.seconds_cold_start if r.seconds_cold_start > 0 else float("nan")
-        rows.append([r.scenario, *(cell(r.parts.get(part, float("nan"))) for part in RECOVERY_PARTS),
-                     cell(r.seconds_to_resume), cell(r.seconds_cold_start),
-                     "-" if math.isnan(ratio) else f"{ratio:.2f}x",
-                     "-" if math.isnan(r.goodput) else f"{r.goodput:.1%}"])
-    return markdown_table(["fault", *(f"{p} (s)" for p in RECOVERY_PARTS), "fault → resumed (s)",
-                           "cold start (s)", "resumed / cold start", "goodput (chief)"], rows).splitlines()
+        rows.append(
+            [
+                r.scenario,
+                *(cell(r.parts.get(part, float("nan"))) for part in RECOVERY_PARTS),
+                cell(r.seconds_to_resume),
+                cell(r.seconds_cold_start),
+                "-" if math.isnan(ratio) else f"{ratio:.2f}x",
+                "-" if math.isnan(r.goodput) else f"{r.goodput:.1%}",
+            ]
+        )
+    return markdown_table(
+        [
+            "fault",
+            *(f"{p} (s)" for p in RECOVERY_PARTS),
+            "fault → resumed (s)",
+            "cold start (s)",
+            "resumed / cold start",
+            "goodput (chief)",
+        ],
+        rows,
+    ).splitlines()
 
 
-CLUSTER_HEADERS = ["fault", "pod deleted", "recreated as", "fault → recreated pod Running (s)",
-                   "COMPLETED marker digest", "total (s)"]
+CLUSTER_HEADERS = [
+    "fault",
+    "pod deleted",
+    "recreated as",
+    "fault → recreated pod Running (s)",
+    "COMPLETED marker digest",
+    "total (s)",
+]
 
 
 def table(results: list[FaultResult]) -> list[str]:
     """What each fault cost, one markdown row a fault (pure)."""
-    return markdown_table(TABLE_HEADERS, [[
-        r.scenario, "yes" if r.completed else "NO: " + r.reason, str(r.step_at_fault), str(r.resume_step),
-        f"{r.steps_lost} (≤ {r.checkpoint_every})", f"{r.seconds_to_detect:.1f}", f"{r.seconds_to_resume:.1f}",
-        str(r.trainer_restarts), "yes" if r.identical_weights else "NO"] for r in results]).splitlines()
+    return markdown_table(
+        TABLE_HEADERS,
+        [
+            [
+                r.scenario,
+                "yes" if r.completed else "NO: " + r.reason,
+                str(r.step_at_fault),
+                str(r.resume_step),
+                f"{r.steps_lost} (≤ {r.checkpoint_every})",
+                f"{r.seconds_to_detect:.1f}",
+                f"{r.seconds_to_resume:.1f}",
+                str(r.trainer_restarts),
+                "yes" if r.identical_weights else "NO",
+            ]
+            for r in results
+        ],
+    ).splitlines()
 
 
 def cluster_table(results: list[FaultResult]) -> list[str]:
     """What the cluster did about each deleted pod (cluster mode only; pure)."""
+
     def marker(r: FaultResult) -> str:
         return ("matches" if r.marker_digest in r.digests else "DIFFERS") if r.marker_digest else "not read"
-    return markdown_table(CLUSTER_HEADERS, [[
-        r.scenario, r.victim or "-", r.recreated_pod or "NOT recreated", f"{r.seconds_to_pod_running:.1f}",
-        marker(r), f"{r.seconds_total:.1f}"] for r in results]).splitlines()
+
+    return markdown_table(
+        CLUSTER_HEADERS,
+        [
+            [
+                r.scenario,
+                r.victim or "-",
+                r.recreated_pod or "NOT recreated",
+                f"{r.seconds_to_pod_running:.1f}",
+                marker(r),
+                f"{r.seconds_total:.1f}",
+            ]
+            for r in results
+        ],
+    ).splitlines()
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m tfmw.faults", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scenario", action="append",
-                        help=f"run only these (repeatable); default: all. Local: {', '.join(SCENARIOS)}; "
-                             f"--cluster: {', '.join(CLUSTER_SCENARIOS)}")
-    parser.add_argument("--cluster", action="store_true",
-                        help="run on a Kubernetes cluster (helm install, kubectl delete pod) instead of make local's runner")
-    parser.add_argument("--kubeconfig", type=Path,
-                        default=Path(os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG),
-                        help="--cluster: the cluster's kubeconfig (default: $KUBECONFIG, else make cluster's)")
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        help=f"run only these (repeatable); default: all. Local: {', '.join(SCENARIOS)}; "
+        f"--cluster: {', '.join(CLUSTER_SCENARIOS)}",
+    )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="run on a Kubernetes cluster (helm install, kubectl delete pod) instead of make local's runner",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=Path(os.environ.get("KUBECONFIG") or DEFAULT_KUBECONFIG),
+        help="--cluster: the cluster's kubeconfig (default: $KUBECONFIG, else make cluster's)",
+    )
     parser.add_argument("--namespace", help="--cluster: install here (default: a new namespace, deleted afterwards)")
     parser.add_argument("--steps", type=int, default=120)
     parser.add_argument("--set", dest="sets", action="append", default=[])
-    parser.add_argument("--hang-timeout", type=int, default=None,
-                        help="training.hangTimeoutSeconds for the run (the watchdog's static bound); default: "
-                             "the chart's (600 s, with training.hangDetection=adaptive)")
+    parser.add_argument(
+        "--hang-timeout",
+        type=int,
+        default=None,
+        help="training.hangTimeoutSeconds for the run (the watchdog's static bound); default: "
+        "the chart's (600 s, with training.hangDetection=adaptive)",
+    )
     parser.add_argument("--verbose", action="store_true", help="stream every pod's log")
     args = parser.parse_args(argv)
     known = CLUSTER_SCENARIOS if args.cluster else SCENARIOS
     for scenario in args.scenario or []:
         if scenario not in known:
-            parser.exit(2, f"faults: --scenario {scenario}: not a {'cluster' if args.cluster else 'local'} "
-                           f"scenario; use one of {', '.join(known)}"
-                           + ("" if args.cluster else f" (or --cluster for {', '.join(CLUSTER_SCENARIOS)})") + "\n")
+            parser.exit(
+                2,
+                f"faults: --scenario {scenario}: not a {'cluster' if args.cluster else 'local'} "
+                f"scenario; use one of {', '.join(known)}"
+                + ("" if args.cluster else f" (or --cluster for {', '.join(CLUSTER_SCENARIOS)})")
+                + "\n",
+            )
     if args.steps < 60:
         parser.exit(2, f"faults: --steps {args.steps}: the fault lands after step 50, so at least 60\n")
     args.scenarios = args.scenario or list(known)
@@ -769,17 +905,32 @@ def main(argv=None) -> int:
             return err.exit_code
         for scenario in args.scenarios:
             print(f"running {scenario} on the cluster of {args.kubeconfig} ...", flush=True)
-            results.append(run_cluster_scenario(scenario, args.kubeconfig, namespace=args.namespace,
-                                                steps=args.steps, extra_sets=tuple(args.sets),
-                                                hang_timeout_seconds=args.hang_timeout,
-                                                kube=kube, out=out))
+            results.append(
+                run_cluster_scenario(
+                    scenario,
+                    args.kubeconfig,
+                    namespace=args.namespace,
+                    steps=args.steps,
+                    extra_sets=tuple(args.sets),
+                    hang_timeout_seconds=args.hang_timeout,
+                    kube=kube,
+                    out=out,
+                )
+            )
     else:
         for scenario in args.scenarios:
             print(f"running {scenario} ...", flush=True)
             try:
-                results.append(run_scenario(scenario, steps=args.steps, extra_sets=tuple(args.sets),
-                                            hang_timeout_seconds=args.hang_timeout, out=out))
-            except (ToolError, LocalRunError) as err:   # the chart cannot run here at all
+                results.append(
+                    run_scenario(
+                        scenario,
+                        steps=args.steps,
+                        extra_sets=tuple(args.sets),
+                        hang_timeout_seconds=args.hang_timeout,
+                        out=out,
+                    )
+                )
+            except (ToolError, LocalRunError) as err:  # the chart cannot run here at all
                 print(f"faults: {err}", file=sys.stderr)
                 return getattr(err, "exit_code", 2)
     print("\n".join(table(results)))

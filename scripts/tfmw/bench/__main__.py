@@ -9,6 +9,7 @@ the exit code is 1; the other figures are still written. With --only, an existin
 keeps its other figures: only the measured figures' sections are replaced, and its header
 says which run they came from.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,12 +27,15 @@ FIGURES = (1, 2, 3, 4, 5, 6)
 
 
 def parse_figures(text: str) -> list[int]:
-    """"1,4" -> [1, 4]; refuses anything but figure numbers (one-line message)."""
+    """ "1,4" -> [1, 4]; refuses anything but figure numbers (one-line message)."""
     figures = []
     for part in text.split(","):
         part = part.strip()
         if not part.isdigit() or int(part) not in FIGURES:
-            raise ValueError(f"--only {text!r}: {part!r} is not a figure number; use numbers from 1 to {FIGURES[-1]}, e.g. --only 1,4")
+            raise ValueError(
+                f"--only {text!r}: {part!r} is not a figure number; use numbers from 1 to {FIGURES[-1]}, e.g. "
+                "--only 1,4"
+            )
         figures.append(int(part))
     return sorted(set(figures))
 
@@ -40,10 +44,18 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m tfmw.bench", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats and cases (under 3 minutes)")
     parser.add_argument("--only", default=",".join(map(str, FIGURES)), help="figures to measure, e.g. 1,4")
-    parser.add_argument("--workers", type=int, default=max(os.cpu_count() or 2, 2),
-                        help="N for figure 1 (default: the number of CPUs, at least 2)")
-    parser.add_argument("--gpus", type=int, default=0,
-                        help="figure 1 on GPUs: G GPUs per worker, NCCL, no thread limits (needs N*G GPUs)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=max(os.cpu_count() or 2, 2),
+        help="N for figure 1 (default: the number of CPUs, at least 2)",
+    )
+    parser.add_argument(
+        "--gpus",
+        type=int,
+        default=0,
+        help="figure 1 on GPUs: G GPUs per worker, NCCL, no thread limits (needs N*G GPUs)",
+    )
     parser.add_argument("--out", default=str(REPO / "docs" / "benchmarks.md"), help="markdown file to write")
     args = parser.parse_args(argv)
     try:
@@ -74,8 +86,9 @@ def run_figure1(args, machine_line: str, plots: Path) -> str:
     table_rows = fig_overhead.table_rows(rows)
     show("Figure 1: distribution overhead", fig_overhead.HEADERS, table_rows)
     fig_overhead.plot(rows, args.workers, plots / "fig1_overhead.png", machine_line)
-    return report.fig_overhead(rows, table_rows, fig_overhead.HEADERS, args.workers, rounds, load,
-                               fig_overhead.MAIN_MODEL, args.gpus)
+    return report.fig_overhead(
+        rows, table_rows, fig_overhead.HEADERS, args.workers, rounds, load, fig_overhead.MAIN_MODEL, args.gpus
+    )
 
 
 def run_figure2(args, machine_line: str, plots: Path) -> str:
@@ -97,6 +110,7 @@ def run_figure3(args, machine_line: str, plots: Path) -> str:
     saves = fig_recovery.checkpoint_saves(log=log)
     show("Figure 3: checkpoint saves", fig_recovery.CHECKPOINT_HEADERS, saves)
     import tempfile
+
     with tempfile.TemporaryDirectory(prefix="tfmw-goodput-") as runs_dir:
         goodput = fig_goodput.measure(args.quick, Path(runs_dir), log=log)
     show("Figure 3b: goodput", fig_goodput.HEADERS, fig_goodput.rows(goodput))
@@ -106,21 +120,31 @@ def run_figure3(args, machine_line: str, plots: Path) -> str:
 
 def run_figure4(args, machine_line: str, plots: Path) -> str:
     from tfmw.chart.helmkit import find_helm
+
     load = load_average()
     sizes = [1, 100, 1000] if args.quick else [1, 10, 100, 300, 1000]
     helm_rows = fig_control.measure_helm(find_helm(), sizes, 2 if args.quick else 5, log=log)
-    peers = fig_control.measure_peer_wait([10, 1000] if args.quick else [10, 100, 1000],
-                                          [0.0, 0.001] if args.quick else [0.0, 0.001, 0.005],
-                                          1.0 if args.quick else 2.0, log=log)
+    peers = fig_control.measure_peer_wait(
+        [10, 1000] if args.quick else [10, 100, 1000],
+        [0.0, 0.001] if args.quick else [0.0, 0.001, 0.005],
+        1.0 if args.quick else 2.0,
+        log=log,
+    )
     env = fig_control.pod_env(helm_rows[-1]["manifest"])
     tf_config = fig_control.measure_tf_config(env, [1, 10, 100, 300, 1000])
     result = fig_control.Result(helm_rows, peers, tf_config)
     growth = fig_control.growth(helm_rows)
     show("Figure 4: helm template", ["N", "ms", "bytes"], [[r["n"], r["seconds"] * 1e3, r["bytes"]] for r in helm_rows])
-    show("Figure 4: peer wait", ["names", "ms per lookup", "ready after s", "seconds"],
-         [[p["n"], p["delay_ms"], p["ready_after_s"], p["seconds"]] for p in peers])
-    show("Figure 4: TF_CONFIG bytes", ["workers", "default names", "longest names"],
-         [[n, tf_config["default"][n], tf_config["longest"][n]] for n in sorted(tf_config["default"])])
+    show(
+        "Figure 4: peer wait",
+        ["names", "ms per lookup", "ready after s", "seconds"],
+        [[p["n"], p["delay_ms"], p["ready_after_s"], p["seconds"]] for p in peers],
+    )
+    show(
+        "Figure 4: TF_CONFIG bytes",
+        ["workers", "default names", "longest names"],
+        [[n, tf_config["default"][n], tf_config["longest"][n]] for n in sorted(tf_config["default"])],
+    )
     fig_control.plot(result, plots / "fig4_control.png", machine_line)
     return report.fig_control(result, helm_rows, growth, load)
 
@@ -137,26 +161,31 @@ def one_measurement(module, title: str, png: str, write, args, machine_line: str
 
 
 def run_figure5(args, machine_line: str, plots: Path) -> str:
-    return one_measurement(fig_pipeline, "Figure 5: input pipeline", "fig5_pipeline.png", report.fig_pipeline,
-                           args, machine_line, plots)
+    return one_measurement(
+        fig_pipeline, "Figure 5: input pipeline", "fig5_pipeline.png", report.fig_pipeline, args, machine_line, plots
+    )
 
 
 def run_figure6(args, machine_line: str, plots: Path) -> str:
-    return one_measurement(fig_cluster, "Figure 6: the local cluster", "fig6_cluster.png", report.fig_cluster,
-                           args, machine_line, plots)
+    return one_measurement(
+        fig_cluster, "Figure 6: the local cluster", "fig6_cluster.png", report.fig_cluster, args, machine_line, plots
+    )
 
 
-RUNNERS = {1: ("Figure 1: distribution overhead", run_figure1),
-           2: ("Figure 2: launcher overhead", run_figure2),
-           3: ("Figure 3: recovery after a fault", run_figure3),
-           4: ("Figure 4: scale of the control path", run_figure4),
-           5: ("Figure 5: input pipeline", run_figure5),
-           6: ("Figure 6: the local Kubernetes cluster", run_figure6)}
+RUNNERS = {
+    1: ("Figure 1: distribution overhead", run_figure1),
+    2: ("Figure 2: launcher overhead", run_figure2),
+    3: ("Figure 3: recovery after a fault", run_figure3),
+    4: ("Figure 4: scale of the control path", run_figure4),
+    5: ("Figure 5: input pipeline", run_figure5),
+    6: ("Figure 6: the local Kubernetes cluster", run_figure6),
+}
 
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     from tfmw.chart.helmkit import ToolError, find_helm
+
     try:
         helm = find_helm()
     except ToolError as err:
@@ -165,9 +194,10 @@ def main(argv=None) -> int:
     started_wall = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     started = time.monotonic()
     machine = probe(helm)
-    machine_line = (f"{machine.nproc} CPUs {machine.cpu_model}, {machine.memory_gib:.0f} GiB; "
-                    f"TF {machine.tensorflow}, Python {machine.python}; {started_wall}"
-                    + (" (quick)" if args.quick else ""))
+    machine_line = (
+        f"{machine.nproc} CPUs {machine.cpu_model}, {machine.memory_gib:.0f} GiB; "
+        f"TF {machine.tensorflow}, Python {machine.python}; {started_wall}" + (" (quick)" if args.quick else "")
+    )
     log(f"bench: {machine.describe()}")
     out = Path(args.out)
     plots = out.parent / "bench"
@@ -178,8 +208,10 @@ def main(argv=None) -> int:
         log(f"bench: {title}")
         figure_started = time.monotonic()
         try:
-            sections[number] = runner(args, machine_line, plots) \
+            sections[number] = (
+                runner(args, machine_line, plots)
                 + f"\n*Measured in {(time.monotonic() - figure_started) / 60:.1f} min.*\n"
+            )
             log(f"bench: {title} took {(time.monotonic() - figure_started) / 60:.1f} min")
         except BenchError as err:
             failures += 1
@@ -187,19 +219,32 @@ def main(argv=None) -> int:
             sections[number] = report.failed(title, str(err))
     seconds = time.monotonic() - started
     partial = tuple(args.figures) != FIGURES
-    command = ("python -m tfmw.bench " + " ".join(sys.argv[1:] if argv is None else argv)) if partial \
+    command = (
+        ("python -m tfmw.bench " + " ".join(sys.argv[1:] if argv is None else argv))
+        if partial
         else "make bench" + (" QUICK=1" if args.quick else "")
+    )
     if partial and out.is_file() and "## Figure " in out.read_text():
-        note = (f"`{command}`, started {started_wall}, took {seconds / 60:.1f} min"
-                + (" (quick mode)" if args.quick else "") + f", on {machine.describe()}; "
-                "the other figures are from the run above.")
+        note = (
+            f"`{command}`, started {started_wall}, took {seconds / 60:.1f} min"
+            + (" (quick mode)" if args.quick else "")
+            + f", on {machine.describe()}; "
+            "the other figures are from the run above."
+        )
         document = report.merge(out.read_text(), sections, note, args.quick)
     else:
-        document = report.header(machine, command, started_wall, seconds, args.quick) + "\n" \
-            + "\n".join(sections[n] for n in sorted(sections)) + "\n" + report.footer(args.quick)
+        document = (
+            report.header(machine, command, started_wall, seconds, args.quick)
+            + "\n"
+            + "\n".join(sections[n] for n in sorted(sections))
+            + "\n"
+            + report.footer(args.quick)
+        )
     out.write_text(document)
-    log(f"bench: wrote {out} and {plots}/*.png in {seconds / 60:.1f} min"
-        + (f"; {failures} figure(s) failed" if failures else ""))
+    log(
+        f"bench: wrote {out} and {plots}/*.png in {seconds / 60:.1f} min"
+        + (f"; {failures} figure(s) failed" if failures else "")
+    )
     return 1 if failures else 0
 
 

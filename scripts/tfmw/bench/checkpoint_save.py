@@ -9,6 +9,7 @@ Each model is built with the trainer's own builder and optimizer state (one Adam
 ROUNDS times each way into a fresh temporary directory; the first save of each way is a
 warm-up. Prints one `tfmw bench checkpoint=<json>` line per model (medians, seconds).
 """
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,9 @@ def measure(model_name: str, shape: list[int]) -> dict:
     x, y = tf.zeros([8, *shape]), tf.zeros([8], tf.int32)
     with tf.GradientTape() as tape:
         loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(y, model(x), from_logits=True))
-    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    optimizer.apply_gradients(
+        zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables, strict=True)
+    )
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=tf.Variable(0, dtype=tf.int64))
     folder = tempfile.mkdtemp(prefix="tfmw-bench-ckpt-")
     sync, returned, written = [], [], []
@@ -52,9 +55,17 @@ def measure(model_name: str, shape: list[int]) -> dict:
         returned.append(back - started)
         written.append(time.monotonic() - started)
     size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder) if f.startswith("sync-1."))
-    median = lambda xs: statistics.median(xs[1:])  # noqa: E731 - the first save is a warm-up
-    return {"model": model_name, "bytes": size, "sync_s": median(sync), "async_return_s": median(returned),
-            "async_written_s": median(written)}
+
+    def median(xs: list[float]) -> float:
+        return statistics.median(xs[1:])  # the first save is a warm-up
+
+    return {
+        "model": model_name,
+        "bytes": size,
+        "sync_s": median(sync),
+        "async_return_s": median(returned),
+        "async_written_s": median(written),
+    }
 
 
 def main(argv: list[str]) -> int:

@@ -27,6 +27,7 @@ built once beforehand and not timed), what issue 19's "Speed and budget" asks:
 - the ratios cluster / `make local` per round (paired: measured back to back, alternating
   which goes first), median and spread.
 """
+
 from __future__ import annotations
 
 import collections
@@ -51,8 +52,8 @@ from .procs import PY, REPO, BenchError, base_env
 
 CHART = REPO / "charts" / "tf-multiworker"
 VALUES = REPO / "values" / "local.yaml"
-READY_TARGET_S = 20.0     # issues 10 and 19: `make cluster` ready within 20 s once built
-RUNNING_TARGET_S = 5.0    # issues 10 and 19: both pods Running within 5 s of helm install returning, image present
+READY_TARGET_S = 20.0  # issues 10 and 19: `make cluster` ready within 20 s once built
+RUNNING_TARGET_S = 5.0  # issues 10 and 19: both pods Running within 5 s of helm install returning, image present
 WORKERS = 2
 POLL = 0.1
 # The fault pair (scripts/tfmw/faults.py's defaults, as figure 3 runs them): the same for both sides.
@@ -70,14 +71,21 @@ NAN = float("nan")
 def run_sets(run_id: str) -> list[str]:
     """The --set items of every measured run, cluster and local alike: a short run whose first
     step is logged; each run a fresh id (pure)."""
-    return ["training.config.steps=10", "training.config.logEverySteps=1",
-            "training.config.checkpoint.everySteps=10", f"training.runId={run_id}"]
+    return [
+        "training.config.steps=10",
+        "training.config.logEverySteps=1",
+        "training.config.checkpoint.everySteps=10",
+        f"training.runId={run_id}",
+    ]
 
 
 def running_workers(pods: list[dict]) -> int:
     """Worker pods in phase Running and not being deleted (pure)."""
-    return sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running"
-               and not p["metadata"].get("deletionTimestamp"))
+    return sum(
+        1
+        for p in pods
+        if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    )
 
 
 def has_first_step(log_text: str) -> bool:
@@ -85,8 +93,10 @@ def has_first_step(log_text: str) -> bool:
 
 
 # controlplane.load_images says one of these about the worker image (through up()'s `say`).
-IMAGE_LINE = re.compile(r"cluster: image (?P<refs>\S.*?) (?:imported into (?P<nodes>\d+) node\(s\) in "
-                        r"(?P<seconds>[0-9.]+)s|(?P<cached>already in every node))")
+IMAGE_LINE = re.compile(
+    r"cluster: image (?P<refs>\S.*?) (?:imported into (?P<nodes>\d+) node\(s\) in "
+    r"(?P<seconds>[0-9.]+)s|(?P<cached>already in every node))"
+)
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,7 @@ class Up:
     """One `make cluster` (controlplane.up): its ready_seconds, the call's wall time, and what
     it said about the worker image: "imported" (import_seconds: up()'s own figure, every node
     importing in parallel), "cached" (already in every node's containerd) or "unknown"."""
+
     ready_seconds: float
     wall_seconds: float
     image: str = "unknown"
@@ -109,8 +120,11 @@ def image_import(lines: list[str]) -> tuple[str, float, int]:
         match = IMAGE_LINE.search(line)
         if match is None:
             continue
-        found = ("cached", NAN, 0) if match["cached"] else \
-            ("imported", float(match["seconds"].rstrip(".")), int(match["nodes"]))
+        found = (
+            ("cached", NAN, 0)
+            if match["cached"]
+            else ("imported", float(match["seconds"].rstrip(".")), int(match["nodes"]))
+        )
     return found
 
 
@@ -128,22 +142,23 @@ def wants_second_up(first: Up) -> bool:
 
 @dataclass(frozen=True)
 class ClusterRound:
-    install_seconds: float         # helm install, start to return
-    return_to_running: float       # helm install returned -> both worker pods Running
-    install_to_first_step: float   # helm install started -> the chief's first step
-    local_first_step: float        # make local started -> its chief's first step
+    install_seconds: float  # helm install, start to return
+    return_to_running: float  # helm install returned -> both worker pods Running
+    install_to_first_step: float  # helm install started -> the chief's first step
+    local_first_step: float  # make local started -> its chief's first step
 
 
 @dataclass(frozen=True)
 class FaultPair:
     """One round's fault pair: fault -> the group's first step after resuming, on the cluster
     (a deleted worker pod) and on `make local` (a killed worker); NaN where not measured."""
+
     cluster_resumed: float
     local_resumed: float
-    pod_running: float = NAN       # cluster: pod deleted -> its replacement Running
+    pod_running: float = NAN  # cluster: pod deleted -> its replacement Running
     cluster_steps_lost: int = -1
     local_steps_lost: int = -1
-    problem: str = ""              # why the pair is not measured; "" when both recovered
+    problem: str = ""  # why the pair is not measured; "" when both recovered
 
     @property
     def measured(self) -> bool:
@@ -162,14 +177,19 @@ def _failure(side: str, result) -> str:
 def fault_pair(cluster, local) -> FaultPair:
     """A FaultPair from the harness's two FaultResults (scripts/tfmw/faults.py) (pure)."""
     problem = "; ".join(p for p in (_failure("cluster", cluster), _failure("make local", local)) if p)
-    return FaultPair(cluster_resumed=cluster.seconds_to_resume, local_resumed=local.seconds_to_resume,
-                     pod_running=cluster.seconds_to_pod_running, cluster_steps_lost=cluster.steps_lost,
-                     local_steps_lost=local.steps_lost, problem=problem)
+    return FaultPair(
+        cluster_resumed=cluster.seconds_to_resume,
+        local_resumed=local.seconds_to_resume,
+        pod_running=cluster.seconds_to_pod_running,
+        cluster_steps_lost=cluster.steps_lost,
+        local_steps_lost=local.steps_lost,
+        problem=problem,
+    )
 
 
 @dataclass(frozen=True)
 class Summary:
-    ready_seconds: float           # the last `up`'s (the cluster the rounds ran on)
+    ready_seconds: float  # the last `up`'s (the cluster the rounds ran on)
     up_seconds: float
     down_seconds: float
     install_seconds: float
@@ -178,21 +198,21 @@ class Summary:
     install_to_first_step: float
     running_to_first_step: float  # the pods' own start: Running -> the chief's first step
     local_first_step: float
-    ratio: float                  # median of the per-round ratios cluster / local
+    ratio: float  # median of the per-round ratios cluster / local
     ratio_min: float
     ratio_max: float
     rounds: int
-    pairs: tuple = ()             # (cluster, local) seconds to the first step, per round
-    ups: tuple = ()               # every Up, in order
-    fault_cluster_resumed: float = NAN   # medians over the measured fault pairs
+    pairs: tuple = ()  # (cluster, local) seconds to the first step, per round
+    ups: tuple = ()  # every Up, in order
+    fault_cluster_resumed: float = NAN  # medians over the measured fault pairs
     fault_local_resumed: float = NAN
     fault_pod_running: float = NAN
-    fault_ratio: float = NAN             # median of the per-round ratios delete-worker / kill-worker
+    fault_ratio: float = NAN  # median of the per-round ratios delete-worker / kill-worker
     fault_ratio_min: float = NAN
     fault_ratio_max: float = NAN
-    fault_pairs: tuple = ()              # (cluster, local) fault -> resumed seconds, per measured round
-    fault_steps_lost: tuple = (-1, -1)   # (cluster, local): the most steps lost in any measured round
-    fault_problems: tuple = ()           # why a round's pair is not measured
+    fault_pairs: tuple = ()  # (cluster, local) fault -> resumed seconds, per measured round
+    fault_steps_lost: tuple = (-1, -1)  # (cluster, local): the most steps lost in any measured round
+    fault_problems: tuple = ()  # why a round's pair is not measured
 
     @property
     def fault_rounds(self) -> int:
@@ -209,8 +229,9 @@ class Summary:
         return next((u for u in self.ups if u.image == "imported"), None)
 
 
-def summarize(ups: list[Up], down_seconds: float, rounds: list[ClusterRound],
-              fault_pairs: list[FaultPair] = ()) -> Summary:
+def summarize(
+    ups: list[Up], down_seconds: float, rounds: list[ClusterRound], fault_pairs: list[FaultPair] = ()
+) -> Summary:
     if not ups:
         raise ValueError("no `make cluster` measured")
     if not rounds:
@@ -223,26 +244,38 @@ def summarize(ups: list[Up], down_seconds: float, rounds: list[ClusterRound],
         fault_ratios = stats.paired_ratios([p.cluster_resumed for p in measured], [p.local_resumed for p in measured])
         flo, fhi = stats.spread(fault_ratios)
         running = [p.pod_running for p in measured if not math.isnan(p.pod_running)]
-        faults = dict(fault_cluster_resumed=stats.median([p.cluster_resumed for p in measured]),
-                      fault_local_resumed=stats.median([p.local_resumed for p in measured]),
-                      fault_pod_running=stats.median(running) if running else NAN,
-                      fault_ratio=stats.median(fault_ratios), fault_ratio_min=flo, fault_ratio_max=fhi,
-                      fault_pairs=tuple((p.cluster_resumed, p.local_resumed) for p in measured),
-                      fault_steps_lost=(max(p.cluster_steps_lost for p in measured),
-                                        max(p.local_steps_lost for p in measured)))
+        faults = dict(
+            fault_cluster_resumed=stats.median([p.cluster_resumed for p in measured]),
+            fault_local_resumed=stats.median([p.local_resumed for p in measured]),
+            fault_pod_running=stats.median(running) if running else NAN,
+            fault_ratio=stats.median(fault_ratios),
+            fault_ratio_min=flo,
+            fault_ratio_max=fhi,
+            fault_pairs=tuple((p.cluster_resumed, p.local_resumed) for p in measured),
+            fault_steps_lost=(max(p.cluster_steps_lost for p in measured), max(p.local_steps_lost for p in measured)),
+        )
     last = ups[-1]
-    return Summary(ready_seconds=last.ready_seconds, up_seconds=last.wall_seconds, down_seconds=down_seconds,
-                   install_seconds=stats.median([r.install_seconds for r in rounds]),
-                   return_to_running=stats.median([r.return_to_running for r in rounds]),
-                   return_to_running_max=max(r.return_to_running for r in rounds),
-                   install_to_first_step=stats.median([r.install_to_first_step for r in rounds]),
-                   running_to_first_step=stats.median([r.install_to_first_step - r.install_seconds
-                                                       - r.return_to_running for r in rounds]),
-                   local_first_step=stats.median([r.local_first_step for r in rounds]),
-                   ratio=stats.median(ratios), ratio_min=lo, ratio_max=hi, rounds=len(rounds),
-                   pairs=tuple((r.install_to_first_step, r.local_first_step) for r in rounds),
-                   ups=tuple(ups), fault_problems=tuple(p.problem for p in fault_pairs if p.problem),
-                   **faults)
+    return Summary(
+        ready_seconds=last.ready_seconds,
+        up_seconds=last.wall_seconds,
+        down_seconds=down_seconds,
+        install_seconds=stats.median([r.install_seconds for r in rounds]),
+        return_to_running=stats.median([r.return_to_running for r in rounds]),
+        return_to_running_max=max(r.return_to_running for r in rounds),
+        install_to_first_step=stats.median([r.install_to_first_step for r in rounds]),
+        running_to_first_step=stats.median(
+            [r.install_to_first_step - r.install_seconds - r.return_to_running for r in rounds]
+        ),
+        local_first_step=stats.median([r.local_first_step for r in rounds]),
+        ratio=stats.median(ratios),
+        ratio_min=lo,
+        ratio_max=hi,
+        rounds=len(rounds),
+        pairs=tuple((r.install_to_first_step, r.local_first_step) for r in rounds),
+        ups=tuple(ups),
+        fault_problems=tuple(p.problem for p in fault_pairs if p.problem),
+        **faults,
+    )
 
 
 def verdict(measured: float, target: float) -> str:
@@ -252,9 +285,10 @@ def verdict(measured: float, target: float) -> str:
 def up_label(up: Up, index: int, count: int) -> str:
     """The table's name for one `up` (pure)."""
     which = "" if count == 1 else ("first `up`, " if index == 0 else "second `up` after a `cluster-down`, ")
-    image = {"imported": f"the image imported into {up.import_nodes} node(s) in {up.import_seconds:.1f} s",
-             "cached": "the image already in both nodes' containerd cache"}.get(
-                 up.image, "the image import not reported")
+    image = {
+        "imported": f"the image imported into {up.import_nodes} node(s) in {up.import_seconds:.1f} s",
+        "cached": "the image already in both nodes' containerd cache",
+    }.get(up.image, "the image import not reported")
     return f"`make cluster` ready ({which}{image}; controlplane.up's ready_seconds)"
 
 
@@ -267,38 +301,60 @@ HEADERS = ["measurement", "seconds", "against"]
 
 def table_rows(s: Summary) -> list[list]:
     ups = s.ups or (Up(s.ready_seconds, s.up_seconds),)
-    rows = [[up_label(u, i, len(ups)), u.ready_seconds, verdict(u.ready_seconds, READY_TARGET_S)]
-            for i, u in enumerate(ups)]
+    rows = [
+        [up_label(u, i, len(ups)), u.ready_seconds, verdict(u.ready_seconds, READY_TARGET_S)] for i, u in enumerate(ups)
+    ]
     not_measured = "; ".join(s.fault_problems)
     rows += [
-        ["`make cluster` wall time (up() call, incl. bridge and certificates)",
-         ", ".join(f"{u.wall_seconds:.1f}" for u in ups), "-" if len(ups) == 1 else "per `up`, in order"],
+        [
+            "`make cluster` wall time (up() call, incl. bridge and certificates)",
+            ", ".join(f"{u.wall_seconds:.1f}" for u in ups),
+            "-" if len(ups) == 1 else "per `up`, in order",
+        ],
         ["`make cluster-down` (every process, namespace and the bridge gone)", s.down_seconds, "-"],
         ["`helm install` of a 2-worker release (no --wait), median", s.install_seconds, "-"],
-        ["helm install returned → both worker pods Running, median (max)",
-         f"{s.return_to_running:.2f} ({s.return_to_running_max:.2f})", verdict(s.return_to_running_max, RUNNING_TARGET_S)],
+        [
+            "helm install returned → both worker pods Running, median (max)",
+            f"{s.return_to_running:.2f} ({s.return_to_running_max:.2f})",
+            verdict(s.return_to_running_max, RUNNING_TARGET_S),
+        ],
         ["helm install → first training step on the cluster, median", s.install_to_first_step, "-"],
         ["of which: pods Running → first training step, median", s.running_to_first_step, "-"],
         ["`make local` start → first training step, median", s.local_first_step, "-"],
-        ["ratio cluster / `make local` to the first step (paired per round), median", f"{s.ratio:.2f}x",
-         f"min {s.ratio_min:.2f}x, max {s.ratio_max:.2f}x over {s.rounds} round(s): "
-         + ", ".join(f"{c:.1f} / {l:.1f} s" for c, l in s.pairs)],
-        [f"pod delete → group resumed on the cluster (`{CLUSTER_FAULT}`), median", s.fault_cluster_resumed,
-         f"{s.fault_steps_lost[0]} step(s) lost (≤ {FAULT_CHECKPOINT_EVERY})" if s.fault_rounds else "-"],
+        [
+            "ratio cluster / `make local` to the first step (paired per round), median",
+            f"{s.ratio:.2f}x",
+            f"min {s.ratio_min:.2f}x, max {s.ratio_max:.2f}x over {s.rounds} round(s): "
+            + ", ".join(f"{cluster:.1f} / {local:.1f} s" for cluster, local in s.pairs),
+        ],
+        [
+            f"pod delete → group resumed on the cluster (`{CLUSTER_FAULT}`), median",
+            s.fault_cluster_resumed,
+            f"{s.fault_steps_lost[0]} step(s) lost (≤ {FAULT_CHECKPOINT_EVERY})" if s.fault_rounds else "-",
+        ],
         ["of which: pod delete → the recreated pod Running, median", s.fault_pod_running, "-"],
-        [f"`make local` `{LOCAL_FAULT}` → group resumed, median", s.fault_local_resumed,
-         f"{s.fault_steps_lost[1]} step(s) lost (≤ {FAULT_CHECKPOINT_EVERY})" if s.fault_rounds else "-"],
-        [f"ratio `{CLUSTER_FAULT}` / `{LOCAL_FAULT}` fault → resumed (paired per round), median",
-         ratio_cell(s.fault_ratio),
-         (f"min {s.fault_ratio_min:.2f}x, max {s.fault_ratio_max:.2f}x over {s.fault_rounds} round(s): "
-          + ", ".join(f"{c:.1f} / {l:.1f} s" for c, l in s.fault_pairs)
-          + (f"; not measured: {not_measured}" if not_measured else "")) if s.fault_rounds
-         else "NOT measured" + (f": {not_measured}" if not_measured else "")],
+        [
+            f"`make local` `{LOCAL_FAULT}` → group resumed, median",
+            s.fault_local_resumed,
+            f"{s.fault_steps_lost[1]} step(s) lost (≤ {FAULT_CHECKPOINT_EVERY})" if s.fault_rounds else "-",
+        ],
+        [
+            f"ratio `{CLUSTER_FAULT}` / `{LOCAL_FAULT}` fault → resumed (paired per round), median",
+            ratio_cell(s.fault_ratio),
+            (
+                f"min {s.fault_ratio_min:.2f}x, max {s.fault_ratio_max:.2f}x over {s.fault_rounds} round(s): "
+                + ", ".join(f"{cluster:.1f} / {local:.1f} s" for cluster, local in s.fault_pairs)
+                + (f"; not measured: {not_measured}" if not_measured else "")
+            )
+            if s.fault_rounds
+            else "NOT measured" + (f": {not_measured}" if not_measured else ""),
+        ],
     ]
     return rows
 
 
 # ---------------------------------------------------------------- measuring
+
 
 def _kubeconfig_env(state) -> dict:
     return dict(os.environ, KUBECONFIG=str(state.kubeconfig))
@@ -306,8 +362,10 @@ def _kubeconfig_env(state) -> dict:
 
 def _helm(state, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     from tfmw.chart.helmkit import find_helm, helm_error_line
-    proc = subprocess.run([find_helm(), *args], capture_output=True, text=True, env=_kubeconfig_env(state),
-                          timeout=timeout)
+
+    proc = subprocess.run(
+        [find_helm(), *args], capture_output=True, text=True, env=_kubeconfig_env(state), timeout=timeout
+    )
     if proc.returncode != 0:
         raise BenchError(f"figure 6: helm {args[0]} exited {proc.returncode}: {helm_error_line(proc.stderr)}")
     return proc
@@ -328,11 +386,15 @@ def _namespace(state, name: str, log=print):
     """A fresh namespace (its default ServiceAccount there), deleted afterwards with every pod
     stopped before the next measurement: they would share its CPUs."""
     from tfmw.k8s.api import ns_path
+
     api = state.api("admin")
     api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     try:
-        _wait(lambda: api.get_or_none(ns_path(name, "serviceaccounts", "default")), 60,
-              f"the default ServiceAccount of namespace {name}")
+        _wait(
+            lambda: api.get_or_none(ns_path(name, "serviceaccounts", "default")),
+            60,
+            f"the default ServiceAccount of namespace {name}",
+        )
         yield api
     finally:
         api.delete(f"/api/v1/namespaces/{name}")
@@ -346,6 +408,7 @@ def measure_cluster_round(state, round_index: int, log=print) -> tuple[float, fl
     """(helm install seconds, return -> pods Running, install start -> first step) of one release
     in a namespace of its own, deleted afterwards."""
     from tfmw.k8s.api import ApiError, ns_path
+
     namespace = f"bench-{round_index}-{os.getpid()}"
     release = "bench"
     selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
@@ -357,8 +420,11 @@ def measure_cluster_round(state, round_index: int, log=print) -> tuple[float, fl
         started = time.monotonic()
         _helm(state, *args)
         returned = time.monotonic()
-        _wait(lambda: running_workers(api.items(ns_path(namespace, "pods"), labelSelector=selector)) == WORKERS,
-              120, "both worker pods Running")
+        _wait(
+            lambda: running_workers(api.items(ns_path(namespace, "pods"), labelSelector=selector)) == WORKERS,
+            120,
+            "both worker pods Running",
+        )
         running = time.monotonic()
         chief = f"{release}-tf-multiworker-0"
 
@@ -366,7 +432,7 @@ def measure_cluster_round(state, round_index: int, log=print) -> tuple[float, fl
             try:
                 text = api.request("GET", ns_path(namespace, "pods", chief) + "/log", raw=True)
             except ApiError:
-                return False   # the container's log is not there yet
+                return False  # the container's log is not there yet
             return has_first_step(text.decode(errors="replace"))
 
         _wait(chief_stepped, 300, "the chief's first training step")
@@ -375,9 +441,12 @@ def measure_cluster_round(state, round_index: int, log=print) -> tuple[float, fl
 
 
 def _fault_line(where: str, result) -> str:
-    return (f"  figure 6: {where} {result.scenario}: {'recovered' if result.completed else 'NOT recovered: ' + result.reason}"
-            f"; fault at step {result.step_at_fault}, resumed from {result.resume_step}, "
-            f"fault → resumed {result.seconds_to_resume:.1f} s")
+    return (
+        f"  figure 6: {where} {result.scenario}: "
+        f"{'recovered' if result.completed else 'NOT recovered: ' + result.reason}"
+        f"; fault at step {result.step_at_fault}, resumed from {result.resume_step}, "
+        f"fault → resumed {result.seconds_to_resume:.1f} s"
+    )
 
 
 def measure_cluster_fault(state, round_index: int, log=print):
@@ -385,16 +454,23 @@ def measure_cluster_fault(state, round_index: int, log=print):
     its FaultResult."""
     from tfmw import faults
     from tfmw.chart.helmkit import ToolError
+
     namespace = f"bench-fault-{round_index}-{os.getpid()}"
     log(f"  figure 6: round {round_index + 1}: {CLUSTER_FAULT} on the cluster (scripts/tfmw/faults.py --cluster)")
-    last_lines = collections.deque(maxlen=40)   # the pods' last lines, shown if the run fails
+    last_lines = collections.deque(maxlen=40)  # the pods' last lines, shown if the run fails
     with _namespace(state, namespace, log):
         try:
-            result = faults.run_cluster_scenario(CLUSTER_FAULT, Path(state.kubeconfig), namespace=namespace,
-                                                 release="bench-fault", steps=FAULT_STEPS,
-                                                 checkpoint_every=FAULT_CHECKPOINT_EVERY,
-                                                 fault_after_step=FAULT_AFTER_STEP, timeout=FAULT_TIMEOUT,
-                                                 out=last_lines.append)
+            result = faults.run_cluster_scenario(
+                CLUSTER_FAULT,
+                Path(state.kubeconfig),
+                namespace=namespace,
+                release="bench-fault",
+                steps=FAULT_STEPS,
+                checkpoint_every=FAULT_CHECKPOINT_EVERY,
+                fault_after_step=FAULT_AFTER_STEP,
+                timeout=FAULT_TIMEOUT,
+                out=last_lines.append,
+            )
         except ToolError as err:
             raise BenchError(f"figure 6: {CLUSTER_FAULT}: {err}") from None
         if not result.completed:
@@ -407,9 +483,10 @@ def measure_cluster_fault(state, round_index: int, log=print):
 def _pods_line(state, namespace: str) -> str:
     """One line per pod of `namespace`: its phase and its container's state (for a failed run)."""
     from tfmw.k8s.api import ns_path
+
     try:
         pods = state.api("admin").items(ns_path(namespace, "pods"))
-    except Exception as err:   # only a diagnostic
+    except Exception as err:  # only a diagnostic
         return f"  figure 6: the pods of {namespace} could not be listed: {err}"
     parts = []
     for pod in pods:
@@ -424,11 +501,17 @@ def measure_local_fault(runs_dir, round_index: int, log=print):
     from tfmw import faults
     from tfmw.chart.helmkit import ToolError
     from tfmw.localrun.podspec import LocalRunError
+
     log(f"  figure 6: round {round_index + 1}: {LOCAL_FAULT} on make local (scripts/tfmw/faults.py)")
     try:
-        result = faults.run_scenario(LOCAL_FAULT, runs_dir=Path(runs_dir), steps=FAULT_STEPS,
-                                     checkpoint_every=FAULT_CHECKPOINT_EVERY, fault_after_step=FAULT_AFTER_STEP,
-                                     timeout=FAULT_TIMEOUT)
+        result = faults.run_scenario(
+            LOCAL_FAULT,
+            runs_dir=Path(runs_dir),
+            steps=FAULT_STEPS,
+            checkpoint_every=FAULT_CHECKPOINT_EVERY,
+            fault_after_step=FAULT_AFTER_STEP,
+            timeout=FAULT_TIMEOUT,
+        )
     except (ToolError, LocalRunError) as err:
         raise BenchError(f"figure 6: {LOCAL_FAULT}: {err}") from None
     log(_fault_line("make local", result))
@@ -442,7 +525,7 @@ def _stop_local_run(proc: subprocess.Popen) -> None:
     try:
         proc.wait(timeout=120)
     except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGTERM)   # its handler stops the pods and cleans up
+        proc.send_signal(signal.SIGTERM)  # its handler stops the pods and cleans up
         try:
             proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -452,15 +535,26 @@ def _stop_local_run(proc: subprocess.Popen) -> None:
 
 def measure_local_round(runs_dir, round_index: int, log=print) -> float:
     """`make local` start -> its first training step, seconds."""
-    command = [PY, "-m", "tfmw.localrun.run", "--runs-dir", str(runs_dir), "--release", f"bench-local-{round_index}",
-               "--fresh", "--timeout", "300"]
+    command = [
+        PY,
+        "-m",
+        "tfmw.localrun.run",
+        "--runs-dir",
+        str(runs_dir),
+        "--release",
+        f"bench-local-{round_index}",
+        "--fresh",
+        "--timeout",
+        "300",
+    ]
     for item in run_sets(f"bench-local-{round_index}"):
         command += ["--set", item]
     log(f"  figure 6: round {round_index + 1}: make local")
     # The local pods get the environment `make local` passes on (not figure 1's one-thread limit:
     # the cluster's pods do not have it either).
-    timing = time_to_first_step(command, base_env(one_thread=False), timeout=300, stop=_stop_local_run,
-                                figure="figure 6")
+    timing = time_to_first_step(
+        command, base_env(one_thread=False), timeout=300, stop=_stop_local_run, figure="figure 6"
+    )
     return timing.first_step
 
 
@@ -490,14 +584,18 @@ def _down(controlplane, state_dir: str, log=print) -> float:
 
 def measure(quick: bool, log=print) -> Summary:
     if os.geteuid() != 0:
-        raise BenchError("figure 6: the local cluster needs root (network namespaces, a bridge); run make bench as root")
+        raise BenchError(
+            "figure 6: the local cluster needs root (network namespaces, a bridge); run make bench as root"
+        )
     from tfmw.devcluster import controlplane
     from tfmw.devcluster.build import KubeBuildError, ensure_binaries
+
     try:
         bins = ensure_binaries(progress=lambda line: log(f"  figure 6: {line}"))
     except KubeBuildError as err:
         raise BenchError(f"figure 6: the cluster binaries could not be built: {err}") from None
     from tfmw.image import build as image
+
     try:
         # The nodes run the worker image: built once (not timed); `up` imports it into a node
         # unless the node's containerd cache already holds that image id.
@@ -549,11 +647,17 @@ def plot(s: Summary, path, subtitle: str) -> None:
     up_rows = [f"make cluster: ready ({'image ' + u.image if u.image != 'unknown' else 'image ?'})" for u in ups]
     if len(set(up_rows)) < len(up_rows):
         up_rows = [f"{row} #{i + 1}" for i, row in enumerate(up_rows)]
-    rows = [*up_rows, "make cluster-down", "cluster: helm install → first step", "make local: start → first step",
-            "cluster: pod delete → resumed", f"make local: {LOCAL_FAULT} → resumed"]
+    rows = [
+        *up_rows,
+        "make cluster-down",
+        "cluster: helm install → first step",
+        "make local: start → first step",
+        "cluster: pod delete → resumed",
+        f"make local: {LOCAL_FAULT} → resumed",
+    ]
     fig, ax = plots.subplots(figsize=(10, 2.2 + 0.45 * len(rows)))
     values = []
-    for row, u in zip(up_rows, ups):
+    for row, u in zip(up_rows, ups, strict=True):
         if u.image == "imported":
             ax.barh(row, u.import_seconds, color="lightsteelblue", height=0.55, label="image import (in ready)")
             ax.barh(row, u.ready_seconds - u.import_seconds, left=u.import_seconds, color="tab:blue", height=0.55)
@@ -563,32 +667,51 @@ def plot(s: Summary, path, subtitle: str) -> None:
     ax.barh("make cluster-down", s.down_seconds, color="tab:blue", height=0.55)
     values.append(s.down_seconds)
     left = 0.0
-    for width, color, label in ((s.install_seconds, "tab:green", "helm install (returns)"),
-                                (s.return_to_running, "yellowgreen", "→ both pods Running"),
-                                (s.running_to_first_step, "tab:orange", "→ first step (pods' own start)")):
+    for width, color, label in (
+        (s.install_seconds, "tab:green", "helm install (returns)"),
+        (s.return_to_running, "yellowgreen", "→ both pods Running"),
+        (s.running_to_first_step, "tab:orange", "→ first step (pods' own start)"),
+    ):
         ax.barh(rows[len(ups) + 1], width, left=left, color=color, height=0.55, label=label)
         left += width
     ax.barh(rows[len(ups) + 2], s.local_first_step, color="tab:purple", height=0.55)
     values += [s.install_to_first_step, s.local_first_step]
     running = _bar_value(s.fault_pod_running)
     ax.barh(rows[-2], running, color="tab:red", height=0.55, label="pod delete → recreated pod Running")
-    ax.barh(rows[-2], max(_bar_value(s.fault_cluster_resumed) - running, 0.0), left=running, color="salmon",
-            height=0.55, label="→ group resumed (first step after the fault)")
+    ax.barh(
+        rows[-2],
+        max(_bar_value(s.fault_cluster_resumed) - running, 0.0),
+        left=running,
+        color="salmon",
+        height=0.55,
+        label="→ group resumed (first step after the fault)",
+    )
     ax.barh(rows[-1], _bar_value(s.fault_local_resumed), color="tab:purple", height=0.55)
     values += [s.fault_cluster_resumed, s.fault_local_resumed]
     for y, value in enumerate(values):
-        ax.text(_bar_value(value), y, f" {value:.1f} s" if not math.isnan(value) else " not measured",
-                va="center", fontsize=8)
+        ax.text(
+            _bar_value(value),
+            y,
+            f" {value:.1f} s" if not math.isnan(value) else " not measured",
+            va="center",
+            fontsize=8,
+        )
     ax.axvline(READY_TARGET_S, color="tab:blue", ls=":", lw=1, label=f"ready target {READY_TARGET_S:g} s")
     ax.invert_yaxis()
     ax.set_xlim(0, max([READY_TARGET_S, *(_bar_value(v) for v in values)]) * 1.25)
     ax.set_xlabel("seconds (medians)")
-    fault = f"; pod delete → resumed {ratio_cell(s.fault_ratio)} make local's kill-worker" \
-        if s.fault_rounds else "; pod delete → resumed not measured"
-    ax.set_title(f"Figure 6: the local cluster (2 real nodes, the worker image) beside make local, medians of "
-                 f"{s.rounds} paired round(s)\nhelm install → first step {s.ratio:.2f}x make local's{fault}"
-                 f"\n{subtitle}", fontsize=9)
+    fault = (
+        f"; pod delete → resumed {ratio_cell(s.fault_ratio)} make local's kill-worker"
+        if s.fault_rounds
+        else "; pod delete → resumed not measured"
+    )
+    ax.set_title(
+        f"Figure 6: the local cluster (2 real nodes, the worker image) beside make local, medians of "
+        f"{s.rounds} paired round(s)\nhelm install → first step {s.ratio:.2f}x make local's{fault}"
+        f"\n{subtitle}",
+        fontsize=9,
+    )
     handles, labels = ax.get_legend_handles_labels()
-    unique = dict(zip(labels, handles))
+    unique = dict(zip(labels, handles, strict=True))
     ax.legend(unique.values(), unique.keys(), fontsize=7, loc="lower right")
     plots.save(fig, path)

@@ -9,6 +9,7 @@
 - TF_CONFIG bytes per pod (the launcher's build_tf_config with the chart's rendered names),
   against Linux's limit on one environment string (MAX_ARG_STRLEN, 128 KiB).
 """
+
 from __future__ import annotations
 
 import json
@@ -28,6 +29,7 @@ MAX_ARG_STRLEN = 32 * 4096  # Linux: one argv/env string, including "TF_CONFIG="
 
 # ---------------------------------------------------------------- helm template
 
+
 def split_by_source(manifest: str) -> dict[str, int]:
     """Bytes per `# Source: <chart>/templates/<file>` section of a rendered manifest."""
     sizes: dict[str, int] = {}
@@ -45,8 +47,9 @@ def render(helm: str, replicas: int) -> tuple[float, str]:
     result = helmkit.helm_template(helm, CHART, RELEASE, "default", sets=[f"workers.replicas={replicas}"])
     elapsed = time.perf_counter() - started
     if result.returncode != 0:
-        raise BenchError(f"figure 4: helm template with workers.replicas={replicas} failed: "
-                         f"{helmkit.helm_error_line(result.stderr)}")
+        raise BenchError(
+            f"figure 4: helm template with workers.replicas={replicas} failed: {helmkit.helm_error_line(result.stderr)}"
+        )
     return elapsed, result.stdout
 
 
@@ -59,8 +62,15 @@ def measure_helm(helm: str, sizes: list[int], repeats: int, log=print) -> list[d
         for _ in range(repeats):
             elapsed, manifest = render(helm, n)
             times.append(elapsed)
-        rows.append({"n": n, "seconds": stats.median(times), "bytes": len(manifest.encode()),
-                     "by_source": split_by_source(manifest), "manifest": manifest if n == sizes[-1] else None})
+        rows.append(
+            {
+                "n": n,
+                "seconds": stats.median(times),
+                "bytes": len(manifest.encode()),
+                "by_source": split_by_source(manifest),
+                "manifest": manifest if n == sizes[-1] else None,
+            }
+        )
     return rows
 
 
@@ -76,12 +86,15 @@ def growth(rows: list[dict]) -> dict[str, float]:
 
 # ---------------------------------------------------------------- peer wait
 
+
 def delayed_resolver(delay: float, ready_at: float = 0.0, clock=time.monotonic, sleep=time.sleep):
     """A resolver that takes `delay` seconds per lookup and answers yes from `ready_at` on."""
+
     def resolve(_host: str) -> bool:
         if delay:
             sleep(delay)
         return clock() >= ready_at
+
     return resolve
 
 
@@ -95,23 +108,27 @@ def measure_peer_wait(counts: list[int], delays: list[float], late_seconds: floa
             log(f"  figure 4: peer wait, {n} names, {delay * 1e3:g} ms per lookup")
             started = time.perf_counter()
             wait_for_peers(hosts, 600, resolve=delayed_resolver(delay), log=lambda _line: None)
-            rows.append({"n": n, "delay_ms": delay * 1e3, "ready_after_s": 0.0,
-                         "seconds": time.perf_counter() - started})
+            rows.append(
+                {"n": n, "delay_ms": delay * 1e3, "ready_after_s": 0.0, "seconds": time.perf_counter() - started}
+            )
     n = counts[-1]
     hosts = [f"tf-multiworker-{j}.tf-multiworker.default.svc.cluster.local" for j in range(n)]
     log(f"  figure 4: peer wait, {n} names, all resolve only after {late_seconds:g} s")
     started = time.perf_counter()
-    wait_for_peers(hosts, 600, resolve=delayed_resolver(0.0, ready_at=time.monotonic() + late_seconds),
-                   log=lambda _line: None)
+    wait_for_peers(
+        hosts, 600, resolve=delayed_resolver(0.0, ready_at=time.monotonic() + late_seconds), log=lambda _line: None
+    )
     rows.append({"n": n, "delay_ms": 0.0, "ready_after_s": late_seconds, "seconds": time.perf_counter() - started})
     return rows
 
 
 # ---------------------------------------------------------------- TF_CONFIG size
 
+
 def pod_env(manifest: str) -> dict[str, str]:
     """The plain `value:` env of the worker StatefulSet's container in a rendered manifest."""
     import yaml
+
     for doc in yaml.safe_load_all(manifest):
         if doc and doc.get("kind") == "StatefulSet":
             container = doc["spec"]["template"]["spec"]["containers"][0]
@@ -125,8 +142,12 @@ def tf_config_bytes(env: dict[str, str], replicas: int, namespace: str = "defaul
     from entrypoint.identity import parse_pod_name
     from entrypoint.settings import load_settings
 
-    pod_env_n = dict(env, TFMW_REPLICAS=str(replicas), TFMW_NAMESPACE=namespace,
-                     TFMW_POD_NAME=f"{env['TFMW_STATEFULSET']}-{replicas - 1}")
+    pod_env_n = dict(
+        env,
+        TFMW_REPLICAS=str(replicas),
+        TFMW_NAMESPACE=namespace,
+        TFMW_POD_NAME=f"{env['TFMW_STATEFULSET']}-{replicas - 1}",
+    )
     settings = load_settings(pod_env_n)
     identity = parse_pod_name(settings.pod_name, settings.replicas, settings.statefulset)
     return len(json.dumps(build_tf_config(settings, identity), separators=(",", ":")).encode())
@@ -146,9 +167,12 @@ def measure_tf_config(env: dict[str, str], counts: list[int]) -> dict:
     longest = dict(env, TFMW_STATEFULSET="s" * 52, TFMW_SERVICE="s" * 52)
     default_sizes = {n: tf_config_bytes(env, n) for n in counts}
     long_sizes = {n: tf_config_bytes(longest, n, namespace="n" * 63) for n in counts}
-    return {"default": default_sizes, "longest": long_sizes,
-            "limit_default": max_workers_for_env_limit(default_sizes),
-            "limit_longest": max_workers_for_env_limit(long_sizes)}
+    return {
+        "default": default_sizes,
+        "longest": long_sizes,
+        "limit_default": max_workers_for_env_limit(default_sizes),
+        "limit_longest": max_workers_for_env_limit(long_sizes),
+    }
 
 
 @dataclass(frozen=True)
@@ -160,6 +184,7 @@ class Result:
 
 def plot(result: Result, path, subtitle: str) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -190,8 +215,10 @@ def plot(result: Result, path, subtitle: str) -> None:
     b.set_title("Peer wait (lookups are sequential)")
     b.legend(fontsize=8)
 
-    for label, sizes in (("chart default names", result.tf_config["default"]),
-                         ("longest allowed names", result.tf_config["longest"])):
+    for label, sizes in (
+        ("chart default names", result.tf_config["default"]),
+        ("longest allowed names", result.tf_config["longest"]),
+    ):
         c.plot(list(sizes), [v / 1024 for v in sizes.values()], "o-", label=label)
     c.axhline(MAX_ARG_STRLEN / 1024, color="red", ls="--", lw=1, label="Linux limit per env string (128 KiB)")
     c.set_xlabel("workers")

@@ -8,6 +8,7 @@ chief's own account (entrypoint.goodput, its `tfmw completed` line). During the 
 run the chief's /metrics is scraped once a second (15-30x a usual Prometheus interval), and
 each scrape's round trip is kept: an upper bound on what serving the metrics costs.
 """
+
 from __future__ import annotations
 
 import signal
@@ -21,8 +22,8 @@ from pathlib import Path
 from entrypoint import loglines
 from entrypoint.goodput import CAUSES, read_line_fields
 from tfmw import faults
-from tfmw.localrun.run import base_env, choose_network
 from tfmw.localrun.kubelet import EXIT_TIMED_OUT, LocalCluster
+from tfmw.localrun.run import base_env, choose_network
 
 from . import plots
 from .procs import ONE_THREAD, BenchError
@@ -51,15 +52,15 @@ def steps_for(minutes: float) -> int:
     return max(int(minutes * 60 / STEP_SECONDS) // 20 * 20, 40)
 
 
-def run(label: str, minutes: float, every_seconds: float | None, runs_dir: Path, log=print,
-        scrape: bool = False) -> GoodputRun:
+def run(
+    label: str, minutes: float, every_seconds: float | None, runs_dir: Path, log=print, scrape: bool = False
+) -> GoodputRun:
     steps = steps_for(minutes)
     result = GoodputRun(label, steps)
     sets = [f"training.config.steps={steps}"]
     workload, pods = faults.scenario_pods("kill-worker", sets, runs_dir, f"goodput-{'f' if every_seconds else 'n'}")
     network, _ = choose_network("loopback", 2222, len(pods), metrics=True)  # the host reaches /metrics
-    cluster = LocalCluster(pods, network, dict(base_env(), **ONE_THREAD), grace_seconds=20,
-                           out=lambda line: None)
+    cluster = LocalCluster(pods, network, dict(base_env(), **ONE_THREAD), grace_seconds=20, out=lambda line: None)
     stop = threading.Event()
 
     def scraper() -> None:
@@ -72,8 +73,10 @@ def run(label: str, minutes: float, every_seconds: float | None, runs_dir: Path,
                 continue
             result.scrape_ms.append((time.monotonic() - started) * 1e3)
 
-    log(f"  figure 3: goodput {label}: {steps} steps"
-        + (f", worker 1 killed every {every_seconds:.0f}s" if every_seconds else ""))
+    log(
+        f"  figure 3: goodput {label}: {steps} steps"
+        + (f", worker 1 killed every {every_seconds:.0f}s" if every_seconds else "")
+    )
     try:
         cluster.start()
         if scrape:
@@ -82,7 +85,7 @@ def run(label: str, minutes: float, every_seconds: float | None, runs_dir: Path,
         next_fault = time.monotonic() + every_seconds if every_seconds else None
         while time.monotonic() < deadline:
             outcome = cluster.wait(min(5.0, max(deadline - time.monotonic(), 0.1)))
-            if outcome.exit_code != EXIT_TIMED_OUT:   # completed, or failed
+            if outcome.exit_code != EXIT_TIMED_OUT:  # completed, or failed
                 break
             if next_fault is not None and time.monotonic() >= next_fault and not cluster.states[0].completed:
                 cluster.signal_pod(1, signal.SIGKILL)
@@ -99,24 +102,38 @@ def run(label: str, minutes: float, every_seconds: float | None, runs_dir: Path,
         result.goodput, result.wall_seconds, result.badput = account
     if not result.completed or result.goodput != result.goodput:
         raise BenchError(f"figure 3: goodput {label}: {result.reason or 'no goodput on the chief'}")
-    log(f"  figure 3: goodput {label}: {result.goodput:.1%} of {result.wall_seconds:.0f}s, {result.faults} faults, "
-        f"badput {result.badput}")
+    log(
+        f"  figure 3: goodput {label}: {result.goodput:.1%} of {result.wall_seconds:.0f}s, {result.faults} faults, "
+        f"badput {result.badput}"
+    )
     return result
 
 
 def measure(quick: bool, runs_dir: Path, log=print) -> list[GoodputRun]:
     """The two runs: 10 minutes each with a kill every 3 minutes (quick: 2 and 1)."""
     minutes, every = (2.0, 60.0) if quick else (10.0, 180.0)
-    return [run("without faults", minutes, None, runs_dir, log, scrape=True),
-            run("with faults", minutes, every, runs_dir, log)]
+    return [
+        run("without faults", minutes, None, runs_dir, log, scrape=True),
+        run("with faults", minutes, every, runs_dir, log),
+    ]
 
 
 HEADERS = ["run", "steps", "faults", "wall (s)", "goodput", "target", *(f"{c} (s)" for c in CAUSES)]
 
 
 def rows(results: list[GoodputRun]) -> list[list]:
-    return [[r.label, r.steps, r.faults, round(r.wall_seconds, 1), f"{r.goodput:.1%}",
-             f"≥ {TARGETS.get(r.label, 0):.0%}", *(r.badput.get(c, 0.0) for c in CAUSES)] for r in results]
+    return [
+        [
+            r.label,
+            r.steps,
+            r.faults,
+            round(r.wall_seconds, 1),
+            f"{r.goodput:.1%}",
+            f"≥ {TARGETS.get(r.label, 0):.0%}",
+            *(r.badput.get(c, 0.0) for c in CAUSES),
+        ]
+        for r in results
+    ]
 
 
 def metrics_cost(results: list[GoodputRun]) -> tuple[float, float, int] | None:
@@ -135,11 +152,18 @@ def plot(results: list[GoodputRun], path: Path, subtitle: str) -> None:
     for i, r in enumerate(results):
         productive = r.wall_seconds - sum(r.badput.values())
         left = 0.0
-        for k, (name, seconds) in enumerate(zip(names, [productive, *(r.badput.get(c, 0.0) for c in CAUSES)])):
+        for k, (name, seconds) in enumerate(
+            zip(names, [productive, *(r.badput.get(c, 0.0) for c in CAUSES)], strict=True)
+        ):
             if seconds <= 0:
                 continue
-            ax.barh(i, seconds, left=left, color=f"C{k}", label=name if i == 0 or name not in
-                    ax.get_legend_handles_labels()[1] else None)
+            ax.barh(
+                i,
+                seconds,
+                left=left,
+                color=f"C{k}",
+                label=name if i == 0 or name not in ax.get_legend_handles_labels()[1] else None,
+            )
             left += seconds
         ax.text(left, i, f"  {r.goodput:.1%}", va="center", fontsize=8)
     ax.set_yticks(range(len(results)), [r.label for r in results], fontsize=8)

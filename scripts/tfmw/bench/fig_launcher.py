@@ -7,6 +7,7 @@ The clock starts just before the process is spawned and stops when its output sh
 line (logEverySteps=1: the first step, graph tracing included, is done). The two variants
 alternate, a fresh run id each time (a COMPLETED marker would short-circuit the trainer).
 """
+
 from __future__ import annotations
 
 import os
@@ -22,10 +23,24 @@ from entrypoint import loglines
 from . import plots, stats
 from .procs import PY, REPO, BenchError, base_env, free_ports, tf_config
 
-TRAINER_ARGS = ["--set", "model.name=mlp", "--set", "model.args={hidden: 32}", "--set", "steps=2",
-                "--set", "logEverySteps=1", "--set", "checkpoint.everySteps=2",
-                "--set", "export.enabled=false", "--set", "tensorboard.enabled=false",
-                "--set", "data.synthetic.examples=512"]
+TRAINER_ARGS = [
+    "--set",
+    "model.name=mlp",
+    "--set",
+    "model.args={hidden: 32}",
+    "--set",
+    "steps=2",
+    "--set",
+    "logEverySteps=1",
+    "--set",
+    "checkpoint.everySteps=2",
+    "--set",
+    "export.enabled=false",
+    "--set",
+    "tensorboard.enabled=false",
+    "--set",
+    "data.synthetic.examples=512",
+]
 TRAINER = [PY, "-m", "entrypoint.training", *TRAINER_ARGS]
 VARIANTS = {
     "by hand": TRAINER,
@@ -39,14 +54,16 @@ class Timing:
     first_step: float  # seconds to `tfmw progress step=1/..`
 
 
-def time_to_first_step(command: list[str], env: dict, timeout: float = 180.0, stop=None,
-                       figure: str = "figure 2") -> Timing:
+def time_to_first_step(
+    command: list[str], env: dict, timeout: float = 180.0, stop=None, figure: str = "figure 2"
+) -> Timing:
     """Seconds to the start line and to the first step. Then `stop(proc)` ends the process
     (default: its process group is killed at once); at `timeout` it is killed. What happens
     after the first step is not measured."""
     started = time.perf_counter()
-    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     watchdog = threading.Timer(timeout, _kill_group, args=(proc,))
     watchdog.start()
     start_line = first_step = None
@@ -68,8 +85,10 @@ def time_to_first_step(command: list[str], env: dict, timeout: float = 180.0, st
         watchdog.cancel()
         _kill_group(proc)
     if start_line is None or first_step is None:
-        raise BenchError(f"{figure}: {' '.join(command[1:4])} exited {proc.returncode} without a first step "
-                         f"within {timeout:.0f}s: " + " | ".join(tail))
+        raise BenchError(
+            f"{figure}: {' '.join(command[1:4])} exited {proc.returncode} without a first step "
+            f"within {timeout:.0f}s: " + " | ".join(tail)
+        )
     return Timing(start_line, first_step)
 
 
@@ -86,8 +105,9 @@ def time_command(command: list[str], env: dict) -> float:
     started = time.perf_counter()
     result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     if result.returncode != 0:
-        raise BenchError(f"figure 2: {' '.join(command)} exited {result.returncode}: "
-                         f"{result.stderr.strip().splitlines()[-1:]}")
+        raise BenchError(
+            f"figure 2: {' '.join(command)} exited {result.returncode}: {result.stderr.strip().splitlines()[-1:]}"
+        )
     return time.perf_counter() - started
 
 
@@ -98,16 +118,26 @@ def measure(repeats: int, log=print) -> dict:
     results["launcher tf-config"] = []
     with tempfile.TemporaryDirectory(prefix="tfmw-bench-launch-") as shared:
         for name in VARIANTS:  # unmeasured: the first start pays for a cold page cache
-            env = base_env({"TF_CONFIG": tf_config(free_ports(1), 0), "TFMW_SHARED_DIR": shared,
-                            "TFMW_RUN_ID": f"warmup-{name.replace(' ', '-')}"})
+            env = base_env(
+                {
+                    "TF_CONFIG": tf_config(free_ports(1), 0),
+                    "TFMW_SHARED_DIR": shared,
+                    "TFMW_RUN_ID": f"warmup-{name.replace(' ', '-')}",
+                }
+            )
             time_to_first_step(VARIANTS[name], env)
         for r in range(repeats):
             log(f"  figure 2: repeat {r + 1}/{repeats}")
             # Alternate which variant goes first so neither always gets the warmer page cache.
             order = list(VARIANTS) if r % 2 == 0 else list(reversed(VARIANTS))
             for name in order:
-                env = base_env({"TF_CONFIG": tf_config(free_ports(1), 0), "TFMW_SHARED_DIR": shared,
-                                "TFMW_RUN_ID": f"launch-{r}-{name.replace(' ', '-')}"})
+                env = base_env(
+                    {
+                        "TF_CONFIG": tf_config(free_ports(1), 0),
+                        "TFMW_SHARED_DIR": shared,
+                        "TFMW_RUN_ID": f"launch-{r}-{name.replace(' ', '-')}",
+                    }
+                )
                 results[name].append(time_to_first_step(VARIANTS[name], env))
             # What the trainer imports: TF with the legacy Keras (plain `import tensorflow` also loads
             # Keras 3 and takes over a second longer).
@@ -133,27 +163,39 @@ class Summary:
 
 def summarize(results: dict) -> Summary:
     hand, launcher = results["by hand"], results["launcher"]
-    paired = [stats.overhead_percent(l.first_step, h.first_step) for l, h in zip(launcher, hand)]
+    paired = [
+        stats.overhead_percent(run.first_step, by_hand.first_step) for run, by_hand in zip(launcher, hand, strict=True)
+    ]
     lo, hi = stats.spread(paired)
     return Summary(
         hand_first_step=stats.median([t.first_step for t in hand]),
         launcher_first_step=stats.median([t.first_step for t in launcher]),
         hand_start_line=stats.median([t.start_line for t in hand]),
         launcher_start_line=stats.median([t.start_line for t in launcher]),
-        overhead_percent=stats.median(paired), overhead_min=lo, overhead_max=hi,
+        overhead_percent=stats.median(paired),
+        overhead_min=lo,
+        overhead_max=hi,
         import_tensorflow=stats.median(results["import tensorflow"]),
-        launcher_alone=stats.median(results["launcher tf-config"]), repeats=len(hand))
+        launcher_alone=stats.median(results["launcher tf-config"]),
+        repeats=len(hand),
+    )
 
 
 HEADERS = ["variant", "to `tfmw start` s (median)", "to first step s (median)", "overhead vs. by hand"]
 
 
 def table_rows(s: Summary) -> list[list]:
-    return [["trainer by hand (TF_CONFIG set)", s.hand_start_line, s.hand_first_step, "-"],
-            ["through `python -m entrypoint run`", s.launcher_start_line, s.launcher_first_step,
-             f"{s.overhead_percent:+.1f}% (paired, min {s.overhead_min:+.1f}%, max {s.overhead_max:+.1f}%)"],
-            ["`import tensorflow, tf_keras` alone (TF_USE_LEGACY_KERAS=1)", "-", s.import_tensorflow, "-"],
-            ["`python -m entrypoint tf-config` alone", "-", s.launcher_alone, "-"]]
+    return [
+        ["trainer by hand (TF_CONFIG set)", s.hand_start_line, s.hand_first_step, "-"],
+        [
+            "through `python -m entrypoint run`",
+            s.launcher_start_line,
+            s.launcher_first_step,
+            f"{s.overhead_percent:+.1f}% (paired, min {s.overhead_min:+.1f}%, max {s.overhead_max:+.1f}%)",
+        ],
+        ["`import tensorflow, tf_keras` alone (TF_USE_LEGACY_KERAS=1)", "-", s.import_tensorflow, "-"],
+        ["`python -m entrypoint tf-config` alone", "-", s.launcher_alone, "-"],
+    ]
 
 
 def plot(results: dict, s: Summary, path, subtitle: str) -> None:
@@ -162,19 +204,37 @@ def plot(results: dict, s: Summary, path, subtitle: str) -> None:
     for i, name in enumerate(names):
         starts = [t.start_line for t in results[name]]
         firsts = [t.first_step for t in results[name]]
-        ax.scatter([i - 0.08] * len(starts), starts, marker="o", color="tab:blue",
-                   label="`tfmw start` line" if i == 0 else None)
-        ax.scatter([i + 0.08] * len(firsts), firsts, marker="s", color="tab:orange",
-                   label="first step done" if i == 0 else None)
+        ax.scatter(
+            [i - 0.08] * len(starts),
+            starts,
+            marker="o",
+            color="tab:blue",
+            label="`tfmw start` line" if i == 0 else None,
+        )
+        ax.scatter(
+            [i + 0.08] * len(firsts),
+            firsts,
+            marker="s",
+            color="tab:orange",
+            label="first step done" if i == 0 else None,
+        )
         ax.hlines(stats.median(firsts), i - 0.25, i + 0.25, color="tab:orange")
-    ax.axhline(s.import_tensorflow, color="grey", ls="--", lw=1,
-               label=f"`import tensorflow, tf_keras` alone ({s.import_tensorflow:.2f} s)")
+    ax.axhline(
+        s.import_tensorflow,
+        color="grey",
+        ls="--",
+        lw=1,
+        label=f"`import tensorflow, tf_keras` alone ({s.import_tensorflow:.2f} s)",
+    )
     ax.set_xticks([0, 1])
     ax.set_xticklabels(["trainer by hand\n(TF_CONFIG set)", "python -m entrypoint run --\n(launcher + trainer)"])
     ax.set_xlim(-0.6, 1.6)
     ax.set_ylim(0, None)
     ax.set_ylabel("seconds from process start")
-    ax.set_title(f"Figure 2: launcher overhead to first step: {s.overhead_percent:+.1f}% (median of "
-                 f"{s.repeats} paired runs)\n{subtitle}", fontsize=10)
+    ax.set_title(
+        f"Figure 2: launcher overhead to first step: {s.overhead_percent:+.1f}% (median of "
+        f"{s.repeats} paired runs)\n{subtitle}",
+        fontsize=10,
+    )
     ax.legend(fontsize=8, loc="lower right")
     plots.save(fig, path)

@@ -13,6 +13,7 @@ a multiple of that floor.
     python -m tfmw.bench.fig_overhead exchange-peer <port> '<[bytes, ...]>' <repeats>
 is the floor's second process (started by exchange_floor).
 """
+
 from __future__ import annotations
 
 import json
@@ -45,9 +46,17 @@ class Case:
     dtype: str = "float32"  # the trainer's allReduceDtype
 
     def spec(self, warmup_calls: int = 2) -> dict:
-        return {"id": self.id, "model": self.model, "args": self.args, "input_shape": self.input_shape,
-                "batch": BATCH, "k": self.k, "warmup_calls": warmup_calls, "calls": self.steps // self.k,
-                "dtype": self.dtype}
+        return {
+            "id": self.id,
+            "model": self.model,
+            "args": self.args,
+            "input_shape": self.input_shape,
+            "batch": BATCH,
+            "k": self.k,
+            "warmup_calls": warmup_calls,
+            "calls": self.steps // self.k,
+            "dtype": self.dtype,
+        }
 
 
 def _resnet(width: int) -> dict:
@@ -82,8 +91,9 @@ def plan(quick: bool) -> list[Case]:
     ks = (16,) if not quick else (8,)
     for k in ks:
         cases.append(Case(f"tiny-k{k}", "mlp", {"hidden": 8}, [8, 8], k, steps(160, k), f"tiny MLP, K={k}"))
-        cases.append(Case(f"{MAIN_MODEL}-k{k}", "resnet", _resnet(16), IMAGE, k, steps(32, k),
-                          f"resnet width 16, K={k}"))
+        cases.append(
+            Case(f"{MAIN_MODEL}-k{k}", "resnet", _resnet(16), IMAGE, k, steps(32, k), f"resnet width 16, K={k}")
+        )
     return cases
 
 
@@ -133,7 +143,7 @@ def _exchange_blocks(sock: socket.socket, sizes: list[int], repeats: list[int], 
     buf_recv = memoryview(bytearray(max(sizes)))
     sock.setblocking(False)
     result = {}
-    for size, count in zip(sizes, repeats):
+    for size, count in zip(sizes, repeats, strict=True):
         _exchange(sock, buf_send, buf_recv, size)
         per_block = []
         for _ in range(blocks):
@@ -153,9 +163,23 @@ def exchange_floor(sizes: list[int], quick: bool = False, blocks: int = 3, timeo
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
     listener.settimeout(timeout)
-    peer = subprocess.Popen([PY, "-m", "tfmw.bench.fig_overhead", "exchange-peer", str(listener.getsockname()[1]),
-                             json.dumps(sizes), json.dumps(repeats), str(blocks)],
-                            cwd=REPO, env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    peer = subprocess.Popen(
+        [
+            PY,
+            "-m",
+            "tfmw.bench.fig_overhead",
+            "exchange-peer",
+            str(listener.getsockname()[1]),
+            json.dumps(sizes),
+            json.dumps(repeats),
+            str(blocks),
+        ],
+        cwd=REPO,
+        env=base_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         sock, _ = listener.accept()
         with sock:
@@ -190,8 +214,7 @@ def measure(cases: list[Case], workers: int, rounds: int, gpus: int = 0, log=pri
     for r in range(rounds):
         for n, key, cpu_key in ((1, "t1", "c1"), (workers, "tn", "cn")):
             log(f"  figure 1: round {r + 1}/{rounds}, {n} worker(s)")
-            outputs = run_workers(["tfmw.bench.mwms_step", specs], n, timeout,
-                                  one_thread=not gpus, gpus=gpus)
+            outputs = run_workers(["tfmw.bench.mwms_step", specs], n, timeout, one_thread=not gpus, gpus=gpus)
             per_worker = [bench_cases(out) for out in outputs]
             for case in cases:
                 found = [w[case.id] for w in per_worker if case.id in w]
@@ -225,17 +248,24 @@ class Row:
     cpu1_ms: float
     cpun_ms: float
     dtype: str = "float32"
-    exchanged_mb: float | None = None   # MB a ring all-reduce sends (and receives) per worker per step
-    floor_ms: float | None = None       # loopback: that many bytes sent and received at once, 2 processes
+    exchanged_mb: float | None = None  # MB a ring all-reduce sends (and receives) per worker per step
+    floor_ms: float | None = None  # loopback: that many bytes sent and received at once, 2 processes
     added_vs_floor: float | None = None  # (tN - t1) / floor, per round, median
-    vs_float32: float | None = None      # N-worker step / the same case's float32 N-worker step, per round
+    vs_float32: float | None = None  # N-worker step / the same case's float32 N-worker step, per round
 
 
 def _float32_twin(case: Case, cases: list[Case]) -> Case | None:
     if case.dtype == "float32":
         return None
-    return next((c for c in cases if c.dtype == "float32" and (c.model, c.args, c.input_shape, c.k)
-                 == (case.model, case.args, case.input_shape, case.k)), None)
+    return next(
+        (
+            c
+            for c in cases
+            if c.dtype == "float32"
+            and (c.model, c.args, c.input_shape, c.k) == (case.model, case.args, case.input_shape, case.k)
+        ),
+        None,
+    )
 
 
 def summarize(cases: list[Case], raw: dict) -> list[Row]:
@@ -249,27 +279,76 @@ def summarize(cases: list[Case], raw: dict) -> list[Row]:
         floor_ms = added_vs_floor = exchanged = None
         if data.get("floor"):
             floor_ms = stats.median(data["floor"]) * 1e3
-            added_vs_floor = stats.median(stats.paired_ratios(
-                [n - one for n, one in zip(data["tn"], data["t1"])], data["floor"]))
+            added_vs_floor = stats.median(
+                stats.paired_ratios([n - one for n, one in zip(data["tn"], data["t1"], strict=True)], data["floor"])
+            )
             exchanged = data["exchanged_bytes"] / 1e6
         twin = _float32_twin(case, cases)
         vs_float32 = stats.median(stats.paired_ratios(data["tn"], raw[twin.id]["tn"])) if twin else None
-        rows.append(Row(case.id, case.label, case.k, data["params"], t1 * 1e3, tn * 1e3, ratio,
-                        1.0 / ratio, lo, hi, stats.median(data["c1"]) * 1e3, stats.median(data["cn"]) * 1e3,
-                        case.dtype, exchanged, floor_ms, added_vs_floor, vs_float32))
+        rows.append(
+            Row(
+                case.id,
+                case.label,
+                case.k,
+                data["params"],
+                t1 * 1e3,
+                tn * 1e3,
+                ratio,
+                1.0 / ratio,
+                lo,
+                hi,
+                stats.median(data["c1"]) * 1e3,
+                stats.median(data["cn"]) * 1e3,
+                case.dtype,
+                exchanged,
+                floor_ms,
+                added_vs_floor,
+                vs_float32,
+            )
+        )
     return rows
 
 
-HEADERS = ["case", "K", "params", "1 worker ms/step", "N workers ms/step", "ratio tN/t1",
-           "(min-max)", "scaling efficiency", "added ms/step", "CPU ms/step 1 worker", "CPU ms/step per worker, N",
-           "all-reduce MB each way per worker", "loopback floor ms", "added / floor",
-           "N-worker step vs float32"]
+HEADERS = [
+    "case",
+    "K",
+    "params",
+    "1 worker ms/step",
+    "N workers ms/step",
+    "ratio tN/t1",
+    "(min-max)",
+    "scaling efficiency",
+    "added ms/step",
+    "CPU ms/step 1 worker",
+    "CPU ms/step per worker, N",
+    "all-reduce MB each way per worker",
+    "loopback floor ms",
+    "added / floor",
+    "N-worker step vs float32",
+]
 
 
 def table_rows(rows: list[Row]) -> list[list]:
-    return [[r.label, r.k, r.params, r.t1_ms, r.tn_ms, r.ratio, f"{r.ratio_min:.2f}-{r.ratio_max:.2f}",
-             r.efficiency, r.tn_ms - r.t1_ms, r.cpu1_ms, r.cpun_ms, r.exchanged_mb, r.floor_ms,
-             r.added_vs_floor, r.vs_float32] for r in rows]
+    return [
+        [
+            r.label,
+            r.k,
+            r.params,
+            r.t1_ms,
+            r.tn_ms,
+            r.ratio,
+            f"{r.ratio_min:.2f}-{r.ratio_max:.2f}",
+            r.efficiency,
+            r.tn_ms - r.t1_ms,
+            r.cpu1_ms,
+            r.cpun_ms,
+            r.exchanged_mb,
+            r.floor_ms,
+            r.added_vs_floor,
+            r.vs_float32,
+        ]
+        for r in rows
+    ]
 
 
 def plot(rows: list[Row], workers: int, path, subtitle: str) -> None:
@@ -279,14 +358,20 @@ def plot(rows: list[Row], workers: int, path, subtitle: str) -> None:
     xs = range(len(sizes))
     left.bar([x - 0.2 for x in xs], [r.t1_ms for r in sizes], 0.4, label="1 worker")
     left.bar([x + 0.2 for x in xs], [r.tn_ms for r in sizes], 0.4, label=f"{workers} workers (MWMS)")
-    for x, r in zip(xs, sizes):
-        left.annotate(f"x{r.ratio:.2f}\neff {r.efficiency:.0%}", (x + 0.2, r.tn_ms), ha="center",
-                      va="bottom", fontsize=8)
-    floors = [(x, r) for x, r in zip(xs, sizes) if r.floor_ms is not None]
+    for x, r in zip(xs, sizes, strict=True):
+        left.annotate(
+            f"x{r.ratio:.2f}\neff {r.efficiency:.0%}", (x + 0.2, r.tn_ms), ha="center", va="bottom", fontsize=8
+        )
+    floors = [(x, r) for x, r in zip(xs, sizes, strict=True) if r.floor_ms is not None]
     if floors:  # where the N-worker bar would end if the all-reduce cost only its bytes over loopback
-        left.hlines([r.t1_ms + r.floor_ms for _, r in floors], [x + 0.02 for x, _ in floors],
-                    [x + 0.38 for x, _ in floors], colors="black", linewidth=2,
-                    label="1 worker + loopback floor of the all-reduce's bytes")
+        left.hlines(
+            [r.t1_ms + r.floor_ms for _, r in floors],
+            [x + 0.02 for x, _ in floors],
+            [x + 0.38 for x, _ in floors],
+            colors="black",
+            linewidth=2,
+            label="1 worker + loopback floor of the all-reduce's bytes",
+        )
     left.set_xticks(list(xs))
     left.set_xticklabels([r.label.replace(" (", "\n(") for r in sizes], fontsize=8)
     left.set_yscale("log")
@@ -300,11 +385,16 @@ def plot(rows: list[Row], workers: int, path, subtitle: str) -> None:
         series = [r for r in rows if r.id == base or r.id.startswith(base + "-k")]
         series.sort(key=lambda r: r.k)
         if series:
-            right.plot([r.k for r in series], [r.tn_ms - r.t1_ms for r in series], marker=marker,
-                       label=f"{by_id[base].label if base in by_id else base}")
+            right.plot(
+                [r.k for r in series],
+                [r.tn_ms - r.t1_ms for r in series],
+                marker=marker,
+                label=f"{by_id[base].label if base in by_id else base}",
+            )
             for r in series:
-                right.annotate(f"x{r.ratio:.2f}", (r.k, r.tn_ms - r.t1_ms), textcoords="offset points",
-                               xytext=(4, 4), fontsize=8)
+                right.annotate(
+                    f"x{r.ratio:.2f}", (r.k, r.tn_ms - r.t1_ms), textcoords="offset points", xytext=(4, 4), fontsize=8
+                )
     right.set_xscale("log", base=2)
     right.set_ylim(0, None)
     right.set_xlabel("steps per tf.function call (K)")

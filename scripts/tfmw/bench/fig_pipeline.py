@@ -1,5 +1,6 @@
 """Figure 5: input pipeline — examples/s of the trainer's tf.data pipeline (synthetic in memory,
 NPZ shards, TFRecord shards) against the training step, in one process (pipeline_worker.py)."""
+
 from __future__ import annotations
 
 import json
@@ -9,12 +10,18 @@ from entrypoint import loglines
 from . import plots
 from .procs import BenchError, run_workers
 
-RESULT = "pipeline"   # the worker's `tfmw bench pipeline=<json>` line
+RESULT = "pipeline"  # the worker's `tfmw bench pipeline=<json>` line
 
 
 def measure(quick: bool, log=print) -> dict:
-    opts = {"batch": 64, "batches": 15 if quick else 30, "examples": 4096, "shards": 4, "model": "cnn",
-            "rounds": 1 if quick else 2}
+    opts = {
+        "batch": 64,
+        "batches": 15 if quick else 30,
+        "examples": 4096,
+        "shards": 4,
+        "model": "cnn",
+        "rounds": 1 if quick else 2,
+    }
     log("  figure 5: input pipeline vs. training step (one process)")
     # One worker, no TF_CONFIG needed: run_workers sets a one-worker TF_CONFIG, which is unused.
     (out,) = run_workers(["tfmw.bench.pipeline_worker", json.dumps(opts)], 1, 600)
@@ -33,14 +40,22 @@ def parse(output: str) -> dict:
     raise BenchError("figure 5: the pipeline worker printed no result line")
 
 
-HEADERS = ["data source", "pipeline alone ex/s", "training step alone ex/s", "headroom (pipeline / step)",
-           "step fed by the pipeline ex/s", "fed / step alone (paired)"]
+HEADERS = [
+    "data source",
+    "pipeline alone ex/s",
+    "training step alone ex/s",
+    "headroom (pipeline / step)",
+    "step fed by the pipeline ex/s",
+    "fed / step alone (paired)",
+]
 
 
 def table_rows(result: dict) -> list[list]:
     step = result["step_alone"]
-    return [[name, s["pipeline"], step, s["pipeline"] / step, s["fed_step"], s["fed_ratio"]]
-            for name, s in result["sources"].items()]
+    return [
+        [name, s["pipeline"], step, s["pipeline"] / step, s["fed_step"], s["fed_ratio"]]
+        for name, s in result["sources"].items()
+    ]
 
 
 def plot(result: dict, path, subtitle: str) -> None:
@@ -53,14 +68,16 @@ def plot(result: dict, path, subtitle: str) -> None:
     ax.bar([x - 0.2 for x in xs], pipe, 0.4, label="tf.data pipeline alone")
     ax.bar([x + 0.2 for x in xs], fed, 0.4, label="training step fed by the pipeline")
     ax.axhline(step, color="black", ls="--", lw=1, label=f"training step alone ({step:,.0f} ex/s)")
-    for x, p in zip(xs, pipe):
+    for x, p in zip(xs, pipe, strict=True):
         ax.annotate(f"{p / step:.0f}x the step", (x - 0.2, p), ha="center", va="bottom", fontsize=8)
     ax.set_yscale("log")
     ax.set_ylim(min(min(fed), step) / 10, max(pipe) * 3)
     ax.set_xticks(list(xs))
     ax.set_xticklabels(names)
     ax.set_ylabel("examples per second (log)")
-    ax.set_title(f"Figure 5: input pipeline vs. training step ({result['model']} model, batch {result['batch']})\n"
-                 f"{subtitle}", fontsize=10)
+    ax.set_title(
+        f"Figure 5: input pipeline vs. training step ({result['model']} model, batch {result['batch']})\n{subtitle}",
+        fontsize=10,
+    )
     ax.legend(fontsize=8, loc="upper right")
     plots.save(fig, path)

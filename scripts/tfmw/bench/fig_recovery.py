@@ -5,15 +5,15 @@ defaults (quick mode: one), then the faults a setting decides with that setting 
 (VARIANTS: the warm standby off, static hang detection, both), and a plot of fault → resumed
 per fault and configuration. Every number is a field of the harness's FaultResults.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
 from tfmw import faults
-from tfmw.localrun.run import base_env
-from tfmw.localrun.podspec import LocalRunError
 from tfmw.chart.helmkit import ToolError
+from tfmw.localrun.podspec import LocalRunError
 
 from . import plots
 from .procs import ONE_THREAD, PY, REPO, BenchError, base_env
@@ -32,6 +32,7 @@ STANDBY_OFF = f"{STANDBY_VALUE}=false"
 class Config:
     """One configuration of the harness: its faults (empty: every local one), --set items and
     watchdog bound (None: the chart's)."""
+
     label: str
     scenarios: tuple[str, ...] = ()
     sets: tuple[str, ...] = ()
@@ -51,10 +52,13 @@ DEFAULTS = Config("defaults")
 # only a hang and a partition; the standby decides every restart.
 VARIANTS = (
     Config("warm standby off", ("kill-worker", "hang-worker", "partition-worker"), (STANDBY_OFF,)),
-    Config(f"static detection ({STATIC_SECONDS} s)", ("hang-worker", "partition-worker"), (STATIC,),
-           STATIC_SECONDS),
-    Config(f"both off (static {STATIC_SECONDS} s, no standby)", ("hang-worker", "partition-worker"),
-           (STATIC, STANDBY_OFF), STATIC_SECONDS),
+    Config(f"static detection ({STATIC_SECONDS} s)", ("hang-worker", "partition-worker"), (STATIC,), STATIC_SECONDS),
+    Config(
+        f"both off (static {STATIC_SECONDS} s, no standby)",
+        ("hang-worker", "partition-worker"),
+        (STATIC, STANDBY_OFF),
+        STATIC_SECONDS,
+    ),
 )
 
 
@@ -86,8 +90,11 @@ def run(config: Config, log=print) -> Run:
     for scenario in config.scenarios or faults.SCENARIOS:
         log(f"  figure 3: {config.label}: {scenario}")
         try:
-            done.results.append(faults.run_scenario(scenario, extra_sets=config.sets,
-                                                    hang_timeout_seconds=config.hang_timeout, env=pods_env()))
+            done.results.append(
+                faults.run_scenario(
+                    scenario, extra_sets=config.sets, hang_timeout_seconds=config.hang_timeout, env=pods_env()
+                )
+            )
         except (ToolError, LocalRunError) as err:
             raise BenchError(f"figure 3: {scenario}: {err}") from None
     log(f"\nFigure 3, {config.label}: {done.status}\n" + "\n".join(faults.table(done.results)) + "\n")
@@ -103,8 +110,10 @@ def summary(runs: list[Run]) -> tuple[list[str], list[list]]:
         for result in done.results:
             cells.setdefault(result.scenario, {})[done.config.label] = result.seconds_to_resume
     labels = [done.config.label for done in runs]
-    return (["fault", *(f"{label}: resumed (s)" for label in labels)],
-            [[fault, *(by_label.get(label) for label in labels)] for fault, by_label in cells.items()])
+    return (
+        ["fault", *(f"{label}: resumed (s)" for label in labels)],
+        [[fault, *(by_label.get(label) for label in labels)] for fault, by_label in cells.items()],
+    )
 
 
 def _measured(value) -> bool:
@@ -122,8 +131,12 @@ def plot(headers: list[str], rows: list[list], path, subtitle: str) -> bool:
     top = max(r[j] for r in rows for j in columns if _measured(r[j]))
     for k, j in enumerate(columns):
         ys = [i + k * width for i in range(len(rows))]
-        bars = ax.barh(ys, [r[j] if _measured(r[j]) else 0 for r in rows], height=width,
-                       label=headers[j].replace(": resumed (s)", ""))
+        bars = ax.barh(
+            ys,
+            [r[j] if _measured(r[j]) else 0 for r in rows],
+            height=width,
+            label=headers[j].replace(": resumed (s)", ""),
+        )
         ax.bar_label(bars, labels=[f"{r[j]:.1f}" if _measured(r[j]) else "" for r in rows], fontsize=7, padding=2)
     ax.set_yticks([i + width * (len(columns) - 1) / 2 for i in range(len(rows))], [r[0] for r in rows], fontsize=8)
     ax.set_xlim(0, top * 1.25 or 1)
@@ -135,8 +148,14 @@ def plot(headers: list[str], rows: list[list], path, subtitle: str) -> bool:
     return True
 
 
-CHECKPOINT_HEADERS = ["model", "checkpoint MB", "sync save (s)", "async: call returns (s)",
-                      "async: files written (s)", "stall sync / async"]
+CHECKPOINT_HEADERS = [
+    "model",
+    "checkpoint MB",
+    "sync save (s)",
+    "async: call returns (s)",
+    "async: files written (s)",
+    "stall sync / async",
+]
 
 
 def checkpoint_saves(log=print, timeout: float = 600) -> list[list]:
@@ -145,14 +164,28 @@ def checkpoint_saves(log=print, timeout: float = 600) -> list[list]:
     import json
     import subprocess
 
-    proc = subprocess.run([PY, "-m", "tfmw.bench.checkpoint_save"], cwd=REPO, env=base_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [PY, "-m", "tfmw.bench.checkpoint_save"],
+        cwd=REPO,
+        env=base_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     rows = []
     for line in proc.stdout.splitlines():
         if line.startswith("tfmw bench checkpoint="):
             r = json.loads(line.split("=", 1)[1])
-            rows.append([r["model"], round(r["bytes"] / 1e6, 1), r["sync_s"], r["async_return_s"], r["async_written_s"],
-                         f"{r['sync_s'] / r['async_return_s']:.0f}x" if r["async_return_s"] > 0 else "-"])
+            rows.append(
+                [
+                    r["model"],
+                    round(r["bytes"] / 1e6, 1),
+                    r["sync_s"],
+                    r["async_return_s"],
+                    r["async_written_s"],
+                    f"{r['sync_s'] / r['async_return_s']:.0f}x" if r["async_return_s"] > 0 else "-",
+                ]
+            )
     if proc.returncode != 0 or not rows:
         raise BenchError(f"figure 3: checkpoint saves: exit {proc.returncode}: {(proc.stdout + proc.stderr)[-300:]}")
     log("  figure 3: checkpoint saves: " + "; ".join(f"{r[0]} sync {r[2]:.3f}s async {r[3]:.3f}s" for r in rows))

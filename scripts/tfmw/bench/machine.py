@@ -1,4 +1,5 @@
 """The machine and versions every figure is stated with."""
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,10 @@ class Machine:
     kernel: str
 
     def describe(self) -> str:
-        return (f"{self.nproc} CPUs ({self.cpu_model}), {self.memory_gib:.0f} GiB RAM, Linux {self.kernel}; "
-                f"Python {self.python}, TensorFlow {self.tensorflow}, tf-keras {self.tf_keras}, helm {self.helm}")
+        return (
+            f"{self.nproc} CPUs ({self.cpu_model}), {self.memory_gib:.0f} GiB RAM, Linux {self.kernel}; "
+            f"Python {self.python}, TensorFlow {self.tensorflow}, tf-keras {self.tf_keras}, helm {self.helm}"
+        )
 
 
 def cpu_model(cpuinfo: str) -> str:
@@ -51,6 +54,7 @@ def _read(path: str) -> str:
 
 def _package_version(name: str) -> str:
     from importlib import metadata
+
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -66,10 +70,16 @@ def helm_version(helm: str) -> str:
 
 
 def probe(helm: str) -> Machine:
-    return Machine(nproc=os.cpu_count() or 0, cpu_model=cpu_model(_read("/proc/cpuinfo")),
-                   memory_gib=memory_gib(_read("/proc/meminfo")), python=platform.python_version(),
-                   tensorflow=_package_version("tensorflow"), tf_keras=_package_version("tf-keras"),
-                   helm=helm_version(helm), kernel=platform.release())
+    return Machine(
+        nproc=os.cpu_count() or 0,
+        cpu_model=cpu_model(_read("/proc/cpuinfo")),
+        memory_gib=memory_gib(_read("/proc/meminfo")),
+        python=platform.python_version(),
+        tensorflow=_package_version("tensorflow"),
+        tf_keras=_package_version("tf-keras"),
+        helm=helm_version(helm),
+        kernel=platform.release(),
+    )
 
 
 def load_average() -> str:
@@ -78,5 +88,3 @@ def load_average() -> str:
         return " / ".join(f"{v:.2f}" for v in os.getloadavg())
     except OSError:
         return "unknown"
-
-

@@ -10,6 +10,7 @@ in memory (figure 5 measures the input pipeline separately). Every worker runs t
 cases with the same number of calls in the same order: the collectives must stay in
 lockstep. Prints one `tfmw bench case=<json>` line per case (worker 0 and others alike).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,11 @@ def _threads_from_env(tf) -> None:
 
 
 def make_strategy(tf, gpus: bool):
-    impl = (tf.distribute.experimental.CommunicationImplementation.NCCL if gpus
-            else tf.distribute.experimental.CommunicationImplementation.RING)
+    impl = (
+        tf.distribute.experimental.CommunicationImplementation.NCCL
+        if gpus
+        else tf.distribute.experimental.CommunicationImplementation.RING
+    )
     options = tf.distribute.experimental.CommunicationOptions(implementation=impl)
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
@@ -58,12 +62,17 @@ def run_case(tf, keras, strategy, case: dict) -> dict:
     with strategy.scope():
         model = build_model(case["model"], shape, classes, case.get("args", {}))
         optimizer = keras.optimizers.Adam(learning_rate=1e-3)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True, reduction=keras.losses.Reduction.NONE)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=keras.losses.Reduction.NONE)
     k = int(case["k"])
 
-    step_fn = replica_step(model, optimizer, loss_fn, global_batch, REDUCE_DTYPES[case.get("dtype", "float32")],
-                           communication_options(strategy))  # the trainer's step
+    step_fn = replica_step(
+        model,
+        optimizer,
+        loss_fn,
+        global_batch,
+        REDUCE_DTYPES[case.get("dtype", "float32")],
+        communication_options(strategy),
+    )  # the trainer's step
 
     @tf.function
     def run_k(it):
@@ -84,8 +93,15 @@ def run_case(tf, keras, strategy, case: dict) -> dict:
     # waiting for a core on a shared machine or for the peer in a collective.
     cpu = time.process_time() - cpu_started
     params = int(sum(int(tf.size(v)) for v in model.trainable_variables))
-    return {"id": case["id"], "dtype": case.get("dtype", "float32"), "step_seconds": elapsed / (calls * k), "cpu_seconds": cpu / (calls * k),
-            "steps": calls * k, "params": params, "replicas": strategy.num_replicas_in_sync}
+    return {
+        "id": case["id"],
+        "dtype": case.get("dtype", "float32"),
+        "step_seconds": elapsed / (calls * k),
+        "cpu_seconds": cpu / (calls * k),
+        "steps": calls * k,
+        "params": params,
+        "replicas": strategy.num_replicas_in_sync,
+    }
 
 
 def main(argv=None) -> int:
@@ -94,11 +110,14 @@ def main(argv=None) -> int:
         cases = json.loads(argv[0])
     else:  # e.g. as a pod's training command on a real cluster
         from tfmw.bench.fig_overhead import plan
+
         cases = [c.spec() for c in plan(quick=False)]
     gpus = os.environ.get("TFMW_BENCH_GPUS", "0") not in ("", "0")
-    from tfmw.bench.parse import case_line
     import tensorflow as tf
     import tf_keras as keras
+
+    from tfmw.bench.parse import case_line
+
     _threads_from_env(tf)
     strategy = make_strategy(tf, gpus)
     for case in cases:

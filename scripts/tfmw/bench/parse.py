@@ -1,9 +1,10 @@
 """The bench workers' `tfmw bench case=<json>` lines (pure), read through entrypoint.loglines."""
+
 from __future__ import annotations
 
 from entrypoint import loglines
 
-CASE = "case"   # scripts/tfmw/bench/mwms_step.py prints one `tfmw bench case=<json>` line per case
+CASE = "case"  # scripts/tfmw/bench/mwms_step.py prints one `tfmw bench case=<json>` line per case
 
 
 def case_line(case: dict) -> str:

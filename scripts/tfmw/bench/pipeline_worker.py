@@ -8,6 +8,7 @@ input with the trainer's own entrypoint.training.data.build_input, and measures 
 (a) the tf.data pipeline alone, (b) the training step alone on one batch held in memory,
 (c) the training step fed by the pipeline. Prints `tfmw bench pipeline=<json>`.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,8 @@ import time
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from tfmw.bench.fig_pipeline import result_line  # noqa: E402 - after the Keras choice
-from tfmw.bench.stats import median  # noqa: E402
+from tfmw.bench.fig_pipeline import result_line
+from tfmw.bench.stats import median
 
 
 def _rate(fn, batches: int, batch: int, warmup: int = 5) -> float:
@@ -53,8 +54,8 @@ def main(argv=None) -> int:
         sources = {
             "synthetic (in memory)": common,
             "npz files": common + ["data.source=files", "data.path=npz", "data.format=npz", "data.numClasses=10"],
-            "tfrecord files": common + ["data.source=files", "data.path=tfrecord", "data.format=tfrecord",
-                                        "data.numClasses=10"],
+            "tfrecord files": common
+            + ["data.source=files", "data.path=tfrecord", "data.format=tfrecord", "data.numClasses=10"],
         }
         model = build_model(opts["model"], shape, 10, {})
         optimizer = keras.optimizers.Adam(1e-3)
@@ -65,7 +66,7 @@ def main(argv=None) -> int:
             with tf.GradientTape() as tape:
                 loss = loss_fn(yb, model(xb, training=True))
             grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
             return loss
 
         held = (tf.constant(x[:batch]), tf.constant(y[:batch]))
@@ -77,21 +78,24 @@ def main(argv=None) -> int:
                 # shared machine hits both sides of the fed/alone ratio alike.
                 samples[name]["alone"].append(_rate(lambda: step(*held).numpy(), batches, batch, warmup=10))
                 it = iter(spec.dataset_fn(batch, 0))
-                samples[name]["pipeline"].append(_rate(lambda: next(it), batches * 4, batch))
+                samples[name]["pipeline"].append(_rate(lambda it=it: next(it), batches * 4, batch))
                 it2 = iter(spec.dataset_fn(batch, 0))
 
-                def fed_step():
+                def fed_step(it2=it2):
                     xb, yb = next(it2)
                     return step(xb, yb).numpy()
+
                 samples[name]["fed_step"].append(_rate(fed_step, batches, batch))
         all_alone = [v for s in samples.values() for v in s["alone"]]
         results["step_alone"] = median(all_alone)
         results["rounds"] = opts["rounds"]
         for name, s in samples.items():
             results["sources"][name] = {
-                "pipeline": median(s["pipeline"]), "fed_step": median(s["fed_step"]),
-                "fed_ratio": median([f / a for f, a in zip(s["fed_step"], s["alone"])]),
-                "describe": inputs[name].describe}
+                "pipeline": median(s["pipeline"]),
+                "fed_step": median(s["fed_step"]),
+                "fed_ratio": median([f / a for f, a in zip(s["fed_step"], s["alone"], strict=True)]),
+                "describe": inputs[name].describe,
+            }
     print(result_line(results), flush=True)
     return 0
 

@@ -1,4 +1,5 @@
 """Every figure's matplotlib: drawn off-screen, laid out and saved one way (one resolution)."""
+
 from __future__ import annotations
 
 DPI = 110
@@ -8,6 +9,7 @@ def subplots(*grid: int, figsize: tuple[float, float]):
     """(figure, axes) like `plt.subplots`, on the file-only backend: no display needed, and
     matplotlib is imported only by a run that draws."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -19,6 +19,7 @@ logs, the steps it finishes with and whether both end with the same weights dige
 
 `--worker handler ARGS` is one worker of the handler path (the orchestrator starts two).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,15 +41,14 @@ from entrypoint.errors import EXIT_RETRYABLE, EXIT_SIGTERM
 from .procs import PY, REPO, base_env, free_ports, tf_config
 from .table import console_table, markdown_table
 
-PATHS = {"today": ["-m", "entrypoint.training"],
-         "handler": ["-m", "tfmw.bench.preemption", "--worker", "handler"]}
+PATHS = {"today": ["-m", "entrypoint.training"], "handler": ["-m", "tfmw.bench.preemption", "--worker", "handler"]}
 
 
 def handler_worker(argv: list[str]) -> int:
     """One worker of the handler path: the trainer's steps, PreemptionCheckpointHandler.run around
     each, our SIGTERM flag as its termination watcher, the trainer's writer as its save_fn."""
-    from entrypoint.training.__main__ import parse_args
     from entrypoint.cluster import worker_group
+    from entrypoint.training.__main__ import parse_args
     from entrypoint.training.config import resolve, run_env
     from entrypoint.training.sigterm import SigtermFlag
 
@@ -58,8 +58,9 @@ def handler_worker(argv: list[str]) -> int:
     config = resolve(args.config, args.overrides)
     cluster = worker_group(os.environ.get("TF_CONFIG"))
     env = run_env(os.environ, args.shared_dir, args.run_id)
-    from entrypoint.training import trainer
     import tensorflow as tf
+
+    from entrypoint.training import trainer
 
     s = trainer.set_up(config, cluster, env)
     state = trainer.LoopState(step=s.start_step, window_first=s.start_step, window_start=time.monotonic())
@@ -76,9 +77,13 @@ def handler_worker(argv: list[str]) -> int:
 
     scratch = tempfile.mkdtemp(prefix="tfmw-pch-")  # the handler's own (unused) checkpoint manager
     handler = tf.distribute.experimental.PreemptionCheckpointHandler(
-        s.agreement.strategy.cluster_resolver, tf.train.Checkpoint(), checkpoint_dir=os.path.join(scratch, "pch"),
+        s.agreement.strategy.cluster_resolver,
+        tf.train.Checkpoint(),
+        checkpoint_dir=os.path.join(scratch, "pch"),
         termination_config=tf.distribute.experimental.TerminationConfig(
-            termination_watcher_fn=flag, exit_fn=leave, grace_period=0, save_fn=save))
+            termination_watcher_fn=flag, exit_fn=leave, grace_period=0, save_fn=save
+        ),
+    )
     every_ckpt, every_log = config["checkpoint"]["everySteps"], config["logEverySteps"]
     flag.training_started()
     try:
@@ -90,8 +95,11 @@ def handler_worker(argv: list[str]) -> int:
             if state.step % every_ckpt == 0 or state.step == s.total:
                 trainer.at_boundary(s, state, False)
     except Stopped:  # returns, as train() does, so the exit pays the same teardown
-        trainer.log(loglines.line(loglines.STOPPED, step=f"{state.step}/{s.total}", reason="sigterm",
-                                  checkpoint=s.run.checkpoints))
+        trainer.log(
+            loglines.line(
+                loglines.STOPPED, step=f"{state.step}/{s.total}", reason="sigterm", checkpoint=s.run.checkpoints
+            )
+        )
         return EXIT_SIGTERM
     finally:
         flag.training_finished()
@@ -107,9 +115,10 @@ def run_handler_worker(argv: list[str]) -> int:
     way out: at once after a stop or a retryable failure, a normal exit otherwise (so the handler's
     watcher threads are torn down as they would be in the trainer)."""
     from entrypoint.training.failures import error_summary, exit_code_for, is_retryable
+
     try:
         code = handler_worker(argv)
-    except Exception as err:  # noqa: BLE001 - the same one line and exit code as the trainer's
+    except Exception as err:  # the same one line and exit code as the trainer's
         print(loglines.line(loglines.ERROR, f"retryable={str(is_retryable(err)).lower()}", text=error_summary(err)))
         code = exit_code_for(err)
     sys.stdout.flush()
@@ -121,24 +130,28 @@ def run_handler_worker(argv: list[str]) -> int:
 @dataclass
 class Round:
     path: str
-    signalled_after: int        # worker 0's last logged step when worker 1 got SIGTERM
-    seconds_to_exit: float      # SIGTERM -> both processes exited
+    signalled_after: int  # worker 0's last logged step when worker 1 got SIGTERM
+    seconds_to_exit: float  # SIGTERM -> both processes exited
     seconds_to_stopped: float | None  # SIGTERM -> both `tfmw stopped` lines seen (the decision and the save)
-    codes: list                 # exit codes of the stopped run
-    stop_steps: list            # each worker's `tfmw stopped` step (None: no line)
+    codes: list  # exit codes of the stopped run
+    stop_steps: list  # each worker's `tfmw stopped` step (None: no line)
     checkpoint_step: int | None  # the step of the checkpoint the chief's state file names
-    resume_steps: list          # each restarted worker's `resume_step`
-    first_logged: list          # each restarted worker's first `tfmw progress` step
-    done_steps: list            # each restarted worker's `tfmw done` steps
-    same_digest: bool           # both restarted workers end with the same weights
-    restart_codes: list         # exit codes of the restarted run (0: finished)
+    resume_steps: list  # each restarted worker's `resume_step`
+    first_logged: list  # each restarted worker's first `tfmw progress` step
+    done_steps: list  # each restarted worker's `tfmw done` steps
+    same_digest: bool  # both restarted workers end with the same weights
+    restart_codes: list  # exit codes of the restarted run (0: finished)
 
     def exact(self, log_every: int) -> bool:
         """Both stopped at one step, the chief published it, both resumed there and went on."""
         stop = self.stop_steps[0]
-        return (stop is not None and self.stop_steps == [stop] * 2 and self.checkpoint_step == stop
-                and self.resume_steps == [stop] * 2
-                and all(f is not None and stop < f <= stop + log_every for f in self.first_logged))
+        return (
+            stop is not None
+            and self.stop_steps == [stop] * 2
+            and self.checkpoint_step == stop
+            and self.resume_steps == [stop] * 2
+            and all(f is not None and stop < f <= stop + log_every for f in self.first_logged)
+        )
 
 
 def _start(path: str, train_args: list[str], shared: Path, tag: str) -> tuple[list, list[Path]]:
@@ -148,8 +161,11 @@ def _start(path: str, train_args: list[str], shared: Path, tag: str) -> tuple[li
         log = shared / f"{path}-{tag}-worker{i}.log"
         env = base_env({"TF_CONFIG": tf_config(ports, i), "TFMW_SHARED_DIR": str(shared), "TFMW_RUN_ID": "bench"})
         with open(log, "w") as out:
-            procs.append(subprocess.Popen([PY, *PATHS[path], *train_args], cwd=REPO, env=env,
-                                          stdout=out, stderr=subprocess.STDOUT))
+            procs.append(
+                subprocess.Popen(
+                    [PY, *PATHS[path], *train_args], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
+                )
+            )
         logs.append(log)
     return procs, logs
 
@@ -219,21 +235,32 @@ def run_round(path: str, train_args: list[str], after: int, workdir: Path, timeo
             proc.wait(timeout=timeout)
     finally:
         _kill(again)
-    digests = {(_fields(log, loglines.DONE) or [loglines.LogLine("done")])[0].fields.get("weights_digest")
-               for log in again_logs}
-    return Round(path, logged, seconds, stopped_seen, codes, stop_steps, checkpoint_step,
-                 [_first_int(log, loglines.START, "resume_step") for log in again_logs],
-                 [_first_int(log, loglines.PROGRESS, "step") for log in again_logs],
-                 [_first_int(log, loglines.DONE, "steps") for log in again_logs],
-                 len(digests) == 1 and None not in digests, [p.returncode for p in again])
+    digests = {
+        (_fields(log, loglines.DONE) or [loglines.LogLine("done")])[0].fields.get("weights_digest")
+        for log in again_logs
+    }
+    return Round(
+        path,
+        logged,
+        seconds,
+        stopped_seen,
+        codes,
+        stop_steps,
+        checkpoint_step,
+        [_first_int(log, loglines.START, "resume_step") for log in again_logs],
+        [_first_int(log, loglines.PROGRESS, "step") for log in again_logs],
+        [_first_int(log, loglines.DONE, "steps") for log in again_logs],
+        len(digests) == 1 and None not in digests,
+        [p.returncode for p in again],
+    )
 
 
 @dataclass
 class HungPeer:
     path: str
     seconds: float | None  # SIGTERM -> the signalled worker exited (None: still running at the cap)
-    code: int | None       # its exit code
-    last_line: str         # its last tfmw line
+    code: int | None  # its exit code
+    last_line: str  # its last tfmw line
 
 
 def run_hung_peer(path: str, train_args: list[str], after: int, workdir: Path, cap: float) -> HungPeer:
@@ -261,17 +288,40 @@ def _pair(values: list) -> str:
     return "/".join("-" if v is None else str(v) for v in values)
 
 
-HEADERS = ["path", "SIGTERM after step", "stopped at (w0/w1)", "chief's checkpoint", "resumed at (w0/w1)",
-           "first logged", "finished", "same digest", "exit codes (stop/restart)", "exact",
-           "SIGTERM -> both stopped lines (s)", "SIGTERM -> both exited (s)"]
+HEADERS = [
+    "path",
+    "SIGTERM after step",
+    "stopped at (w0/w1)",
+    "chief's checkpoint",
+    "resumed at (w0/w1)",
+    "first logged",
+    "finished",
+    "same digest",
+    "exit codes (stop/restart)",
+    "exact",
+    "SIGTERM -> both stopped lines (s)",
+    "SIGTERM -> both exited (s)",
+]
 
 
 def rows(rounds: list[Round], log_every: int) -> list[list]:
-    return [[r.path, r.signalled_after, _pair(r.stop_steps), r.checkpoint_step, _pair(r.resume_steps),
-             _pair(r.first_logged), _pair(r.done_steps), r.same_digest,
-             f"{_pair(r.codes)} / {_pair(r.restart_codes)}", r.exact(log_every),
-             None if r.seconds_to_stopped is None else round(r.seconds_to_stopped, 2),
-             round(r.seconds_to_exit, 2)] for r in rounds]
+    return [
+        [
+            r.path,
+            r.signalled_after,
+            _pair(r.stop_steps),
+            r.checkpoint_step,
+            _pair(r.resume_steps),
+            _pair(r.first_logged),
+            _pair(r.done_steps),
+            r.same_digest,
+            f"{_pair(r.codes)} / {_pair(r.restart_codes)}",
+            r.exact(log_every),
+            None if r.seconds_to_stopped is None else round(r.seconds_to_stopped, 2),
+            round(r.seconds_to_exit, 2),
+        ]
+        for r in rounds
+    ]
 
 
 def main(argv=None) -> int:
@@ -284,21 +334,39 @@ def main(argv=None) -> int:
     parser.add_argument("--every", type=int, default=50, help="checkpoint.everySteps")
     parser.add_argument("--after", type=int, default=120, help="SIGTERM once worker 0 logged this step")
     parser.add_argument("--paths", default="today,handler")
-    parser.add_argument("--hung-peer", type=float, default=0, metavar="CAP",
-                        help="also: SIGSTOP worker 0, SIGTERM worker 1, wait up to CAP seconds for it to exit")
+    parser.add_argument(
+        "--hung-peer",
+        type=float,
+        default=0,
+        metavar="CAP",
+        help="also: SIGSTOP worker 0, SIGTERM worker 1, wait up to CAP seconds for it to exit",
+    )
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
     log_every = 10
-    train_args = ["--set", "model.name=mlp", "--set", "data.synthetic.inputShape=[8,8]", "--set",
-                  "export.enabled=false", "--set", f"steps={args.steps}",
-                  "--set", f"checkpoint.everySteps={args.every}",
-                  "--set", f"logEverySteps={log_every}", "--set", "timeoutSeconds=30"]
+    train_args = [
+        "--set",
+        "model.name=mlp",
+        "--set",
+        "data.synthetic.inputShape=[8,8]",
+        "--set",
+        "export.enabled=false",
+        "--set",
+        f"steps={args.steps}",
+        "--set",
+        f"checkpoint.everySteps={args.every}",
+        "--set",
+        f"logEverySteps={log_every}",
+        "--set",
+        "timeoutSeconds=30",
+    ]
     workdir = Path(tempfile.mkdtemp(prefix="tfmw-preemption-"))
     rounds, hung = [], []
     try:
         if args.hung_peer:
-            hung = [run_hung_peer(path, train_args, args.after, workdir, args.hung_peer)
-                    for path in args.paths.split(",")]
+            hung = [
+                run_hung_peer(path, train_args, args.after, workdir, args.hung_peer) for path in args.paths.split(",")
+            ]
         for _ in range(args.rounds):
             for path in args.paths.split(","):
                 rounds.append(run_round(path, train_args, args.after, workdir))
@@ -311,13 +379,18 @@ def main(argv=None) -> int:
     for path in args.paths.split(","):
         times = [r.seconds_to_exit for r in rounds if r.path == path]
         exact = sum(r.exact(log_every) for r in rounds if r.path == path)
-        print(f"{path}: SIGTERM -> both exited median {statistics.median(times):.2f}s "
-              f"(min {min(times):.2f}, max {max(times):.2f}); exact stop and resume {exact}/{len(times)}")
+        print(
+            f"{path}: SIGTERM -> both exited median {statistics.median(times):.2f}s "
+            f"(min {min(times):.2f}, max {max(times):.2f}); exact stop and resume {exact}/{len(times)}"
+        )
     if hung:
         print(f"\nworker 0 hung (SIGSTOP), then SIGTERM to worker 1; cap {args.hung_peer:.0f}s")
-        print(table(["path", "worker 1 exited after (s)", "exit code", "its last tfmw line"],
-                    [[h.path, None if h.seconds is None else round(h.seconds, 1), h.code, h.last_line[:100]]
-                     for h in hung]))
+        print(
+            table(
+                ["path", "worker 1 exited after (s)", "exit code", "its last tfmw line"],
+                [[h.path, None if h.seconds is None else round(h.seconds, 1), h.code, h.last_line[:100]] for h in hung],
+            )
+        )
     return 0
 
 

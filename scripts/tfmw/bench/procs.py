@@ -1,4 +1,5 @@
 """Start benchmark processes: free loopback ports, TF_CONFIG per worker, one-thread env."""
+
 from __future__ import annotations
 
 import json
@@ -7,9 +8,9 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from tfmw import REPO
+
 PY = sys.executable
 
 # One intra-op and one inter-op thread per process: N workers on N cores compare like with like.
@@ -37,8 +38,10 @@ def free_ports(count: int) -> list[int]:
 
 
 def tf_config(ports: list[int], index: int) -> str:
-    return json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
-                       "task": {"type": "worker", "index": index}}, separators=(",", ":"))
+    return json.dumps(
+        {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]}, "task": {"type": "worker", "index": index}},
+        separators=(",", ":"),
+    )
 
 
 def base_env(extra: dict | None = None, one_thread: bool = True) -> dict:
@@ -52,8 +55,14 @@ def base_env(extra: dict | None = None, one_thread: bool = True) -> dict:
     return env
 
 
-def run_workers(module_args: list[str], workers: int, timeout: float, env_extra: dict | None = None,
-                one_thread: bool = True, gpus: int = 0) -> list[str]:
+def run_workers(
+    module_args: list[str],
+    workers: int,
+    timeout: float,
+    env_extra: dict | None = None,
+    one_thread: bool = True,
+    gpus: int = 0,
+) -> list[str]:
     """Run `python -m <module_args>` as `workers` MWMS processes on loopback; return each one's
     stdout. Raises BenchError (with the tail of the failing worker's output) on failure."""
     ports = free_ports(workers)
@@ -62,10 +71,17 @@ def run_workers(module_args: list[str], workers: int, timeout: float, env_extra:
         extra = dict(env_extra or {}, TF_CONFIG=tf_config(ports, i))
         if gpus:
             first = i * gpus
-            extra.update(CUDA_VISIBLE_DEVICES=",".join(str(first + g) for g in range(gpus)),
-                         TFMW_BENCH_GPUS=str(gpus))
-        procs.append(subprocess.Popen([PY, "-m", *module_args], cwd=REPO, env=base_env(extra, one_thread),
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+            extra.update(CUDA_VISIBLE_DEVICES=",".join(str(first + g) for g in range(gpus)), TFMW_BENCH_GPUS=str(gpus))
+        procs.append(
+            subprocess.Popen(
+                [PY, "-m", *module_args],
+                cwd=REPO,
+                env=base_env(extra, one_thread),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     deadline = time.monotonic() + timeout
     outputs = []
     try:
@@ -73,7 +89,9 @@ def run_workers(module_args: list[str], workers: int, timeout: float, env_extra:
             try:
                 out, _ = proc.communicate(timeout=max(deadline - time.monotonic(), 1))
             except subprocess.TimeoutExpired:
-                raise BenchError(f"{module_args[0]}: worker {i} of {workers} did not finish in {timeout:.0f}s") from None
+                raise BenchError(
+                    f"{module_args[0]}: worker {i} of {workers} did not finish in {timeout:.0f}s"
+                ) from None
             outputs.append(out)
             if proc.returncode != 0:
                 tail = " | ".join(out.strip().splitlines()[-3:])

@@ -1,8 +1,9 @@
 """Ratio maths for the figures (pure): medians, overhead ratios, scaling efficiency."""
+
 from __future__ import annotations
 
 import statistics
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def median(values: Sequence[float]) -> float:
@@ -27,7 +28,7 @@ def paired_ratios(numerators: Sequence[float], denominators: Sequence[float]) ->
     cancels), rather than a ratio of medians taken at different times."""
     if len(numerators) != len(denominators):
         raise ValueError(f"unpaired rounds: {len(numerators)} vs {len(denominators)}")
-    return [ratio(n, d) for n, d in zip(numerators, denominators)]
+    return [ratio(n, d) for n, d in zip(numerators, denominators, strict=True)]
 
 
 def scaling_efficiency(step_seconds_1: float, step_seconds_n: float) -> float:

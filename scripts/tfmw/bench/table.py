@@ -1,7 +1,8 @@
 """Markdown and console tables (pure)."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def fmt(value, digits: int = 3) -> str:
@@ -18,7 +19,7 @@ def fmt(value, digits: int = 3) -> str:
         if value == 0:
             return "0"
         magnitude = abs(value)
-        if magnitude >= 10 ** digits:
+        if magnitude >= 10**digits:
             return f"{value:,.0f}"
         decimals = max(digits - 1 - _int_digits(magnitude) + 1, 0)
         return f"{value:.{decimals}f}"
@@ -28,6 +29,7 @@ def fmt(value, digits: int = 3) -> str:
 def _int_digits(magnitude: float) -> int:
     """Digits before the decimal point (0 for values below 1, counting leading zeros negative)."""
     import math
+
     return math.floor(math.log10(magnitude)) + 1
 
 
@@ -45,6 +47,6 @@ def console_table(headers: Sequence[str], rows: Sequence[Sequence]) -> str:
     """Aligned plain-text columns for the terminal."""
     cells = [list(headers)] + [[fmt(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)

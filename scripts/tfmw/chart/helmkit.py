@@ -13,6 +13,7 @@ deploy (scripts/tfmw/cli.py, render.py, deploy_helm.py), make local, make lint, 
 tests all use these, so each of those jobs is done one way. Only the standard library is imported
 at the top: scripts/tfmw/tools.py (which installs the pinned binaries) runs before the venv exists.
 """
+
 from __future__ import annotations
 
 import functools
@@ -20,12 +21,13 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from tfmw import REPO
-TOOLS_BIN = REPO / ".tools" / "bin"   # where `make setup` (scripts/tfmw/tools.py) puts the pinned binaries
+
+TOOLS_BIN = REPO / ".tools" / "bin"  # where `make setup` (scripts/tfmw/tools.py) puts the pinned binaries
 # The oldest and the newest Kubernetes the chart supports; make lint and the chart tests validate
 # every rendered object for each, deploy for the newest unless --kube-version says otherwise.
 KUBERNETES_VERSIONS = ("1.30", "1.35")
@@ -48,6 +50,7 @@ class ToolError(Exception):
 
 # ---------------------------------------------------------------- binaries
 
+
 def find_tool(name: str, explicit: str | os.PathLike | None = None, pinned: Path | None = None) -> str:
     """The `name` binary to use (helm, helm3, kubectl): explicit argument, else $NAME, else the
     pinned one (.tools/bin/<name>), else PATH; a ToolError (exit 127) saying how to get one otherwise."""
@@ -58,8 +61,9 @@ def find_tool(name: str, explicit: str | os.PathLike | None = None, pinned: Path
         if candidate:
             path = shutil.which(str(candidate))
             if not path:
-                raise ToolError(f"{name} not found: {candidate} (from {origin}) is not an executable; {fix}",
-                                exit_code=127)
+                raise ToolError(
+                    f"{name} not found: {candidate} (from {origin}) is not an executable; {fix}", exit_code=127
+                )
             return path
     if os.access(pinned, os.X_OK):
         return str(pinned)
@@ -86,14 +90,17 @@ def find_kubectl(kubectl: str | os.PathLike | None = None) -> str:
 
 # ---------------------------------------------------------------- version
 
+
 def helm_version(helm: str) -> str:
     """What `helm version` calls itself, e.g. "v4.1.4"; a ToolError when it cannot tell."""
     try:
-        proc = subprocess.run([helm, "version", "--template", "{{ .Version }}"],
-                              capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(
+            [helm, "version", "--template", "{{ .Version }}"], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ToolError(f"helm at {helm} cannot run: {exc}; run `make setup` or set HELM/HELM3 "
-                        "to a helm binary", exit_code=127) from None
+        raise ToolError(
+            f"helm at {helm} cannot run: {exc}; run `make setup` or set HELM/HELM3 to a helm binary", exit_code=127
+        ) from None
     version = proc.stdout.strip()
     if proc.returncode != 0 or not version:
         reason = helm_error_line(proc.stderr) if proc.stderr.strip() else "no version printed"
@@ -118,10 +125,17 @@ def helm_major(helm: str) -> int:
 
 # ---------------------------------------------------------------- helm template
 
-def template_args(chart: str | os.PathLike, release: str, namespace: str,
-                  values_files: Iterable[str | os.PathLike] = (), sets: Iterable[str] = (),
-                  kube_version: str | None = None, show_only: Iterable[str] = (),
-                  set_files: Iterable[str] = ()) -> list[str]:
+
+def template_args(
+    chart: str | os.PathLike,
+    release: str,
+    namespace: str,
+    values_files: Iterable[str | os.PathLike] = (),
+    sets: Iterable[str] = (),
+    kube_version: str | None = None,
+    show_only: Iterable[str] = (),
+    set_files: Iterable[str] = (),
+) -> list[str]:
     """`helm template` arguments: -f files, --set items, then --set-file items (key=path: the
     file's text becomes the value), in the order given (helm layers them)."""
     args = ["template", release, str(chart), "--namespace", namespace]
@@ -138,21 +152,26 @@ def template_args(chart: str | os.PathLike, release: str, namespace: str,
     return args
 
 
-def helm_template(helm: str, chart: str | os.PathLike, release: str = "tf-multiworker",
-                  namespace: str = "default", values_files: Iterable[str | os.PathLike] = (),
-                  sets: Iterable[str] = (), kube_version: str | None = None,
-                  show_only: Iterable[str] = (), set_files: Iterable[str] = ()) -> subprocess.CompletedProcess:
+def helm_template(
+    helm: str,
+    chart: str | os.PathLike,
+    release: str = "tf-multiworker",
+    namespace: str = "default",
+    values_files: Iterable[str | os.PathLike] = (),
+    sets: Iterable[str] = (),
+    kube_version: str | None = None,
+    show_only: Iterable[str] = (),
+    set_files: Iterable[str] = (),
+) -> subprocess.CompletedProcess:
     """Run `helm template` offline; the caller decides what a failure means (helm_error_line,
     chart_refusal). A helm that cannot start is a ToolError (exit 127)."""
-    command = [helm, *template_args(chart, release, namespace, values_files, sets, kube_version, show_only,
-                                    set_files)]
+    command = [helm, *template_args(chart, release, namespace, values_files, sets, kube_version, show_only, set_files)]
     try:
         return subprocess.run(command, capture_output=True, text=True, timeout=HELM_TIMEOUT_SECONDS)
     except OSError as exc:
         raise ToolError(f"helm at {helm} cannot run: {exc}", exit_code=127) from None
     except subprocess.TimeoutExpired:
-        raise ToolError(f"helm template {chart} did not finish within {HELM_TIMEOUT_SECONDS}s",
-                        exit_code=4) from None
+        raise ToolError(f"helm template {chart} did not finish within {HELM_TIMEOUT_SECONDS}s", exit_code=4) from None
 
 
 def parse_manifests(text: str) -> list[dict]:
@@ -183,6 +202,7 @@ def pyhelm3_command(helm: str, kube_context: str | None = None):
 
 # ---------------------------------------------------------------- helm's errors
 
+
 def stderr_text(stderr: str | bytes | None) -> str:
     return stderr.decode(errors="replace") if isinstance(stderr, bytes) else str(stderr or "")
 
@@ -192,7 +212,7 @@ def helm_error_line(stderr: str | bytes | None) -> str:
     lines = [ln.strip() for ln in stderr_text(stderr).splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.lower().startswith("error:")]
     chosen = errors[-1] if errors else (lines[-1] if lines else "no output")
-    chosen = chosen[len("error:"):].strip() if chosen.lower().startswith("error:") else chosen
+    chosen = chosen[len("error:") :].strip() if chosen.lower().startswith("error:") else chosen
     return " ".join(chosen.split())
 
 
@@ -204,13 +224,14 @@ def chart_refusal(stderr: str | bytes | None) -> str | None:
     starts = [i for i, ln in enumerate(lines) if ln.lower().startswith("error:")]
     if not starts or "execution error at" not in lines[starts[-1]]:
         return None
-    problems = [ln for ln in lines[starts[-1]:] if not ln.startswith("Use --debug")]
+    problems = [ln for ln in lines[starts[-1] :] if not ln.startswith("Use --debug")]
     # The chart's own words: helm's "execution error at (<template>:1:4): " only says where.
     first = re.sub(r"^execution error at \([^)]*\): ", "", helm_error_line(problems[0]))
     return "; ".join(" ".join(p.split()) for p in [first, *problems[1:]])
 
 
 # ---------------------------------------------------------------- Kubernetes API and schemas
+
 
 def is_builtin_api(api_version: str) -> bool:
     """Kubernetes' own API groups: core (v1), dotless (apps, batch, policy...) and *.k8s.io (but
@@ -234,8 +255,9 @@ def object_label(obj: dict) -> str:
 @dataclass(frozen=True)
 class Problem:
     """One object that is not valid for a Kubernetes version."""
-    object: str     # Kind/name
-    where: str      # key path in the object
+
+    object: str  # Kind/name
+    where: str  # key path in the object
     message: str
 
     def __str__(self) -> str:
@@ -245,10 +267,10 @@ class Problem:
 @dataclass
 class Validation:
     problems: list[Problem] = field(default_factory=list)
-    custom: list[dict] = field(default_factory=list)   # custom resources: their CRD is in the cluster
+    custom: list[dict] = field(default_factory=list)  # custom resources: their CRD is in the cluster
 
     def custom_kinds(self) -> list[str]:
-        """"apiVersion Kind" of each custom resource kind, once each."""
+        """ "apiVersion Kind" of each custom resource kind, once each."""
         return sorted({f"{o.get('apiVersion')} {o.get('kind')}" for o in self.custom})
 
 
@@ -271,12 +293,18 @@ def validate_objects(objects: Sequence[dict], kube_version: str) -> Validation:
         try:
             kubernetes_validate.validate(obj, kube_version, strict=True)
         except VersionNotSupportedError:
-            raise ToolError(f"--kube-version {kube_version} is not known to kubernetes-validate "
-                            f"(latest {kubernetes_validate.latest_version()})") from None
+            raise ToolError(
+                f"--kube-version {kube_version} is not known to kubernetes-validate "
+                f"(latest {kubernetes_validate.latest_version()})"
+            ) from None
         except kubernetes_validate.SchemaNotFoundError:
-            result.problems.append(Problem(object_label(obj), "apiVersion",
-                                           f"{api_version} {obj.get('kind')} is not served by "
-                                           f"Kubernetes {kube_version}"))
+            result.problems.append(
+                Problem(
+                    object_label(obj),
+                    "apiVersion",
+                    f"{api_version} {obj.get('kind')} is not served by Kubernetes {kube_version}",
+                )
+            )
         except kubernetes_validate.ValidationError as exc:
             result.problems.append(Problem(object_label(obj), key_path(exc.absolute_path), exc.message))
     return result

@@ -6,19 +6,34 @@ One function per control of https://kubernetes.io/docs/concepts/security/pod-sec
 (baseline controls included: restricted is a superset). Each returns the violations as
 one-line strings naming the field, so a failing test says what to fix.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
-RESTRICTED_VOLUME_TYPES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
-                           "persistentVolumeClaim", "projected", "secret"}
-SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range",
-                "net.ipv4.ip_unprivileged_port_start", "net.ipv4.tcp_syncookies",
-                "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
-                "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout",
-                "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes"}
-ALLOWED_SELINUX_TYPES = {"", "container_t", "container_init_t", "container_kvm_t",
-                         "container_engine_t"}
+RESTRICTED_VOLUME_TYPES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
+SAFE_SYSCTLS = {
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+}
+ALLOWED_SELINUX_TYPES = {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
 
 
 def containers(spec: dict) -> list[tuple[str, dict]]:
@@ -46,13 +61,16 @@ def host_process(spec, _annotations):
 
 
 def privileged(spec, _annotations):
-    return [f"{n}.securityContext.privileged=true" for n, c in containers(spec)
-            if _sc(c).get("privileged")]
+    return [f"{n}.securityContext.privileged=true" for n, c in containers(spec) if _sc(c).get("privileged")]
 
 
 def host_ports(spec, _annotations):
-    return [f"{n}.ports.hostPort={p['hostPort']}" for n, c in containers(spec)
-            for p in c.get("ports") or [] if p.get("hostPort")]
+    return [
+        f"{n}.ports.hostPort={p['hostPort']}"
+        for n, c in containers(spec)
+        for p in c.get("ports") or []
+        if p.get("hostPort")
+    ]
 
 
 def apparmor(spec, annotations):
@@ -62,7 +80,8 @@ def apparmor(spec, annotations):
             out.append(f"{where}.securityContext.appArmorProfile.type=Unconfined")
     for key, value in (annotations or {}).items():
         if key.startswith("container.apparmor.security.beta.kubernetes.io/") and not (
-                value == "runtime/default" or value.startswith("localhost/")):
+            value == "runtime/default" or value.startswith("localhost/")
+        ):
             out.append(f"annotation {key}={value}")
     return out
 
@@ -80,13 +99,19 @@ def selinux(spec, _annotations):
 
 
 def proc_mount(spec, _annotations):
-    return [f"{n}.securityContext.procMount={_sc(c)['procMount']}" for n, c in containers(spec)
-            if _sc(c).get("procMount", "Default") != "Default"]
+    return [
+        f"{n}.securityContext.procMount={_sc(c)['procMount']}"
+        for n, c in containers(spec)
+        if _sc(c).get("procMount", "Default") != "Default"
+    ]
 
 
 def sysctls(spec, _annotations):
-    return [f"spec.securityContext.sysctls {s['name']} is not a safe sysctl"
-            for s in _sc(spec).get("sysctls") or [] if s.get("name") not in SAFE_SYSCTLS]
+    return [
+        f"spec.securityContext.sysctls {s['name']} is not a safe sysctl"
+        for s in _sc(spec).get("sysctls") or []
+        if s.get("name") not in SAFE_SYSCTLS
+    ]
 
 
 def volume_types(spec, _annotations):
@@ -99,8 +124,11 @@ def volume_types(spec, _annotations):
 
 
 def privilege_escalation(spec, _annotations):
-    return [f"{n}.securityContext.allowPrivilegeEscalation must be false"
-            for n, c in containers(spec) if _sc(c).get("allowPrivilegeEscalation") is not False]
+    return [
+        f"{n}.securityContext.allowPrivilegeEscalation must be false"
+        for n, c in containers(spec)
+        if _sc(c).get("allowPrivilegeEscalation") is not False
+    ]
 
 
 def run_as_non_root(spec, _annotations):
@@ -168,8 +196,7 @@ CONTROLS: dict[str, Callable[[dict, dict], list[str]]] = {
 
 def restricted_violations(spec: dict, annotations: dict | None = None) -> list[str]:
     """Every violation of the restricted profile, as 'control: detail'."""
-    return [f"{control}: {detail}" for control, check in CONTROLS.items()
-            for detail in check(spec, annotations or {})]
+    return [f"{control}: {detail}" for control, check in CONTROLS.items() for detail in check(spec, annotations or {})]
 
 
 def pod_templates(objects: Iterable[dict]) -> list[tuple[str, dict, dict]]:
@@ -182,12 +209,10 @@ def pod_templates(objects: Iterable[dict]) -> list[tuple[str, dict, dict]]:
             out.append((name, obj.get("spec") or {}, (obj.get("metadata") or {}).get("annotations") or {}))
         elif kind in ("StatefulSet", "Deployment", "DaemonSet", "ReplicaSet", "Job"):
             template = (obj.get("spec") or {}).get("template") or {}
-            out.append((name, template.get("spec") or {},
-                        (template.get("metadata") or {}).get("annotations") or {}))
+            out.append((name, template.get("spec") or {}, (template.get("metadata") or {}).get("annotations") or {}))
     return out
 
 
 def all_violations(pods: Iterable[tuple[str, dict, dict]]) -> list[str]:
     """For (name, pod spec, pod annotations) triples: every violation prefixed by its pod."""
-    return [f"{name}: {v}" for name, spec, annotations in pods
-            for v in restricted_violations(spec, annotations)]
+    return [f"{name}: {v}" for name, spec, annotations in pods for v in restricted_violations(spec, annotations)]

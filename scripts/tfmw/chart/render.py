@@ -25,6 +25,7 @@ Helm merges them itself, rendering a throwaway "probe" chart whose only template
 Any `--set` string helm accepts works, with helm's own type inference; helm's own errors are
 reported for bad syntax. Tests check the result equals `helm template -f ... -f ... --set ...`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -32,15 +33,14 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import jsonschema
 import yaml
 
-from tfmw.chart import helmkit
-from tfmw.chart import pss
+from tfmw.chart import helmkit, pss
 from tfmw.chart.helmkit import REPO, ToolError, find_helm, helm_error_line
 
 CHART_DIR = REPO / "charts" / "tf-multiworker"
@@ -53,6 +53,7 @@ DEFAULT_KUBE_VERSION = helmkit.DEFAULT_KUBE_VERSION
 
 # ---------------------------------------------------------------- environments
 
+
 def known_envs(values_dir: Path = VALUES_DIR) -> list[str]:
     """Environment names: one per values/<env>.yaml overlay."""
     return sorted(p.stem for p in Path(values_dir).glob("*.yaml"))
@@ -64,8 +65,7 @@ def overlay_path(env: str, values_dir: Path = VALUES_DIR) -> Path:
     if not env or "/" in env or not path.is_file():
         known = ", ".join(known_envs(values_dir)) or "none"
         raise ToolError(
-            f"unknown ENV '{env}': known environments are {known} "
-            f"(one per {repo_relative(values_dir)}/<env>.yaml)"
+            f"unknown ENV '{env}': known environments are {known} (one per {repo_relative(values_dir)}/<env>.yaml)"
         )
     return path
 
@@ -81,7 +81,7 @@ def _split_words(arg: str) -> list[str]:
     quote = ""
     chars = iter(arg)
     for char in chars:
-        if quote == "'":           # single quotes: everything literal up to the next one
+        if quote == "'":  # single quotes: everything literal up to the next one
             if char == quote:
                 quote = ""
             else:
@@ -130,8 +130,11 @@ def split_sets(sets: str | Iterable[str] | None, flag: str = "--set") -> list[st
         items.extend(_split_words(arg))
     for item in items:
         if "=" not in item:
-            example = ("key=path, e.g. training.files.main\\.py=main.py" if flag == "--set-file" else
-                       "key=value, e.g. workers.replicas=4 (lists: a={x,y}, a[0]=x; literal comma: a=x\\,y)")
+            example = (
+                "key=path, e.g. training.files.main\\.py=main.py"
+                if flag == "--set-file"
+                else "key=value, e.g. workers.replicas=4 (lists: a={x,y}, a[0]=x; literal comma: a=x\\,y)"
+            )
             raise ToolError(f"bad {flag} '{item}': expected {example}")
     return items
 
@@ -142,8 +145,9 @@ _PROBE_CHART = "apiVersion: v2\nname: values-probe\nversion: 0.0.0\n"
 _PROBE_TEMPLATE = "{{ toJson .Values }}\n"
 
 
-def _probe_values(helm: str, defaults: Path | None, overlays: Sequence[Path],
-                  sets: Sequence[str], set_files: Sequence[str] = ()) -> dict:
+def _probe_values(
+    helm: str, defaults: Path | None, overlays: Sequence[Path], sets: Sequence[str], set_files: Sequence[str] = ()
+) -> dict:
     """Run helm's own merge of (defaults, -f overlays..., --set items..., --set-file items...)
     and return the result (a --set-file's text is in it: what the real render gets on stdin)."""
     with tempfile.TemporaryDirectory(prefix="tfmw-values-probe-") as tmp:
@@ -157,32 +161,44 @@ def _probe_values(helm: str, defaults: Path | None, overlays: Sequence[Path],
     if proc.returncode != 0:
         reason = helm_error_line(proc.stderr)
         if set_files and ("set-file" in reason or "no such file" in reason.lower()):
-            raise ToolError(f"bad --set-file {' '.join(set_files)!r}: {reason} "
-                            "(expected key=path of a readable file, e.g. training.files.main\\.py=main.py)")
+            raise ToolError(
+                f"bad --set-file {' '.join(set_files)!r}: {reason} "
+                "(expected key=path of a readable file, e.g. training.files.main\\.py=main.py)"
+            )
         if "--set" in reason:
-            raise ToolError(f"bad --set {' '.join(sets)!r}: {reason} "
-                            "(expected key=value, e.g. workers.replicas=4)")
+            raise ToolError(f"bad --set {' '.join(sets)!r}: {reason} (expected key=value, e.g. workers.replicas=4)")
         raise ToolError(f"values could not be read: {reason}")
-    body = "\n".join(ln for ln in proc.stdout.splitlines()
-                     if ln.strip() and not ln.startswith(("---", "# Source:")))
+    body = "\n".join(ln for ln in proc.stdout.splitlines() if ln.strip() and not ln.startswith(("---", "# Source:")))
     return json.loads(body) if body.strip() else {}
 
 
-def user_values(overlays: Sequence[Path], sets: Sequence[str] = (), helm: str | None = None,
-                set_files: Sequence[str] = ()) -> dict:
+def user_values(
+    overlays: Sequence[Path], sets: Sequence[str] = (), helm: str | None = None, set_files: Sequence[str] = ()
+) -> dict:
     """Overlays and --set merged by helm's rules (nulls kept: they delete chart defaults later)."""
     return _probe_values(find_helm(helm), None, [Path(p) for p in overlays], list(sets), list(set_files))
 
 
-def layer_values(chart_dir: Path, overlays: Sequence[Path], sets: Sequence[str] = (),
-                 helm: str | None = None, set_files: Sequence[str] = ()) -> dict:
+def layer_values(
+    chart_dir: Path,
+    overlays: Sequence[Path],
+    sets: Sequence[str] = (),
+    helm: str | None = None,
+    set_files: Sequence[str] = (),
+) -> dict:
     """The effective values the chart's templates see: what `helm -f defaults -f ... --set` gives."""
     defaults = Path(chart_dir) / "values.yaml"
-    return _probe_values(find_helm(helm), defaults if defaults.is_file() else None,
-                         [Path(p) for p in overlays], list(sets), list(set_files))
+    return _probe_values(
+        find_helm(helm),
+        defaults if defaults.is_file() else None,
+        [Path(p) for p in overlays],
+        list(sets),
+        list(set_files),
+    )
 
 
 # ---------------------------------------------------------------- values schema
+
 
 def _error_key(error: jsonschema.ValidationError) -> str:
     """The values key an error is about (for required/additionalProperties: the child key)."""
@@ -218,6 +234,7 @@ def validate_values(values: dict, chart_dir: Path = CHART_DIR, origin: str = "")
 
 # ---------------------------------------------------------------- rendering (pyhelm3 over real helm)
 
+
 async def _template(helm: str, chart_dir: Path, release: str, namespace: str, values: dict) -> list[dict]:
     import pyhelm3  # imported late: only rendering needs it
 
@@ -230,13 +247,21 @@ async def _template(helm: str, chart_dir: Path, release: str, namespace: str, va
         return [obj for obj in objects if obj]
     except pyhelm3.errors.Error as exc:
         refusal = helmkit.chart_refusal(exc.stderr)
-        what = (f"refused the values: {refusal}" if refusal
-                else f"could not be rendered by helm: {helm_error_line(exc.stderr)}")
+        what = (
+            f"refused the values: {refusal}"
+            if refusal
+            else f"could not be rendered by helm: {helm_error_line(exc.stderr)}"
+        )
         raise ToolError(f"{repo_relative(chart_dir)} {what}") from None
 
 
-def render_values(values: dict, chart_dir: Path = CHART_DIR, release: str = DEFAULT_RELEASE,
-                  namespace: str = DEFAULT_NAMESPACE, helm: str | None = None) -> list[dict]:
+def render_values(
+    values: dict,
+    chart_dir: Path = CHART_DIR,
+    release: str = DEFAULT_RELEASE,
+    namespace: str = DEFAULT_NAMESPACE,
+    helm: str | None = None,
+) -> list[dict]:
     """Render the chart with user values (as from user_values) through pyhelm3, offline."""
     if not (Path(chart_dir) / "Chart.yaml").is_file():
         raise ToolError(f"no chart at {repo_relative(chart_dir)} (Chart.yaml missing)")
@@ -252,8 +277,9 @@ def validate_manifests(objects: Sequence[dict], kube_version: str = DEFAULT_KUBE
     checked = helmkit.validate_objects(objects, kube_version)
     if checked.problems:
         first = checked.problems[0]
-        raise ToolError(f"rendered {first.object} is invalid for Kubernetes {kube_version} at "
-                        f"{first.where}: {first.message[:200]}")
+        raise ToolError(
+            f"rendered {first.object} is invalid for Kubernetes {kube_version} at {first.where}: {first.message[:200]}"
+        )
     return checked.custom_kinds()
 
 
@@ -263,25 +289,33 @@ def dump_manifests(objects: Sequence[dict]) -> str:
 
 # ---------------------------------------------------------------- the whole offline path
 
+
 @dataclass
 class Rendered:
     env: str
     overlay: Path
     sets: list[str]
-    user_values: dict       # what helm receives on stdin (overlay + --set, nulls kept)
-    values: dict            # effective values the templates saw (validated against the schema)
-    objects: list[dict]     # rendered Kubernetes objects (validated against kube_version)
+    user_values: dict  # what helm receives on stdin (overlay + --set, nulls kept)
+    values: dict  # effective values the templates saw (validated against the schema)
+    objects: list[dict]  # rendered Kubernetes objects (validated against kube_version)
     unchecked_kinds: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)   # one line each, for the operator
+    warnings: list[str] = field(default_factory=list)  # one line each, for the operator
 
     def find(self, kind: str) -> list[dict]:
         return [o for o in self.objects if o.get("kind") == kind]
 
 
-def prepare(env: str, sets: Iterable[str] | str | None = (), release: str = DEFAULT_RELEASE,
-            namespace: str = DEFAULT_NAMESPACE, helm: str | None = None,
-            chart_dir: Path = CHART_DIR, values_dir: Path = VALUES_DIR,
-            kube_version: str | None = DEFAULT_KUBE_VERSION, set_files: Iterable[str] | str | None = ()) -> Rendered:
+def prepare(
+    env: str,
+    sets: Iterable[str] | str | None = (),
+    release: str = DEFAULT_RELEASE,
+    namespace: str = DEFAULT_NAMESPACE,
+    helm: str | None = None,
+    chart_dir: Path = CHART_DIR,
+    values_dir: Path = VALUES_DIR,
+    kube_version: str | None = DEFAULT_KUBE_VERSION,
+    set_files: Iterable[str] | str | None = (),
+) -> Rendered:
     """Env overlay + --set + --set-file -> validated values -> rendered, validated manifests. No cluster."""
     helm = find_helm(helm)
     overlay = overlay_path(env, values_dir)
@@ -289,12 +323,18 @@ def prepare(env: str, sets: Iterable[str] | str | None = (), release: str = DEFA
     files = split_sets(set_files, flag="--set-file")
     effective = layer_values(chart_dir, [overlay], items, helm, files)
     try:
-        validate_values(effective, chart_dir, origin=f"from {repo_relative(overlay)}"
-                        + (f" with --set {' '.join(items)}" if items else ""))
+        validate_values(
+            effective,
+            chart_dir,
+            origin=f"from {repo_relative(overlay)}" + (f" with --set {' '.join(items)}" if items else ""),
+        )
     except ToolError:
         # Blame the chart, not the overlay, when its own defaults already break the schema.
-        validate_values(layer_values(chart_dir, [], [], helm), chart_dir,
-                        origin=f"in the chart's own {repo_relative(Path(chart_dir) / 'values.yaml')}")
+        validate_values(
+            layer_values(chart_dir, [], [], helm),
+            chart_dir,
+            origin=f"in the chart's own {repo_relative(Path(chart_dir) / 'values.yaml')}",
+        )
         raise
     supplied = user_values([overlay], items, helm, files)
     objects = render_values(supplied, chart_dir, release, namespace, helm)
@@ -312,15 +352,25 @@ def check_pod_security(objects: Sequence[dict], values: dict) -> list[str]:
         return []
     listed = "; ".join(violations[:6]) + (f"; and {len(violations) - 6} more" if len(violations) > 6 else "")
     if ((values.get("security") or {}).get("allowUnsafe")) is True:
-        return [f"WARNING: security.allowUnsafe=true: {len(violations)} violation(s) of Pod Security "
-                f"Standards restricted rendered on purpose (a namespace enforcing it refuses these pods): {listed}"]
-    raise ToolError(f"rendered pods violate Pod Security Standards restricted: {listed}; restore the "
-                    "chart's securityContext defaults, or set security.allowUnsafe=true to run them "
-                    "on purpose (docs/security.md)")
+        return [
+            f"WARNING: security.allowUnsafe=true: {len(violations)} violation(s) of Pod Security "
+            f"Standards restricted rendered on purpose (a namespace enforcing it refuses these pods): {listed}"
+        ]
+    raise ToolError(
+        f"rendered pods violate Pod Security Standards restricted: {listed}; restore the "
+        "chart's securityContext defaults, or set security.allowUnsafe=true to run them "
+        "on purpose (docs/security.md)"
+    )
 
 
-def render(env: str, sets: Iterable[str] | str | None = (), release: str = DEFAULT_RELEASE,
-           namespace: str = DEFAULT_NAMESPACE, helm: str | None = None, **kwargs) -> list[dict]:
+def render(
+    env: str,
+    sets: Iterable[str] | str | None = (),
+    release: str = DEFAULT_RELEASE,
+    namespace: str = DEFAULT_NAMESPACE,
+    helm: str | None = None,
+    **kwargs,
+) -> list[dict]:
     """Rendered objects for an environment (values validated; manifests validated for 1.35)."""
     return prepare(env, sets, release, namespace, helm, **kwargs).objects
 
@@ -329,9 +379,15 @@ def manifests_path(env: str, build_dir: Path = BUILD_DIR) -> Path:
     return Path(build_dir) / env / "manifests.yaml"
 
 
-def render_to_file(env: str, sets: Iterable[str] | str | None = (), release: str = DEFAULT_RELEASE,
-                   namespace: str = DEFAULT_NAMESPACE, helm: str | None = None,
-                   path: Path | None = None, **kwargs) -> Path:
+def render_to_file(
+    env: str,
+    sets: Iterable[str] | str | None = (),
+    release: str = DEFAULT_RELEASE,
+    namespace: str = DEFAULT_NAMESPACE,
+    helm: str | None = None,
+    path: Path | None = None,
+    **kwargs,
+) -> Path:
     """Write the rendered manifests to build/<env>/manifests.yaml (or path) and return the path."""
     objects = render(env, sets, release, namespace, helm, **kwargs)
     return write_manifests(objects, Path(path) if path else manifests_path(env))

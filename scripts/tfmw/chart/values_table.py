@@ -10,19 +10,21 @@ Usage:
     python -m tfmw.chart.values_table --write README.md   # replace the table between the markers
     python -m tfmw.chart.values_table --check README.md   # exit 1 if README's table is stale
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import yaml
 
 from tfmw import REPO
+
 VALUES = REPO / "charts" / "tf-multiworker" / "values.yaml"
 START = "<!-- values-table:start -->"
 END = "<!-- values-table:end -->"
@@ -31,10 +33,10 @@ _KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_.\-/]+):(?:\s|$)")
 
 @dataclass(frozen=True)
 class Value:
-    key: str           # dotted path
+    key: str  # dotted path
     type: str
-    default: str       # compact JSON
-    description: str   # "" when undocumented
+    default: str  # compact JSON
+    description: str  # "" when undocumented
 
 
 def comments_by_key(text: str) -> dict[str, str]:
@@ -66,7 +68,7 @@ def _description(block: list[str]) -> str:
     """The text of the `# -- ` comment in a block, continuation lines joined."""
     for i, line in enumerate(block):
         if line.startswith("# -- "):
-            parts = [line[len("# -- "):]] + [c.lstrip("#").strip() for c in block[i + 1:]]
+            parts = [line[len("# -- ") :]] + [c.lstrip("#").strip() for c in block[i + 1 :]]
             return " ".join(p for p in parts if p)
     return ""
 
@@ -98,8 +100,8 @@ def values_of(text: str) -> list[Value]:
             if isinstance(value, dict) and value and not docs.get(path):
                 walk(value, path + ".")
             else:
-                rows.append(Value(path, _type_of(value),
-                                  json.dumps(value, separators=(",", ":")), docs.get(path, "")))
+                rows.append(Value(path, _type_of(value), json.dumps(value, separators=(",", ":")), docs.get(path, "")))
+
     walk(yaml.safe_load(text) or {}, "")
     return rows
 
@@ -121,10 +123,12 @@ def markdown_table(text: str) -> str:
 
 def readme_section(text: str) -> str:
     """The README block: a heading, where it comes from, the table."""
-    return ("## Chart values\n\n"
-            "Generated from `charts/tf-multiworker/values.yaml` by "
-            "`python -m tfmw.chart.values_table --write README.md` (a test fails when it is stale); "
-            "what they do together: docs/chart.md.\n\n" + markdown_table(text))
+    return (
+        "## Chart values\n\n"
+        "Generated from `charts/tf-multiworker/values.yaml` by "
+        "`python -m tfmw.chart.values_table --write README.md` (a test fails when it is stale); "
+        "what they do together: docs/chart.md.\n\n" + markdown_table(text)
+    )
 
 
 def with_table(readme: str, table: str) -> str:
@@ -147,8 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = Path(args.values).read_text()
     missing = undocumented(text)
     if missing:
-        print(f"error: values without a '# -- ' comment in {args.values}: {', '.join(missing)}",
-              file=sys.stderr)
+        print(f"error: values without a '# -- ' comment in {args.values}: {', '.join(missing)}", file=sys.stderr)
         return 1
     table = readme_section(text)
     if args.write:
@@ -158,8 +161,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         path = Path(args.check)
         if with_table(path.read_text(), table) != path.read_text():
-            print(f"error: the values table in {path} is stale: run "
-                  f"`python -m tfmw.chart.values_table --write {path}`", file=sys.stderr)
+            print(
+                f"error: the values table in {path} is stale: run `python -m tfmw.chart.values_table --write {path}`",
+                file=sys.stderr,
+            )
             return 1
         return 0
     print(table)

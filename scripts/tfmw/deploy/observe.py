@@ -7,6 +7,7 @@ the end. The status ConfigMap's keys are the launcher's (entrypoint/lifecycle.py
 log line formats are the contract in docs/contracts.md ("Log lines"), read only when a release
 has no status object (API access off: completion.* = idle or rbac.create=false).
 """
+
 from __future__ import annotations
 
 import json
@@ -17,16 +18,17 @@ from entrypoint import loglines
 from entrypoint.goodput import Accounting
 from tfmw.chart.helmkit import ToolError
 
-
 # ---------------------------------------------------------------- workload identity
+
 
 @dataclass(frozen=True)
 class Workers:
     """The worker StatefulSet of a release, as rendered or as recorded by helm."""
+
     name: str
     namespace: str
     replicas: int
-    selector: str   # label selector, "k=v,k2=v2"
+    selector: str  # label selector, "k=v,k2=v2"
     chart: str = "?"  # helm.sh/chart label, e.g. tf-multiworker-0.1.0
     run_id: str = ""  # TFMW_RUN_ID of the worker container: the run this revision trains
     status_configmap: str = ""  # TFMW_STATUS_CONFIGMAP: "" when the release records no status
@@ -45,25 +47,30 @@ def workers_of(objects: list[dict], namespace: str) -> Workers:
     """Find the worker StatefulSet among rendered/recorded objects."""
     sets = [o for o in objects if o.get("kind") == "StatefulSet"]
     if not sets:
-        raise ToolError("the release has no StatefulSet of workers (is this a tf-multiworker release?)",
-                        exit_code=3)
+        raise ToolError("the release has no StatefulSet of workers (is this a tf-multiworker release?)", exit_code=3)
     # The worker StatefulSet carries component=worker; fall back to the only one.
-    workers = [o for o in sets if ((o.get("metadata") or {}).get("labels") or {})
-               .get("app.kubernetes.io/component") == "worker"]
+    workers = [
+        o
+        for o in sets
+        if ((o.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/component") == "worker"
+    ]
     sts = (workers or sets)[0]
     labels = ((sts.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
     selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
     env = _worker_env(sts)
-    return Workers(name=sts["metadata"]["name"],
-                   namespace=(sts.get("metadata") or {}).get("namespace") or namespace,
-                   replicas=int((sts.get("spec") or {}).get("replicas", 1)),
-                   selector=selector,
-                   chart=((sts.get("metadata") or {}).get("labels") or {}).get("helm.sh/chart", "?"),
-                   run_id=env.get("TFMW_RUN_ID", ""),
-                   status_configmap=env.get("TFMW_STATUS_CONFIGMAP", ""))
+    return Workers(
+        name=sts["metadata"]["name"],
+        namespace=(sts.get("metadata") or {}).get("namespace") or namespace,
+        replicas=int((sts.get("spec") or {}).get("replicas", 1)),
+        selector=selector,
+        chart=((sts.get("metadata") or {}).get("labels") or {}).get("helm.sh/chart", "?"),
+        run_id=env.get("TFMW_RUN_ID", ""),
+        status_configmap=env.get("TFMW_STATUS_CONFIGMAP", ""),
+    )
 
 
 # ---------------------------------------------------------------- pods
+
 
 @dataclass(frozen=True)
 class PodState:
@@ -73,11 +80,11 @@ class PodState:
     running: bool
     ready: bool
     restarts: int
-    reason: str       # why it is not running/ready: a container's waiting/terminated reason
+    reason: str  # why it is not running/ready: a container's waiting/terminated reason
     #                   (CrashLoopBackOff, CreateContainerConfigError) or the scheduler's (Unschedulable)
-    node: str = ""    # spec.nodeName ("" until scheduled)
+    node: str = ""  # spec.nodeName ("" until scheduled)
     message: str = ""  # the message that goes with reason, e.g. "0/1 nodes are available: ..."
-    hint: str = ""     # what to do about reason, when we know (a missing image)
+    hint: str = ""  # what to do about reason, when we know (a missing image)
 
 
 # The kubelet's reasons for an image it could not get onto the node.
@@ -89,9 +96,11 @@ def image_hint(reason: str, image: str) -> str:
     built and imported; on a cluster with a registry it is pushed."""
     if reason not in IMAGE_REASONS:
         return ""
-    return (f"the image {image or '?'} is not on the node and cannot be pulled: build it with `make image` "
-            f"and import it with `make cluster-load` (local cluster), or push it to a registry the "
-            f"cluster can pull from (docs/image.md)")
+    return (
+        f"the image {image or '?'} is not on the node and cannot be pulled: build it with `make image` "
+        f"and import it with `make cluster-load` (local cluster), or push it to a registry the "
+        f"cluster can pull from (docs/image.md)"
+    )
 
 
 def _condition(pod: dict, kind: str) -> dict | None:
@@ -135,7 +144,7 @@ def pod_state(pod: dict) -> PodState:
 
 def shorten(text: str, limit: int = 240) -> str:
     text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
 def pod_problems(pods: list[PodState]) -> list[str]:
@@ -155,8 +164,7 @@ def progress_line(pods: list[PodState], replicas: int) -> str:
     scheduled = sum(p.scheduled for p in live)
     running = sum(p.running for p in live)
     ready = sum(p.ready for p in live)
-    line = (f"workers: {scheduled}/{replicas} scheduled, {running}/{replicas} running, "
-            f"{ready}/{replicas} ready")
+    line = f"workers: {scheduled}/{replicas} scheduled, {running}/{replicas} running, {ready}/{replicas} ready"
     terminating = len(pods) - len(live)
     if terminating:
         line += f", {terminating} terminating"
@@ -166,12 +174,18 @@ def progress_line(pods: list[PodState], replicas: int) -> str:
 
 # ---------------------------------------------------------------- Events: why workers are not there
 
+
 def event_epoch(event: dict) -> float:
     """When an Event last happened (core/v1 lastTimestamp, else eventTime, else creation), as epoch seconds."""
     import calendar
     import time as _time
-    stamp = (event.get("lastTimestamp") or event.get("eventTime")
-             or (event.get("metadata") or {}).get("creationTimestamp") or "")
+
+    stamp = (
+        event.get("lastTimestamp")
+        or event.get("eventTime")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
     try:
         return float(calendar.timegm(_time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")))
     except ValueError:
@@ -182,7 +196,7 @@ def _is_worker_object(obj: dict, workers: Workers) -> bool:
     name = obj.get("name") or ""
     if obj.get("kind") == "StatefulSet":
         return name == workers.name
-    tail = name[len(workers.name) + 1:] if name.startswith(workers.name + "-") else ""
+    tail = name[len(workers.name) + 1 :] if name.startswith(workers.name + "-") else ""
     return obj.get("kind") == "Pod" and tail.isdigit()
 
 
@@ -202,8 +216,7 @@ def worker_warnings(events: list[dict], workers: Workers, since: float = 0.0) ->
             names.append(involved["name"])
     lines = []
     for (reason, message), names in latest.items():
-        who = (f"StatefulSet {workers.name} cannot create pods" if names == [workers.name]
-               else ", ".join(names))
+        who = f"StatefulSet {workers.name} cannot create pods" if names == [workers.name] else ", ".join(names)
         lines.append(f"{who}: {reason}: {message}")
     return lines
 
@@ -224,8 +237,7 @@ def not_ready_reasons(pods: list[PodState], events: list[dict], workers: Workers
         else:
             missing = workers.replicas - len([p for p in pods if p.phase != "Terminating"])
             if missing > 0:
-                reasons.append(f"{missing} of {workers.replicas} worker pods do not exist "
-                               "(no Warning Event says why)")
+                reasons.append(f"{missing} of {workers.replicas} worker pods do not exist (no Warning Event says why)")
     return reasons
 
 
@@ -237,6 +249,7 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 @dataclass(frozen=True)
 class RunRecord:
     """The status ConfigMap's data (keys of entrypoint/lifecycle.py STATUS_KEYS), as strings."""
+
     run_id: str
     phase: str
     reason: str = ""
@@ -248,9 +261,9 @@ class RunRecord:
     last_checkpoint_step: str = ""
     started_at: str = ""
     finished_at: str = ""
-    revision: str = ""     # the pod template revision (controller-revision-hash) it was recorded under
+    revision: str = ""  # the pod template revision (controller-revision-hash) it was recorded under
     updated_at: str = ""
-    eval_step: str = ""    # the evaluator's latest result (evaluator.enabled; its own keys)
+    eval_step: str = ""  # the evaluator's latest result (evaluator.enabled; its own keys)
     eval_loss: str = ""
     eval_accuracy: str = ""
     productive_seconds: str = ""  # the chief's time account (entrypoint.goodput)
@@ -266,13 +279,30 @@ def run_record(configmap: dict | None) -> RunRecord | None:
     data = (configmap or {}).get("data") or {}
     if not data.get("phase"):
         return None
-    get = lambda key: str(data.get(key) or "")  # noqa: E731
-    return RunRecord(run_id=get("runId"), phase=get("phase"), reason=get("reason"), message=get("message"),
-                     step=get("step"), total_steps=get("totalSteps"), loss=get("loss"), restarts=get("restarts"),
-                     last_checkpoint_step=get("lastCheckpointStep"), started_at=get("startedAt"),
-                     finished_at=get("finishedAt"), revision=get("revision"), updated_at=get("updatedAt"),
-                     eval_step=get("evalStep"), eval_loss=get("evalLoss"), eval_accuracy=get("evalAccuracy"),
-                     productive_seconds=get("productiveSeconds"), badput_seconds=get("badputSeconds"))
+
+    def get(key: str) -> str:
+        return str(data.get(key) or "")
+
+    return RunRecord(
+        run_id=get("runId"),
+        phase=get("phase"),
+        reason=get("reason"),
+        message=get("message"),
+        step=get("step"),
+        total_steps=get("totalSteps"),
+        loss=get("loss"),
+        restarts=get("restarts"),
+        last_checkpoint_step=get("lastCheckpointStep"),
+        started_at=get("startedAt"),
+        finished_at=get("finishedAt"),
+        revision=get("revision"),
+        updated_at=get("updatedAt"),
+        eval_step=get("evalStep"),
+        eval_loss=get("evalLoss"),
+        eval_accuracy=get("evalAccuracy"),
+        productive_seconds=get("productiveSeconds"),
+        badput_seconds=get("badputSeconds"),
+    )
 
 
 def current_record(record: RunRecord | None, workers: Workers) -> RunRecord | None:
@@ -287,7 +317,7 @@ def run_summary(record: RunRecord | None, workers: Workers) -> str:
     run_id = workers.run_id or (record.run_id if record else "?")
     mine = current_record(record, workers)
     if mine is None:
-        older = (f" (the status still holds run {record.run_id}: {record.phase})" if record else "")
+        older = f" (the status still holds run {record.run_id}: {record.phase})" if record else ""
         return f"run {run_id} not recorded yet: worker 0 records it when it starts{older}"
     parts = [f"run {run_id} {mine.phase}"]
     if mine.phase == "Failed" or (mine.reason and mine.reason != "Completed"):
@@ -303,7 +333,9 @@ def run_summary(record: RunRecord | None, workers: Workers) -> str:
     if mine.last_checkpoint_step:
         parts.append(f"checkpoint at step {mine.last_checkpoint_step}")
     if mine.eval_step:
-        parts.append(f"eval at step {mine.eval_step}: accuracy {mine.eval_accuracy or '?'}, loss {mine.eval_loss or '?'}")
+        parts.append(
+            f"eval at step {mine.eval_step}: accuracy {mine.eval_accuracy or '?'}, loss {mine.eval_loss or '?'}"
+        )
     account = Accounting.from_fields(mine.productive_seconds, mine.badput_seconds)
     if account is not None and account.goodput is not None:
         parts.append(account.summary())  # 'goodput 87.3% of 120.4s (badput: restart 9.8s, ...)'
@@ -322,8 +354,11 @@ def workers_summary(workers: Workers, statefulset: dict | None, record: RunRecor
     ready = int((statefulset.get("status") or {}).get("readyReplicas") or 0)
     if spec == 0 and workers.replicas > 0:
         mine = current_record(record, workers)
-        why = (f" after the run {mine.phase} (pods and GPUs released)" if mine and mine.terminal
-               else " (not by this run's workers: check `kubectl get events`)")
+        why = (
+            f" after the run {mine.phase} (pods and GPUs released)"
+            if mine and mine.terminal
+            else " (not by this run's workers: check `kubectl get events`)"
+        )
         return f"workers {ready}/{workers.replicas}: StatefulSet {workers.name} scaled to 0{why}"
     return f"workers {ready}/{spec} ready"
 
@@ -340,6 +375,7 @@ def run_failed_here(record: RunRecord | None, workers: Workers, statefulset: dic
 
 # ---------------------------------------------------------------- training progress in logs
 
+
 def last_progress(log_text: str) -> str | None:
     """The fields of the last `tfmw progress ...` line, e.g. 'step=40/100 epoch=1 loss=0.52 ...'."""
     found = loglines.find(log_text.splitlines(), loglines.PROGRESS, prefixed=True)
@@ -349,15 +385,18 @@ def last_progress(log_text: str) -> str | None:
 def completion(log_text: str) -> str | None:
     """'completed run=...' / 'done steps=...' when this worker's log says training finished
     (the launcher's `tfmw completed` or the built-in trainer's `tfmw done`, whichever is last)."""
-    ended = [p for p in (loglines.parse(line, prefixed=True) for line in log_text.splitlines())
-             if p is not None and p.kind in (loglines.COMPLETED, loglines.DONE)]
+    ended = [
+        p
+        for p in (loglines.parse(line, prefixed=True) for line in log_text.splitlines())
+        if p is not None and p.kind in (loglines.COMPLETED, loglines.DONE)
+    ]
     return f"{ended[-1].kind} {ended[-1].text.strip()}".strip() if ended else None
 
 
 @dataclass(frozen=True)
 class WorkerReport:
     pod: PodState
-    progress: str | None = None   # from its log: only when the release records no status
+    progress: str | None = None  # from its log: only when the release records no status
     finished: str | None = None
 
 
@@ -369,18 +408,25 @@ def logs_summary(reports: list[WorkerReport], replicas: int) -> str:
         return f"{where}: completed ({finished[0].pod.name}: {shorten(finished[0].finished, 200)})"
     progressing = [r for r in reports if r.progress]
     if progressing:
-        return (f"{where}: running, {len(progressing)}/{replicas} workers reported progress, "
-                f"{progressing[0].pod.name}: {progressing[0].progress}")
+        return (
+            f"{where}: running, {len(progressing)}/{replicas} workers reported progress, "
+            f"{progressing[0].pod.name}: {progressing[0].progress}"
+        )
     return f"{where}: not started yet (no progress lines in the worker logs)"
 
 
 def worker_line(report: WorkerReport) -> str:
     """'worker w-0: Running, ready, 0 restarts, node node-1' (+ why not, + last log progress)."""
     p = report.pod
-    why = (f" ({p.reason}{': ' + shorten(p.message, 200) if p.message else ''}"
-           f"{'; ' + p.hint if p.hint else ''})") if p.reason and not p.ready else ""
-    line = (f"worker {p.name}: {p.phase}{why}, {'ready' if p.ready else 'not ready'}, "
-            f"{p.restarts} restart{'' if p.restarts == 1 else 's'}, node {p.node or '-'}")
+    why = (
+        (f" ({p.reason}{': ' + shorten(p.message, 200) if p.message else ''}{'; ' + p.hint if p.hint else ''})")
+        if p.reason and not p.ready
+        else ""
+    )
+    line = (
+        f"worker {p.name}: {p.phase}{why}, {'ready' if p.ready else 'not ready'}, "
+        f"{p.restarts} restart{'' if p.restarts == 1 else 's'}, node {p.node or '-'}"
+    )
     shown = report.finished or report.progress
     return line + (f", last log: {shorten(shown, 200)}" if shown else "")
 
@@ -390,11 +436,16 @@ class ReleaseInfo:
     name: str
     namespace: str
     revision: int
-    state: str      # helm's: deployed, failed, pending-upgrade, ...
+    state: str  # helm's: deployed, failed, pending-upgrade, ...
 
 
-def status_lines(release: ReleaseInfo, workers: Workers, statefulset: dict | None,
-                 status_object: dict | None, reports: list[WorkerReport]) -> list[str]:
+def status_lines(
+    release: ReleaseInfo,
+    workers: Workers,
+    statefulset: dict | None,
+    status_object: dict | None,
+    reports: list[WorkerReport],
+) -> list[str]:
     """The `make status` text: one line for the release (helm revision, the run's phase / step /
     loss / reason, the workers), one per worker pod (phase, ready, restarts, node).
 
@@ -406,12 +457,15 @@ def status_lines(release: ReleaseInfo, workers: Workers, statefulset: dict | Non
     else:
         record = None
         run = logs_summary(reports, workers.replicas)
-    head = (f"release {release.name} in namespace {release.namespace}: revision {release.revision} "
-            f"{release.state}, chart {workers.chart}; {run}; {workers_summary(workers, statefulset, record)}")
+    head = (
+        f"release {release.name} in namespace {release.namespace}: revision {release.revision} "
+        f"{release.state}, chart {workers.chart}; {run}; {workers_summary(workers, statefulset, record)}"
+    )
     return [head] + [worker_line(r) for r in reports]
 
 
 # ---------------------------------------------------------------- kubectl
+
 
 def kubectl_base(kubectl: str, context: str | None) -> list[str]:
     return [kubectl] + (["--context", context] if context else [])
@@ -419,9 +473,17 @@ def kubectl_base(kubectl: str, context: str | None) -> list[str]:
 
 def list_pods(kubectl: str, context: str | None, workers: Workers) -> list[dict]:
     """Worker pods (raw JSON items), sorted by ordinal; raises the kubectl error as one line."""
-    cmd = kubectl_base(kubectl, context) + ["get", "pods", "--namespace", workers.namespace,
-                                            "--selector", workers.selector, "--output", "json",
-                                            "--request-timeout=20s"]
+    cmd = kubectl_base(kubectl, context) + [
+        "get",
+        "pods",
+        "--namespace",
+        workers.namespace,
+        "--selector",
+        workers.selector,
+        "--output",
+        "json",
+        "--request-timeout=20s",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:
         raise subprocess.CalledProcessError(proc.returncode, cmd, proc.stdout, proc.stderr)
@@ -430,21 +492,36 @@ def list_pods(kubectl: str, context: str | None, workers: Workers) -> list[dict]
     def ordinal(pod: dict) -> int:
         tail = pod["metadata"]["name"].rsplit("-", 1)[-1]
         return int(tail) if tail.isdigit() else 1 << 30
+
     return sorted(items, key=ordinal)
 
 
 def pod_log(kubectl: str, context: str | None, namespace: str, pod: str, tail: int = 2000) -> str:
     """The current container's last `tail` log lines ("" if there is no log yet)."""
-    cmd = kubectl_base(kubectl, context) + ["logs", pod, "--namespace", namespace, f"--tail={tail}",
-                                            "--request-timeout=20s"]
+    cmd = kubectl_base(kubectl, context) + [
+        "logs",
+        pod,
+        "--namespace",
+        namespace,
+        f"--tail={tail}",
+        "--request-timeout=20s",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     return proc.stdout if proc.returncode == 0 else ""
 
 
 def logs_args(workers: Workers, *, follow: bool = True, tail: int = -1) -> list[str]:
     """`kubectl logs` of every worker, each line prefixed with [pod/<name>/<container>]."""
-    args = ["logs", "--namespace", workers.namespace, "--selector", workers.selector,
-            "--prefix", f"--tail={tail}", f"--max-log-requests={max(workers.replicas, 5)}"]
+    args = [
+        "logs",
+        "--namespace",
+        workers.namespace,
+        "--selector",
+        workers.selector,
+        "--prefix",
+        f"--tail={tail}",
+        f"--max-log-requests={max(workers.replicas, 5)}",
+    ]
     if follow:
         # Keep following the other workers when one pod's stream breaks (e.g. it restarts).
         args += ["--follow", "--ignore-errors"]
@@ -465,8 +542,9 @@ def get_objects(kubectl: str, context: str | None, namespace: str, refs: list[st
     refs = [r for r in refs if r and not r.endswith("/")]
     if not refs:
         return {}
-    out = _kubectl_json(kubectl, context, ["get", *refs, "--namespace", namespace, "--output", "json",
-                                           "--ignore-not-found"])
+    out = _kubectl_json(
+        kubectl, context, ["get", *refs, "--namespace", namespace, "--output", "json", "--ignore-not-found"]
+    )
     if not out.strip():
         return {}
     doc = json.loads(out)
@@ -480,15 +558,15 @@ def get_objects(kubectl: str, context: str | None, namespace: str, refs: list[st
 
 def list_events(kubectl: str, context: str | None, namespace: str) -> list[dict]:
     """The namespace's core/v1 Events (raw items)."""
-    return json.loads(_kubectl_json(kubectl, context, ["get", "events", "--namespace", namespace,
-                                                       "--output", "json"])).get("items", [])
+    return json.loads(
+        _kubectl_json(kubectl, context, ["get", "events", "--namespace", namespace, "--output", "json"])
+    ).get("items", [])
 
 
 def namespace_exists(kubectl: str, context: str | None, namespace: str) -> bool | None:
     """Whether the namespace exists; None when that cannot be told (no permission to read
     namespaces, or the API did not answer): callers then carry on as if it did."""
-    cmd = kubectl_base(kubectl, context) + ["get", "namespace", namespace, "--output", "name",
-                                            "--request-timeout=20s"]
+    cmd = kubectl_base(kubectl, context) + ["get", "namespace", namespace, "--output", "name", "--request-timeout=20s"]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
@@ -523,21 +601,27 @@ def log_reader_pod(sts: dict, name: str) -> tuple[dict | None, str]:
     if volume is None or "persistentVolumeClaim" not in volume:
         return None, f"the shared storage at {shared or '?'} is not a PersistentVolumeClaim"
     claim = volume["persistentVolumeClaim"]["claimName"]
-    labels = {k: v for k, v in ((template.get("metadata") or {}).get("labels") or {}).items()
-              if k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")}
+    labels = {
+        k: v
+        for k, v in ((template.get("metadata") or {}).get("labels") or {}).items()
+        if k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")
+    }
     pod_spec = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "containers": [{
-            "name": "logs",
-            "image": container.get("image"),
-            "imagePullPolicy": container.get("imagePullPolicy", "IfNotPresent"),
-            "command": ["python", "-m", "entrypoint", "logs", f"{shared.rstrip('/')}/{run_id}"],
-            "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}},
-            "volumeMounts": [{**{k: v for k, v in mount.items() if k in ("name", "mountPath", "subPath")},
-                              "readOnly": True}],
-        }],
+        "containers": [
+            {
+                "name": "logs",
+                "image": container.get("image"),
+                "imagePullPolicy": container.get("imagePullPolicy", "IfNotPresent"),
+                "command": ["python", "-m", "entrypoint", "logs", f"{shared.rstrip('/')}/{run_id}"],
+                "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}},
+                "volumeMounts": [
+                    {**{k: v for k, v in mount.items() if k in ("name", "mountPath", "subPath")}, "readOnly": True}
+                ],
+            }
+        ],
         "volumes": [{"name": volume["name"], "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}],
     }
     if container.get("securityContext"):
@@ -545,7 +629,10 @@ def log_reader_pod(sts: dict, name: str) -> tuple[dict | None, str]:
     for key in ("securityContext", "nodeSelector", "tolerations", "imagePullSecrets"):
         if spec.get(key):
             pod_spec[key] = spec[key]
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": name, "labels": {**labels, "app.kubernetes.io/component": LOG_READER_COMPONENT}},
-           "spec": pod_spec}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {**labels, "app.kubernetes.io/component": LOG_READER_COMPONENT}},
+        "spec": pod_spec,
+    }
     return pod, f"claim {claim}, {shared.rstrip('/')}/{run_id}/logs"

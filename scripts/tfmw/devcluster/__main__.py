@@ -1,4 +1,5 @@
 """make cluster / cluster-load / cluster-down."""
+
 import sys
 
 from tfmw.devcluster.cluster import main

@@ -16,6 +16,7 @@ machine's default GOCACHE, so a second clone on the same machine links in minute
 
 Usage: python -m tfmw.devcluster.build [--dest DIR] [--print-path NAME]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,11 +30,12 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping
 
 from tfmw import REPO
+
 GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
 KUBE_GOMOD = GOMOD_DIR / "kubernetes"
 ETCD_GOMOD = GOMOD_DIR / "etcd"
@@ -75,7 +77,7 @@ class KubeBuildError(Exception):
 @dataclass(frozen=True)
 class GoMod:
     go_version: str
-    requires: Mapping[str, str]                      # module -> version
+    requires: Mapping[str, str]  # module -> version
     replaces: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # old -> (new, version)
 
 
@@ -131,8 +133,7 @@ def gosum_modules(text: str) -> set[tuple[str, str]]:
 
 def staging_modules(upstream_gomod_text: str) -> set[str]:
     """Modules k8s.io/kubernetes's own go.mod points at ./staging/ (they need a real release)."""
-    return {old for old, (new, _) in parse_gomod(upstream_gomod_text).replaces.items()
-            if new.startswith("./staging/")}
+    return {old for old, (new, _) in parse_gomod(upstream_gomod_text).replaces.items() if new.startswith("./staging/")}
 
 
 def gomod_digest(files: Iterable[Path]) -> str:
@@ -174,7 +175,8 @@ def check_go_version(reported: str, required: str) -> None:
     if go_version_tuple(reported) < go_version_tuple(required):
         raise KubeBuildError(
             f"Go {required} or newer is needed to build the control plane; `go` on PATH is "
-            f"{reported.strip()} (install a newer Go from https://go.dev/dl/)")
+            f"{reported.strip()} (install a newer Go from https://go.dev/dl/)"
+        )
 
 
 def package_string_vars(source: str) -> set[str]:
@@ -213,8 +215,13 @@ def x_flags(package: str, values: Mapping[str, str], declared: Iterable[str]) ->
 def kube_version_values(version: str, build_date: str) -> dict[str, str]:
     """What the Kubernetes version variables say, as release builds set them."""
     major, minor, _ = semver_parts(version)
-    return {"gitVersion": version, "gitMajor": str(major), "gitMinor": str(minor),
-            "gitTreeState": "clean", "buildDate": build_date}
+    return {
+        "gitVersion": version,
+        "gitMajor": str(major),
+        "gitMinor": str(minor),
+        "gitTreeState": "clean",
+        "buildDate": build_date,
+    }
 
 
 def kube_ldflags(version: str, build_date: str, declared: Mapping[str, Iterable[str]]) -> str:
@@ -247,9 +254,9 @@ def check_version_output(name: str, output: str, expected: str) -> None:
 
 @dataclass(frozen=True)
 class Pins:
-    kubernetes: str          # e.g. v1.35.4
-    etcd: str                # e.g. v3.6.16
-    go_required: str         # newest go directive of the two wrapper modules
+    kubernetes: str  # e.g. v1.35.4
+    etcd: str  # e.g. v3.6.16
+    go_required: str  # newest go directive of the two wrapper modules
     gomod_sha256: str
 
     @property
@@ -279,9 +286,11 @@ def stamp_record(pins: Pins, sizes: Mapping[str, int]) -> dict:
         "gomod_sha256": pins.gomod_sha256,
         "go_build_flags": list(GO_BUILD_FLAGS),
         # the ldflags recipe with every variable present; a change to it rebuilds
-        "kube_ldflags": kube_ldflags(pins.kubernetes, "RELEASE_TIME",
-                                     {p: kube_version_values(pins.kubernetes, "").keys()
-                                      for p in KUBE_VERSION_PACKAGES}),
+        "kube_ldflags": kube_ldflags(
+            pins.kubernetes,
+            "RELEASE_TIME",
+            {p: kube_version_values(pins.kubernetes, "").keys() for p in KUBE_VERSION_PACKAGES},
+        ),
         "binaries": dict(sorted(sizes.items())),
     }
 
@@ -320,14 +329,16 @@ def format_duration(seconds: float) -> str:
 
 def go_env() -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        # GOFLAGS from the environment or `go env -w` (e.g. -mod=vendor, -race, -tags)
-        # must not change what is built; the explicit flags below are the whole recipe.
-        "GOFLAGS": "-buildvcs=false",
-        "GOTOOLCHAIN": "local",   # never fetch another toolchain behind the user's back
-        "GOWORK": "off",          # a go.work above the repo must not join the build
-        "GO111MODULE": "on",
-    })
+    env.update(
+        {
+            # GOFLAGS from the environment or `go env -w` (e.g. -mod=vendor, -race, -tags)
+            # must not change what is built; the explicit flags below are the whole recipe.
+            "GOFLAGS": "-buildvcs=false",
+            "GOTOOLCHAIN": "local",  # never fetch another toolchain behind the user's back
+            "GOWORK": "off",  # a go.work above the repo must not join the build
+            "GO111MODULE": "on",
+        }
+    )
     return env
 
 
@@ -336,7 +347,8 @@ def find_go(pins: Pins) -> str:
     if not go:
         raise KubeBuildError(
             f"`go` is not on PATH: building etcd and the Kubernetes control plane needs "
-            f"Go {pins.go_required} or newer (https://go.dev/dl/)")
+            f"Go {pins.go_required} or newer (https://go.dev/dl/)"
+        )
     return go
 
 
@@ -354,8 +366,13 @@ def run_go(go: str, args: list[str], cwd: Path, what: str, log: Path | None = No
 
 def module_download(go: str, gomod: Path, modules: list[str], log: Path) -> dict[str, dict]:
     """Download (or find cached) modules; returns `go mod download -json` per module path."""
-    out = run_go(go, ["mod", "download", "-json", *modules], gomod,
-                 f"downloading {', '.join(modules)} from the Go module proxy", log)
+    out = run_go(
+        go,
+        ["mod", "download", "-json", *modules],
+        gomod,
+        f"downloading {', '.join(modules)} from the Go module proxy",
+        log,
+    )
     infos = {}
     decoder, position, out = json.JSONDecoder(), 0, out.strip()
     while position < len(out):  # one JSON object per module, back to back
@@ -369,8 +386,13 @@ def module_download(go: str, gomod: Path, modules: list[str], log: Path) -> dict
 
 def declared_vars(go: str, gomod: Path, packages: Iterable[str], log: Path) -> dict[str, set[str]]:
     """package -> its package-level variables, read from the module source the build uses."""
-    out = run_go(go, ["list", "-mod=readonly", "-e", "-f", "{{.ImportPath}}\t{{.Dir}}", *packages],
-                 gomod, "locating the version packages", log)
+    out = run_go(
+        go,
+        ["list", "-mod=readonly", "-e", "-f", "{{.ImportPath}}\t{{.Dir}}", *packages],
+        gomod,
+        "locating the version packages",
+        log,
+    )
     declared: dict[str, set[str]] = {}
     for line in out.splitlines():
         package, _, directory = line.partition("\t")
@@ -383,16 +405,16 @@ def declared_vars(go: str, gomod: Path, packages: Iterable[str], log: Path) -> d
     return declared
 
 
-def go_build(go: str, gomod: Path, ldflags: str, output: str, packages: list[str],
-             what: str, log: Path, progress: Progress) -> float:
+def go_build(
+    go: str, gomod: Path, ldflags: str, output: str, packages: list[str], what: str, log: Path, progress: Progress
+) -> float:
     """One `go build`, with a heartbeat line while it runs; returns the elapsed seconds."""
     args = ["build", *GO_BUILD_FLAGS, "-ldflags", ldflags, "-o", output, *packages]
     started = time.monotonic()
     with log.open("a") as out:
         out.write(f"$ go {' '.join(args)}  (in {gomod})\n")
         out.flush()
-        proc = subprocess.Popen([go, *args], cwd=gomod, env=go_env(),
-                                stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([go, *args], cwd=gomod, env=go_env(), stdout=out, stderr=subprocess.STDOUT)
         while True:
             try:
                 code = proc.wait(timeout=HEARTBEAT_SECONDS)
@@ -400,7 +422,7 @@ def go_build(go: str, gomod: Path, ldflags: str, output: str, packages: list[str
             except subprocess.TimeoutExpired:
                 progress(f"kube: still building {what} ({format_duration(time.monotonic() - started)} so far)…")
     if code != 0:
-        lines = [l for l in log.read_text().splitlines() if l.strip()]
+        lines = [line for line in log.read_text().splitlines() if line.strip()]
         raise KubeBuildError(f"go build of {what} failed: {lines[-1] if lines else code} (full log: {log})")
     return time.monotonic() - started
 
@@ -461,20 +483,39 @@ def build(pins: Pins, dest_root: Path, progress: Progress) -> Path:
         build_date = json.loads(Path(kube_info["Info"]).read_text())["Time"]
         declared = declared_vars(go, KUBE_GOMOD, KUBE_VERSION_PACKAGES, log)
         commands = ", ".join(KUBE_COMMANDS)
-        progress(f"kube: building {commands} {pins.kubernetes} from the Go module proxy "
-                 f"(one-time, ~{FIRST_KUBE_BUILD_MINUTES} min on 2 cores)…")
-        took = go_build(go, KUBE_GOMOD, kube_ldflags(pins.kubernetes, build_date, declared),
-                        f"{bin_dir}/", [f"{KUBE_MODULE}/cmd/{c}" for c in KUBE_COMMANDS],
-                        commands, log, progress)
+        progress(
+            f"kube: building {commands} {pins.kubernetes} from the Go module proxy "
+            f"(one-time, ~{FIRST_KUBE_BUILD_MINUTES} min on 2 cores)…"
+        )
+        took = go_build(
+            go,
+            KUBE_GOMOD,
+            kube_ldflags(pins.kubernetes, build_date, declared),
+            f"{bin_dir}/",
+            [f"{KUBE_MODULE}/cmd/{c}" for c in KUBE_COMMANDS],
+            commands,
+            log,
+            progress,
+        )
         progress(f"kube: built {commands} in {format_duration(took)}")
 
         etcd_info = module_download(go, ETCD_GOMOD, [ETCD_MODULE], log)[ETCD_MODULE]
         etcd_declared = declared_vars(go, ETCD_GOMOD, [ETCD_VERSION_PACKAGE], log)
-        progress(f"kube: building etcd {pins.etcd} from the Go module proxy "
-                 f"(one-time, ~{FIRST_ETCD_BUILD_MINUTES} min on 2 cores)…")
+        progress(
+            f"kube: building etcd {pins.etcd} from the Go module proxy "
+            f"(one-time, ~{FIRST_ETCD_BUILD_MINUTES} min on 2 cores)…"
+        )
         # No git checkout here: the module's go.sum hash names the exact source instead.
-        took = go_build(go, ETCD_GOMOD, etcd_ldflags(etcd_info["Sum"], etcd_declared[ETCD_VERSION_PACKAGE]),
-                        str(bin_dir / "etcd"), [ETCD_MODULE], "etcd", log, progress)
+        took = go_build(
+            go,
+            ETCD_GOMOD,
+            etcd_ldflags(etcd_info["Sum"], etcd_declared[ETCD_VERSION_PACKAGE]),
+            str(bin_dir / "etcd"),
+            [ETCD_MODULE],
+            "etcd",
+            log,
+            progress,
+        )
         progress(f"kube: built etcd in {format_duration(took)}")
 
         for name in KUBE_COMMANDS:
@@ -487,8 +528,10 @@ def build(pins: Pins, dest_root: Path, progress: Progress) -> Path:
         publish(partial, target, dest_root / f".stale-{pins.install_name}-{os.getpid()}")
     finally:
         shutil.rmtree(partial, ignore_errors=True)
-    progress(f"kube: etcd {pins.etcd}, {', '.join(KUBE_COMMANDS)} {pins.kubernetes} installed in "
-             f"{target}/bin (total {format_duration(time.monotonic() - started)})")
+    progress(
+        f"kube: etcd {pins.etcd}, {', '.join(KUBE_COMMANDS)} {pins.kubernetes} installed in "
+        f"{target}/bin (total {format_duration(time.monotonic() - started)})"
+    )
     return target
 
 
@@ -512,14 +555,18 @@ def ensure_binaries(dest_root: Path = DEFAULT_DEST, progress: Progress = print) 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dest", type=Path, default=DEFAULT_DEST,
-                        help="root of the versioned install directories (default: .tools/kube)")
-    parser.add_argument("--print-path", metavar="NAME",
-                        help=f"print only the path of one binary ({', '.join(BINARIES)})")
+    parser.add_argument(
+        "--dest",
+        type=Path,
+        default=DEFAULT_DEST,
+        help="root of the versioned install directories (default: .tools/kube)",
+    )
+    parser.add_argument(
+        "--print-path", metavar="NAME", help=f"print only the path of one binary ({', '.join(BINARIES)})"
+    )
     args = parser.parse_args(argv)
     if args.print_path is not None and args.print_path not in BINARIES:
-        print(f"kube: unknown binary {args.print_path!r}; choose one of {', '.join(BINARIES)}",
-              file=sys.stderr)
+        print(f"kube: unknown binary {args.print_path!r}; choose one of {', '.join(BINARIES)}", file=sys.stderr)
         return 2
     # With --print-path, stdout carries only the path; progress goes to stderr.
     out = sys.stderr if args.print_path else sys.stdout
@@ -537,8 +584,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_path:
         print(paths[args.print_path])
     elif reused:
-        print(f"kube: etcd {pins.etcd}, {', '.join(KUBE_COMMANDS)} {pins.kubernetes} "
-              f"already built in {paths['etcd'].parent}")
+        print(
+            f"kube: etcd {pins.etcd}, {', '.join(KUBE_COMMANDS)} {pins.kubernetes} "
+            f"already built in {paths['etcd'].parent}"
+        )
     return 0
 
 

@@ -17,6 +17,7 @@ cleans up after, the Kubernetes build in the same directory.
 
 Usage: python -m tfmw.devcluster.build_coredns [--dest DIR]   (prints the binary's path)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,9 +29,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from tfmw.devcluster.build import (
     DEFAULT_DEST,
@@ -41,7 +42,6 @@ from tfmw.devcluster.build import (
     KubeBuildError,
     Progress,
     build_lock,
-    publish,
     declared_vars,
     format_duration,
     go_build,
@@ -49,6 +49,7 @@ from tfmw.devcluster.build import (
     gomod_digest,
     module_download,
     parse_gomod,
+    publish,
     run_go,
     semver_parts,
     x_flags,
@@ -69,7 +70,7 @@ BINARY = "coredns"
 # it); only tells the user what to expect.
 FIRST_BUILD_MINUTES = 7
 
-WORK_DIR_NAME = ".coredns-build"   # lock, partial and stale directories, under dest_root
+WORK_DIR_NAME = ".coredns-build"  # lock, partial and stale directories, under dest_root
 LOG_NAME = "coredns-build.log"
 
 
@@ -94,16 +95,17 @@ def check_plugins(imports: Iterable[str], directives: Iterable[str]) -> tuple[st
         raise KubeBuildError(f"CoreDNS main.go lists a directive twice: {', '.join(directives)}")
     if set(names) != set(directives):
         raise KubeBuildError(
-            f"CoreDNS main.go imports plugins {sorted(names)} but its directives are {sorted(directives)}")
+            f"CoreDNS main.go imports plugins {sorted(names)} but its directives are {sorted(directives)}"
+        )
     return directives
 
 
 @dataclass(frozen=True)
 class CorednsPins:
-    coredns: str                 # e.g. v1.14.7
-    go_required: str             # the wrapper module's go directive
-    plugins: tuple[str, ...]     # dnsserver.Directives, in order
-    gomod_sha256: str            # go.mod, go.sum and main.go
+    coredns: str  # e.g. v1.14.7
+    go_required: str  # the wrapper module's go directive
+    plugins: tuple[str, ...]  # dnsserver.Directives, in order
+    gomod_sha256: str  # go.mod, go.sum and main.go
 
     @property
     def install_name(self) -> str:
@@ -202,12 +204,15 @@ def verify_binary(path: Path, pins: CorednsPins) -> None:
 def _find_go(pins: CorednsPins) -> tuple[str, str]:
     go = shutil.which("go")
     if not go:
-        raise KubeBuildError(f"`go` is not on PATH: building CoreDNS needs Go {pins.go_required} "
-                             f"or newer (https://go.dev/dl/)")
+        raise KubeBuildError(
+            f"`go` is not on PATH: building CoreDNS needs Go {pins.go_required} or newer (https://go.dev/dl/)"
+        )
     reported = run_go(go, ["env", "GOVERSION"], REPO, "asking `go` for its version").strip()
     if go_version_tuple(reported) < go_version_tuple(pins.go_required):
-        raise KubeBuildError(f"Go {pins.go_required} or newer is needed to build CoreDNS; `go` on PATH "
-                             f"is {reported} (install a newer Go from https://go.dev/dl/)")
+        raise KubeBuildError(
+            f"Go {pins.go_required} or newer is needed to build CoreDNS; `go` on PATH "
+            f"is {reported} (install a newer Go from https://go.dev/dl/)"
+        )
     return go, reported
 
 
@@ -236,12 +241,22 @@ def _compile(go: str, pins: CorednsPins, output: Path, log: Path, progress: Prog
     declared = declared_vars(go, COREDNS_GOMOD, [VERSION_PACKAGE], log)[VERSION_PACKAGE]
     if "GitCommit" not in declared:
         raise KubeBuildError(f"{VERSION_PACKAGE} {pins.coredns} declares no GitCommit variable")
-    progress(f"kube: building coredns {pins.coredns} (one-time, ~{FIRST_BUILD_MINUTES} min on 2 cores; "
-             f"plugins {', '.join(pins.plugins)})…")
+    progress(
+        f"kube: building coredns {pins.coredns} (one-time, ~{FIRST_BUILD_MINUTES} min on 2 cores; "
+        f"plugins {', '.join(pins.plugins)})…"
+    )
     # No git checkout here: the module's go.sum hash names the exact source instead.
     # go_build's package list carries CoreDNS's build tag (flags may precede packages).
-    took = go_build(go, COREDNS_GOMOD, coredns_ldflags(info["Sum"], declared), str(output),
-                    [f"-tags={GO_TAGS}", "."], f"coredns {pins.coredns}", log, progress)
+    took = go_build(
+        go,
+        COREDNS_GOMOD,
+        coredns_ldflags(info["Sum"], declared),
+        str(output),
+        [f"-tags={GO_TAGS}", "."],
+        f"coredns {pins.coredns}",
+        log,
+        progress,
+    )
     progress(f"kube: built coredns in {format_duration(took)}")
 
 
@@ -266,8 +281,10 @@ def build(pins: CorednsPins, dest_root: Path, progress: Progress) -> Path:
         publish(partial, target, work_dir / f"stale-{os.getpid()}")
     finally:
         shutil.rmtree(partial, ignore_errors=True)
-    progress(f"kube: coredns {pins.coredns} installed in {target}/bin "
-             f"(total {format_duration(time.monotonic() - started)}, {size / 2**20:.0f} MiB)")
+    progress(
+        f"kube: coredns {pins.coredns} installed in {target}/bin "
+        f"(total {format_duration(time.monotonic() - started)}, {size / 2**20:.0f} MiB)"
+    )
     return target
 
 
@@ -292,8 +309,12 @@ def ensure_coredns(dest_root: Path = DEFAULT_DEST, progress: Progress = print) -
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dest", type=Path, default=DEFAULT_DEST,
-                        help="root of the versioned install directories (default: .tools/kube)")
+    parser.add_argument(
+        "--dest",
+        type=Path,
+        default=DEFAULT_DEST,
+        help="root of the versioned install directories (default: .tools/kube)",
+    )
     args = parser.parse_args(argv)
 
     def progress(line: str) -> None:  # stdout carries only the path

@@ -12,6 +12,7 @@ nodes (kubelet, containerd, kube-proxy: scripts/tfmw/devcluster/controlplane.py,
 image into every node, waits until the nodes are Ready and prints one line to use it:
 `export KUBECONFIG=<path>`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,18 +20,19 @@ import sys
 from pathlib import Path
 
 from tfmw.devcluster import controlplane
-from tfmw.k8s.api import ApiError
 from tfmw.devcluster.build import KubeBuildError
 from tfmw.devcluster.controlplane import ClusterError
 from tfmw.devcluster.nodes import NodeError
 from tfmw.devcluster.pki import PkiError
+from tfmw.k8s.api import ApiError
 
-IMAGE_VARIANT = "cpu"   # what values/local.yaml (workers.gpus 0) pulls
+IMAGE_VARIANT = "cpu"  # what values/local.yaml (workers.gpus 0) pulls
 
 
 def worker_image_archive(base: str, dest: Path, say=print) -> Path:
     """The worker image as a docker-save archive, built first when missing or stale."""
     from tfmw.image import build as image
+
     try:
         ref = image.ensure_image(variant=IMAGE_VARIANT, base=base, progress=say)
         return image.save_archive(ref, dest)
@@ -41,28 +43,43 @@ def worker_image_archive(base: str, dest: Path, say=print) -> Path:
 def check_image_engine() -> None:
     """The nodes run the worker image, which is built here: say so before anything starts."""
     from tfmw.image import build as image
+
     try:
         image.find_engine(None)
     except image.ImageError as err:
-        raise ClusterError(f"the nodes run the worker image, built here: {err}; or start without it "
-                           "(python -m tfmw.devcluster.cluster up --no-image)", exit_code=err.exit_code) from None
+        raise ClusterError(
+            f"the nodes run the worker image, built here: {err}; or start without it "
+            "(python -m tfmw.devcluster.cluster up --no-image)",
+            exit_code=err.exit_code,
+        ) from None
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tfmw.devcluster.cluster", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("up", "down", "status", "load"))
-    parser.add_argument("--state", type=Path, default=controlplane.DEFAULT_STATE,
-                        help="state folder (default: .cluster/ in the repo)")
+    parser.add_argument(
+        "--state", type=Path, default=controlplane.DEFAULT_STATE, help="state folder (default: .cluster/ in the repo)"
+    )
     parser.add_argument("--nodes", type=int, default=2, help="nodes (1-7, default 2)")
-    parser.add_argument("--gpus-per-node", type=int, default=0,
-                        help="nvidia.com/gpu capacity each node advertises (no GPU is used; default 0)")
-    parser.add_argument("--base", choices=("debian", "official"), default="debian",
-                        help="the worker image's base when it must be built: a Debian-made "
-                             "python:3.11-slim-bookworm equivalent (default; no registry needed) or the "
-                             "official python image")
-    parser.add_argument("--no-image", action="store_true",
-                        help="start without the worker image (pods that need it show ErrImageNeverPull "
-                             "until `make cluster-load`)")
+    parser.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=0,
+        help="nvidia.com/gpu capacity each node advertises (no GPU is used; default 0)",
+    )
+    parser.add_argument(
+        "--base",
+        choices=("debian", "official"),
+        default="debian",
+        help="the worker image's base when it must be built: a Debian-made "
+        "python:3.11-slim-bookworm equivalent (default; no registry needed) or the "
+        "official python image",
+    )
+    parser.add_argument(
+        "--no-image",
+        action="store_true",
+        help="start without the worker image (pods that need it show ErrImageNeverPull until `make cluster-load`)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.action == "up":
@@ -70,16 +87,17 @@ def main(argv=None) -> int:
             if not args.no_image:
                 check_image_engine()
             existing = controlplane.ClusterState.load(args.state.resolve())
-            images = [] if args.no_image or controlplane.running(existing) else \
-                [worker_image_archive(args.base, controlplane.IMAGE_CACHE)]
-            state = controlplane.up(args.state, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
-                                    images=images)
+            images = (
+                []
+                if args.no_image or controlplane.running(existing)
+                else [worker_image_archive(args.base, controlplane.IMAGE_CACHE)]
+            )
+            state = controlplane.up(args.state, nodes=args.nodes, gpus_per_node=args.gpus_per_node, images=images)
             print(f"export KUBECONFIG={state.kubeconfig}", flush=True)
         elif args.action == "load":
             state = controlplane.ClusterState.load(args.state.resolve())
             if not controlplane.running(state):
-                raise ClusterError(f"no cluster running in {args.state.resolve()}: `make cluster` first",
-                                   exit_code=3)
+                raise ClusterError(f"no cluster running in {args.state.resolve()}: `make cluster` first", exit_code=3)
             controlplane.load_images(state, [worker_image_archive(args.base, controlplane.IMAGE_CACHE)])
         elif args.action == "down":
             controlplane.down(args.state)
@@ -88,8 +106,10 @@ def main(argv=None) -> int:
             if not controlplane.running(state):
                 print(f"cluster: none running in {args.state.resolve()}")
                 return 3
-            print(f"cluster: running, API server {state.server}, nodes {', '.join(state.nodes)}; "
-                  f"export KUBECONFIG={state.kubeconfig}")
+            print(
+                f"cluster: running, API server {state.server}, nodes {', '.join(state.nodes)}; "
+                f"export KUBECONFIG={state.kubeconfig}"
+            )
         return 0
     except ClusterError as err:
         print(f"make cluster: {err}", file=sys.stderr)

@@ -17,6 +17,7 @@ etcd/, logs/, nodes/<name>/ (configs, the kubelet's root, containerd's data), th
 kubeconfig, state.json (addresses, ports, PIDs, the kernel settings to put back). Processes
 are stopped by the PIDs recorded there, after checking each is still the program we started.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,11 +31,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tfmw.devcluster import pki
-from tfmw.k8s.api import Api, ApiError, Credentials
-from tfmw.devcluster.build import read_pins
-
 from tfmw import REPO
+from tfmw.devcluster import pki
+from tfmw.devcluster.build import read_pins
+from tfmw.k8s.api import Api, ApiError, Credentials
+
 DEFAULT_STATE = REPO / ".cluster"
 # Image archives made for the nodes, and the nodes' containerd roots (their unpacked
 # images): caches, like the builds, kept across clusters.
@@ -48,9 +49,16 @@ STORAGE_CLASS = "local-shared"
 PROVISIONER = "tf-multiworker.local/hostpath"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 # Host programs every node needs (Debian packages: containerd, runc, util-linux, iproute2).
-NODE_PROGRAMS = {"containerd": "containerd", "containerd-shim-runc-v2": "containerd",
-                 "runc": "runc", "ctr": "containerd", "nsenter": "util-linux",
-                 "unshare": "util-linux", "catatonit": "catatonit", "ip": "iproute2"}
+NODE_PROGRAMS = {
+    "containerd": "containerd",
+    "containerd-shim-runc-v2": "containerd",
+    "runc": "runc",
+    "ctr": "containerd",
+    "nsenter": "util-linux",
+    "unshare": "util-linux",
+    "catatonit": "catatonit",
+    "ip": "iproute2",
+}
 
 
 class ClusterError(Exception):
@@ -62,6 +70,7 @@ class ClusterError(Exception):
 
 
 # ---------------------------------------------------------------- addresses (pure)
+
 
 def slot_network(slot: int) -> dict[str, str]:
     """Addresses of cluster slot `slot`: the bridge/API address, its prefix, the service CIDR."""
@@ -84,6 +93,7 @@ def node_names(count: int) -> list[str]:
 
 
 # ---------------------------------------------------------------- state
+
 
 @dataclass
 class ClusterState:
@@ -122,8 +132,9 @@ class ClusterState:
 
     def credentials(self, name: str) -> Credentials:
         """Client credentials of one pki identity (admin, cluster-services, node-<n>, ...)."""
-        return Credentials(self.server, self.pki_dir / "ca.crt", self.pki_dir / f"{name}.crt",
-                           self.pki_dir / f"{name}.key")
+        return Credentials(
+            self.server, self.pki_dir / "ca.crt", self.pki_dir / f"{name}.crt", self.pki_dir / f"{name}.key"
+        )
 
     def api(self, name: str = "admin", timeout: float = 10.0) -> Api:
         return Api(self.credentials(name), timeout=timeout)
@@ -135,7 +146,7 @@ class ClusterState:
         tmp.replace(path)
 
     @classmethod
-    def load(cls, directory: Path) -> "ClusterState | None":
+    def load(cls, directory: Path) -> ClusterState | None:
         path = Path(directory) / "state.json"
         try:
             return cls(**json.loads(path.read_text()))
@@ -144,6 +155,7 @@ class ClusterState:
 
 
 # ---------------------------------------------------------------- processes
+
 
 def _cmdline(pid: int) -> list[str]:
     try:
@@ -201,8 +213,15 @@ def _spawn(argv: list[str], log: Path, env: dict | None = None) -> subprocess.Po
     until the child has exec'd) tells whether it is alive."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env, close_fds=True)
+        return subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+            close_fds=True,
+        )
 
 
 def _stop_started(procs: dict[str, subprocess.Popen], grace: float = 10.0) -> None:
@@ -235,13 +254,15 @@ def log_tail(path: Path, lines: int = 3) -> str:
         text = path.read_text(errors="replace").strip().splitlines()
     except OSError:
         return "(no log)"
-    return " | ".join(l.strip()[:300] for l in text[-lines:])
+    return " | ".join(line.strip()[:300] for line in text[-lines:])
 
 
 # ---------------------------------------------------------------- network
 
+
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     from tfmw.localrun.network import ip_command
+
     return ip_command(*args, check=check, error=ClusterError)
 
 
@@ -253,8 +274,11 @@ def free_slot() -> int:
     for slot in range(SLOTS):
         if not link_exists(slot_network(slot)["bridge"]):
             return slot
-    raise ClusterError(f"all {SLOTS} cluster slots are taken (bridges tfmwk0..tfmwk{SLOTS - 1}): "
-                       "stop a cluster with `make cluster-down`", exit_code=3)
+    raise ClusterError(
+        f"all {SLOTS} cluster slots are taken (bridges tfmwk0..tfmwk{SLOTS - 1}): "
+        "stop a cluster with `make cluster-down`",
+        exit_code=3,
+    )
 
 
 def create_bridge(slot: int) -> None:
@@ -272,8 +296,10 @@ def delete_bridge(slot: int) -> None:
 
 # ---------------------------------------------------------------- kubeconfig
 
+
 def kubeconfig_text(state: ClusterState, identity: str, user: str) -> str:
     import base64
+
     import yaml
 
     def b64(path: Path) -> str:
@@ -281,14 +307,26 @@ def kubeconfig_text(state: ClusterState, identity: str, user: str) -> str:
 
     pki_dir = state.pki_dir
     config = {
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "tfmw-local", "cluster": {
-            "server": state.server, "certificate-authority-data": b64(pki_dir / "ca.crt")}}],
-        "users": [{"name": user, "user": {
-            "client-certificate-data": b64(pki_dir / f"{identity}.crt"),
-            "client-key-data": b64(pki_dir / f"{identity}.key")}}],
-        "contexts": [{"name": "tfmw-local", "context": {"cluster": "tfmw-local", "user": user,
-                                                         "namespace": "default"}}],
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "tfmw-local",
+                "cluster": {"server": state.server, "certificate-authority-data": b64(pki_dir / "ca.crt")},
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    "client-certificate-data": b64(pki_dir / f"{identity}.crt"),
+                    "client-key-data": b64(pki_dir / f"{identity}.key"),
+                },
+            }
+        ],
+        "contexts": [
+            {"name": "tfmw-local", "context": {"cluster": "tfmw-local", "user": user, "namespace": "default"}}
+        ],
         "current-context": "tfmw-local",
     }
     return yaml.safe_dump(config, sort_keys=False)
@@ -303,66 +341,127 @@ def _write_private(path: Path, text: str) -> None:
 
 # ---------------------------------------------------------------- component command lines
 
+
 def etcd_args(bins: dict, state: ClusterState) -> list[str]:
     p = state.pki_dir
-    return [str(bins["etcd"]), "--name", "tfmw", "--data-dir", str(state.dir / "etcd"),
-            "--listen-client-urls", f"https://127.0.0.1:{state.etcd_port}",
-            "--advertise-client-urls", f"https://127.0.0.1:{state.etcd_port}",
-            "--listen-peer-urls", f"http://127.0.0.1:{state.etcd_peer_port}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{state.etcd_peer_port}",
-            "--initial-cluster", f"tfmw=http://127.0.0.1:{state.etcd_peer_port}",
-            "--listen-metrics-urls", "",
-            "--cert-file", str(p / "etcd.crt"), "--key-file", str(p / "etcd.key"),
-            "--client-cert-auth", "--trusted-ca-file", str(p / "ca.crt"),
-            "--log-level", "warn", "--unsafe-no-fsync"]  # a disposable dev cluster: speed over durability
+    return [
+        str(bins["etcd"]),
+        "--name",
+        "tfmw",
+        "--data-dir",
+        str(state.dir / "etcd"),
+        "--listen-client-urls",
+        f"https://127.0.0.1:{state.etcd_port}",
+        "--advertise-client-urls",
+        f"https://127.0.0.1:{state.etcd_port}",
+        "--listen-peer-urls",
+        f"http://127.0.0.1:{state.etcd_peer_port}",
+        "--initial-advertise-peer-urls",
+        f"http://127.0.0.1:{state.etcd_peer_port}",
+        "--initial-cluster",
+        f"tfmw=http://127.0.0.1:{state.etcd_peer_port}",
+        "--listen-metrics-urls",
+        "",
+        "--cert-file",
+        str(p / "etcd.crt"),
+        "--key-file",
+        str(p / "etcd.key"),
+        "--client-cert-auth",
+        "--trusted-ca-file",
+        str(p / "ca.crt"),
+        "--log-level",
+        "warn",
+        "--unsafe-no-fsync",
+    ]  # a disposable dev cluster: speed over durability
 
 
 def apiserver_args(bins: dict, state: ClusterState) -> list[str]:
     p = state.pki_dir
     net = slot_network(state.slot)
-    return [str(bins["kube-apiserver"]),
-            "--bind-address", state.address, "--advertise-address", state.address,
-            "--secure-port", str(state.api_port),
-            "--etcd-servers", f"https://127.0.0.1:{state.etcd_port}",
-            "--etcd-cafile", str(p / "ca.crt"), "--etcd-certfile", str(p / "apiserver-etcd-client.crt"),
-            "--etcd-keyfile", str(p / "apiserver-etcd-client.key"),
-            "--tls-cert-file", str(p / "apiserver.crt"), "--tls-private-key-file", str(p / "apiserver.key"),
-            "--client-ca-file", str(p / "ca.crt"),
-            "--authorization-mode", "Node,RBAC",
-            # PodSecurity is on by default; NodeRestriction limits each node to its own pods.
-            "--enable-admission-plugins", "NodeRestriction",
-            "--allow-privileged=false",
-            "--anonymous-auth=false",
-            "--service-account-issuer", f"https://kubernetes.default.svc.{CLUSTER_DOMAIN}",
-            "--service-account-key-file", str(p / "sa.pub"),
-            "--service-account-signing-key-file", str(p / "sa.key"),
-            "--service-cluster-ip-range", net["service_cidr"],
-            "--kubelet-client-certificate", str(p / "apiserver-kubelet-client.crt"),
-            "--kubelet-client-key", str(p / "apiserver-kubelet-client.key"),
-            "--kubelet-certificate-authority", str(p / "ca.crt"),
-            "--kubelet-preferred-address-types", "InternalIP",
-            "--profiling=false",
-            "--event-ttl", "2h"]
+    return [
+        str(bins["kube-apiserver"]),
+        "--bind-address",
+        state.address,
+        "--advertise-address",
+        state.address,
+        "--secure-port",
+        str(state.api_port),
+        "--etcd-servers",
+        f"https://127.0.0.1:{state.etcd_port}",
+        "--etcd-cafile",
+        str(p / "ca.crt"),
+        "--etcd-certfile",
+        str(p / "apiserver-etcd-client.crt"),
+        "--etcd-keyfile",
+        str(p / "apiserver-etcd-client.key"),
+        "--tls-cert-file",
+        str(p / "apiserver.crt"),
+        "--tls-private-key-file",
+        str(p / "apiserver.key"),
+        "--client-ca-file",
+        str(p / "ca.crt"),
+        "--authorization-mode",
+        "Node,RBAC",
+        # PodSecurity is on by default; NodeRestriction limits each node to its own pods.
+        "--enable-admission-plugins",
+        "NodeRestriction",
+        "--allow-privileged=false",
+        "--anonymous-auth=false",
+        "--service-account-issuer",
+        f"https://kubernetes.default.svc.{CLUSTER_DOMAIN}",
+        "--service-account-key-file",
+        str(p / "sa.pub"),
+        "--service-account-signing-key-file",
+        str(p / "sa.key"),
+        "--service-cluster-ip-range",
+        net["service_cidr"],
+        "--kubelet-client-certificate",
+        str(p / "apiserver-kubelet-client.crt"),
+        "--kubelet-client-key",
+        str(p / "apiserver-kubelet-client.key"),
+        "--kubelet-certificate-authority",
+        str(p / "ca.crt"),
+        "--kubelet-preferred-address-types",
+        "InternalIP",
+        "--profiling=false",
+        "--event-ttl",
+        "2h",
+    ]
 
 
 def controller_manager_args(bins: dict, state: ClusterState) -> list[str]:
     p = state.pki_dir
-    return [str(bins["kube-controller-manager"]),
-            "--kubeconfig", str(state.dir / "kubeconfigs" / "controller-manager"),
-            "--secure-port", "0", "--leader-elect=false",
-            "--use-service-account-credentials=true",
-            "--service-account-private-key-file", str(p / "sa.key"),
-            "--root-ca-file", str(p / "ca.crt"),
-            "--cluster-name", "tfmw-local",
-            "--profiling=false",
-            # Pods of a node that stops renewing its lease are evicted after this:
-            "--node-monitor-grace-period", "40s"]
+    return [
+        str(bins["kube-controller-manager"]),
+        "--kubeconfig",
+        str(state.dir / "kubeconfigs" / "controller-manager"),
+        "--secure-port",
+        "0",
+        "--leader-elect=false",
+        "--use-service-account-credentials=true",
+        "--service-account-private-key-file",
+        str(p / "sa.key"),
+        "--root-ca-file",
+        str(p / "ca.crt"),
+        "--cluster-name",
+        "tfmw-local",
+        "--profiling=false",
+        # Pods of a node that stops renewing its lease are evicted after this:
+        "--node-monitor-grace-period",
+        "40s",
+    ]
 
 
 def scheduler_args(bins: dict, state: ClusterState) -> list[str]:
-    return [str(bins["kube-scheduler"]),
-            "--kubeconfig", str(state.dir / "kubeconfigs" / "scheduler"),
-            "--secure-port", "0", "--leader-elect=false", "--profiling=false"]
+    return [
+        str(bins["kube-scheduler"]),
+        "--kubeconfig",
+        str(state.dir / "kubeconfigs" / "scheduler"),
+        "--secure-port",
+        "0",
+        "--leader-elect=false",
+        "--profiling=false",
+    ]
 
 
 def corefile(state: ClusterState, kubeconfig: Path) -> str:
@@ -373,8 +472,8 @@ def corefile(state: ClusterState, kubeconfig: Path) -> str:
     return f""".:53 {{
     bind {state.address}
     errors
-    health {state.address}:{state.dns_ports['health']}
-    ready {state.address}:{state.dns_ports['ready']}
+    health {state.address}:{state.dns_ports["health"]}
+    ready {state.address}:{state.dns_ports["ready"]}
     kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
         kubeconfig {kubeconfig} tfmw-local
         pods insecure
@@ -394,26 +493,38 @@ def provisioner_args(state: ClusterState) -> list[str]:
     return [sys.executable, "-m", "tfmw.devcluster.provisioner", "--state", str(state.dir)]
 
 
-MARKERS = {"etcd": "etcd", "kube-apiserver": "kube-apiserver",
-           "kube-controller-manager": "kube-controller-manager", "kube-scheduler": "kube-scheduler",
-           "coredns": "coredns", "provisioner": "tfmw.devcluster.provisioner"}
+MARKERS = {
+    "etcd": "etcd",
+    "kube-apiserver": "kube-apiserver",
+    "kube-controller-manager": "kube-controller-manager",
+    "kube-scheduler": "kube-scheduler",
+    "coredns": "coredns",
+    "provisioner": "tfmw.devcluster.provisioner",
+}
 
 
 def marker(name: str) -> str:
     """What a recorded process's command line names (nodes: their node.sh)."""
     from tfmw.devcluster.nodes import node_marker_for
+
     return MARKERS.get(name) or node_marker_for(name)
 
 
 # ---------------------------------------------------------------- bootstrap (pure objects)
 
+
 def user_binding(name: str, cluster_role: str, user: str) -> tuple[str, dict]:
     """A ClusterRoleBinding of one certificate identity (a User) to a ClusterRole."""
-    return ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+    return (
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        },
+    )
 
 
 def bootstrap_objects() -> list[tuple[str, dict]]:
@@ -422,26 +533,48 @@ def bootstrap_objects() -> list[tuple[str, dict]]:
     folder, seen by every node on the machine: ReadWriteMany works), and least-privilege RBAC
     for the cluster services identity (the provisioner)."""
     return [
-        ("/apis/storage.k8s.io/v1/storageclasses", {
-            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-            "metadata": {"name": STORAGE_CLASS, "annotations": {
-                "storageclass.kubernetes.io/is-default-class": "true"}},
-            "provisioner": PROVISIONER, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"}),
-        ("/apis/rbac.authorization.k8s.io/v1/clusterroles", {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": "tfmw:cluster-services"},
-            "rules": [
-                {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
-                 "verbs": ["get", "list", "watch"]},
-                {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]},
-                {"apiGroups": [""], "resources": ["persistentvolumeclaims"],
-                 "verbs": ["get", "list", "watch"]},
-                {"apiGroups": [""], "resources": ["persistentvolumes"],
-                 "verbs": ["get", "list", "watch", "create", "delete"]},
-                {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"],
-                 "verbs": ["get", "list", "watch"]},
-                {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
-            ]}),
+        (
+            "/apis/storage.k8s.io/v1/storageclasses",
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {
+                    "name": STORAGE_CLASS,
+                    "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+                },
+                "provisioner": PROVISIONER,
+                "reclaimPolicy": "Delete",
+                "volumeBindingMode": "Immediate",
+            },
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": "tfmw:cluster-services"},
+                "rules": [
+                    {
+                        "apiGroups": ["discovery.k8s.io"],
+                        "resources": ["endpointslices"],
+                        "verbs": ["get", "list", "watch"],
+                    },
+                    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]},
+                    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "list", "watch"]},
+                    {
+                        "apiGroups": [""],
+                        "resources": ["persistentvolumes"],
+                        "verbs": ["get", "list", "watch", "create", "delete"],
+                    },
+                    {
+                        "apiGroups": ["storage.k8s.io"],
+                        "resources": ["storageclasses"],
+                        "verbs": ["get", "list", "watch"],
+                    },
+                    {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+                ],
+            },
+        ),
         user_binding("tfmw:cluster-services", "tfmw:cluster-services", "tfmw:cluster-services"),
     ]
 
@@ -453,43 +586,75 @@ def dns_objects(state: ClusterState) -> list[tuple[str, dict]]:
     net = slot_network(state.slot)
     ports = [{"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "dns-tcp", "port": 53, "protocol": "TCP"}]
     return [
-        ("/api/v1/namespaces/kube-system/services", {
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": "kube-dns", "namespace": "kube-system",
-                         "labels": {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}},
-            "spec": {"clusterIP": net["dns_ip"], "ports": [{**p, "targetPort": 53} for p in ports]}}),
-        ("/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices", {
-            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": "kube-dns-host", "namespace": "kube-system",
-                         "labels": {"kubernetes.io/service-name": "kube-dns",
-                                    "endpointslice.kubernetes.io/managed-by": "tf-multiworker.local-cluster"}},
-            "addressType": "IPv4",
-            "endpoints": [{"addresses": [state.address], "conditions": {"ready": True}}],
-            "ports": ports}),
-        ("/apis/rbac.authorization.k8s.io/v1/clusterroles", {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": "system:coredns"},
-            "rules": [
-                {"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"],
-                 "verbs": ["list", "watch"]},
-                {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
-            ]}),
+        (
+            "/api/v1/namespaces/kube-system/services",
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {
+                    "name": "kube-dns",
+                    "namespace": "kube-system",
+                    "labels": {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"},
+                },
+                "spec": {"clusterIP": net["dns_ip"], "ports": [{**p, "targetPort": 53} for p in ports]},
+            },
+        ),
+        (
+            "/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices",
+            {
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": "kube-dns-host",
+                    "namespace": "kube-system",
+                    "labels": {
+                        "kubernetes.io/service-name": "kube-dns",
+                        "endpointslice.kubernetes.io/managed-by": "tf-multiworker.local-cluster",
+                    },
+                },
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [state.address], "conditions": {"ready": True}}],
+                "ports": ports,
+            },
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": "system:coredns"},
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "resources": ["endpoints", "services", "pods", "namespaces"],
+                        "verbs": ["list", "watch"],
+                    },
+                    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
+                ],
+            },
+        ),
         user_binding("system:coredns", "system:coredns", "tfmw:coredns"),
         # The API server calls kubelets (logs, exec, port-forward) as this identity; the
         # kubelets authorize it through the API server (webhook).
-        user_binding("tfmw:kube-apiserver-kubelet-client", "system:kubelet-api-admin",
-                     "kube-apiserver-kubelet-client"),
+        user_binding("tfmw:kube-apiserver-kubelet-client", "system:kubelet-api-admin", "kube-apiserver-kubelet-client"),
     ]
 
 
 # ---------------------------------------------------------------- up / down
 
+
 def running(state: ClusterState | None) -> bool:
     return bool(state) and is_ours(state.pids.get("kube-apiserver", 0), MARKERS["kube-apiserver"])
 
 
-def wait_until(check, timeout: float, what: str, logs: list[Path], interval: float = 0.2,
-               alive: dict[str, subprocess.Popen] | None = None):
+def wait_until(
+    check,
+    timeout: float,
+    what: str,
+    logs: list[Path],
+    interval: float = 0.2,
+    alive: dict[str, subprocess.Popen] | None = None,
+):
     """Poll `check` until it returns something true; fail fast, naming the log, if one of
     the `alive` processes (name -> pid) exits meanwhile."""
     deadline = time.monotonic() + timeout
@@ -497,8 +662,9 @@ def wait_until(check, timeout: float, what: str, logs: list[Path], interval: flo
     while time.monotonic() < deadline:
         for name, proc in (alive or {}).items():
             if proc.poll() is not None:
-                raise ClusterError(f"{name} exited while starting (code {proc.returncode}): "
-                                   f"{log_tail(logs[0].parent / f'{name}.log')}")
+                raise ClusterError(
+                    f"{name} exited while starting (code {proc.returncode}): {log_tail(logs[0].parent / f'{name}.log')}"
+                )
         try:
             result = check()
             if result:
@@ -513,6 +679,7 @@ def wait_until(check, timeout: float, what: str, logs: list[Path], interval: flo
 def missing_node_programs() -> list[str]:
     """`program (package)` for each host program a node needs that is not installed."""
     from tfmw.devcluster.nodes import cni_bin_dir
+
     missing = [f"{prog} ({pkg})" for prog, pkg in NODE_PROGRAMS.items() if shutil.which(prog) is None]
     if cni_bin_dir() is None:
         missing.append("the CNI plugins bridge/host-local (containernetworking-plugins)")
@@ -521,8 +688,11 @@ def missing_node_programs() -> list[str]:
 
 def preflight(nodes: int, gpus_per_node: int) -> None:
     if os.geteuid() != 0:
-        raise ClusterError("make cluster needs root: nodes run in network and mount namespaces on a "
-                           "bridge (ip netns, unshare, cgroups); run it as root", exit_code=2)
+        raise ClusterError(
+            "make cluster needs root: nodes run in network and mount namespaces on a "
+            "bridge (ip netns, unshare, cgroups); run it as root",
+            exit_code=2,
+        )
     if not 1 <= nodes <= 7:
         raise ClusterError(f"--nodes {nodes}: a local cluster has 1 to 7 nodes", exit_code=2)
     if gpus_per_node < 0:
@@ -530,12 +700,22 @@ def preflight(nodes: int, gpus_per_node: int) -> None:
     missing = missing_node_programs()
     if missing:
         packages = sorted({m.split("(")[-1].rstrip(")").split()[-1] for m in missing})
-        raise ClusterError(f"make cluster needs {', '.join(missing)}: apt-get install "
-                           f"{' '.join(packages)} (or `make host-packages`)", exit_code=2)
+        raise ClusterError(
+            f"make cluster needs {', '.join(missing)}: apt-get install {' '.join(packages)} (or `make host-packages`)",
+            exit_code=2,
+        )
 
 
-def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, bins: dict | None = None,
-       say=print, api_port: int = 6443, timeout: float = 90.0, images: list[Path] = ()) -> ClusterState:
+def up(
+    directory: Path = DEFAULT_STATE,
+    nodes: int = 1,
+    gpus_per_node: int = 0,
+    bins: dict | None = None,
+    say=print,
+    api_port: int = 6443,
+    timeout: float = 90.0,
+    images: list[Path] = (),
+) -> ClusterState:
     """Start a cluster in `directory` (or report the one running there) with `images`
     (docker-save archives) in every node. Returns its state."""
     from tfmw.devcluster import nodes as nodemod
@@ -545,42 +725,64 @@ def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, 
     preflight(nodes, gpus_per_node)
     existing = ClusterState.load(directory)
     if running(existing):
-        say(f"cluster: already running in {directory} (API server {existing.server}, pid "
-            f"{existing.pids.get('kube-apiserver')}); `make cluster-down` stops it")
+        say(
+            f"cluster: already running in {directory} (API server {existing.server}, pid "
+            f"{existing.pids.get('kube-apiserver')}); `make cluster-down` stops it"
+        )
         return existing
     if existing is not None or directory.exists():
         down(directory, say=lambda line: None)  # leftovers of a cluster that died: clear them
     if bins is None:
         from tfmw.devcluster.build import ensure_binaries
+
         bins = ensure_binaries(progress=say)
     if "coredns" not in bins:
         from tfmw.devcluster.build_coredns import ensure_coredns
+
         bins = {**bins, "coredns": ensure_coredns(progress=say)}
-    bins = {**bins, "containerd": shutil.which("containerd")}   # Debian's, checked by preflight
+    bins = {**bins, "containerd": shutil.which("containerd")}  # Debian's, checked by preflight
     started = time.monotonic()
     directory.mkdir(parents=True, exist_ok=True)
-    directory.chmod(0o711)   # the nodes' folders are reached by the containers' users too
+    directory.chmod(0o711)  # the nodes' folders are reached by the containers' users too
     slot = free_slot()
     net = slot_network(slot)
     names = node_names(nodes)
     node_nets = [nodemod.node_net(slot, i) for i in range(1, nodes + 1)]
-    state = ClusterState(directory=str(directory), slot=slot, address=net["address"],
-                         api_port=0, etcd_port=free_port(), etcd_peer_port=free_port(),
-                         nodes=names, gpus_per_node=gpus_per_node, started_at=time.time(),
-                         sysctls=nodemod.read_kernel_sysctls())
+    state = ClusterState(
+        directory=str(directory),
+        slot=slot,
+        address=net["address"],
+        api_port=0,
+        etcd_port=free_port(),
+        etcd_peer_port=free_port(),
+        nodes=names,
+        gpus_per_node=gpus_per_node,
+        started_at=time.time(),
+        sysctls=nodemod.read_kernel_sysctls(),
+    )
     state.save()  # from here on, `down` can clean up whatever was made
     procs: dict[str, subprocess.Popen] = {}
     try:
         create_bridge(slot)
         state.api_port = free_port(state.address, api_port)
         state.dns_ports = {"health": free_port(state.address), "ready": free_port(state.address)}
-        pki.make_cluster_pki(state.pki_dir, state.address, net["service_ip"], names, CLUSTER_DOMAIN,
-                             node_ips={n.name: n.address for n in node_nets})
+        pki.make_cluster_pki(
+            state.pki_dir,
+            state.address,
+            net["service_ip"],
+            names,
+            CLUSTER_DOMAIN,
+            node_ips={n.name: n.address for n in node_nets},
+        )
         _write_private(state.kubeconfig, kubeconfig_text(state, "admin", "tfmw-admin"))
-        for identity, user in (("controller-manager", "system:kube-controller-manager"),
-                               ("scheduler", "system:kube-scheduler"), ("kube-proxy", "system:kube-proxy"),
-                               ("coredns", "tfmw:coredns"), ("cluster-services", "tfmw:cluster-services"),
-                               *((f"node-{n}", f"system:node:{n}") for n in names)):
+        for identity, user in (
+            ("controller-manager", "system:kube-controller-manager"),
+            ("scheduler", "system:kube-scheduler"),
+            ("kube-proxy", "system:kube-proxy"),
+            ("coredns", "tfmw:coredns"),
+            ("cluster-services", "tfmw:cluster-services"),
+            *((f"node-{n}", f"system:node:{n}") for n in names),
+        ):
             _write_private(state.dir / "kubeconfigs" / identity, kubeconfig_text(state, identity, user))
         logs = state.dir / "logs"
         say(f"cluster: starting etcd, kube-apiserver ({KUBERNETES_VERSION}) on {state.server}")
@@ -599,24 +801,38 @@ def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, 
             nodemod.make_cgroups(node.cgroup)
             nodemod.create_network(node, net["bridge"], node_nets)
             script = nodemod.prepare_node(
-                node, state.dir, bins, net["dns_ip"], CLUSTER_DOMAIN, net["cluster_cidr"],
-                state.dir / "kubeconfigs" / f"node-{node.name}", state.dir / "kubeconfigs" / "kube-proxy",
-                CONTAINERD_CACHE)
+                node,
+                state.dir,
+                bins,
+                net["dns_ip"],
+                CLUSTER_DOMAIN,
+                net["cluster_cidr"],
+                state.dir / "kubeconfigs" / f"node-{node.name}",
+                state.dir / "kubeconfigs" / "kube-proxy",
+                CONTAINERD_CACHE,
+            )
             procs[node.name] = _spawn(nodemod.node_argv(node, script), logs / f"{node.name}.log")
         state.pids.update({name: proc.pid for name, proc in procs.items()})
         state.save()
 
         admin = state.api("admin", timeout=5)
-        wait_until(lambda: admin.request("GET", "/readyz", raw=True) == b"ok", timeout, "kube-apiserver",
-                   [logs / "kube-apiserver.log", logs / "etcd.log"],
-                   alive={k: procs[k] for k in ("etcd", "kube-apiserver")})
+        wait_until(
+            lambda: admin.request("GET", "/readyz", raw=True) == b"ok",
+            timeout,
+            "kube-apiserver",
+            [logs / "kube-apiserver.log", logs / "etcd.log"],
+            alive={k: procs[k] for k in ("etcd", "kube-apiserver")},
+        )
         for path, obj in bootstrap_objects() + dns_objects(state):
             admin.create_or_keep(path, obj)
-        say(f"cluster: starting kube-controller-manager, kube-scheduler, CoreDNS, {nodes} node"
+        say(
+            f"cluster: starting kube-controller-manager, kube-scheduler, CoreDNS, {nodes} node"
             f"{'s' if nodes > 1 else ''} (kubelet, containerd, kube-proxy"
-            f"{f', {gpus_per_node} nvidia.com/gpu each' if gpus_per_node else ''})")
-        procs["kube-controller-manager"] = _spawn(controller_manager_args(bins, state),
-                                                  logs / "kube-controller-manager.log")
+            f"{f', {gpus_per_node} nvidia.com/gpu each' if gpus_per_node else ''})"
+        )
+        procs["kube-controller-manager"] = _spawn(
+            controller_manager_args(bins, state), logs / "kube-controller-manager.log"
+        )
         procs["kube-scheduler"] = _spawn(scheduler_args(bins, state), logs / "kube-scheduler.log")
         (state.dir / "Corefile").write_text(corefile(state, state.dir / "kubeconfigs" / "coredns"))
         procs["coredns"] = _spawn(coredns_args(bins["coredns"], state), logs / "coredns.log")
@@ -625,9 +841,13 @@ def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, 
         state.save()
 
         node_dirs = [state.dir / "nodes" / n for n in names]
-        wait_until(lambda: all((d / "containerd.ready").exists() for d in node_dirs), timeout,
-                   "containerd on every node", [logs / f"{n}-containerd.log" for n in names] + [logs / f"{n}.log" for n in names],
-                   alive={n: procs[n] for n in names})
+        wait_until(
+            lambda: all((d / "containerd.ready").exists() for d in node_dirs),
+            timeout,
+            "containerd on every node",
+            [logs / f"{n}-containerd.log" for n in names] + [logs / f"{n}.log" for n in names],
+            alive={n: procs[n] for n in names},
+        )
         archives = [pause_archive(nodemod.SANDBOX_IMAGE, state.dir / "images"), *images]
         load_images(state, archives, say=say)
         for d in node_dirs:
@@ -637,28 +857,48 @@ def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, 
             ready = 0
             for node in admin.items("/api/v1/nodes"):
                 conds = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
-                taints = [t for t in node.get("spec", {}).get("taints") or []
-                          if t.get("key", "").startswith("node.kubernetes.io/")]
+                taints = [
+                    t
+                    for t in node.get("spec", {}).get("taints") or []
+                    if t.get("key", "").startswith("node.kubernetes.io/")
+                ]
                 ready += conds.get("Ready") == "True" and not taints
             return ready == nodes
 
         def default_sa():
-            return admin.get_or_none("/api/v1/namespaces/default/serviceaccounts/default") and \
-                admin.get_or_none("/api/v1/namespaces/default/configmaps/kube-root-ca.crt")
+            return admin.get_or_none("/api/v1/namespaces/default/serviceaccounts/default") and admin.get_or_none(
+                "/api/v1/namespaces/default/configmaps/kube-root-ca.crt"
+            )
 
-        wait_until(nodes_ready, timeout, f"{nodes} node(s)",
-                   [logs / f"{n}-kubelet.log" for n in names] + [logs / "kube-controller-manager.log"],
-                   alive=dict(procs))
+        wait_until(
+            nodes_ready,
+            timeout,
+            f"{nodes} node(s)",
+            [logs / f"{n}-kubelet.log" for n in names] + [logs / "kube-controller-manager.log"],
+            alive=dict(procs),
+        )
         if gpus_per_node:
             advertise_gpus(admin, names, gpus_per_node)
-        wait_until(lambda: _http_ok(state.address, state.dns_ports["ready"], "/ready"), timeout,
-                   "CoreDNS", [logs / "coredns.log"], alive={"coredns": procs["coredns"]})
-        wait_until(default_sa, timeout, "the default ServiceAccount and kube-root-ca.crt",
-                   [logs / "kube-controller-manager.log"], alive=dict(procs))
+        wait_until(
+            lambda: _http_ok(state.address, state.dns_ports["ready"], "/ready"),
+            timeout,
+            "CoreDNS",
+            [logs / "coredns.log"],
+            alive={"coredns": procs["coredns"]},
+        )
+        wait_until(
+            default_sa,
+            timeout,
+            "the default ServiceAccount and kube-root-ca.crt",
+            [logs / "kube-controller-manager.log"],
+            alive=dict(procs),
+        )
         state.ready_seconds = round(time.monotonic() - started, 2)
         state.save()
-        say(f"cluster: ready in {state.ready_seconds:.1f}s: Kubernetes {KUBERNETES_VERSION}, "
-            f"{nodes} node(s), API server {state.server}, logs in {logs}")
+        say(
+            f"cluster: ready in {state.ready_seconds:.1f}s: Kubernetes {KUBERNETES_VERSION}, "
+            f"{nodes} node(s), API server {state.server}, logs in {logs}"
+        )
         return state
     except BaseException:
         _stop_started(procs)
@@ -668,6 +908,7 @@ def up(directory: Path = DEFAULT_STATE, nodes: int = 1, gpus_per_node: int = 0, 
 
 def _http_ok(host: str, port: int, path: str) -> bool:
     import http.client
+
     conn = http.client.HTTPConnection(host, port, timeout=2)
     try:
         conn.request("GET", path)
@@ -680,12 +921,22 @@ def advertise_gpus(admin: Api, names: list[str], count: int) -> None:
     """nvidia.com/gpu capacity on each Node (an extended resource, as Kubernetes documents
     for advertising one by hand): GPU values schedule; no GPU is used."""
     for name in names:
-        admin.request("PATCH", f"/api/v1/nodes/{name}/status",
-                      [{"op": "add", "path": "/status/capacity/nvidia.com~1gpu", "value": str(count)}],
-                      content_type="application/json-patch+json")
-    wait_until(lambda: all((admin.get(f"/api/v1/nodes/{n}").get("status", {}).get("allocatable") or {})
-                           .get("nvidia.com/gpu") == str(count) for n in names), 30,
-               "nvidia.com/gpu capacity on the nodes", [])
+        admin.request(
+            "PATCH",
+            f"/api/v1/nodes/{name}/status",
+            [{"op": "add", "path": "/status/capacity/nvidia.com~1gpu", "value": str(count)}],
+            content_type="application/json-patch+json",
+        )
+    wait_until(
+        lambda: all(
+            (admin.get(f"/api/v1/nodes/{n}").get("status", {}).get("allocatable") or {}).get("nvidia.com/gpu")
+            == str(count)
+            for n in names
+        ),
+        30,
+        "nvidia.com/gpu capacity on the nodes",
+        [],
+    )
 
 
 def load_images(state: ClusterState, archives: list[Path], say=print) -> None:
@@ -693,7 +944,9 @@ def load_images(state: ClusterState, archives: list[Path], say=print) -> None:
     no registry is reachable), skipping an image a node already holds under the same id
     (its containerd root is a cache). Nodes import in parallel."""
     import concurrent.futures
+
     from tfmw.devcluster import nodes as nodemod
+
     ctr = shutil.which("ctr")
     started = time.monotonic()
     contents = {archive: nodemod.archive_image(archive) for archive in archives}
@@ -713,8 +966,9 @@ def load_images(state: ClusterState, archives: list[Path], say=print) -> None:
                 raise ClusterError(f"{name}: {err}") from None
             imported.append(f"{', '.join(refs)} into {name}")
         # Older builds of the worker image stay in the cache otherwise (1.8 GB a build a node).
-        nodemod.remove_images(pid, ctr, nodemod.stale_ids(nodemod.node_images(pid, ctr),
-                                                           {image_id for _, image_id in contents.values()}))
+        nodemod.remove_images(
+            pid, ctr, nodemod.stale_ids(nodemod.node_images(pid, ctr), {image_id for _, image_id in contents.values()})
+        )
 
     with concurrent.futures.ThreadPoolExecutor(len(state.nodes)) as pool:
         for future in [pool.submit(one, name) for name in state.nodes]:
@@ -723,8 +977,14 @@ def load_images(state: ClusterState, archives: list[Path], say=print) -> None:
     for archive in big:
         refs = ", ".join(contents[archive][0])
         where = [line for line in imported if line.startswith(refs + " into ")]
-        say(f"cluster: image {refs} " + (f"imported into {len(where)} node(s) in {time.monotonic() - started:.1f}s"
-                                          if where else "already in every node"))
+        say(
+            f"cluster: image {refs} "
+            + (
+                f"imported into {len(where)} node(s) in {time.monotonic() - started:.1f}s"
+                if where
+                else "already in every node"
+            )
+        )
 
 
 def down(directory: Path = DEFAULT_STATE, say=print) -> bool:
@@ -733,6 +993,7 @@ def down(directory: Path = DEFAULT_STATE, say=print) -> bool:
     cgroups and namespaces, the bridge, the kernel settings the kubelets changed, and the
     state folder. Returns whether anything was running."""
     from tfmw.devcluster import nodes as nodemod
+
     directory = Path(directory).resolve()
     state = ClusterState.load(directory)
     if state is None:
@@ -742,13 +1003,21 @@ def down(directory: Path = DEFAULT_STATE, say=print) -> bool:
         return False
     stopped = []
     order = [(n, 30.0) for n in state.nodes] + [
-        ("provisioner", 10.0), ("coredns", 10.0), ("kube-scheduler", 10.0),
-        ("kube-controller-manager", 10.0), ("kube-apiserver", 15.0), ("etcd", 10.0)]
+        ("provisioner", 10.0),
+        ("coredns", 10.0),
+        ("kube-scheduler", 10.0),
+        ("kube-controller-manager", 10.0),
+        ("kube-apiserver", 15.0),
+        ("etcd", 10.0),
+    ]
     for name, grace in order:
         if stop_pid(state.pids.get(name, 0), marker(name), grace):
             stopped.append(name)
-    left = [d for index in range(1, len(state.nodes) + 1)
-            for d in nodemod.remove_cgroups(nodemod.node_net(state.slot, index).cgroup)]
+    left = [
+        d
+        for index in range(1, len(state.nodes) + 1)
+        for d in nodemod.remove_cgroups(nodemod.node_net(state.slot, index).cgroup)
+    ]
     nodemod.remove_networks(state.slot)
     delete_bridge(state.slot)
     if state.sysctls:
@@ -759,6 +1028,8 @@ def down(directory: Path = DEFAULT_STATE, say=print) -> bool:
         except OSError:
             pass
     shutil.rmtree(directory, ignore_errors=True)
-    say(f"cluster: stopped ({', '.join(stopped) or 'nothing was running'}); removed {directory}"
-        + (f"; could not remove cgroups {', '.join(left)}" if left else ""))
+    say(
+        f"cluster: stopped ({', '.join(stopped) or 'nothing was running'}); removed {directory}"
+        + (f"; could not remove cgroups {', '.join(left)}" if left else "")
+    )
     return bool(stopped)

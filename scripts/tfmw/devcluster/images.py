@@ -5,6 +5,7 @@ No registry is reachable, so registry.k8s.io/pause cannot be pulled. A sandbox c
 only has to hold the pod's namespaces and reap zombies: catatonit (Debian's package, a
 static binary podman itself uses as its pause process) in `-P` mode does exactly that.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,12 +36,17 @@ def _layer(files: dict[str, tuple[bytes, int]]) -> bytes:
 def docker_archive(ref: str, layer: bytes, entrypoint: list[str]) -> bytes:
     """A docker-save (`docker-archive`) tar holding one single-layer linux/amd64 image."""
     diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
-    config = json.dumps({
-        "architecture": "amd64", "os": "linux", "created": "1970-01-01T00:00:00Z",
-        "config": {"Entrypoint": entrypoint, "User": "65535:65535", "WorkingDir": "/"},
-        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-        "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "scripts/tfmw/devcluster/images.py"}],
-    }, sort_keys=True).encode()
+    config = json.dumps(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "created": "1970-01-01T00:00:00Z",
+            "config": {"Entrypoint": entrypoint, "User": "65535:65535", "WorkingDir": "/"},
+            "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+            "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "scripts/tfmw/devcluster/images.py"}],
+        },
+        sort_keys=True,
+    ).encode()
     config_name = hashlib.sha256(config).hexdigest() + ".json"
     layer_name = diff_id.split(":")[1] + "/layer.tar"
     manifest = json.dumps([{"Config": config_name, "RepoTags": [ref], "Layers": [layer_name]}]).encode()
@@ -57,8 +63,9 @@ def pause_archive(ref: str, dest_dir: Path) -> Path:
     """The sandbox image `ref` as an archive in dest_dir (made once; same input, same bytes)."""
     binary = shutil.which(CATATONIT)
     if binary is None:
-        raise ImageArchiveError("catatonit (the pod sandbox's pause process) is not installed: "
-                                "apt-get install catatonit")
+        raise ImageArchiveError(
+            "catatonit (the pod sandbox's pause process) is not installed: apt-get install catatonit"
+        )
     data = Path(binary).read_bytes()
     archive = docker_archive(ref, _layer({"/pause": (data, 0o755)}), ["/pause", "-P"])
     dest_dir.mkdir(parents=True, exist_ok=True)

@@ -31,6 +31,7 @@ under the hard limit and `oomScoreAdj: 0`. The kubelet rewrites vm.overcommit_me
 kernel.panic and kernel.panic_on_oops (machine-wide): the cluster saves them before its first
 node starts and puts them back when it stops.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,7 +50,7 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 KERNEL_SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops")
 SANDBOX_IMAGE = "tfmw.local/pause:catatonit"
 CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
-KUBELET_MAX_OPEN_FILES = 16384   # at most the hard RLIMIT_NOFILE here (20000)
+KUBELET_MAX_OPEN_FILES = 16384  # at most the hard RLIMIT_NOFILE here (20000)
 NODE_PORT = 10250
 
 
@@ -63,16 +64,17 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 # ---------------------------------------------------------------- addresses (pure)
 
+
 @dataclass(frozen=True)
 class NodeNet:
-    name: str          # node-<k>
-    index: int         # k, 1..7
+    name: str  # node-<k>
+    index: int  # k, 1..7
     slot: int
-    netns: str         # tfmwk<s>-n<k>
-    host_veth: str     # tk<s>n<k> (on the cluster bridge)
-    address: str       # 198.19.(16s).(10+k)
-    gateway: str       # the cluster bridge's host address
-    pod_subnet: str    # 198.19.(16s+k).0/24
+    netns: str  # tfmwk<s>-n<k>
+    host_veth: str  # tk<s>n<k> (on the cluster bridge)
+    address: str  # 198.19.(16s).(10+k)
+    gateway: str  # the cluster bridge's host address
+    pod_subnet: str  # 198.19.(16s+k).0/24
 
     @property
     def cgroup(self) -> str:
@@ -87,27 +89,47 @@ def node_net(slot: int, index: int) -> NodeNet:
     if not 1 <= index <= 7:
         raise ValueError("a cluster has at most 7 nodes")
     base = 16 * slot
-    return NodeNet(name=f"node-{index}", index=index, slot=slot, netns=f"tfmwk{slot}-n{index}",
-                   host_veth=f"tk{slot}n{index}", address=f"198.19.{base}.{10 + index}",
-                   gateway=f"198.19.{base}.1", pod_subnet=f"198.19.{base + index}.0/24")
+    return NodeNet(
+        name=f"node-{index}",
+        index=index,
+        slot=slot,
+        netns=f"tfmwk{slot}-n{index}",
+        host_veth=f"tk{slot}n{index}",
+        address=f"198.19.{base}.{10 + index}",
+        gateway=f"198.19.{base}.1",
+        pod_subnet=f"198.19.{base + index}.0/24",
+    )
 
 
 # ---------------------------------------------------------------- config text (pure)
 
+
 def cni_conflist(net: NodeNet, ipam_dir: Path) -> str:
     """The node's pod network: a bridge in the node's namespace, one address per pod from
     the node's subnet (host-local, its state in the node's folder), the node as gateway."""
-    return json.dumps({
-        "cniVersion": "0.4.0", "name": "tfmw",
-        "plugins": [
-            {"type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": False,
-             "hairpinMode": True,
-             "ipam": {"type": "host-local", "dataDir": str(ipam_dir),
-                      "ranges": [[{"subnet": net.pod_subnet, "gateway": net.pod_gateway}]],
-                      "routes": [{"dst": "0.0.0.0/0"}]}},
-            {"type": "portmap", "capabilities": {"portMappings": True}},
-        ],
-    }, indent=2)
+    return json.dumps(
+        {
+            "cniVersion": "0.4.0",
+            "name": "tfmw",
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": "cni0",
+                    "isGateway": True,
+                    "ipMasq": False,
+                    "hairpinMode": True,
+                    "ipam": {
+                        "type": "host-local",
+                        "dataDir": str(ipam_dir),
+                        "ranges": [[{"subnet": net.pod_subnet, "gateway": net.pod_gateway}]],
+                        "routes": [{"dst": "0.0.0.0/0"}],
+                    },
+                },
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ],
+        },
+        indent=2,
+    )
 
 
 def containerd_config(node_dir: Path, cni_bin_dir: str, root: Path) -> str:
@@ -137,73 +159,117 @@ oom_score = 0
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{cni_bin_dir}"
-    conf_dir = "{node_dir / 'cni'}"
+    conf_dir = "{node_dir / "cni"}"
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = ""
 """
 
 
-def kubelet_config(net: NodeNet, node_dir: Path, pki_dir: Path, cluster_dns: str,
-                   cluster_domain: str) -> str:
+def kubelet_config(net: NodeNet, node_dir: Path, pki_dir: Path, cluster_dns: str, cluster_domain: str) -> str:
     """KubeletConfiguration (kubelet.config.k8s.io/v1beta1) as YAML-compatible JSON."""
-    return json.dumps({
-        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-        "address": net.address, "port": NODE_PORT, "readOnlyPort": 0,
-        "healthzBindAddress": "127.0.0.1", "healthzPort": 10248,
-        "tlsCertFile": str(pki_dir / f"node-{net.name}-serving.crt"),
-        "tlsPrivateKeyFile": str(pki_dir / f"node-{net.name}-serving.key"),
-        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
-                           "x509": {"clientCAFile": str(pki_dir / "ca.crt")}},
-        "authorization": {"mode": "Webhook"},
-        "clusterDNS": [cluster_dns], "clusterDomain": cluster_domain,
-        "resolvConf": str(node_dir / "resolv.conf"),
-        # This machine: hybrid cgroup v1, no systemd, no CAP_SYS_RESOURCE.
-        "failCgroupV1": False, "cgroupDriver": "cgroupfs", "cgroupRoot": f"/{net.cgroup}",
-        "cgroupsPerQOS": True, "enforceNodeAllocatable": ["pods"],
-        "maxOpenFiles": KUBELET_MAX_OPEN_FILES, "oomScoreAdj": 0,
-        "failSwapOn": False, "protectKernelDefaults": False,
-        "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
-        "serializeImagePulls": False, "registerNode": True,
-        # Quick feedback on a developer's machine: status every 4 s, config maps within 10 s.
-        "nodeStatusUpdateFrequency": "4s", "nodeStatusReportFrequency": "20s",
-        "syncFrequency": "10s", "fileCheckFrequency": "20s",
-        # One disk for every node and the host: evict only when it is truly full.
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "2%",
-                         "imagefs.available": "2%", "nodefs.inodesFree": "2%"},
-        "imageGCHighThresholdPercent": 98, "imageGCLowThresholdPercent": 95,
-        "containerLogMaxSize": "20Mi", "containerLogMaxFiles": 3,
-        "shutdownGracePeriod": "0s",
-        "logging": {"format": "text"},
-    }, indent=2)
+    return json.dumps(
+        {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "address": net.address,
+            "port": NODE_PORT,
+            "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": 10248,
+            "tlsCertFile": str(pki_dir / f"node-{net.name}-serving.crt"),
+            "tlsPrivateKeyFile": str(pki_dir / f"node-{net.name}-serving.key"),
+            "authentication": {
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": True},
+                "x509": {"clientCAFile": str(pki_dir / "ca.crt")},
+            },
+            "authorization": {"mode": "Webhook"},
+            "clusterDNS": [cluster_dns],
+            "clusterDomain": cluster_domain,
+            "resolvConf": str(node_dir / "resolv.conf"),
+            # This machine: hybrid cgroup v1, no systemd, no CAP_SYS_RESOURCE.
+            "failCgroupV1": False,
+            "cgroupDriver": "cgroupfs",
+            "cgroupRoot": f"/{net.cgroup}",
+            "cgroupsPerQOS": True,
+            "enforceNodeAllocatable": ["pods"],
+            "maxOpenFiles": KUBELET_MAX_OPEN_FILES,
+            "oomScoreAdj": 0,
+            "failSwapOn": False,
+            "protectKernelDefaults": False,
+            "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
+            "serializeImagePulls": False,
+            "registerNode": True,
+            # Quick feedback on a developer's machine: status every 4 s, config maps within 10 s.
+            "nodeStatusUpdateFrequency": "4s",
+            "nodeStatusReportFrequency": "20s",
+            "syncFrequency": "10s",
+            "fileCheckFrequency": "20s",
+            # One disk for every node and the host: evict only when it is truly full.
+            "evictionHard": {
+                "memory.available": "100Mi",
+                "nodefs.available": "2%",
+                "imagefs.available": "2%",
+                "nodefs.inodesFree": "2%",
+            },
+            "imageGCHighThresholdPercent": 98,
+            "imageGCLowThresholdPercent": 95,
+            "containerLogMaxSize": "20Mi",
+            "containerLogMaxFiles": 3,
+            "shutdownGracePeriod": "0s",
+            "logging": {"format": "text"},
+        },
+        indent=2,
+    )
 
 
 def kube_proxy_config(net: NodeNet, kubeconfig: Path, cluster_cidr: str) -> str:
     """KubeProxyConfiguration: nftables mode in the node's namespace; conntrack limits left
     as the machine has them (the sysctls they touch are not per-namespace)."""
-    return json.dumps({
-        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
-        "mode": "nftables", "hostnameOverride": net.name, "bindAddress": net.address,
-        "clusterCIDR": cluster_cidr,
-        "clientConnection": {"kubeconfig": str(kubeconfig)},
-        "healthzBindAddress": "127.0.0.1:10256", "metricsBindAddress": "127.0.0.1:10249",
-        "nodePortAddresses": ["primary"],
-        "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s",
-                      "tcpCloseWaitTimeout": "0s"},
-        "oomScoreAdj": 0,
-        "logging": {"format": "text"},
-    }, indent=2)
+    return json.dumps(
+        {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "mode": "nftables",
+            "hostnameOverride": net.name,
+            "bindAddress": net.address,
+            "clusterCIDR": cluster_cidr,
+            "clientConnection": {"kubeconfig": str(kubeconfig)},
+            "healthzBindAddress": "127.0.0.1:10256",
+            "metricsBindAddress": "127.0.0.1:10249",
+            "nodePortAddresses": ["primary"],
+            "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
+            "oomScoreAdj": 0,
+            "logging": {"format": "text"},
+        },
+        indent=2,
+    )
 
 
-def node_script(net: NodeNet, node_dir: Path, log_dir: Path, bins: dict, kubeconfig: Path,
-                proxy_kubeconfig: Path) -> str:
+def node_script(
+    net: NodeNet, node_dir: Path, log_dir: Path, bins: dict, kubeconfig: Path, proxy_kubeconfig: Path
+) -> str:
     """The node's first process (run as `unshare --mount ... bash node.sh` inside the node's
     network namespace): private mounts, then containerd, kubelet, kube-proxy; SIGTERM stops
     them newest first, and the containers with them."""
     q = shlex.quote
-    kubelet = [str(bins["kubelet"]), "--config", str(node_dir / "kubelet.json"),
-               "--kubeconfig", str(kubeconfig), "--hostname-override", net.name,
-               "--node-ip", net.address, "--root-dir", "/var/lib/kubelet",
-               "--cert-dir", str(node_dir / "kubelet-pki"), "--v", "1"]
+    kubelet = [
+        str(bins["kubelet"]),
+        "--config",
+        str(node_dir / "kubelet.json"),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--hostname-override",
+        net.name,
+        "--node-ip",
+        net.address,
+        "--root-dir",
+        "/var/lib/kubelet",
+        "--cert-dir",
+        str(node_dir / "kubelet-pki"),
+        "--v",
+        "1",
+    ]
     proxy = [str(bins["kube-proxy"]), "--config", str(node_dir / "kube-proxy.json"), "--v", "1"]
     containerd = [str(bins["containerd"]), "--config", str(node_dir / "containerd.toml")]
     cgroups = " ".join(q(str(p)) for p in cgroup_dirs(net.cgroup))
@@ -216,8 +282,8 @@ for dir in {cgroups}; do echo $$ > "$dir/cgroup.procs" || die "cannot join $dir"
 mount --make-rprivate / || die "mount --make-rprivate / failed"
 mount -t tmpfs -o mode=0711 tfmw-run-containerd /run/containerd || die "cannot mount /run/containerd"
 mount -t tmpfs -o mode=0755 tfmw-run-netns /run/netns || die "cannot mount /run/netns"
-mount --bind {q(str(node_dir / 'kubelet'))} /var/lib/kubelet || die "cannot bind /var/lib/kubelet"
-mount --bind {q(str(node_dir / 'log'))} /var/log || die "cannot bind /var/log"
+mount --bind {q(str(node_dir / "kubelet"))} /var/lib/kubelet || die "cannot bind /var/lib/kubelet"
+mount --bind {q(str(node_dir / "log"))} /var/log || die "cannot bind /var/log"
 sysctl -qw net.ipv4.ip_forward=1 || die "cannot enable forwarding in the node's namespace"
 sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
 export PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -239,17 +305,17 @@ stop() {{
 }}
 trap stop TERM INT
 
-{' '.join(q(a) for a in containerd)} >> {q(str(log_dir / f'{net.name}-containerd.log'))} 2>&1 &
+{" ".join(q(a) for a in containerd)} >> {q(str(log_dir / f"{net.name}-containerd.log"))} 2>&1 &
 pids+=($!)
 for _ in $(seq 200); do [ -S /run/containerd/containerd.sock ] && break; sleep 0.1; done
 [ -S /run/containerd/containerd.sock ] || {{ echo "{net.name}: containerd did not start" >&2; stop; }}
-touch {q(str(node_dir / 'containerd.ready'))}
+touch {q(str(node_dir / "containerd.ready"))}
 # The images the cluster imports (pause, the worker image) come before the kubelet, so no
 # pod meets an image that is still on its way.
-for _ in $(seq 1200); do [ -e {q(str(node_dir / 'images.ready'))} ] && break; sleep 0.1; done
-{' '.join(q(a) for a in kubelet)} >> {q(str(log_dir / f'{net.name}-kubelet.log'))} 2>&1 &
+for _ in $(seq 1200); do [ -e {q(str(node_dir / "images.ready"))} ] && break; sleep 0.1; done
+{" ".join(q(a) for a in kubelet)} >> {q(str(log_dir / f"{net.name}-kubelet.log"))} 2>&1 &
 pids+=($!)
-{' '.join(q(a) for a in proxy)} >> {q(str(log_dir / f'{net.name}-kube-proxy.log'))} 2>&1 &
+{" ".join(q(a) for a in proxy)} >> {q(str(log_dir / f"{net.name}-kube-proxy.log"))} 2>&1 &
 pids+=($!)
 while :; do
   for pid in "${{pids[@]}}"; do
@@ -261,6 +327,7 @@ done
 
 
 # ---------------------------------------------------------------- cgroups
+
 
 def cgroup_hierarchies(types: tuple[str, ...] = ("cgroup",)) -> list[Path]:
     """Every mounted cgroup hierarchy of these file system types: by default the v1 ones a
@@ -293,7 +360,7 @@ def make_cgroups(name: str) -> None:
     for path in cgroup_dirs(name):
         path.mkdir(exist_ok=True)
         if path.parent.name == "cpuset" or (path.parent / "cpuset.cpus").exists():
-            for key in ("cpuset.cpus", "cpuset.mems"):   # a new cpuset cgroup starts empty
+            for key in ("cpuset.cpus", "cpuset.mems"):  # a new cpuset cgroup starts empty
                 parent = (path.parent / key).read_text().strip()
                 (path / key).write_text(parent)
 
@@ -325,8 +392,7 @@ def remove_cgroups(name: str, timeout: float = 10.0) -> list[str]:
     for top in (root / name for root in cgroup_cleanup_roots()):
         if not top.is_dir():
             continue
-        dirs = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts),
-                      reverse=True) + [top]
+        dirs = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True) + [top]
         for path in dirs:
             for _ in range(50):
                 try:
@@ -347,6 +413,7 @@ def leftover_cgroups(prefix: str) -> list[str]:
 
 # ---------------------------------------------------------------- kernel settings
 
+
 def read_kernel_sysctls() -> dict[str, str]:
     return {key: (Path("/proc/sys") / key).read_text().strip() for key in KERNEL_SYSCTLS}
 
@@ -360,6 +427,7 @@ def restore_kernel_sysctls(saved: dict[str, str]) -> None:
 
 
 # ---------------------------------------------------------------- network plumbing
+
 
 def create_network(net: NodeNet, bridge: str, others: list[NodeNet]) -> None:
     """The node's namespace and its veth on the cluster bridge; routes to the other nodes'
@@ -380,8 +448,9 @@ def create_network(net: NodeNet, bridge: str, others: list[NodeNet]) -> None:
 
 def leftover_networks(slot: int) -> list[tuple[str, str]]:
     """("netns" | "link", name) of slot `slot`'s node namespaces and veths that exist."""
-    found = [("netns", name) for name in _ip("netns", "list", check=False).stdout.split()
-             if name.startswith(f"tfmwk{slot}-")]
+    found = [
+        ("netns", name) for name in _ip("netns", "list", check=False).stdout.split() if name.startswith(f"tfmwk{slot}-")
+    ]
     for line in _ip("-o", "link", "show", check=False).stdout.splitlines():
         parts = line.split(":")
         name = parts[1].strip().split("@")[0] if len(parts) > 1 else ""
@@ -399,6 +468,7 @@ def remove_networks(slot: int) -> None:
 
 # ---------------------------------------------------------------- a node's files and process
 
+
 def cni_bin_dir() -> str | None:
     for directory in CNI_BIN_DIRS:
         if (Path(directory) / "bridge").exists() and (Path(directory) / "host-local").exists():
@@ -414,8 +484,17 @@ def containerd_root(cache: Path, net: NodeNet) -> Path:
     return cache / f"k{net.slot}-n{net.index}"
 
 
-def prepare_node(net: NodeNet, state_dir: Path, bins: dict, cluster_dns: str, cluster_domain: str,
-                 cluster_cidr: str, kubeconfig: Path, proxy_kubeconfig: Path, image_cache: Path) -> Path:
+def prepare_node(
+    net: NodeNet,
+    state_dir: Path,
+    bins: dict,
+    cluster_dns: str,
+    cluster_domain: str,
+    cluster_cidr: str,
+    kubeconfig: Path,
+    proxy_kubeconfig: Path,
+    image_cache: Path,
+) -> Path:
     """Write the node's folder: configs, resolv.conf, node.sh. Returns node.sh's path."""
     node_dir = state_dir / "nodes" / net.name
     containerd_root(image_cache, net).mkdir(parents=True, exist_ok=True)
@@ -423,13 +502,14 @@ def prepare_node(net: NodeNet, state_dir: Path, bins: dict, cluster_dns: str, cl
         (node_dir / sub).mkdir(parents=True, exist_ok=True)
     cni_dir = cni_bin_dir()
     if cni_dir is None:
-        raise NodeError("the CNI plugins (bridge, host-local) are not installed: "
-                        "apt-get install containernetworking-plugins")
+        raise NodeError(
+            "the CNI plugins (bridge, host-local) are not installed: apt-get install containernetworking-plugins"
+        )
     (node_dir / "cni" / "10-tfmw.conflist").write_text(cni_conflist(net, node_dir / "cni-ipam"))
-    (node_dir / "containerd.toml").write_text(
-        containerd_config(node_dir, cni_dir, containerd_root(image_cache, net)))
+    (node_dir / "containerd.toml").write_text(containerd_config(node_dir, cni_dir, containerd_root(image_cache, net)))
     (node_dir / "kubelet.json").write_text(
-        kubelet_config(net, node_dir, state_dir / "pki", cluster_dns, cluster_domain))
+        kubelet_config(net, node_dir, state_dir / "pki", cluster_dns, cluster_domain)
+    )
     (node_dir / "kube-proxy.json").write_text(kube_proxy_config(net, proxy_kubeconfig, cluster_cidr))
     # Upstream resolver for dnsPolicy Default pods; ClusterFirst pods get the cluster DNS.
     (node_dir / "resolv.conf").write_text(f"nameserver {net.gateway}\n")
@@ -441,8 +521,18 @@ def prepare_node(net: NodeNet, state_dir: Path, bins: dict, cluster_dns: str, cl
 def node_argv(net: NodeNet, script: Path) -> list[str]:
     """Enter the node's network namespace, then a private mount namespace, then run node.sh
     (nsenter and unshare exec in place: the PID recorded is node.sh's)."""
-    return ["nsenter", f"--net=/run/netns/{net.netns}", "--", "unshare", "--mount",
-            "--propagation", "private", "--", "bash", str(script)]
+    return [
+        "nsenter",
+        f"--net=/run/netns/{net.netns}",
+        "--",
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        "bash",
+        str(script),
+    ]
 
 
 def node_marker_for(name: str) -> str:
@@ -450,9 +540,9 @@ def node_marker_for(name: str) -> str:
     return f"nodes/{name}/node.sh"
 
 
-
-def run_in_node(pid: int, argv: list[str], timeout: float = 600, input_path: Path | None = None
-                ) -> subprocess.CompletedProcess:
+def run_in_node(
+    pid: int, argv: list[str], timeout: float = 600, input_path: Path | None = None
+) -> subprocess.CompletedProcess:
     """Run a command in a node's mount and network namespaces (ctr against its containerd)."""
     full = ["nsenter", f"--target={pid}", "--mount", "--net", "--", *argv]
     if input_path is not None:
@@ -461,12 +551,17 @@ def run_in_node(pid: int, argv: list[str], timeout: float = 600, input_path: Pat
     return subprocess.run(full, capture_output=True, timeout=timeout)
 
 
-def ctr_images(pid: int, ctr: str, *args: str, what: str = "", timeout: float = 600,
-               input_path: Path | None = None) -> str:
+def ctr_images(
+    pid: int, ctr: str, *args: str, what: str = "", timeout: float = 600, input_path: Path | None = None
+) -> str:
     """`ctr -n k8s.io images ARGS` against the node's containerd (CRI's namespace); stdout.
     With `what`, a failure is a NodeError naming it; without, it reads as no output."""
-    proc = run_in_node(pid, [ctr, "--address", "/run/containerd/containerd.sock", "-n", "k8s.io",
-                             "images", *args], timeout=timeout, input_path=input_path)
+    proc = run_in_node(
+        pid,
+        [ctr, "--address", "/run/containerd/containerd.sock", "-n", "k8s.io", "images", *args],
+        timeout=timeout,
+        input_path=input_path,
+    )
     if proc.returncode != 0 and what:
         last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
         raise NodeError(f"{what} in the node's containerd failed: {last}")
@@ -485,6 +580,7 @@ def archive_image(archive: Path) -> tuple[list[str], str]:
     """(references, image id) a docker-save archive holds, read from its manifest.json
     (tarfile skips over the layers without reading them)."""
     import tarfile
+
     with tarfile.open(archive) as tar:
         manifest = json.loads(tar.extractfile("manifest.json").read())
     entry = manifest[0]

@@ -19,6 +19,7 @@ Identities (CN / O as Kubernetes reads them):
 Serving certificates: apiserver (the cluster address, 127.0.0.1, kubernetes.default.svc...),
 etcd (127.0.0.1), node-<name>-serving (the kubelet's HTTPS endpoint at the node's address).
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -68,25 +69,49 @@ def san_line(dns: list[str], ips: list[str]) -> str:
 def make_ca(directory: Path, days: int = 3650) -> CertPair:
     pair = CertPair(directory / "ca.crt", directory / "ca.key")
     _key(pair.key)
-    _openssl("req", "-x509", "-new", "-key", str(pair.key), "-sha256", "-days", str(days),
-             "-subj", subject("tf-multiworker local cluster CA"), "-out", str(pair.cert),
-             "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature")
+    _openssl(
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        str(pair.key),
+        "-sha256",
+        "-days",
+        str(days),
+        "-subj",
+        subject("tf-multiworker local cluster CA"),
+        "-out",
+        str(pair.cert),
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+    )
     return pair
 
 
-def issue(ca: CertPair, directory: Path, name: str, cn: str, org: str | None = None, *,
-          server_dns: list[str] | None = None, server_ips: list[str] | None = None,
-          days: int = 3650) -> CertPair:
+def issue(
+    ca: CertPair,
+    directory: Path,
+    name: str,
+    cn: str,
+    org: str | None = None,
+    *,
+    server_dns: list[str] | None = None,
+    server_ips: list[str] | None = None,
+    days: int = 3650,
+) -> CertPair:
     """A certificate signed by `ca`: a client certificate, and a serving one too when
     server_dns/server_ips are given."""
     pair = CertPair(directory / f"{name}.crt", directory / f"{name}.key")
     _key(pair.key)
     serving = bool(server_dns or server_ips)
     usage = "serverAuth,clientAuth" if serving else "clientAuth"
-    ext = ["basicConstraints=critical,CA:FALSE",
-           "keyUsage=critical,digitalSignature,keyEncipherment",
-           f"extendedKeyUsage={usage}"]
+    ext = [
+        "basicConstraints=critical,CA:FALSE",
+        "keyUsage=critical,digitalSignature,keyEncipherment",
+        f"extendedKeyUsage={usage}",
+    ]
     if serving:
         ext.append(f"subjectAltName={san_line(server_dns or [], server_ips or [])}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -94,9 +119,24 @@ def issue(ca: CertPair, directory: Path, name: str, cn: str, org: str | None = N
         extfile = Path(tmp) / "ext.cnf"
         extfile.write_text("\n".join(ext) + "\n")
         _openssl("req", "-new", "-key", str(pair.key), "-subj", subject(cn, org), "-out", str(csr))
-        _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca.cert), "-CAkey", str(ca.key),
-                 "-CAcreateserial", "-sha256", "-days", str(days), "-extfile", str(extfile),
-                 "-out", str(pair.cert))
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            str(csr),
+            "-CA",
+            str(ca.cert),
+            "-CAkey",
+            str(ca.key),
+            "-CAcreateserial",
+            "-sha256",
+            "-days",
+            str(days),
+            "-extfile",
+            str(extfile),
+            "-out",
+            str(pair.cert),
+        )
     return pair
 
 
@@ -123,28 +163,43 @@ class ClusterPki:
     cluster_services: CertPair
     kube_proxy: CertPair
     coredns: CertPair
-    nodes: dict[str, CertPair]          # kubelet client identity per node
-    node_serving: dict[str, CertPair]   # kubelet HTTPS endpoint per node
+    nodes: dict[str, CertPair]  # kubelet client identity per node
+    node_serving: dict[str, CertPair]  # kubelet HTTPS endpoint per node
 
 
-def make_cluster_pki(directory: Path, address: str, service_ip: str, nodes: list[str],
-                     cluster_domain: str = "cluster.local",
-                     node_ips: dict[str, str] | None = None) -> ClusterPki:
+def make_cluster_pki(
+    directory: Path,
+    address: str,
+    service_ip: str,
+    nodes: list[str],
+    cluster_domain: str = "cluster.local",
+    node_ips: dict[str, str] | None = None,
+) -> ClusterPki:
     """Every certificate a cluster at `address` with these nodes needs, under `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
     ca = make_ca(directory)
-    api_dns = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-               f"kubernetes.default.svc.{cluster_domain}"]
+    api_dns = [
+        "localhost",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        f"kubernetes.default.svc.{cluster_domain}",
+    ]
     return ClusterPki(
         ca=ca,
         service_accounts=service_account_keys(directory),
-        apiserver=issue(ca, directory, "apiserver", "kube-apiserver", server_dns=api_dns,
-                        server_ips=sorted({address, "127.0.0.1", service_ip})),
+        apiserver=issue(
+            ca,
+            directory,
+            "apiserver",
+            "kube-apiserver",
+            server_dns=api_dns,
+            server_ips=sorted({address, "127.0.0.1", service_ip}),
+        ),
         etcd=issue(ca, directory, "etcd", "etcd", server_dns=["localhost"], server_ips=["127.0.0.1"]),
         apiserver_etcd_client=issue(ca, directory, "apiserver-etcd-client", "kube-apiserver-etcd-client"),
-        apiserver_kubelet_client=issue(ca, directory, "apiserver-kubelet-client",
-                                       "kube-apiserver-kubelet-client"),
+        apiserver_kubelet_client=issue(ca, directory, "apiserver-kubelet-client", "kube-apiserver-kubelet-client"),
         admin=issue(ca, directory, "admin", "tfmw-admin", "system:masters"),
         controller_manager=issue(ca, directory, "controller-manager", "system:kube-controller-manager"),
         scheduler=issue(ca, directory, "scheduler", "system:kube-scheduler"),
@@ -152,8 +207,15 @@ def make_cluster_pki(directory: Path, address: str, service_ip: str, nodes: list
         kube_proxy=issue(ca, directory, "kube-proxy", "system:kube-proxy"),
         coredns=issue(ca, directory, "coredns", "tfmw:coredns"),
         nodes={n: issue(ca, directory, f"node-{n}", f"system:node:{n}", "system:nodes") for n in nodes},
-        node_serving={n: issue(ca, directory, f"node-{n}-serving", f"system:node:{n}",
-                               server_dns=[n, "localhost"],
-                               server_ips=sorted({address, "127.0.0.1", *([node_ips[n]] if node_ips and n in node_ips else [])}))
-                      for n in nodes},
+        node_serving={
+            n: issue(
+                ca,
+                directory,
+                f"node-{n}-serving",
+                f"system:node:{n}",
+                server_dns=[n, "localhost"],
+                server_ips=sorted({address, "127.0.0.1", *([node_ips[n]] if node_ips and n in node_ips else [])}),
+            )
+            for n in nodes
+        },
     )

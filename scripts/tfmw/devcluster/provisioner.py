@@ -10,10 +10,10 @@ world-writable (as rancher's local-path-provisioner does): the workers run as UI
 Runs as its own process beside the control plane (`python -m tfmw.devcluster.provisioner
 --state DIR`, started by scripts/tfmw/devcluster/controlplane.py), with the cluster-services identity.
 """
+
 from __future__ import annotations
 
 import argparse
-
 import shutil
 import signal
 import sys
@@ -32,7 +32,8 @@ def volume_for(claim: dict, root: Path, storage_class: str, provisioner: str) ->
     name = f"pvc-{meta['uid']}"
     size = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
     return {
-        "apiVersion": "v1", "kind": "PersistentVolume",
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
         "metadata": {"name": name, "annotations": {PROVISIONED_BY: provisioner}},
         "spec": {
             "capacity": {"storage": size},
@@ -41,8 +42,13 @@ def volume_for(claim: dict, root: Path, storage_class: str, provisioner: str) ->
             "storageClassName": storage_class,
             "volumeMode": spec.get("volumeMode") or "Filesystem",
             "hostPath": {"path": str(root / name), "type": "DirectoryOrCreate"},
-            "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": meta["namespace"],
-                         "name": meta["name"], "uid": meta["uid"]},
+            "claimRef": {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "namespace": meta["namespace"],
+                "name": meta["name"],
+                "uid": meta["uid"],
+            },
         },
     }
 
@@ -62,8 +68,10 @@ class Provisioner:
             folder.chmod(0o777)
             try:
                 self.api.create("/api/v1/persistentvolumes", pv)
-                self.log(f"provisioned {pv['metadata']['name']} for claim "
-                         f"{claim['metadata']['namespace']}/{claim['metadata']['name']}")
+                self.log(
+                    f"provisioned {pv['metadata']['name']} for claim "
+                    f"{claim['metadata']['namespace']}/{claim['metadata']['name']}"
+                )
             except ApiError as err:
                 if err.status != 409:
                     raise
@@ -79,6 +87,7 @@ class Provisioner:
 
 def main(argv: list[str] | None = None) -> int:
     from tfmw.devcluster.controlplane import PROVISIONER, STORAGE_CLASS, ClusterState
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--state", type=Path, required=True, help="the cluster's state folder")
     parser.add_argument("--interval", type=float, default=0.5)

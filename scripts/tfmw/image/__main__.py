@@ -1,4 +1,5 @@
 """make image."""
+
 import sys
 
 from tfmw.image.build import main

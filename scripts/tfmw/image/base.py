@@ -11,6 +11,7 @@ recipe below does; an existing tag is reused without running debootstrap again.
 
 Standard library only: it runs before the venv exists (scripts/tfmw/image/build.py imports it).
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -24,6 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from tfmw import REPO as REPO_ROOT
+
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
@@ -43,9 +45,16 @@ IMAGE_CHANGES = (
 # documentation (the copyright files stay), as debian:bookworm-slim leaves them out.
 REMOVE = (
     "usr/lib/python3.11/EXTERNALLY-MANAGED",
-    "var/cache/apt/archives/*.deb", "var/cache/apt/*.bin", "var/lib/apt/lists/*_*",
-    "var/log/*.log", "var/log/apt/*", "usr/share/man/*", "usr/share/info/*",
-    "usr/share/locale/*", "usr/share/doc/*/[!c]*", "usr/share/doc/*/changelog*",
+    "var/cache/apt/archives/*.deb",
+    "var/cache/apt/*.bin",
+    "var/lib/apt/lists/*_*",
+    "var/log/*.log",
+    "var/log/apt/*",
+    "usr/share/man/*",
+    "usr/share/info/*",
+    "usr/share/locale/*",
+    "usr/share/doc/*/[!c]*",
+    "usr/share/doc/*/changelog*",
 )
 EMPTIED = ("etc/resolv.conf", "etc/hostname")
 RECIPE_VERSION = 1  # bump when the steps below change in a way the constants do not show
@@ -58,9 +67,16 @@ class BaseError(Exception):
 
 
 def recipe_digest() -> str:
-    recipe = {"suite": SUITE, "mirror": MIRROR, "variant": "minbase", "packages": sorted(PACKAGES),
-              "changes": list(IMAGE_CHANGES), "remove": list(REMOVE), "emptied": list(EMPTIED),
-              "version": RECIPE_VERSION}
+    recipe = {
+        "suite": SUITE,
+        "mirror": MIRROR,
+        "variant": "minbase",
+        "packages": sorted(PACKAGES),
+        "changes": list(IMAGE_CHANGES),
+        "remove": list(REMOVE),
+        "emptied": list(EMPTIED),
+        "version": RECIPE_VERSION,
+    }
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()
 
 
@@ -77,19 +93,32 @@ def reference() -> str:
 def check_can_build() -> None:
     """Everything debootstrap needs, refused with the fix before anything runs."""
     if shutil.which("debootstrap") is None:
-        raise BaseError("BASE=debian needs debootstrap, which is not on PATH; install it "
-                        "(`apt-get install debootstrap`) or use the official base (BASE unset)")
+        raise BaseError(
+            "BASE=debian needs debootstrap, which is not on PATH; install it "
+            "(`apt-get install debootstrap`) or use the official base (BASE unset)"
+        )
     if os.geteuid() != 0:
-        raise BaseError("BASE=debian runs debootstrap, which needs root (it chroots and sets file "
-                        "owners); run `sudo make image BASE=debian` or use the official base (BASE unset)")
+        raise BaseError(
+            "BASE=debian runs debootstrap, which needs root (it chroots and sets file "
+            "owners); run `sudo make image BASE=debian` or use the official base (BASE unset)"
+        )
     if not KEYRING.is_file():
-        raise BaseError(f"BASE=debian checks the archive's signatures with {KEYRING}, which is missing; "
-                        "install it (`apt-get install debian-archive-keyring`)")
+        raise BaseError(
+            f"BASE=debian checks the archive's signatures with {KEYRING}, which is missing; "
+            "install it (`apt-get install debian-archive-keyring`)"
+        )
 
 
 def debootstrap_command(target: Path) -> list[str]:
-    return ["debootstrap", "--variant=minbase", f"--keyring={KEYRING}", "--include=" + ",".join(PACKAGES),
-            SUITE, str(target), MIRROR]
+    return [
+        "debootstrap",
+        "--variant=minbase",
+        f"--keyring={KEYRING}",
+        "--include=" + ",".join(PACKAGES),
+        SUITE,
+        str(target),
+        MIRROR,
+    ]
 
 
 def import_command(engine: str, ref: str) -> list[str]:
@@ -167,8 +196,13 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
-def ensure_base(engine: str, env: Mapping[str, str] | None = None, progress: Callable[[str], None] = print,
-                workdir: Path | None = None, log: Path | None = None) -> str:
+def ensure_base(
+    engine: str,
+    env: Mapping[str, str] | None = None,
+    progress: Callable[[str], None] = print,
+    workdir: Path | None = None,
+    log: Path | None = None,
+) -> str:
     """The base's reference, built and imported into engine's storage unless it is already there."""
     ref = reference()
     if image_exists(engine, ref, env):
@@ -178,17 +212,18 @@ def ensure_base(engine: str, env: Mapping[str, str] | None = None, progress: Cal
     workdir = workdir or REPO_ROOT / ".tools" / "image"
     workdir.mkdir(parents=True, exist_ok=True)
     log = log or workdir / "debootstrap.log"
-    progress(f"image: building base {ref}: debootstrap {SUITE} from {MIRROR} "
-             f"(one-time, ~3 min; log {log})")
+    progress(f"image: building base {ref}: debootstrap {SUITE} from {MIRROR} (one-time, ~3 min; log {log})")
     root = Path(tempfile.mkdtemp(prefix="base-rootfs-", dir=workdir))
     try:
         with open(log, "w") as out:
             try:
-                code = subprocess.run(debootstrap_command(root), stdout=out, stderr=subprocess.STDOUT,
-                                      timeout=DEBOOTSTRAP_TIMEOUT_SECONDS).returncode
+                code = subprocess.run(
+                    debootstrap_command(root), stdout=out, stderr=subprocess.STDOUT, timeout=DEBOOTSTRAP_TIMEOUT_SECONDS
+                ).returncode
             except subprocess.TimeoutExpired:
-                raise BaseError(f"debootstrap did not finish within {DEBOOTSTRAP_TIMEOUT_SECONDS}s; "
-                                f"see {log}") from None
+                raise BaseError(
+                    f"debootstrap did not finish within {DEBOOTSTRAP_TIMEOUT_SECONDS}s; see {log}"
+                ) from None
         if code != 0:
             raise BaseError(f"debootstrap exited {code} ({_last_line(log.read_text(errors='replace'))}); see {log}")
         for point in mounts_under(root):  # debootstrap unmounts proc/sys itself; be sure
@@ -198,18 +233,21 @@ def ensure_base(engine: str, env: Mapping[str, str] | None = None, progress: Cal
         if not (python.is_symlink() or python.exists()):
             raise BaseError(f"the debootstrapped tree has no /usr/bin/python (python-is-python3); see {log}")
         progress(f"image: importing base {ref} into {Path(engine).name}")
-        tar = subprocess.Popen(["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-c", "."],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        result = subprocess.run(import_command(engine, ref), stdin=tar.stdout, capture_output=True,
-                                text=True, env=env)
+        tar = subprocess.Popen(
+            ["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-c", "."],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        result = subprocess.run(import_command(engine, ref), stdin=tar.stdout, capture_output=True, text=True, env=env)
         tar.stdout.close()
         tar_error = tar.stderr.read().decode(errors="replace")
         tar_code = tar.wait()
         if tar_code != 0:
             raise BaseError(f"tar of the base tree exited {tar_code}: {_last_line(tar_error)}")
         if result.returncode != 0:
-            raise BaseError(f"{Path(engine).name} import exited {result.returncode}: "
-                            f"{_last_line(result.stderr or result.stdout)}")
+            raise BaseError(
+                f"{Path(engine).name} import exited {result.returncode}: {_last_line(result.stderr or result.stdout)}"
+            )
     finally:
         remove_tree(root)
     return ref

@@ -25,6 +25,7 @@ Called from Python (the local cluster imports the image into containerd):
 
 Both raise ImageError (one line in str(error), exit_code) on a refusal or failure.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,9 +45,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tfmw import REPO as REPO_ROOT
 from tfmw.image import base as image_base
 
-from tfmw import REPO as REPO_ROOT
 IMAGE_NAME = "tf-multiworker"
 CHART_VALUES = REPO_ROOT / "charts" / "tf-multiworker" / "values.yaml"
 ENGINES = ("docker", "podman")
@@ -266,17 +267,25 @@ def check_base_digest(digest: str, base: str) -> str:
 
 def check_base_choice(base: str, base_image: str | None, base_tag: str | None, base_digest: str | None) -> str:
     if base not in BASES:
-        raise ImageError(f"BASE={base!r} is not one of {', '.join(BASES)}; leave it unset for the official "
-                         "python image or choose BASE=debian (built here from Debian packages)")
+        raise ImageError(
+            f"BASE={base!r} is not one of {', '.join(BASES)}; leave it unset for the official "
+            "python image or choose BASE=debian (built here from Debian packages)"
+        )
     if base == "debian":
-        given = [name for name, value in (("BASE_IMAGE", base_image), ("BASE_TAG", base_tag),
-                                          ("BASE_DIGEST", base_digest)) if value]
+        given = [
+            name
+            for name, value in (("BASE_IMAGE", base_image), ("BASE_TAG", base_tag), ("BASE_DIGEST", base_digest))
+            if value
+        ]
         if given:
-            raise ImageError(f"BASE=debian builds its own base, so {'/'.join(given)} cannot apply; "
-                             "drop one of them (BASE_IMAGE/BASE_TAG/BASE_DIGEST go with the official base)")
+            raise ImageError(
+                f"BASE=debian builds its own base, so {'/'.join(given)} cannot apply; "
+                "drop one of them (BASE_IMAGE/BASE_TAG/BASE_DIGEST go with the official base)"
+            )
     if base_image and (not IMAGE_REF_PATTERN.match(base_image) or ":" in base_image.rsplit("/", 1)[-1]):
-        raise ImageError(f"BASE_IMAGE={base_image!r} is not an image repository ([registry/]name, "
-                         "no tag: the tag goes in BASE_TAG)")
+        raise ImageError(
+            f"BASE_IMAGE={base_image!r} is not an image repository ([registry/]name, no tag: the tag goes in BASE_TAG)"
+        )
     if base_tag and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", base_tag):
         raise ImageError(f"BASE_TAG={base_tag!r} is not a valid tag (letters, digits, _ . -)")
     return base
@@ -299,8 +308,7 @@ def engine_env(engine: str) -> dict[str, str]:
 def _install_hint(name: str | None = None) -> str:
     if name:
         return f"install it (`apt-get install {APT_PACKAGE[name]}`)"
-    return ("install podman (`apt-get install podman`) or Docker "
-            "(https://docs.docker.com/engine/install/)")
+    return "install podman (`apt-get install podman`) or Docker (https://docs.docker.com/engine/install/)"
 
 
 def find_engine(requested: str | None) -> str:
@@ -327,16 +335,19 @@ def engine_problem(engine: str) -> str | None:
     """Why the engine cannot build (its own last line), or None when it answers."""
     try:
         result = subprocess.run(
-            [engine, "info"], capture_output=True, text=True, timeout=DAEMON_CHECK_TIMEOUT_SECONDS,
+            [engine, "info"],
+            capture_output=True,
+            text=True,
+            timeout=DAEMON_CHECK_TIMEOUT_SECONDS,
             env=engine_env(engine),
         )
     except subprocess.TimeoutExpired:
-        return "it did not answer within %ds" % DAEMON_CHECK_TIMEOUT_SECONDS
+        return f"it did not answer within {DAEMON_CHECK_TIMEOUT_SECONDS}s"
     except OSError as error:
         raise ImageError(f"cannot run {engine} ({error}); reinstall it", EXIT_NO_ENGINE) from None
     if result.returncode == 0:
         return None
-    lines = [l.strip() for l in (result.stderr or result.stdout).splitlines() if l.strip()]
+    lines = [line.strip() for line in (result.stderr or result.stdout).splitlines() if line.strip()]
     return lines[-1] if lines else f"`{Path(engine).name} info` exited {result.returncode}"
 
 
@@ -487,8 +498,18 @@ class BuildPlan:
 
 
 def build_command(plan: BuildPlan) -> list[str]:
-    command = [plan.engine, "build", "--file", str(plan.dockerfile_path), "--tag", plan.image,
-               "--build-arg", f"VERSION={plan.version}", "--build-arg", f"VARIANT={plan.variant}"]
+    command = [
+        plan.engine,
+        "build",
+        "--file",
+        str(plan.dockerfile_path),
+        "--tag",
+        plan.image,
+        "--build-arg",
+        f"VERSION={plan.version}",
+        "--build-arg",
+        f"VARIANT={plan.variant}",
+    ]
     if plan.base_image:
         command += ["--build-arg", f"BASE_IMAGE={plan.base_image}"]
     if plan.base_tag:
@@ -503,8 +524,12 @@ def build_command(plan: BuildPlan) -> list[str]:
             # The host's CA bundle, for the build's RUN steps only (a bind mount is not committed):
             # Debian's pip reads it there; PIP_CERT (an ARG, not in the image's environment) points
             # the official image's pip, which has its own certifi bundle, at it too.
-            command += ["--volume", f"{HOST_CA_BUNDLE}:{HOST_CA_BUNDLE}:ro",
-                        "--build-arg", f"PIP_CERT={HOST_CA_BUNDLE}"]
+            command += [
+                "--volume",
+                f"{HOST_CA_BUNDLE}:{HOST_CA_BUNDLE}:ro",
+                "--build-arg",
+                f"PIP_CERT={HOST_CA_BUNDLE}",
+            ]
     if plan.label:
         command += ["--label", f"{SOURCE_LABEL}={plan.label}"]
     return command + [str(plan.context)]
@@ -545,8 +570,9 @@ def _last_line(text: str) -> str:
 BUILD_ESTIMATE = {"cpu": "~4 min", "gpu": "~10 min, 2.8 GB of NVIDIA wheels"}
 
 
-def _build(plan: BuildPlan, dockerfile: Dockerfile, progress: Callable[[str], None], stream: bool,
-           rebuild: bool) -> bool:
+def _build(
+    plan: BuildPlan, dockerfile: Dockerfile, progress: Callable[[str], None], stream: bool, rebuild: bool
+) -> bool:
     """Ensure plan.image exists with plan.label; True when it was built now, False when up to date."""
     name = Path(plan.engine).name
     env = engine_env(plan.engine)
@@ -562,14 +588,19 @@ def _build(plan: BuildPlan, dockerfile: Dockerfile, progress: Callable[[str], No
     plan.label = source_digest(plan.context, dockerfile, plan.dockerfile_path, plan.variant, base)
     existing = image_labels(inspect_image(plan.engine, plan.image)).get(SOURCE_LABEL)
     if existing == plan.label and not rebuild:
-        progress(f"image: {plan.image} is up to date ({SOURCE_LABEL} {plan.label[:12]}; "
-                 f"{base_description(plan, dockerfile)})")
+        progress(
+            f"image: {plan.image} is up to date ({SOURCE_LABEL} {plan.label[:12]}; "
+            f"{base_description(plan, dockerfile)})"
+        )
         return False
     command = build_command(plan)
     state_dir().mkdir(parents=True, exist_ok=True)
     log = state_dir() / f"build-{plan.variant}.log"
-    progress(f"image: building {plan.image} with {name} (one-time, {BUILD_ESTIMATE[plan.variant]}"
-             + ("" if stream else f"; log {log}") + ")")
+    progress(
+        f"image: building {plan.image} with {name} (one-time, {BUILD_ESTIMATE[plan.variant]}"
+        + ("" if stream else f"; log {log}")
+        + ")"
+    )
     progress("image: " + shlex.join(command))
     started = time.monotonic()
     if stream:
@@ -580,15 +611,24 @@ def _build(plan: BuildPlan, dockerfile: Dockerfile, progress: Callable[[str], No
         with open(log, "w") as out:
             code = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
         if code != 0:
-            raise ImageError(f"{name} build exited {code} ({_last_line(log.read_text(errors='replace'))}); "
-                             f"full log {log}", code)
+            raise ImageError(
+                f"{name} build exited {code} ({_last_line(log.read_text(errors='replace'))}); full log {log}", code
+            )
     progress(f"image: built {plan.image} ({base_description(plan, dockerfile)}) in {time.monotonic() - started:.0f}s")
     return True
 
 
-def ensure_image(variant: str = "cpu", base: str = "debian", progress: Callable[[str], None] = print, *,
-                 image: str | None = None, engine: str | None = None, rebuild: bool = False,
-                 stream: bool = False, context: Path = REPO_ROOT) -> str:
+def ensure_image(
+    variant: str = "cpu",
+    base: str = "debian",
+    progress: Callable[[str], None] = print,
+    *,
+    image: str | None = None,
+    engine: str | None = None,
+    rebuild: bool = False,
+    stream: bool = False,
+    context: Path = REPO_ROOT,
+) -> str:
     """The full reference of the worker image, built only when its sources changed.
 
     Default reference: what the chart pulls with an empty image.tag, e.g.
@@ -614,8 +654,9 @@ def archive_name(ref: str, short_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", ref) + f"-{short_id}.tar"
 
 
-def save_archive(ref: str, dest_dir: Path | None = None, *, engine: str | None = None,
-                 progress: Callable[[str], None] = print) -> Path:
+def save_archive(
+    ref: str, dest_dir: Path | None = None, *, engine: str | None = None, progress: Callable[[str], None] = print
+) -> Path:
     """`<dest_dir>/<sanitised ref>-<image id, 12 hex>.tar`, a docker-archive of ref (kept when present).
 
     dest_dir defaults to .tools/image/archives.
@@ -640,8 +681,10 @@ def save_archive(ref: str, dest_dir: Path | None = None, *, engine: str | None =
     result = subprocess.run(command, capture_output=True, text=True, env=engine_env(engine_path))
     if result.returncode != 0:
         partial.unlink(missing_ok=True)
-        raise ImageError(f"{Path(engine_path).name} save exited {result.returncode}: "
-                         f"{_last_line(result.stderr or result.stdout)}", result.returncode)
+        raise ImageError(
+            f"{Path(engine_path).name} save exited {result.returncode}: {_last_line(result.stderr or result.stdout)}",
+            result.returncode,
+        )
     partial.rename(target)
     stale_prefix = archive_name(ref, "")[: -len(".tar")]
     for old in dest_dir.glob(glob_escape(stale_prefix) + "*.tar"):
@@ -659,27 +702,52 @@ def glob_escape(text: str) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tfmw.image.build", description=__doc__.splitlines()[0])
-    parser.add_argument("--variant", default=os.environ.get("VARIANT") or "gpu",
-                        help="gpu (tensorflow[and-cuda], default) or cpu (tensorflow-cpu); env VARIANT")
-    parser.add_argument("--image", default=os.environ.get("IMAGE"),
-                        help="[registry/]name[:tag] (default: env IMAGE, else the chart's image.repository); "
-                             "without a tag, <version> (gpu) or <version>-cpu (cpu) is added")
-    parser.add_argument("--base", default=os.environ.get("BASE") or "official",
-                        help="official (docker.io/library/python, default) or debian (built here with "
-                             "debootstrap; root); env BASE")
-    parser.add_argument("--base-image", default=os.environ.get("BASE_IMAGE") or None,
-                        help="the official base's repository (build arg BASE_IMAGE); env BASE_IMAGE")
-    parser.add_argument("--base-tag", default=os.environ.get("BASE_TAG") or None,
-                        help="the official base's tag (build arg BASE_TAG); env BASE_TAG")
-    parser.add_argument("--engine", default=os.environ.get("CONTAINER_ENGINE"), choices=ENGINES,
-                        help="container engine (default: env CONTAINER_ENGINE, else docker if its daemon "
-                             "answers, else podman)")
-    parser.add_argument("--base-digest", default=os.environ.get("BASE_DIGEST"),
-                        help="sha256 digest pinning the Python base image (default: env BASE_DIGEST, else unpinned)")
-    parser.add_argument("--push", action="store_true", default=os.environ.get("PUSH") == "1",
-                        help="push the image after building it (env PUSH=1)")
-    parser.add_argument("--rebuild", action="store_true",
-                        help=f"build even when the image's {SOURCE_LABEL} label matches the sources")
+    parser.add_argument(
+        "--variant",
+        default=os.environ.get("VARIANT") or "gpu",
+        help="gpu (tensorflow[and-cuda], default) or cpu (tensorflow-cpu); env VARIANT",
+    )
+    parser.add_argument(
+        "--image",
+        default=os.environ.get("IMAGE"),
+        help="[registry/]name[:tag] (default: env IMAGE, else the chart's image.repository); "
+        "without a tag, <version> (gpu) or <version>-cpu (cpu) is added",
+    )
+    parser.add_argument(
+        "--base",
+        default=os.environ.get("BASE") or "official",
+        help="official (docker.io/library/python, default) or debian (built here with debootstrap; root); env BASE",
+    )
+    parser.add_argument(
+        "--base-image",
+        default=os.environ.get("BASE_IMAGE") or None,
+        help="the official base's repository (build arg BASE_IMAGE); env BASE_IMAGE",
+    )
+    parser.add_argument(
+        "--base-tag",
+        default=os.environ.get("BASE_TAG") or None,
+        help="the official base's tag (build arg BASE_TAG); env BASE_TAG",
+    )
+    parser.add_argument(
+        "--engine",
+        default=os.environ.get("CONTAINER_ENGINE"),
+        choices=ENGINES,
+        help="container engine (default: env CONTAINER_ENGINE, else docker if its daemon answers, else podman)",
+    )
+    parser.add_argument(
+        "--base-digest",
+        default=os.environ.get("BASE_DIGEST"),
+        help="sha256 digest pinning the Python base image (default: env BASE_DIGEST, else unpinned)",
+    )
+    parser.add_argument(
+        "--push",
+        action="store_true",
+        default=os.environ.get("PUSH") == "1",
+        help="push the image after building it (env PUSH=1)",
+    )
+    parser.add_argument(
+        "--rebuild", action="store_true", help=f"build even when the image's {SOURCE_LABEL} label matches the sources"
+    )
     parser.add_argument("--dockerfile", type=Path, default=REPO_ROOT / "Dockerfile")
     parser.add_argument("--context", type=Path, default=REPO_ROOT)
     parser.add_argument("--dry-run", action="store_true", help="print the build command instead of running it")
@@ -699,14 +767,27 @@ def run(argv: list[str] | None = None) -> int:
         engine = select_engine(args.engine)
     base_ref = base_reference(dockerfile, args.base_image, args.base_tag)
     digest = check_base_digest(args.base_digest, base_ref) if args.base_digest else None
-    plan = BuildPlan(engine, image, version, args.variant, args.dockerfile, args.context, base=args.base,
-                     base_image=args.base_image, base_tag=args.base_tag, base_digest=digest)
+    plan = BuildPlan(
+        engine,
+        image,
+        version,
+        args.variant,
+        args.dockerfile,
+        args.context,
+        base=args.base,
+        base_image=args.base_image,
+        base_tag=args.base_tag,
+        base_digest=digest,
+    )
     if args.dry_run:
         if args.base == "debian":
             plan.base_image, plan.base_tag = image_base.base_image_and_tag()
-            print(f"image: base {image_base.reference()} (unless present): "
-                  + shlex.join(image_base.debootstrap_command(Path("<dir>")))
-                  + " && tar -C <dir> -c . | " + shlex.join(image_base.import_command(engine, image_base.reference())))
+            print(
+                f"image: base {image_base.reference()} (unless present): "
+                + shlex.join(image_base.debootstrap_command(Path("<dir>")))
+                + " && tar -C <dir> -c . | "
+                + shlex.join(image_base.import_command(engine, image_base.reference()))
+            )
         print("image: " + shlex.join(build_command(plan)))
         return 0
     with build_lock():

@@ -4,6 +4,7 @@ The control plane's bootstrap, the provisioner and the cluster tests talk to the
 server through this: client-certificate authentication, JSON in and out, merge patches.
 Errors are ApiError with the HTTP status and the server's one-line message.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -30,7 +31,7 @@ STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 
 @dataclass
 class Credentials:
-    server: str          # https://host:port
+    server: str  # https://host:port
     ca: Path
     cert: Path
     key: Path
@@ -51,13 +52,20 @@ class Api:
     def _conn(self) -> http.client.HTTPSConnection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = http.client.HTTPSConnection(self.host, self.port, context=self._ctx,
-                                               timeout=self.timeout)
+            conn = http.client.HTTPSConnection(self.host, self.port, context=self._ctx, timeout=self.timeout)
             self._local.conn = conn
         return conn
 
-    def request(self, method: str, path: str, body: Any = None, *, query: dict | None = None,
-                content_type: str = "application/json", raw: bool = False) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        query: dict | None = None,
+        content_type: str = "application/json",
+        raw: bool = False,
+    ) -> Any:
         if query:
             path = f"{path}?{urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})}"
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())

@@ -1,4 +1,5 @@
 """make lint."""
+
 import sys
 
 from tfmw.lint.pipeline import main

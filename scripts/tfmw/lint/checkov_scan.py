@@ -12,6 +12,7 @@ Usage:
     python -m tfmw.lint.checkov_scan FILE...        # exit 0: no failed check; 1: failures; 2: bad use
     python -m tfmw.lint.checkov_scan --install      # only make sure checkov is installed
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,11 +21,12 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from tfmw import REPO
+
 VENV = REPO / ".tools" / "checkov-venv"
 CHECKOV_REQUIREMENT = "checkov==3.3.30"
 # A marker in the venv records which requirement it holds: a changed pin reinstalls, an
@@ -66,8 +68,7 @@ def ensure_checkov(venv: Path = VENV, requirement: str = CHECKOV_REQUIREMENT) ->
 
 def _installed(venv: Path, requirement: str) -> bool:
     stamp = venv / ".installed-requirement"
-    return checkov_executable(venv).exists() and stamp.exists() \
-        and stamp.read_text().strip() == requirement
+    return checkov_executable(venv).exists() and stamp.exists() and stamp.read_text().strip() == requirement
 
 
 def _install(venv: Path, requirement: str) -> None:
@@ -76,8 +77,10 @@ def _install(venv: Path, requirement: str) -> None:
     python = venv / "bin" / "python"
     if not python.exists():
         _run([sys.executable, "-m", "venv", str(venv)], "create the checkov venv")
-    _run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-          requirement], f"pip install {requirement}")
+    _run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", requirement],
+        f"pip install {requirement}",
+    )
     if not exe.exists():
         raise CheckovError(f"{requirement} installed but {exe} is missing")
     stamp.write_text(requirement + "\n")
@@ -101,12 +104,14 @@ def parse_report(stdout: str) -> list[FailedCheck]:
     for report in reports:
         # An empty scan is reported as a bare summary without "results".
         for check in (report.get("results") or {}).get("failed_checks", []):
-            failed.append(FailedCheck(
-                check_id=check.get("check_id", "?"),
-                check_name=check.get("check_name", ""),
-                resource=check.get("resource", "?"),
-                file=check.get("file_path", "?"),
-            ))
+            failed.append(
+                FailedCheck(
+                    check_id=check.get("check_id", "?"),
+                    check_name=check.get("check_name", ""),
+                    resource=check.get("resource", "?"),
+                    file=check.get("file_path", "?"),
+                )
+            )
     return failed
 
 
@@ -119,8 +124,7 @@ def scan(manifest_paths: Iterable[str | os.PathLike]) -> list[FailedCheck]:
         if not path.is_file():
             raise CheckovError(f"no such manifest file: {path}")
     exe = ensure_checkov()
-    cmd = [str(exe), "--skip-download", "--framework", "kubernetes", "--quiet",
-           "--compact", "-o", "json"]
+    cmd = [str(exe), "--skip-download", "--framework", "kubernetes", "--quiet", "--compact", "-o", "json"]
     for path in paths:
         cmd += ["-f", str(path)]
     env = dict(os.environ, BC_SKIP_MAPPING="TRUE", CHECKOV_RUN_SCA_PACKAGE_SCAN_V2="false")
@@ -139,8 +143,9 @@ def scan(manifest_paths: Iterable[str | os.PathLike]) -> list[FailedCheck]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfmw.lint.checkov_scan",
-                                     description="checkov over rendered manifests, offline")
+    parser = argparse.ArgumentParser(
+        prog="python -m tfmw.lint.checkov_scan", description="checkov over rendered manifests, offline"
+    )
     parser.add_argument("files", nargs="*", help="rendered manifest YAML files")
     parser.add_argument("--install", action="store_true", help="only install checkov")
     args = parser.parse_args(argv)

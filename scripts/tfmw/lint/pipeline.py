@@ -2,7 +2,7 @@
 
     python -m tfmw.lint.pipeline [--root DIR] [--skip CHECK ...] [--only CHECK ...]
 
-For the chart defaults and every overlay (values/*.yaml, plus tests/chart/values-all-on.yaml
+For the chart defaults and every overlay (values/*.yaml, plus tests/tfmw/chart/values-all-on.yaml
 when present):
   helm-lint   `helm lint --strict` with Helm 4 ($HELM or .tools/bin/helm) and Helm 3
               ($HELM3 or .tools/bin/helm3), for each target Kubernetes version
@@ -15,11 +15,14 @@ Once:
   hadolint    the Dockerfile, with .hadolint.yaml
   yamllint    plain YAML only (overlays, the chart's values.yaml/Chart.yaml, CI workflows);
               Helm templates are Go templates, not YAML, and are never linted as YAML
+  ruff        `ruff check` and `ruff format --check` of every Python file, with the
+              [tool.ruff] config of pyproject.toml (a `# noqa` silencing nothing fails too)
 
 Prints PASS/FAIL/SKIP <check> per line (details indented below a FAIL), then a summary;
 exits 1 if any check failed, 2 on bad usage. Rendered manifests are kept in
 <root>/build/lint/ (or --out DIR) for inspection.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,23 +32,22 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 import yaml
 
-from tfmw.chart import helmkit
-from tfmw.chart import pss
+from tfmw.chart import helmkit, pss
 from tfmw.chart.helmkit import KUBERNETES_VERSIONS, ToolError
 
 REPO_ROOT = helmkit.REPO
 CHART_RELATIVE = Path("charts") / "tf-multiworker"
-ALL_ON_OVERLAY = Path("tests") / "chart" / "values-all-on.yaml"
+ALL_ON_OVERLAY = Path("tests") / "tfmw" / "chart" / "values-all-on.yaml"
 RELEASE = "tf-multiworker"
 NAMESPACE = "tfmw-lint"
-CHECKS = ("helm-lint", "validate", "checkov", "hadolint", "yamllint")
+CHECKS = ("helm-lint", "validate", "checkov", "hadolint", "yamllint", "ruff")
 MAX_DETAIL_LINES = 25
 TOOL_TIMEOUT_SECONDS = 300
 
@@ -136,7 +138,7 @@ def yaml_files_to_lint(root: Path) -> list[Path]:
 
 
 def trim(lines: Iterable[str], limit: int = MAX_DETAIL_LINES) -> list[str]:
-    lines = [l.rstrip() for l in lines if l.strip()]
+    lines = [line.rstrip() for line in lines if line.strip()]
     if len(lines) > limit:
         lines = lines[:limit] + [f"... ({len(lines) - limit} more lines)"]
     return lines
@@ -176,11 +178,12 @@ def helm_lint(layout: Layout, helm: str, version: str, overlay: Overlay) -> Resu
     name = f"helm-lint {version} {overlay.label}"
     failures: list[str] = []
     for kube in KUBERNETES_VERSIONS:
-        result = run_tool([helm, "lint", "--strict", "--quiet", "--kube-version", kube, str(layout.chart),
-                           *overlay.helm_args()])
+        result = run_tool(
+            [helm, "lint", "--strict", "--quiet", "--kube-version", kube, str(layout.chart), *overlay.helm_args()]
+        )
         if result.returncode != 0:
             failures.append(f"k8s {kube}:")
-            failures += ["  " + l for l in (result.stdout + result.stderr).splitlines()]
+            failures += ["  " + line for line in (result.stdout + result.stderr).splitlines()]
     if failures:
         return Result(name, "FAIL", "helm lint --strict reported errors or warnings", trim(failures))
     return Result(name, "PASS")
@@ -188,8 +191,9 @@ def helm_lint(layout: Layout, helm: str, version: str, overlay: Overlay) -> Resu
 
 def render(layout: Layout, overlay: Overlay, kube: str) -> tuple[Path | None, str]:
     """helm template for one Kubernetes version; (manifest file, error text)."""
-    result = helmkit.helm_template(layout.helm, layout.chart, RELEASE, NAMESPACE,
-                                   values_files=overlay.files(), kube_version=kube)
+    result = helmkit.helm_template(
+        layout.helm, layout.chart, RELEASE, NAMESPACE, values_files=overlay.files(), kube_version=kube
+    )
     if result.returncode != 0:
         return None, (result.stderr or result.stdout).strip()
     out = layout.build_dir / f"{overlay.slug()}.k8s-{kube}.yaml"
@@ -207,7 +211,7 @@ def render_and_validate(layout: Layout, overlay: Overlay) -> tuple[Result, list[
         path, error = render(layout, overlay, kube)
         if path is None:
             problems.append(f"helm template --kube-version {kube} failed:")
-            problems += ["  " + l for l in error.splitlines()]
+            problems += ["  " + line for line in error.splitlines()]
             continue
         rendered.append(path)
         try:
@@ -218,8 +222,10 @@ def render_and_validate(layout: Layout, overlay: Overlay) -> tuple[Result, list[
         errors, custom = validation_problems(objects, kube)
         problems += errors
         # the restricted profile, as make template/deploy/local check it
-        problems += [f"k8s {kube}: Pod Security Standards restricted: {v}"
-                     for v in pss.all_violations(pss.pod_templates(objects))]
+        problems += [
+            f"k8s {kube}: Pod Security Standards restricted: {v}"
+            for v in pss.all_violations(pss.pod_templates(objects))
+        ]
         notes.update(custom)
         counts.append(len(objects))
     if problems:
@@ -233,6 +239,7 @@ def render_and_validate(layout: Layout, overlay: Overlay) -> tuple[Result, list[
 def checkov(manifests: Sequence[Path]) -> Result:
     name = f"checkov ({len(manifests)} rendered manifest files)"
     from tfmw.lint import checkov_scan  # an import failure is a FAIL (see timed), never a skip
+
     if not manifests:
         return Result(name, "FAIL", "nothing rendered to scan (see the validate failures)")
     try:
@@ -288,8 +295,24 @@ def yamllint(layout: Layout) -> Result:
         return Result(name, "FAIL", "yamllint is not installed; run `make setup` (yamllint is a dev dependency)")
     if result.returncode != 0:
         return Result(name, "FAIL", "yamllint errors", trim(output))
-    warnings = [l for l in output if "[warning]" in l]
+    warnings = [line for line in output if "[warning]" in line]
     return Result(name, "PASS", f"{len(warnings)} warning(s)" if warnings else "", trim(warnings))
+
+
+def ruff(layout: Layout) -> list[Result]:
+    """The linter and the formatter's check, each its own line: findings name file:line."""
+    results = []
+    for name, args in (("ruff check", ["check", "--output-format", "concise"]), ("ruff format", ["format", "--check"])):
+        result = run_tool([venv_tool("ruff"), *args, "--no-cache", "."], cwd=layout.root)
+        output = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+        if result.returncode == 127:
+            results.append(Result(name, "FAIL", "ruff is not installed; run `make setup` (ruff is a dev dependency)"))
+        elif result.returncode != 0:
+            fix = "ruff check --fix ." if name == "ruff check" else "ruff format ."
+            results.append(Result(name, "FAIL", f"findings (fix: .venv/bin/{fix})", trim(output)))
+        else:
+            results.append(Result(name, "PASS", output[-1] if output else ""))
+    return results
 
 
 # ---------------------------------------------------------------- orchestration
@@ -312,9 +335,13 @@ def run_checks(layout: Layout, selected: set[str], report: Callable[[Result], No
     with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as pool:
         lint_jobs = []
         if "helm-lint" in selected:
-            lint_jobs = [pool.submit(timed, f"helm-lint {version} {o.label}",
-                                     lambda h=h, v=version, o=o: helm_lint(layout, h, v, o))
-                         for o in overlays for h, version in helms]
+            lint_jobs = [
+                pool.submit(
+                    timed, f"helm-lint {version} {o.label}", lambda h=h, v=version, o=o: helm_lint(layout, h, v, o)
+                )
+                for o in overlays
+                for h, version in helms
+            ]
         render_jobs = []
         if "validate" in selected or "checkov" in selected:
             render_jobs = [pool.submit(_timed_render, layout, o) for o in overlays]
@@ -331,6 +358,9 @@ def run_checks(layout: Layout, selected: set[str], report: Callable[[Result], No
         emit(timed("hadolint", lambda: hadolint(layout)))
     if "yamllint" in selected:
         emit(timed("yamllint", lambda: yamllint(layout)))
+    if "ruff" in selected:
+        for result in ruff(layout):
+            emit(result)
     if "checkov" in selected:
         emit(timed("checkov", lambda: checkov(manifests)))
     for check in CHECKS:
@@ -366,14 +396,31 @@ def summary_line(results: Sequence[Result]) -> str:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m tfmw.lint.pipeline", description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=REPO_ROOT,
-                        help="repository root holding charts/, values/, Dockerfile (default: this repository)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="where rendered manifests are written (default: <root>/build/lint)")
-    parser.add_argument("--skip", action="append", default=[], choices=CHECKS, metavar="CHECK",
-                        help=f"leave a check out (repeatable): {', '.join(CHECKS)}")
-    parser.add_argument("--only", action="append", default=[], choices=CHECKS, metavar="CHECK",
-                        help="run only these checks (repeatable)")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=REPO_ROOT,
+        help="repository root holding charts/, values/, Dockerfile (default: this repository)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="where rendered manifests are written (default: <root>/build/lint)"
+    )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        choices=CHECKS,
+        metavar="CHECK",
+        help=f"leave a check out (repeatable): {', '.join(CHECKS)}",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        choices=CHECKS,
+        metavar="CHECK",
+        help="run only these checks (repeatable)",
+    )
     return parser.parse_args(argv)
 
 

@@ -1,4 +1,5 @@
 """make local."""
+
 import sys
 
 from tfmw.localrun.run import main

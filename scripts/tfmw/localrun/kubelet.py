@@ -13,6 +13,7 @@ permanent trainer error), which ends the local run at once with that reason and 
 pod whose process exits with one of those codes (a launcher without a lifecycle, e.g. an
 older image) ends it too. Every line a pod prints is streamed with a `[pod]` prefix and kept.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,22 +22,33 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from entrypoint import loglines
-from entrypoint.errors import (EXIT_BAD_CONFIG, EXIT_DEADLINE_EXCEEDED, EXIT_OK, EXIT_PEERS_NOT_FOUND,
-                               EXIT_RETRIES_EXHAUSTED, EXIT_TRAINING_FAILED, EXIT_UNEXPECTED)
+from entrypoint.errors import (
+    EXIT_BAD_CONFIG,
+    EXIT_DEADLINE_EXCEEDED,
+    EXIT_OK,
+    EXIT_PEERS_NOT_FOUND,
+    EXIT_RETRIES_EXHAUSTED,
+    EXIT_TRAINING_FAILED,
+    EXIT_UNEXPECTED,
+)
+
 from .podspec import LocalPod
 from .proctree import descendants, signal_tree
 
 # The launcher's exit codes that end a run for good (docs/contracts.md): a pod exiting with one
 # is not restarted, and the local run ends with that code.
-FATAL_EXIT = {EXIT_BAD_CONFIG: "bad configuration", EXIT_PEERS_NOT_FOUND: "peers not found",
-              EXIT_TRAINING_FAILED: "training failed permanently",
-              EXIT_RETRIES_EXHAUSTED: "training retries exhausted",
-              EXIT_DEADLINE_EXCEEDED: "deadline exceeded"}
+FATAL_EXIT = {
+    EXIT_BAD_CONFIG: "bad configuration",
+    EXIT_PEERS_NOT_FOUND: "peers not found",
+    EXIT_TRAINING_FAILED: "training failed permanently",
+    EXIT_RETRIES_EXHAUSTED: "training retries exhausted",
+    EXIT_DEADLINE_EXCEEDED: "deadline exceeded",
+}
 EXIT_TIMED_OUT = 1  # `make local --timeout` passed before every pod completed (no launcher code)
 
 
@@ -47,7 +59,7 @@ class PodFailure:
 
     pod: str
     exit_code: int
-    reason: str = ""    # the launcher's Reason (BadConfig, RestartLimit ...); "" for a bare exit
+    reason: str = ""  # the launcher's Reason (BadConfig, RestartLimit ...); "" for a bare exit
     message: str = ""
 
     def __str__(self) -> str:
@@ -87,9 +99,15 @@ class LocalCluster:
     """The local pods of one rendered StatefulSet and their network, each kept running by its
     own kubelet thread until shutdown(); `states` holds each pod's PodProcess by ordinal."""
 
-    def __init__(self, pods: Sequence[LocalPod], network, base_env: dict[str, str],
-                 grace_seconds: float = 30.0, out: Callable[[str], None] | None = None,
-                 max_backoff: float = 10.0):
+    def __init__(
+        self,
+        pods: Sequence[LocalPod],
+        network,
+        base_env: dict[str, str],
+        grace_seconds: float = 30.0,
+        out: Callable[[str], None] | None = None,
+        max_backoff: float = 10.0,
+    ):
         self.states = {p.ordinal: PodProcess(p) for p in pods}
         self.network = network
         self.base_env = base_env
@@ -114,8 +132,9 @@ class LocalCluster:
                 if key in state.pod.env:
                     Path(state.pod.env[key]).mkdir(parents=True, exist_ok=True)
         for state in self.states.values():
-            thread = threading.Thread(target=self._kubelet, args=(state,), daemon=True,
-                                      name=f"kubelet-{state.pod.name}")
+            thread = threading.Thread(
+                target=self._kubelet, args=(state,), daemon=True, name=f"kubelet-{state.pod.name}"
+            )
             thread.start()
             self._threads.append(thread)
 
@@ -123,9 +142,15 @@ class LocalCluster:
         pod = state.pod
         env = dict(self.base_env, **pod.env)
         argv = self.network.wrap(pod, list(pod.argv))
-        proc = subprocess.Popen(argv, env=env, cwd=pod.pod_dir, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)  # its own group, like a container
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            cwd=pod.pod_dir,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # its own group, like a container
         state.starts += 1
         return proc
 
@@ -158,8 +183,11 @@ class LocalCluster:
                         state.failure = PodFailure(state.pod.name, code)
                     self._changed.notify_all()
                 return
-            self._emit(state, f"(local kubelet) container exited with {code}; restarting in "
-                              f"{backoff:.0f}s (restartPolicy: {state.pod.restart_policy})")
+            self._emit(
+                state,
+                f"(local kubelet) container exited with {code}; restarting in "
+                f"{backoff:.0f}s (restartPolicy: {state.pod.restart_policy})",
+            )
             if time.monotonic() - started > 60:
                 backoff = 1.0
             if self._stopping.wait(backoff):
@@ -188,15 +216,20 @@ class LocalCluster:
                     return LocalRunResult(False, "; ".join(map(str, failures)), failures[0].exit_code)
                 if all(s.completed for s in self.states.values()):
                     evaluator = any(s.pod.restart_policy != "Always" for s in self.states.values())
-                    return LocalRunResult(True, "every worker completed" + (
-                        ", and the evaluator evaluated the final checkpoint" if evaluator else ""), EXIT_OK)
+                    return LocalRunResult(
+                        True,
+                        "every worker completed"
+                        + (", and the evaluator evaluated the final checkpoint" if evaluator else ""),
+                        EXIT_OK,
+                    )
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return LocalRunResult(False, f"not completed after {timeout:g}s", EXIT_TIMED_OUT)
                 self._changed.wait(min(left, 1.0))
 
-    def wait_for_line(self, ordinal: int, predicate: Callable[[str], bool], timeout: float,
-                      start_index: int = 0) -> str | None:
+    def wait_for_line(
+        self, ordinal: int, predicate: Callable[[str], bool], timeout: float, start_index: int = 0
+    ) -> str | None:
         """The first line of pod `ordinal` (from start_index on) for which predicate holds."""
         deadline = time.monotonic() + timeout
         state = self.states[ordinal]
@@ -261,5 +294,9 @@ def failure_of(pod: str, failed: loglines.LogLine) -> PodFailure:
     """The failure a launcher's `tfmw failed run=<id> reason=<R> exit_code=<n> message="..."`
     line reports (a line without exit_code: 1, what a crash exits with)."""
     code = failed.int_field("exit_code")
-    return PodFailure(pod, EXIT_UNEXPECTED if code is None else code,
-                      failed.fields.get("reason", "Failed"), failed.fields.get("message", ""))
+    return PodFailure(
+        pod,
+        EXIT_UNEXPECTED if code is None else code,
+        failed.fields.get("reason", "Failed"),
+        failed.fields.get("message", ""),
+    )

@@ -9,6 +9,7 @@ port, exactly as in a cluster; cutting a pod's link is a real network partition.
 loopback mode (no root): every pod on 127.0.0.1. TF's gRPC server binds the wildcard
 address, so worker j listens on port+j (TFMW_LOOPBACK_PORTS=1 tells the launcher).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -17,9 +18,9 @@ import re
 import shutil
 import socket
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from .podspec import LocalPod, LocalRunError
 
@@ -48,6 +49,7 @@ class NetnsNetwork:
     """A bridge plus one namespace per pod. Names carry the runner's PID, so parallel runs
     never collide and leftovers of a killed run are known by their dead PID
     (`cleanup_stale` removes those). Interface names stay within Linux's 15 characters."""
+
     tag: str = field(default_factory=lambda: f"{os.getpid()}{chr(97 + next(_SERIAL) % 26)}")
     block: int = 0
     bridge: str = field(init=False)
@@ -81,8 +83,7 @@ class NetnsNetwork:
             # No DNS server inside: any name outside the hosts file fails at once, and no
             # query ever leaves the namespace.
             (etc / "resolv.conf").write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
-            _ip("link", "add", self.veth_name(pod.ordinal), "type", "veth", "peer", "name", "eth0",
-                "netns", ns)
+            _ip("link", "add", self.veth_name(pod.ordinal), "type", "veth", "peer", "name", "eth0", "netns", ns)
             _ip("link", "set", self.veth_name(pod.ordinal), "master", self.bridge, "up")
             _ip("-n", ns, "addr", "add", f"{self.address(pod.ordinal)}/16", "dev", "eth0")
             _ip("-n", ns, "link", "set", "eth0", "up")
@@ -121,8 +122,11 @@ def cleanup_stale() -> list[str]:
     owner PID is gone); a live run's are never touched. Returns what was removed."""
     removed = []
     names = _ip("netns", "list", check=False).stdout.split()
-    links = [l.split(":")[1].strip().split("@")[0]
-             for l in _ip("-o", "link", "show", check=False).stdout.splitlines() if ":" in l]
+    links = [
+        line.split(":")[1].strip().split("@")[0]
+        for line in _ip("-o", "link", "show", check=False).stdout.splitlines()
+        if ":" in line
+    ]
     for name in set(names) | set(links) | {p.name for p in Path("/etc/netns").glob("tfmw*")}:
         match = re.match(r"^tfmw(\d+)[a-z](p|v|br)", name)
         if not match or _pid_alive(int(match.group(1))):
@@ -140,6 +144,7 @@ def cleanup_stale() -> list[str]:
 class LoopbackNetwork:
     """All pods on 127.0.0.1, worker j on base_port + j; with metrics (TFMW_METRICS_PORT set by
     the chart) worker j serves them on metrics_port + j."""
+
     base_port: int
     metrics_port: int | None = None
 
@@ -164,6 +169,7 @@ class LoopbackNetwork:
 def free_port_range(preferred: int, count: int) -> int:
     """`preferred` if preferred..preferred+count-1 are all free on loopback, else another
     free range: two runs on one machine must not collide."""
+
     def free(port: int) -> bool:
         with socket.socket() as s:
             try:
@@ -171,6 +177,7 @@ def free_port_range(preferred: int, count: int) -> int:
                 return True
             except OSError:
                 return False
+
     candidates = [preferred] + list(range(20000, 60000, 97))
     for base in candidates:
         if base + count <= 65535 and all(free(base + j) for j in range(count)):

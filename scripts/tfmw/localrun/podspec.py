@@ -15,12 +15,13 @@ share it. What a kubelet would do and what we do instead:
   TFMW_STATUS_CONFIGMAP) -> left out: no API server here (see API_ONLY_ENV).
 Anything we cannot honour locally (Secrets, unknown fieldRefs) is refused with one line.
 """
+
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Mapping, Sequence
 
 from entrypoint.errors import EXIT_BAD_CONFIG
 
@@ -34,11 +35,12 @@ class LocalRunError(Exception):
 @dataclass(frozen=True)
 class Workload:
     """The parts of the rendered chart the local runner needs."""
+
     statefulset: dict
     service: dict
     configmaps: dict[str, dict]
     namespace: str
-    evaluator: dict | None = None   # the evaluator Job (evaluator.enabled)
+    evaluator: dict | None = None  # the evaluator Job (evaluator.enabled)
 
     @property
     def name(self) -> str:
@@ -74,13 +76,16 @@ def find_workload(objects: Sequence[dict], namespace: str) -> Workload:
         raise LocalRunError(f"expected one StatefulSet in the rendered chart, found {len(stss)}")
     sts = stss[0]
     service_name = sts["spec"].get("serviceName")
-    services = [o for o in objects if o.get("kind") == "Service"
-                and o["metadata"]["name"] == service_name]
+    services = [o for o in objects if o.get("kind") == "Service" and o["metadata"]["name"] == service_name]
     if not services:
         raise LocalRunError(f"StatefulSet serviceName {service_name!r} names no rendered Service")
     configmaps = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "ConfigMap"}
-    jobs = [o for o in objects if o.get("kind") == "Job"
-            and (o["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "evaluator"]
+    jobs = [
+        o
+        for o in objects
+        if o.get("kind") == "Job"
+        and (o["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "evaluator"
+    ]
     return Workload(sts, services[0], configmaps, namespace, jobs[0] if jobs else None)
 
 
@@ -93,7 +98,7 @@ class LocalPod:
     pod_dir: Path
     hostname: str
     fqdn: str
-    ip: str | None = None         # set by the network layer in netns mode
+    ip: str | None = None  # set by the network layer in netns mode
     netns: str | None = None
     files: dict[Path, str] = field(default_factory=dict)  # files to write before start
     # "Always" (a StatefulSet pod) or "Never" (the evaluator Job's pod: exit 0 is its end)
@@ -118,8 +123,10 @@ def _volume_dirs(workload: Workload, pod_spec: dict, pod_dir: Path, shared_dir: 
         elif "projected" in volume and _is_api_access(volume):
             continue  # no API server here: see API_ONLY_ENV
         elif "secret" in volume or "projected" in volume:
-            raise LocalRunError(f"volume {name!r} needs a Kubernetes Secret; the local run cannot "
-                                "provide one (use values/local.yaml storage without credentials)")
+            raise LocalRunError(
+                f"volume {name!r} needs a Kubernetes Secret; the local run cannot "
+                "provide one (use values/local.yaml storage without credentials)"
+            )
     return dirs
 
 
@@ -141,8 +148,9 @@ def configmap_files(workload: Workload, shared_dir: Path, pod_spec: dict | None 
             cm_name = volume["configMap"]["name"]
             cm = workload.configmaps.get(cm_name)
             if cm is None:
-                raise LocalRunError(f"volume {volume['name']!r} names ConfigMap {cm_name!r}, "
-                                    "which the chart did not render")
+                raise LocalRunError(
+                    f"volume {volume['name']!r} names ConfigMap {cm_name!r}, which the chart did not render"
+                )
             for key, text in (cm.get("data") or {}).items():
                 files[shared_dir.parent / "configmaps" / cm_name / key] = text
     return files
@@ -173,20 +181,29 @@ def _field_ref(path: str, pod: str, namespace: str, ip: str | None, workload: Wo
     return values[path]
 
 
-def _local_pod(workload: Workload, pod_spec: dict, name: str, ordinal: int, run_dir: Path, python: str,
-               ip: str | None, fqdn: str, restart_policy: str) -> LocalPod:
+def _local_pod(
+    workload: Workload,
+    pod_spec: dict,
+    name: str,
+    ordinal: int,
+    run_dir: Path,
+    python: str,
+    ip: str | None,
+    fqdn: str,
+    restart_policy: str,
+) -> LocalPod:
     """One local pod of `pod_spec` (its first container), per the rules in the module docstring."""
     shared_dir = run_dir / "shared"
     container = pod_spec["containers"][0]
     argv = [str(a) for a in list(container.get("command", [])) + list(container.get("args", []))]
     if not argv:
-        raise LocalRunError(f"the {container.get('name', 'first')} container has no command: the chart must "
-                            "render one")
+        raise LocalRunError(f"the {container.get('name', 'first')} container has no command: the chart must render one")
     pod_dir = run_dir / "pods" / name
     vol_dirs = _volume_dirs(workload, pod_spec, pod_dir, shared_dir)
-    mounts = sorted(((m["mountPath"], vol_dirs[m["name"]])
-                     for m in container.get("volumeMounts", []) if m["name"] in vol_dirs),
-                    key=lambda item: -len(item[0]))  # deepest mount wins
+    mounts = sorted(
+        ((m["mountPath"], vol_dirs[m["name"]]) for m in container.get("volumeMounts", []) if m["name"] in vol_dirs),
+        key=lambda item: -len(item[0]),
+    )  # deepest mount wins
     env: dict[str, str] = {}
     for item in container.get("env", []):
         if item.get("name") in API_ONLY_ENV:
@@ -194,15 +211,14 @@ def _local_pod(workload: Workload, pod_spec: dict, name: str, ordinal: int, run_
         if "value" in item:
             env[item["name"]] = _rewrite_path(str(item["value"]), mounts)
         elif "fieldRef" in item.get("valueFrom", {}):
-            env[item["name"]] = _field_ref(item["valueFrom"]["fieldRef"]["fieldPath"],
-                                           name, workload.namespace, ip, workload)
+            env[item["name"]] = _field_ref(
+                item["valueFrom"]["fieldRef"]["fieldPath"], name, workload.namespace, ip, workload
+            )
         elif "configMapKeyRef" in item.get("valueFrom", {}):
             ref = item["valueFrom"]["configMapKeyRef"]
-            env[item["name"]] = str(workload.configmaps.get(ref["name"], {})
-                                    .get("data", {}).get(ref["key"], ""))
+            env[item["name"]] = str(workload.configmaps.get(ref["name"], {}).get("data", {}).get(ref["key"], ""))
         elif "secretKeyRef" in item.get("valueFrom", {}):
-            raise LocalRunError(f"env {item['name']} reads a Kubernetes Secret; the local run "
-                                "cannot provide one")
+            raise LocalRunError(f"env {item['name']} reads a Kubernetes Secret; the local run cannot provide one")
         else:
             env[item["name"]] = ""
     for mount_path, local in mounts:
@@ -214,18 +230,32 @@ def _local_pod(workload: Workload, pod_spec: dict, name: str, ordinal: int, run_
     # training.files, the training config): a host path a local user passes (a script under
     # /tmp, say) is not the container's /tmp emptyDir.
     configmap_volumes = {v["name"] for v in pod_spec.get("volumes", []) if "configMap" in v}
-    shipped = [(path, local) for path, local in mounts
-               if any(m["mountPath"] == path and m["name"] in configmap_volumes
-                      for m in container.get("volumeMounts", []))]
-    pod_argv = [python if (i == 0 or argv[i - 1] == "--") and a in ("python", "python3")
-                else _rewrite_path(a, shipped) for i, a in enumerate(argv)]
-    return LocalPod(name=name, ordinal=ordinal, argv=pod_argv, env=env, pod_dir=pod_dir,
-                    hostname=name, fqdn=fqdn, ip=ip, files=configmap_files(workload, shared_dir, pod_spec),
-                    restart_policy=restart_policy)
+    shipped = [
+        (path, local)
+        for path, local in mounts
+        if any(m["mountPath"] == path and m["name"] in configmap_volumes for m in container.get("volumeMounts", []))
+    ]
+    pod_argv = [
+        python if (i == 0 or argv[i - 1] == "--") and a in ("python", "python3") else _rewrite_path(a, shipped)
+        for i, a in enumerate(argv)
+    ]
+    return LocalPod(
+        name=name,
+        ordinal=ordinal,
+        argv=pod_argv,
+        env=env,
+        pod_dir=pod_dir,
+        hostname=name,
+        fqdn=fqdn,
+        ip=ip,
+        files=configmap_files(workload, shared_dir, pod_spec),
+        restart_policy=restart_policy,
+    )
 
 
-def build_pods(workload: Workload, run_dir: Path, python: str = sys.executable,
-               ips: Mapping[int, str] | None = None) -> list[LocalPod]:
+def build_pods(
+    workload: Workload, run_dir: Path, python: str = sys.executable, ips: Mapping[int, str] | None = None
+) -> list[LocalPod]:
     """The StatefulSet's pods (ordinals 0..replicas-1), then the evaluator's, if rendered
     (ordinal `replicas`: it is no member of the group, and its pod name is the Job's)."""
     service = workload.service["metadata"]["name"]
@@ -233,13 +263,35 @@ def build_pods(workload: Workload, run_dir: Path, python: str = sys.executable,
     pods = []
     for ordinal in range(workload.replicas):
         name = f"{workload.name}-{ordinal}"
-        pods.append(_local_pod(workload, workload.pod_spec, name, ordinal, run_dir, python, (ips or {}).get(ordinal),
-                               f"{name}.{service}.{workload.namespace}.svc.{domain}", "Always"))
+        pods.append(
+            _local_pod(
+                workload,
+                workload.pod_spec,
+                name,
+                ordinal,
+                run_dir,
+                python,
+                (ips or {}).get(ordinal),
+                f"{name}.{service}.{workload.namespace}.svc.{domain}",
+                "Always",
+            )
+        )
     if workload.evaluator is not None:
         spec = workload.evaluator["spec"]["template"]["spec"]
         name, ordinal = workload.evaluator["metadata"]["name"], workload.replicas
-        pods.append(_local_pod(workload, spec, name, ordinal, run_dir, python, (ips or {}).get(ordinal),
-                               f"{name}.{workload.namespace}.pod.{domain}", spec.get("restartPolicy", "Never")))
+        pods.append(
+            _local_pod(
+                workload,
+                spec,
+                name,
+                ordinal,
+                run_dir,
+                python,
+                (ips or {}).get(ordinal),
+                f"{name}.{workload.namespace}.pod.{domain}",
+                spec.get("restartPolicy", "Never"),
+            )
+        )
     return pods
 
 
@@ -247,4 +299,5 @@ def image_env(dockerfile_text: str) -> dict[str, str]:
     """The `ENV` settings of the Dockerfile, so local pods see what the image sets
     (TF_USE_LEGACY_KERAS=1 above all); parsed by the image tooling's own Dockerfile reader."""
     from tfmw.image.build import parse_dockerfile
+
     return parse_dockerfile(dockerfile_text).env

@@ -3,6 +3,7 @@
 A local pod has no PID namespace of its own, so stopping, freezing or killing "the container"
 means signalling its whole process tree. Used by `make local`'s kubelet (kubelet.py).
 """
+
 from __future__ import annotations
 
 import os

@@ -13,6 +13,7 @@ Always), streams every pod's log prefixed with its name, stops cleanly on Ctrl-C
 when every worker has completed and prints a summary. No Kubernetes API server or
 container runtime is involved: this runs the pod spec, not a cluster.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,38 +27,61 @@ from pathlib import Path
 from entrypoint import loglines
 from entrypoint.goodput import read_line_fields
 from entrypoint.rundir import RunDir, is_uri, read_completed
+from tfmw import REPO
 from tfmw.chart import render
 from tfmw.chart.helmkit import ToolError
 from tfmw.localrun.kubelet import LocalCluster, LocalRunResult
-from tfmw.localrun.network import (LoopbackNetwork, NetnsNetwork, cleanup_stale,
-                                      free_port_range, netns_available)
-from tfmw.localrun.podspec import (LocalPod, LocalRunError, build_pods, find_workload, image_env)
+from tfmw.localrun.network import LoopbackNetwork, NetnsNetwork, cleanup_stale, free_port_range, netns_available
+from tfmw.localrun.podspec import LocalPod, LocalRunError, build_pods, find_workload, image_env
 
-from tfmw import REPO
 DEFAULT_RUNS = REPO / ".local-runs"
 # Host variables a local pod inherits (a container inherits none; these only make the
 # local interpreter work). TF_CONFIG is never inherited: the launcher derives it.
-INHERITED = ("PATH", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
-             "TF_CPP_MIN_LOG_LEVEL", "TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS",
-             "OMP_NUM_THREADS")
+INHERITED = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+    "TF_CPP_MIN_LOG_LEVEL",
+    "TF_NUM_INTEROP_THREADS",
+    "TF_NUM_INTRAOP_THREADS",
+    "OMP_NUM_THREADS",
+)
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # Ctrl-C (or SIGTERM) stopped the local run: what a shell reports
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="make local", description=__doc__.split("\n\n")[0])
     p.add_argument("--env", default="local", help="values/<env>.yaml overlay (default: local)")
-    p.add_argument("--set", dest="sets", action="append", default=[],
-                   help="helm --set items, e.g. 'workers.replicas=3' (repeatable; space-separated ok)")
-    p.add_argument("--set-file", dest="set_files", action="append", default=[],
-                   help="helm --set-file key=path items, e.g. 'training.files.main\\.py=main.py' (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        help="helm --set items, e.g. 'workers.replicas=3' (repeatable; space-separated ok)",
+    )
+    p.add_argument(
+        "--set-file",
+        dest="set_files",
+        action="append",
+        default=[],
+        help="helm --set-file key=path items, e.g. 'training.files.main\\.py=main.py' (repeatable)",
+    )
     p.add_argument("--release", default="local", help="release name used for rendering (default: local)")
     p.add_argument("--namespace", default="default")
-    p.add_argument("--network", choices=("auto", "netns", "loopback"), default="auto",
-                   help="auto: network namespaces when root, else loopback ports")
-    p.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS,
-                   help="where run state lives (shared storage, per-pod folders)")
-    p.add_argument("--fresh", action="store_true",
-                   help="delete this run's shared state first (checkpoints, model, completion)")
+    p.add_argument(
+        "--network",
+        choices=("auto", "netns", "loopback"),
+        default="auto",
+        help="auto: network namespaces when root, else loopback ports",
+    )
+    p.add_argument(
+        "--runs-dir", type=Path, default=DEFAULT_RUNS, help="where run state lives (shared storage, per-pod folders)"
+    )
+    p.add_argument(
+        "--fresh", action="store_true", help="delete this run's shared state first (checkpoints, model, completion)"
+    )
     p.add_argument("--timeout", type=float, default=3600, help="give up after this many seconds")
     return p.parse_args(argv)
 
@@ -101,50 +125,64 @@ def run_dir_of(pods: list[LocalPod]) -> RunDir | None:
     return RunDir.of(shared, run_id)
 
 
-def summary(cluster: LocalCluster, result: LocalRunResult, elapsed: float, run_dir: Path,
-            completed_before: bool | None) -> list[str]:
+def summary(
+    cluster: LocalCluster, result: LocalRunResult, elapsed: float, run_dir: Path, completed_before: bool | None
+) -> list[str]:
     """What the local run did. Trained or not is the run's recorded state, whatever the training
     command: `completed_before` (its COMPLETED marker was there before the pods started; None:
     the marker is not on this machine) and every pod's `tfmw completed` (result.ok). The
     built-in trainer's `tfmw done` lines only add its numbers (steps, loss, weights digests)."""
     every = sorted(cluster.states.values(), key=lambda s: s.pod.ordinal)
-    states = [s for s in every if s.pod.restart_policy == "Always"]          # the workers
-    evaluators = [s for s in every if s.pod.restart_policy != "Always"]      # evaluator.enabled
+    states = [s for s in every if s.pod.restart_policy == "Always"]  # the workers
+    evaluators = [s for s in every if s.pod.restart_policy != "Always"]  # evaluator.enabled
     done = {s.pod.name: found[-1].fields for s in states if (found := loglines.find(s.lines, loglines.DONE))}
     restarts = ", ".join(f"{s.pod.name}={max(s.starts - 1, 0)}" for s in every)
     head = "completed" if result.ok else f"FAILED: {result.reason}"
     lines = [f"tf-multiworker local run {head} in {elapsed:.1f}s ({len(states)} workers)"]
     if result.ok and completed_before:
-        lines.append("  this run had already completed: nothing was trained again "
-                     "(make local FRESH=1, or --set training.runId=<new id>, to train anew)")
+        lines.append(
+            "  this run had already completed: nothing was trained again "
+            "(make local FRESH=1, or --set training.runId=<new id>, to train anew)"
+        )
     elif result.ok and completed_before is None:
-        lines.append("  the run's COMPLETED marker is not on this machine: the pods' lines above say "
-                     "whether it trained")
+        lines.append(
+            "  the run's COMPLETED marker is not on this machine: the pods' lines above say whether it trained"
+        )
     elif result.ok and not done:
-        lines.append("  trained: the training command ran to the end on every worker and the run "
-                     "is recorded complete (its own output is above)")
+        lines.append(
+            "  trained: the training command ran to the end on every worker and the run "
+            "is recorded complete (its own output is above)"
+        )
     if done:
         chief = done.get(states[0].pod.name) or next(iter(done.values()))
-        lines.append(f"  steps={chief.get('steps')} final_loss={chief.get('final_loss')} "
-                     f"examples_per_sec(chief)={chief.get('examples_per_sec')}")
+        lines.append(
+            f"  steps={chief.get('steps')} final_loss={chief.get('final_loss')} "
+            f"examples_per_sec(chief)={chief.get('examples_per_sec')}"
+        )
         digests = {d.get("weights_digest") for d in done.values()}
         same = len(digests) == 1 and len(done) == len(states)
-        lines.append(f"  weights identical on every worker: {'yes' if same else 'NO'} "
-                     f"({', '.join(sorted(str(d)[:12] for d in digests))})")
+        lines.append(
+            f"  weights identical on every worker: {'yes' if same else 'NO'} "
+            f"({', '.join(sorted(str(d)[:12] for d in digests))})"
+        )
         lines.append(f"  model: {chief.get('model')}")
     ended = loglines.find(states[0].lines, loglines.COMPLETED) if states else []
     account = read_line_fields(ended[-1].fields) if ended else None
     if account is not None:
         goodput, wall, badput = account
-        lines.append(f"  goodput (chief): {goodput:.1%} of {wall:.1f}s; badput seconds: "
-                     + (" ".join(f"{c}={s:.1f}" for c, s in badput.items()) or "-"))
+        lines.append(
+            f"  goodput (chief): {goodput:.1%} of {wall:.1f}s; badput seconds: "
+            + (" ".join(f"{c}={s:.1f}" for c, s in badput.items()) or "-")
+        )
     for state in evaluators:
         evaluated = [e.fields for e in loglines.find(state.lines, loglines.EVAL) if "step" in e.fields]
         if evaluated:
             last = evaluated[-1]
-            lines.append(f"  evaluator: step={last['step']} loss={last.get('loss')} accuracy={last.get('accuracy')} "
-                         f"({'the final checkpoint' if last.get('final') == 'true' else 'not the final checkpoint'}; "
-                         f"{len(evaluated)} evaluated)")
+            lines.append(
+                f"  evaluator: step={last['step']} loss={last.get('loss')} accuracy={last.get('accuracy')} "
+                f"({'the final checkpoint' if last.get('final') == 'true' else 'not the final checkpoint'}; "
+                f"{len(evaluated)} evaluated)"
+            )
         else:
             lines.append("  evaluator: no checkpoint evaluated")
     lines.append(f"  pod restarts: {restarts}")
@@ -166,8 +204,9 @@ def main(argv=None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Render, start the pods, wait for the run to end, stop the pods (always), summarise."""
-    rendered = render.prepare(args.env, args.sets, release=args.release, namespace=args.namespace,
-                              set_files=args.set_files)
+    rendered = render.prepare(
+        args.env, args.sets, release=args.release, namespace=args.namespace, set_files=args.set_files
+    )
     for warning in rendered.warnings:
         print(f"make local: {warning}", file=sys.stderr, flush=True)
     workload = find_workload(rendered.objects, args.namespace)
@@ -181,10 +220,13 @@ def run(args: argparse.Namespace) -> int:
     port = int(workload.env_value("TFMW_PORT") or 2222)
     network, described = choose_network(args.network, port, len(pods), metrics_enabled(workload))
     workers = sum(p.restart_policy == "Always" for p in pods)
-    print(f"tf-multiworker local run: {workers} workers of {workload.name}"
-          f"{' and the evaluator' if workload.evaluator else ''} "
-          f"(values/{args.env}.yaml{' + --set ' + ' '.join(rendered.sets) if rendered.sets else ''}), "
-          f"{described}; run state in {run_dir}", flush=True)
+    print(
+        f"tf-multiworker local run: {workers} workers of {workload.name}"
+        f"{' and the evaluator' if workload.evaluator else ''} "
+        f"(values/{args.env}.yaml{' + --set ' + ' '.join(rendered.sets) if rendered.sets else ''}), "
+        f"{described}; run state in {run_dir}",
+        flush=True,
+    )
     cluster = LocalCluster(pods, network, base_env(), grace_seconds=min(workload.grace_seconds, 60))
 
     def on_signal(_signum, _frame):  # SIGTERM stops the run like Ctrl-C

@@ -1,0 +1,62 @@
+"""One real local cluster for the whole session (scripts/tfmw/devcluster: etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler, CoreDNS from their pinned Go builds, and two real
+nodes: kubelet, containerd, kube-proxy) running the project's own worker image, built here
+from the Dockerfile when its sources changed; each test works in a namespace of its own and
+leaves nothing running behind it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from clusterkit import Cluster, delete_namespace, new_namespace
+
+from tfmw.devcluster import controlplane
+from tfmw.devcluster.build import ensure_binaries
+
+GPUS_PER_NODE = 2
+NODES = 2
+
+
+@pytest.fixture(scope="session")
+def worker_image() -> tuple[str, object]:
+    """The CPU worker image (what values/local.yaml pulls) and its docker-save archive,
+    built from the Dockerfile on a Debian-made base (no registry is reachable here)."""
+    from tfmw.image import build as image
+
+    ref = image.ensure_image(variant="cpu", base="debian", progress=print)
+    return ref, image.save_archive(ref, controlplane.IMAGE_CACHE)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory, worker_image) -> Cluster:
+    if os.geteuid() != 0:
+        # Nodes run in network and mount namespaces on a bridge: that needs root. CI runs as
+        # root, so there this fixture always runs; a non-root developer sees why these did not.
+        pytest.skip("the local cluster needs root (network and mount namespaces, a bridge)")
+    bins = ensure_binaries()
+    ref, archive = worker_image
+    state = controlplane.up(
+        tmp_path_factory.mktemp("kube") / "state",
+        nodes=NODES,
+        gpus_per_node=GPUS_PER_NODE,
+        bins=bins,
+        say=print,
+        images=[archive],
+    )
+    try:
+        yield Cluster(state, image=ref)
+    finally:
+        # The components' and the nodes' logs outlive the cluster, for a failed run.
+        logs = tmp_path_factory.getbasetemp() / "kube-logs"
+        shutil.copytree(state.dir / "logs", logs, dirs_exist_ok=True)
+        print(f"cluster logs kept in {logs}")
+        controlplane.down(state.dir, say=print)
+
+
+@pytest.fixture
+def namespace(cluster, request) -> str:
+    name = new_namespace(cluster, request.node.name.split("[")[0].replace("test_", "t-"))
+    yield name
+    delete_namespace(cluster, name)

@@ -1,0 +1,207 @@
+"""The chart's life on a real API server: Pod Security admission, upgrades that must and
+must not roll the workers, scaling, uninstall, and the chart as a subchart.
+
+The workers run a sleeping user command here (clusterkit.SLEEPER): these tests are about
+what the StatefulSet controller, the scheduler and Helm do with the chart, not training.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import yaml
+from clusterkit import CHART, SLEEPER, all_running, delete_namespace, new_namespace, wait_for
+
+from tfmw.k8s.api import ns_path
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+
+def _sets(*items: str) -> list[str]:
+    out = []
+    for item in list(SLEEPER) + list(items):
+        out += ["--set", item]
+    return out
+
+
+def _install(cluster, namespace, release, *sets, chart=CHART, helm="helm", extra=()):
+    wait = "--wait" if helm == "helm3" else "--wait=watcher"
+    return cluster.helm(
+        "upgrade",
+        "--install",
+        release,
+        str(chart),
+        "-n",
+        namespace,
+        "-f",
+        str(CHART.parents[1] / "values" / "local.yaml"),
+        *_sets(*sets),
+        wait,
+        "--timeout",
+        "2m",
+        *extra,
+        helm=helm,
+    )
+
+
+def _uids(pods) -> dict[str, str]:
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
+
+
+def _wait_workers(cluster, namespace, release, count):
+    return wait_for(
+        lambda: (lambda pods: pods if all_running(pods, count) else None)(cluster.workers(namespace, release)),
+        90,
+        f"{count} Running workers of {release}",
+        describe=lambda: cluster.kubectl("get", "pods,sts,events", "-n", namespace, check=False).stdout,
+    )
+
+
+def test_restricted_namespace_admits_every_pod_the_chart_creates(cluster):
+    """Pod Security admission (restricted, enforced by the real API server) admits the
+    workers, the TensorBoard Deployment's pod and the `helm test` pod."""
+    ns = new_namespace(
+        cluster,
+        "pss",
+        {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"},
+    )
+    try:
+        _install(
+            cluster, ns, "pss", "storage.type=createClaim", "storage.createClaim.size=1Gi", "tensorboard.enabled=true"
+        )
+        _wait_workers(cluster, ns, "pss", 2)
+        tb = wait_for(
+            lambda: cluster.pods(ns, "app.kubernetes.io/component=tensorboard"),
+            60,
+            "the TensorBoard pod to be admitted and created",
+        )
+        assert tb
+        test = cluster.helm("test", "pss", "-n", ns, "--timeout", "2m", "--logs", check=False)
+        assert "FailedCreate" not in cluster.kubectl("get", "events", "-n", ns).stdout
+        assert "violates PodSecurity" not in test.stdout + test.stderr, test.stderr
+        assert test.returncode == 0, test.stdout + test.stderr
+        assert "tfmw launcher peers: all 2 reachable after" in test.stdout
+    finally:
+        delete_namespace(cluster, ns)
+
+
+def test_restricted_namespace_refuses_a_weakened_pod(cluster):
+    """The admission really enforces: the same chart with runAsNonRoot off is refused."""
+    ns = new_namespace(cluster, "pss-weak", {"pod-security.kubernetes.io/enforce": "restricted"})
+    try:
+        proc = cluster.helm(
+            "upgrade",
+            "--install",
+            "weak",
+            str(CHART),
+            "-n",
+            ns,
+            *_sets(
+                "security.allowUnsafe=true",  # the chart itself refuses it otherwise
+                "containerSecurityContext.allowPrivilegeEscalation=true",
+            ),
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr  # the StatefulSet is accepted; its pods are not
+        events = wait_for(
+            lambda: [e for e in cluster.events(ns) if e.get("reason") == "FailedCreate"],
+            60,
+            "the StatefulSet controller's FailedCreate event",
+        )
+        assert "violates PodSecurity" in events[0]["message"]
+        assert "allowPrivilegeEscalation" in events[0]["message"]
+        assert not cluster.workers(ns, "weak")
+    finally:
+        delete_namespace(cluster, ns)
+
+
+def test_chart_version_bump_leaves_running_workers_alone(cluster, namespace, tmp_path):
+    _install(cluster, namespace, "bump")
+    before = _uids(_wait_workers(cluster, namespace, "bump", 2))
+    sts_before = cluster.statefulset(namespace, "bump-tf-multiworker")
+    bumped = tmp_path / "tf-multiworker"
+    shutil.copytree(CHART, bumped)
+    meta = yaml.safe_load((bumped / "Chart.yaml").read_text())
+    meta["version"] = "9.9.9"  # the chart only: a new appVersion is a new default image, a real rollout
+    (bumped / "Chart.yaml").write_text(yaml.safe_dump(meta))
+    _install(cluster, namespace, "bump", chart=bumped)
+    sts_after = cluster.statefulset(namespace, "bump-tf-multiworker")
+    assert sts_after["metadata"]["labels"]["helm.sh/chart"] == "tf-multiworker-9.9.9"  # the upgrade happened
+    assert sts_after["status"]["updateRevision"] == sts_before["status"]["updateRevision"]
+    assert sts_after["metadata"]["generation"] == sts_before["metadata"]["generation"]
+    assert _uids(cluster.workers(namespace, "bump")) == before
+
+
+def test_new_run_id_rolls_the_workers(cluster, namespace):
+    _install(cluster, namespace, "roll")
+    before = _uids(_wait_workers(cluster, namespace, "roll", 2))
+    revision = cluster.statefulset(namespace, "roll-tf-multiworker")["status"]["updateRevision"]
+    _install(cluster, namespace, "roll", "training.runId=run-2")
+    wait_for(
+        lambda: (lambda pods: all_running(pods, 2) and not set(_uids(pods).values()) & set(before.values()))(
+            cluster.workers(namespace, "roll")
+        ),
+        120,
+        "both workers replaced by the new revision",
+    )
+    sts = cluster.statefulset(namespace, "roll-tf-multiworker")
+    assert sts["status"]["updateRevision"] != revision
+    env = {e["name"]: e.get("value") for e in cluster.workers(namespace, "roll")[0]["spec"]["containers"][0]["env"]}
+    assert env["TFMW_RUN_ID"] == "run-2"
+
+
+def test_replicas_change_reaches_every_worker(cluster, namespace):
+    _install(cluster, namespace, "scale")
+    _wait_workers(cluster, namespace, "scale", 2)
+    _install(cluster, namespace, "scale", "workers.replicas=3")
+    pods = _wait_workers(cluster, namespace, "scale", 3)
+    assert [p["metadata"]["name"] for p in pods] == [f"scale-tf-multiworker-{i}" for i in range(3)]
+    for pod in pods:  # every worker knows the new group size (the rollout replaced the old ones)
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+        assert env["TFMW_REPLICAS"] == "3"
+    hosts = cluster.api.items(ns_path(namespace, "endpointslices", group="discovery.k8s.io/v1"))
+    names = {e.get("hostname") for s in hosts for e in s.get("endpoints") or []}
+    assert names == {f"scale-tf-multiworker-{i}" for i in range(3)}
+
+
+def test_uninstall_leaves_no_pods(cluster, namespace):
+    _install(cluster, namespace, "gone")
+    _wait_workers(cluster, namespace, "gone", 2)
+    cluster.helm("uninstall", "gone", "-n", namespace, "--wait=watcher", "--timeout", "2m")
+    wait_for(lambda: not cluster.pods(namespace), 60, "every pod of the release to be gone")
+    assert cluster.statefulset(namespace, "gone-tf-multiworker") is None
+
+
+@pytest.mark.parametrize("helm", ["helm", "helm3"])
+def test_chart_as_subchart_of_an_umbrella_with_global_values(cluster, namespace, tmp_path, helm):
+    umbrella = tmp_path / "umbrella"
+    (umbrella / "charts").mkdir(parents=True)
+    shutil.copytree(CHART, umbrella / "charts" / "tf-multiworker")
+    (umbrella / "Chart.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v2",
+                "name": "umbrella",
+                "version": "0.1.0",
+                "dependencies": [
+                    {"name": "tf-multiworker", "version": yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]}
+                ],
+            }
+        )
+    )
+    (umbrella / "values.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "global": {"team": "ml", "imageRegistry": "registry.example"},
+                "tf-multiworker": {
+                    "training": {"command": ["python", "-m", "http.server", "--directory", "/tmp"]},
+                    "workers": {"replicas": 2, "port": 8000, "resources": {"requests": {"cpu": "100m"}}},
+                },
+            }
+        )
+    )
+    wait = "--wait" if helm == "helm3" else "--wait=watcher"
+    cluster.helm("install", "umb", str(umbrella), "-n", namespace, wait, "--timeout", "2m", helm=helm)
+    pods = _wait_workers(cluster, namespace, "umb", 2)
+    assert [p["metadata"]["name"] for p in pods] == ["umb-tf-multiworker-0", "umb-tf-multiworker-1"]

@@ -1,0 +1,287 @@
+"""The in-cluster API client (entrypoint.kubeapi) and the status recorder (entrypoint.status),
+against a real HTTPS server on 127.0.0.1 that can refuse, fail, conflict or hang."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import replace
+
+import pytest
+from fakeapi import make_certificate
+
+from entrypoint.kubeapi import APIError, KubeAPI
+from entrypoint.lifecycle import TERMINAL_KEYS, Phase, Reason, advance, fresh, to_data
+from entrypoint.status import StatusRecorder
+
+T0 = "2026-11-30T10:00:00Z"
+
+
+def client(fake, timeout=2.0):
+    return KubeAPI.from_env(fake.env(), str(fake.api_dir), timeout=timeout)
+
+
+def recorder(fake, logs, **kw):
+    return StatusRecorder(
+        client(fake, kw.pop("timeout", 2.0)),
+        namespace="ml",
+        configmap="train-status",
+        statefulset="train",
+        pod_name="train-0",
+        log=logs.append,
+        **kw,
+    )
+
+
+# -- the client ----------------------------------------------------------------------------------
+def test_client_reads_and_merge_patches_with_the_current_token(fake_api):
+    api = client(fake_api)
+    api.patch_configmap_data("ml", "train-status", {"phase": "Running"})
+    fake_api.rotate_token("token-2")  # the kubelet rotated the projected token
+    assert api.get_configmap("ml", "train-status")["data"] == {"phase": "Running"}
+    assert [r.token for r in fake_api.requests] == ["token-1", "token-2"]
+    assert fake_api.requests[0].content_type == "application/merge-patch+json"
+
+
+def test_client_patch_is_conditional_on_the_version_read(fake_api):
+    api = client(fake_api)
+    version = api.get_configmap("ml", "train-status")["metadata"]["resourceVersion"]
+    api.patch_configmap_data("ml", "train-status", {"a": "1"})  # someone else writes in between
+    with pytest.raises(APIError) as err:
+        api.patch_configmap_data("ml", "train-status", {"a": "2"}, resource_version=version)
+    assert err.value.status == 409
+
+
+@pytest.mark.parametrize("status", [401, 403, 500, 503])
+def test_http_errors_carry_the_status_and_the_servers_message(fake_api, status):
+    fake_api.fail("GET", "configmaps", status=status)
+    with pytest.raises(APIError) as err:
+        client(fake_api).get_configmap("ml", "train-status")
+    assert err.value.kind == f"HTTP {status}" and err.value.status == status
+    assert f"injected {status}" in err.value.detail
+
+
+def test_a_stale_token_is_401(fake_api):
+    fake_api.tokens = {"only-this-one"}
+    with pytest.raises(APIError, match="HTTP 401: Unauthorized"):
+        client(fake_api).get_scale("ml", "train")
+
+
+def test_a_server_that_does_not_answer_is_a_timeout(fake_api):
+    fake_api.fail("GET", "configmaps", hold=threading.Event())
+    with pytest.raises(APIError) as err:
+        client(fake_api, timeout=0.3).get_configmap("ml", "train-status")
+    assert err.value.kind == "timeout"
+
+
+def test_nothing_listening_is_connection_refused(fake_api):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, never listening: refused
+        api = KubeAPI("127.0.0.1", port, fake_api.api_dir, timeout=1)
+        with pytest.raises(APIError) as err:
+            api.get_configmap("ml", "x")
+    assert err.value.kind == "connection refused"
+
+
+def test_a_server_the_ca_does_not_vouch_for_is_refused(fake_api, tmp_path):
+    other, _ = make_certificate(tmp_path, "other")
+    (fake_api.api_dir / "ca.crt").write_bytes(other.read_bytes())
+    with pytest.raises(APIError) as err:
+        client(fake_api).get_configmap("ml", "train-status")
+    assert err.value.kind == "TLS error"
+    assert fake_api.requests == []
+
+
+def test_missing_token_or_api_server(fake_api):
+    (fake_api.api_dir / "token").unlink()
+    with pytest.raises(APIError) as err:
+        client(fake_api).get_configmap("ml", "train-status")
+    assert err.value.kind == "token unreadable"
+    with pytest.raises(APIError) as err:
+        KubeAPI.from_env({}, str(fake_api.api_dir)).get_configmap("ml", "x")
+    assert err.value.kind == "no API server"
+    assert KubeAPI.from_env(fake_api.env(), None) is None  # no API directory: no API access
+
+
+# -- the recorder --------------------------------------------------------------------------------
+def running(step=None, **kw):
+    return replace(fresh("r1", "rev-a", T0), phase=Phase.RUNNING, step=step, **kw)
+
+
+def test_recorder_writes_every_key_as_a_string(fake_api):
+    logs = []
+    rec = recorder(fake_api, logs)
+    state = running(step=20, total_steps=100, loss="0.5000", last_checkpoint_step=20)
+    rec.record(state)
+    assert rec.flush(10)
+    assert fake_api.status("train-status") == to_data(state)
+    assert rec.status_ok is True and logs == []
+
+
+def test_recorder_never_blocks_the_caller_and_coalesces(fake_api):
+    # The server holds the first request until the test lets it go: record() must return at
+    # once, and the states recorded meanwhile go out as one write, the newest values winning.
+    release = threading.Event()
+    fake_api.fail("GET", "configmaps", hold=release)
+    rec = recorder(fake_api, [], timeout=30)
+    for step in range(1, 51):
+        rec.record(running(step=step))
+    assert not rec.flush(0)  # still held: nothing written yet, and we got here anyway
+    release.set()
+    assert rec.flush(20)
+    applied = fake_api.patches("train-status")
+    assert 1 <= len(applied) <= 2 < 50
+    assert fake_api.status("train-status")["step"] == "50"
+
+
+def test_api_errors_are_logged_once_per_kind_and_resent_with_the_next_write(fake_api):
+    logs = []
+    rec = recorder(fake_api, logs)
+    fake_api.fail("PATCH", "configmaps", status=403, times=3)
+    for step in (1, 2, 3):
+        rec.record(running(step=step, last_checkpoint_step=step))
+        rec.flush(10)
+    assert rec.status_ok is False
+    assert logs == [
+        "tfmw launcher status: cannot record the status in configmap/train-status (HTTP 403: "
+        "PATCH /api/v1/namespaces/ml/configmaps/train-status: injected 403); training goes on"
+    ]
+    # The next write carries fewer keys; the ones that failed travel along with it.
+    end = advance(running(step=3), Phase.FAILED, now=T0, reason=Reason.TRAINING_FAILED)
+    rec.record(end, TERMINAL_KEYS)
+    rec.flush(10)
+    status = fake_api.status("train-status")
+    assert (status["lastCheckpointStep"], status["step"], status["phase"]) == ("3", "3", "Failed")
+    fake_api.fail("PATCH", "configmaps", status=500)
+    rec.record(fresh("r2", "rev-a", T0))
+    rec.flush(10)
+    assert len(logs) == 2 and "(HTTP 500:" in logs[1]  # another kind: logged once too
+
+
+def test_retry_unsent_sends_a_failed_terminal_write_again(fake_api):
+    rec = recorder(fake_api, [])
+    fake_api.fail("GET", "configmaps", status=503)
+    done = advance(running(), Phase.SUCCEEDED, now=T0, reason=Reason.COMPLETED)
+    rec.record(done)
+    rec.flush(10)
+    assert rec.status_ok is False and fake_api.status("train-status") == {}
+    rec.retry_unsent()
+    rec.flush(10)
+    assert rec.status_ok is True and fake_api.status("train-status")["phase"] == "Succeeded"
+
+
+def test_a_conflicting_write_is_read_again_and_retried(fake_api):
+    rec = recorder(fake_api, [])
+    fake_api.fail("PATCH", "configmaps", status=409)
+    rec.record(running(step=7))
+    rec.flush(10)
+    assert fake_api.status("train-status")["step"] == "7"
+    assert [r.method for r in fake_api.requests] == ["GET", "PATCH", "GET", "PATCH"]
+
+
+def test_a_terminal_state_recorded_by_a_peer_is_never_overwritten(fake_api):
+    peer = advance(running(), Phase.FAILED, now=T0, reason=Reason.TRAINING_FAILED, message="DataError: x")
+    fake_api.configmaps["train-status"]["data"] = to_data(peer, TERMINAL_KEYS) | {"startedAt": T0}
+    rec = recorder(fake_api, [])
+    chief = replace(running(), phase=Phase.RESTARTING, restarts=1)
+    rec.record(chief)
+    rec.flush(10)
+    assert fake_api.status("train-status")["phase"] == "Failed"
+    assert fake_api.patches("train-status") == []
+    assert rec.superseded.reason == "TrainingFailed"
+    # ... while a new run id (or a changed pod template) starts over
+    rec.record(fresh("r2", "rev-a", T0))
+    rec.flush(10)
+    assert fake_api.status("train-status")["runId"] == "r2"
+
+
+def test_read_returns_the_recorded_state_or_none(fake_api):
+    logs = []
+    rec = recorder(fake_api, logs)
+    assert rec.read() is None  # empty ConfigMap: no run recorded
+    fake_api.configmaps["train-status"]["data"] = to_data(running(step=3))
+    assert rec.read() == running(step=3)
+    fake_api.fail("GET", "configmaps", status=403)
+    assert rec.read() is None
+    assert logs == [
+        "tfmw launcher status: cannot read the status from configmap/train-status (HTTP 403: GET "
+        "/api/v1/namespaces/ml/configmaps/train-status: injected 403); training goes on"
+    ]
+
+
+def test_events_name_the_statefulset_by_its_uid(fake_api):
+    rec = recorder(fake_api, [])
+    rec.event("Restarted", "Warning", "worker 1 lost: UnavailableError: x, resuming from step 20")
+    rec.event("Succeeded", "Normal", "done")
+    rec.flush(10)
+    assert [e["reason"] for e in fake_api.events] == ["Restarted", "Succeeded"]
+    event = fake_api.events[0]
+    assert event["involvedObject"] == {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "name": "train",
+        "namespace": "ml",
+        "uid": fake_api.uid,
+    }
+    assert event["metadata"]["namespace"] == "ml" and event["metadata"]["name"].startswith("train.")
+    assert (event["type"], event["count"], event["reportingInstance"]) == ("Warning", 1, "train-0")
+    assert event["message"] == "worker 1 lost: UnavailableError: x, resuming from step 20"
+    assert event["firstTimestamp"] == event["lastTimestamp"]
+    gets = [r for r in fake_api.requests if r.method == "GET" and r.path.endswith("/scale")]
+    assert len(gets) == 1  # the uid is read once
+
+
+def test_an_event_that_cannot_be_created_is_logged_once(fake_api):
+    logs = []
+    rec = recorder(fake_api, logs)
+    fake_api.fail("POST", "events", status=403, times=-1)
+    for reason in ("Started", "Restarted", "Succeeded"):
+        rec.event(reason, "Normal", "m")
+    rec.flush(10)
+    assert len(logs) == 1 and logs[0].startswith(
+        "tfmw launcher status: cannot record Event Started on statefulset/train (HTTP 403:"
+    )
+
+
+def test_scale_to_zero_releases_the_statefulset(fake_api):
+    logs = []
+    rec = recorder(fake_api, logs)
+    rec.scale_to_zero()
+    rec.flush(10)
+    assert fake_api.replicas["train"] == 0 and rec.released
+    assert logs == ["tfmw launcher released: scaled statefulset/train to 0 replicas"]
+
+
+def test_a_failed_scale_is_logged_once_and_retried_when_asked(fake_api):
+    logs = []
+    rec = recorder(fake_api, logs)
+    fake_api.fail("PATCH", "/scale", status=500, times=2)
+    rec.scale_to_zero()
+    rec.flush(10)
+    rec.retry_unsent()
+    rec.flush(10)
+    assert fake_api.replicas["train"] == 2 and not rec.released
+    rec.retry_unsent()
+    rec.flush(10)
+    assert fake_api.replicas["train"] == 0 and rec.released
+    assert [line.split(" (")[0] for line in logs] == [
+        "tfmw launcher status: cannot scale statefulset/train to 0",
+        "tfmw launcher released: scaled statefulset/train to 0 replicas",
+    ]
+
+
+def test_without_api_access_nothing_is_sent_and_a_release_says_why():
+    logs = []
+    rec = StatusRecorder(
+        None, namespace="ml", configmap="train-status", statefulset="train", pod_name="p", log=logs.append
+    )
+    rec.record(running())
+    rec.event("Started", "Normal", "m")
+    rec.scale_to_zero()
+    rec.scale_to_zero()
+    assert rec.flush(1) and rec.read() is None and not rec.released
+    assert logs == [
+        "tfmw launcher status: cannot scale statefulset/train to 0 (no API access: TFMW_API_DIR is "
+        "not set (rbac.create=false?)); training goes on"
+    ]

@@ -1,0 +1,354 @@
+"""Supervisor: restart in place on retryable failures, stop on permanent ones, watchdog,
+deadline, completion, signal forwarding. Real child processes (small Python scripts), no TF."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+from repo import REPO
+
+from entrypoint.errors import EXIT_BAD_CONFIG, EXIT_RETRYABLE, EXIT_TRAINING_FAILED, EXIT_UNEXPECTED
+from entrypoint.lifecycle import Phase, Reason
+from entrypoint.supervisor import (
+    DONE,
+    PERMANENT,
+    PERMANENT_REASONS,
+    RETRY,
+    Supervisor,
+    SupervisorConfig,
+    backoff_seconds,
+    classify_exit,
+)
+
+# The supervisor's classification table: what each exit status of the training command means.
+CLASSIFICATION = [
+    (0, DONE),
+    (EXIT_BAD_CONFIG, PERMANENT),  # 2: a bad training config
+    (EXIT_TRAINING_FAILED, PERMANENT),  # 4: corrupt data, a non-finite loss, retryable=false
+    (EXIT_RETRYABLE, RETRY),  # 75: a lost peer, restarted in place
+    (EXIT_UNEXPECTED, RETRY),  # 1: a user script's failure or a crash
+    (3, RETRY),
+    (5, RETRY),
+    (143, RETRY),
+    (-9, RETRY),
+    (-15, RETRY),  # killed by a signal
+]
+
+
+@pytest.mark.parametrize("code,outcome", CLASSIFICATION)
+def test_classify_exit(code, outcome):
+    assert classify_exit(code) == outcome
+
+
+def test_permanent_exits_name_their_terminal_reason():
+    assert PERMANENT_REASONS == {2: Reason.BAD_CONFIG, 4: Reason.TRAINING_FAILED}
+
+
+def test_backoff_is_none_at_first_then_exponential_and_capped():
+    assert [backoff_seconds(n) for n in (1, 2, 3, 4, 5, 11)] == [0, 1, 2, 4, 8, 30]
+
+
+def script(tmp_path: Path, body: str) -> list[str]:
+    path = tmp_path / "child.py"
+    path.write_text(textwrap.dedent(body))
+    return [sys.executable, str(path)]
+
+
+def make(tmp_path, command, **kw):
+    logs = []
+    cfg = SupervisorConfig(
+        command=command,
+        env=dict(os.environ, TFMW_RUN_ID="r1"),
+        run_dir=kw.pop("run_dir", tmp_path / "run"),
+        heartbeat_file=tmp_path / "hb",
+        poll_seconds=0.05,
+        backoff_first_seconds=0.01,
+        log=logs.append,
+        **kw,
+    )
+    return Supervisor(cfg), logs
+
+
+# A child that fails with the given codes on successive attempts (counted in a file).
+FLAKY = """
+    import pathlib, sys
+    counter = pathlib.Path(sys.argv[0]).with_name("attempts")
+    n = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(n + 1))
+    codes = {codes}
+    sys.exit(codes[n] if n < len(codes) else 0)
+"""
+
+
+def attempts(tmp_path):
+    return int((tmp_path / "attempts").read_text())
+
+
+def test_retryable_failures_restart_in_place_until_success(tmp_path):
+    causes = []
+    sup, logs = make(tmp_path, script(tmp_path, FLAKY.format(codes=[75, 1])), on_restart=causes.append)
+    assert sup.run().phase is Phase.SUCCEEDED
+    assert attempts(tmp_path) == 3
+    assert any("restarting training in place" in line and "exit 75" in line for line in logs)
+    assert causes == ["a peer failed or the group broke (exit 75)", "training exited with 1"]
+
+
+@pytest.mark.parametrize("code,reason", [(2, Reason.BAD_CONFIG), (4, Reason.TRAINING_FAILED)])
+def test_permanent_failures_are_not_retried(tmp_path, code, reason):
+    body = FLAKY.format(codes=[code]).replace(
+        "sys.exit(", "print('training config: steps: -1 is bad', flush=True); sys.exit("
+    )
+    sup, logs = make(tmp_path, script(tmp_path, body))
+    ending = sup.run()
+    assert (ending.phase, ending.reason) == (Phase.FAILED, reason)
+    assert ending.message == "training config: steps: -1 is bad"  # the command's own last line
+    assert attempts(tmp_path) == 1
+    assert "not retrying" in logs[-1]
+
+
+def test_permanent_failure_message_is_the_trainers_error_line(tmp_path):
+    body = """
+        import sys
+        print("Traceback (most recent call last): ...", flush=True)
+        print("tfmw error retryable=false worker=0 DataError: data.path: a.npz is corrupt", flush=True)
+        print("some later noise", flush=True)
+        sys.exit(4)
+    """
+    ending, _ = make(tmp_path, script(tmp_path, body))[0].run(), None
+    assert ending.reason is Reason.TRAINING_FAILED
+    assert ending.message == "DataError: data.path: a.npz is corrupt"
+
+
+def test_retries_exhausted_is_restart_limit_with_reason(tmp_path):
+    sup, logs = make(tmp_path, script(tmp_path, FLAKY.format(codes=[1] * 10)), max_restarts=2)
+    ending = sup.run()
+    assert (ending.phase, ending.reason) == (Phase.FAILED, Reason.RESTART_LIMIT)
+    assert "training.maxRestarts=2" in ending.message and "training exited with 1" in ending.message
+    assert attempts(tmp_path) == 3
+    assert "giving up: 2 restarts without progress (limit 2)" in logs[-1]
+    assert "training exited with 1" in logs[-1]
+
+
+def test_completed_run_is_never_trained_again(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "COMPLETED").write_text(json.dumps({"steps": 10, "finalLoss": 0.1, "model": "/m"}))
+    sup, logs = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])), run_dir=run_dir)
+    ending = sup.run()
+    assert (ending.phase, ending.reason) == (Phase.SUCCEEDED, Reason.COMPLETED)
+    assert ending.message == "COMPLETED marker found: steps=10 final_loss=0.1 model=/m"
+    assert not (tmp_path / "attempts").exists()
+    assert logs == []
+
+
+def test_hang_watchdog_kills_and_restarts(tmp_path):
+    body = """
+        import pathlib, sys, time
+        counter = pathlib.Path(sys.argv[0]).with_name("attempts")
+        n = int(counter.read_text()) if counter.exists() else 0
+        counter.write_text(str(n + 1))
+        if n == 0:
+            time.sleep(60)  # silent, no heartbeat: a hang
+    """
+    sup, logs = make(tmp_path, script(tmp_path, body), hang_timeout_seconds=1, max_restarts=2)
+    assert sup.run().phase is Phase.SUCCEEDED
+    assert attempts(tmp_path) == 2
+    assert any("watchdog: no training progress" in line for line in logs)
+    assert any("hang: no progress for 1s" in line for line in logs)
+
+
+def test_heartbeat_counts_as_progress(tmp_path):
+    # Writes a rising step to the heartbeat file, silently, for longer than the timeout.
+    body = """
+        import os, time, pathlib
+        hb = pathlib.Path(os.environ["TFMW_HEARTBEAT_FILE"])
+        for step in range(1, 13):
+            hb.write_text(str(step)); time.sleep(0.25)
+    """
+    sup, logs = make(tmp_path, script(tmp_path, body), hang_timeout_seconds=1)
+    assert sup.run().phase is Phase.SUCCEEDED
+    assert not any("watchdog" in line for line in logs)
+
+
+def test_progress_resets_the_restart_budget(tmp_path):
+    # Every attempt makes progress (heartbeat) then dies: the limit counts only
+    # failures without progress, so a long job survives many preemptions.
+    body = """
+        import os, pathlib, sys, time
+        counter = pathlib.Path(sys.argv[0]).with_name("attempts")
+        n = int(counter.read_text()) if counter.exists() else 0
+        counter.write_text(str(n + 1))
+        pathlib.Path(os.environ["TFMW_HEARTBEAT_FILE"]).write_text(str(n + 1))
+        time.sleep(0.2)
+        sys.exit(75 if n < 4 else 0)
+    """
+    sup, _ = make(tmp_path, script(tmp_path, body), max_restarts=1)
+    assert sup.run().phase is Phase.SUCCEEDED
+    assert attempts(tmp_path) == 5
+
+
+def test_sigterm_is_forwarded_and_nothing_restarts(tmp_path):
+    body = """
+        import signal, sys, time, pathlib
+        def stop(*_):
+            pathlib.Path(sys.argv[0]).with_name("got-term").write_text("yes")
+            sys.exit(143)
+        signal.signal(signal.SIGTERM, stop)
+        print("ready", flush=True)
+        time.sleep(60)
+    """
+    sup, logs = make(tmp_path, script(tmp_path, body))
+    threading.Timer(1.5, sup.request_stop).start()
+    ending = sup.run()
+    assert (ending.phase, ending.returncode) == (None, 143)
+    assert (tmp_path / "got-term").read_text() == "yes"
+    assert sum("starting training" in line for line in logs) == 1
+
+
+def test_launcher_cli_supervises_and_forwards_sigterm(tmp_path):
+    child = tmp_path / "child.py"
+    child.write_text("import json,os,time\nprint('TF_CONFIG', os.environ['TF_CONFIG'], flush=True)\ntime.sleep(60)\n")
+    env = {
+        "TFMW_POD_NAME": "w-0",
+        "TFMW_NAMESPACE": "ns",
+        "TFMW_SERVICE": "svc",
+        "TFMW_REPLICAS": "1",
+        "TFMW_LOOPBACK_PORTS": "1",
+        "PATH": os.environ["PATH"],
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "entrypoint", "run", "--", sys.executable, str(child)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("TF_CONFIG"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 143
+    assert json.loads(lines[-1].split(" ", 1)[1])["cluster"]["worker"] == ["127.0.0.1:2222"]
+
+
+def test_chief_records_completion_for_a_user_command(tmp_path):
+    sup, _ = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])), is_chief=True)
+    assert sup.run().phase is Phase.SUCCEEDED
+    record = json.loads((tmp_path / "run" / "COMPLETED").read_text())
+    assert record["by"] == "launcher" and set(record) == {"by", "command", "finishedAt"}  # the trainer's spelling
+    # ... and the next start of any pod of this run trains nothing.
+    again, logs = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])))
+    ending = again.run()
+    assert ending.phase is Phase.SUCCEEDED and ending.message.startswith("COMPLETED marker found")
+    assert attempts(tmp_path) == 1
+    assert logs == []
+
+
+def test_non_chief_does_not_record_completion(tmp_path):
+    sup, _ = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])), is_chief=False)
+    assert sup.run().phase is Phase.SUCCEEDED
+    assert not (tmp_path / "run" / "COMPLETED").exists()
+
+
+# -- activeDeadlineSeconds: a wall clock the test moves, never real time ---------------------
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_deadline_stops_training_with_sigterm_and_fails_the_run(tmp_path):
+    body = """
+        import pathlib, signal, sys, time
+        counter = pathlib.Path(sys.argv[0]).with_name("attempts")
+        counter.write_text(str(int(counter.read_text()) + 1 if counter.exists() else 1))
+        def stop(*_):
+            pathlib.Path(sys.argv[0]).with_name("got-term").write_text("checkpointed")
+            sys.exit(143)
+        signal.signal(signal.SIGTERM, stop)
+        print("ready", flush=True)
+        time.sleep(60)
+    """
+    clock = Clock()
+
+    def passed(line):
+        if line == "ready":
+            clock.now = 2000.0
+
+    sup, logs = make(
+        tmp_path, script(tmp_path, body), deadline=1500.0, deadline_seconds=500, wall_clock=clock, on_output=passed
+    )
+    ending = sup.run()
+    assert (ending.phase, ending.reason) == (Phase.FAILED, Reason.DEADLINE_EXCEEDED)
+    assert ending.message.startswith("training.activeDeadlineSeconds=500 passed; training stopped (exit 143)")
+    assert (tmp_path / "got-term").read_text() == "checkpointed"  # SIGTERM, so the trainer could save
+    assert attempts(tmp_path) == 1
+    assert any(line.startswith("tfmw launcher deadline: training.activeDeadlineSeconds=500 passed") for line in logs)
+
+
+def test_deadline_kills_a_command_that_ignores_sigterm(tmp_path):
+    body = """
+        import signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("ready", flush=True)
+        time.sleep(60)
+    """
+    clock = Clock()
+    sup, logs = make(
+        tmp_path,
+        script(tmp_path, body),
+        deadline=1500.0,
+        deadline_seconds=500,
+        wall_clock=clock,
+        stop_grace_seconds=0.3,
+        on_output=lambda line: setattr(clock, "now", 2000.0),
+    )
+    ending = sup.run()
+    assert ending.reason is Reason.DEADLINE_EXCEEDED and "exit -9" in ending.message
+    assert any("did not stop in time; killing it" in line for line in logs)
+
+
+def test_deadline_passing_during_the_back_off_means_no_restart(tmp_path):
+    clock = Clock()
+    sup, logs = make(
+        tmp_path,
+        script(tmp_path, FLAKY.format(codes=[75, 75])),
+        deadline=1500.0,
+        deadline_seconds=500,
+        wall_clock=clock,
+        on_restart=lambda cause: setattr(clock, "now", 2000.0),
+    )
+    ending = sup.run()
+    assert ending.reason is Reason.DEADLINE_EXCEEDED and "not restarting training" in ending.message
+    assert attempts(tmp_path) == 1
+
+
+def test_deadline_already_passed_starts_nothing(tmp_path):
+    clock = Clock()
+    sup, _ = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])), deadline=999.0, wall_clock=clock)
+    assert sup.run().reason is Reason.DEADLINE_EXCEEDED
+    assert not (tmp_path / "attempts").exists()
+
+
+def test_attempt_and_output_hooks_see_every_attempt_and_line(tmp_path):
+    seen, lines = [], []
+    body = FLAKY.format(codes=[75]).replace(
+        "    codes = ", "    print('tfmw progress step=1/2 loss=0.5', flush=True)\n    codes = "
+    )
+    sup, _ = make(tmp_path, script(tmp_path, body), on_attempt=seen.append, on_output=lines.append)
+    assert sup.run().phase is Phase.SUCCEEDED
+    assert seen == [1, 2]
+    assert lines == ["tfmw progress step=1/2 loss=0.5"] * 2

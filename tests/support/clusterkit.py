@@ -1,0 +1,157 @@
+"""Helpers for tests against the real local control plane (scripts/tfmw/devcluster): kubectl and helm
+with the test cluster's kubeconfig, waiting on API state, per-test namespaces."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from repo import REPO
+
+from tfmw.devcluster.controlplane import ClusterState
+from tfmw.k8s.api import Api, ApiError, ns_path
+
+CHART = REPO / "charts" / "tf-multiworker"
+TOOLS = REPO / ".tools" / "bin"
+# Pods that only need to exist and keep running (lifecycle tests): the launcher runs this
+# user command instead of training, so a test costs seconds of CPU, not minutes. It listens
+# on the workers' port as a training worker would, so `helm test` can pass (http.server's
+# default port 8000 is the workers' port here: a "2222" in --set would become a number).
+SLEEPER = ["training.command={python,-m,http.server,--directory,/tmp}", "workers.port=8000"]
+
+
+@dataclass
+class Cluster:
+    state: ClusterState
+    image: str = ""  # the worker image every node holds (the chart's default for workers.gpus 0)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state.kubeconfig
+
+    @functools.cached_property
+    def api(self) -> Api:
+        """The admin client, made once (its TLS context loads the certificates from disk)."""
+        return self.state.api("admin")
+
+    def env(self, **extra) -> dict:
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
+        env.update(extra)
+        return env
+
+    def run(self, argv: list[str], check: bool = True, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+        proc = subprocess.run(argv, capture_output=True, text=True, env=self.env(), timeout=timeout, **kw)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(map(str, argv))} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def kubectl(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        return self.run([str(TOOLS / "kubectl"), *args], check=check, timeout=timeout)
+
+    def helm(
+        self, *args: str, helm: str = "helm", check: bool = True, timeout: float = 300
+    ) -> subprocess.CompletedProcess:
+        return self.run([str(TOOLS / helm), *args], check=check, timeout=timeout)
+
+    def tfmw(self, *args: str, check: bool = False, timeout: float = 600) -> subprocess.CompletedProcess:
+        import sys
+
+        return self.run([sys.executable, "-m", "tfmw.cli", *args], check=check, timeout=timeout, cwd=REPO)
+
+    # -- reading state ----------------------------------------------------------------
+    def pods(self, namespace: str, selector: str = "") -> list[dict]:
+        return self.api.items(ns_path(namespace, "pods"), labelSelector=selector or None)
+
+    def workers(self, namespace: str, release: str) -> list[dict]:
+        pods = self.pods(namespace, f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker")
+        return sorted(pods, key=lambda p: p["metadata"]["name"])
+
+    def statefulset(self, namespace: str, name: str) -> dict | None:
+        return self.api.get_or_none(ns_path(namespace, "statefulsets", name, group="apps/v1"))
+
+    def logs(self, namespace: str, pod: str, previous: bool = False) -> str:
+        args = ["logs", "-n", namespace, pod] + (["--previous"] if previous else [])
+        return self.kubectl(*args, check=False).stdout
+
+    def events(self, namespace: str) -> list[dict]:
+        return self.api.items(ns_path(namespace, "events"))
+
+
+def wait_for(
+    predicate: Callable[[], object],
+    timeout: float,
+    what: str,
+    interval: float = 0.5,
+    describe: Callable[[], str] | None = None,
+):
+    """Poll until predicate() is truthy; fail naming `what` (and describe()'s output)."""
+    deadline = time.monotonic() + timeout
+    last_exc = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except (ApiError, AssertionError, KeyError, IndexError) as exc:
+            last_exc = exc
+        time.sleep(interval)
+    detail = describe() if describe else ""
+    raise AssertionError(
+        f"timed out after {timeout:g}s waiting for {what}"
+        + (f" (last error: {last_exc})" if last_exc else "")
+        + (f"\n{detail}" if detail else "")
+    )
+
+
+def new_namespace(cluster: Cluster, prefix: str, labels: dict | None = None) -> str:
+    name = f"{prefix[:40].lower().replace('_', '-').strip('-')}-{uuid.uuid4().hex[:5]}"
+    cluster.api.create(
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}},
+    )
+    wait_for(
+        lambda: cluster.api.get_or_none(ns_path(name, "serviceaccounts", "default")),
+        60,
+        f"the default ServiceAccount in {name}",
+    )
+    return name
+
+
+def delete_namespace(cluster: Cluster, name: str, timeout: float = 120) -> None:
+    """Delete the namespace (no new pod can be created in it from then on), remove its pods at
+    once (grace period 0: the node kills their processes) and wait until they are gone, so one
+    test's workers never eat the next test's CPU. The namespace controller finishes the rest
+    in the background."""
+    cluster.api.delete(f"/api/v1/namespaces/{name}")
+    for pod in cluster.pods(name):
+        cluster.api.delete(
+            ns_path(name, "pods", pod["metadata"]["name"]),
+            {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+        )
+    wait_for(
+        lambda: not cluster.pods(name),
+        timeout,
+        f"the pods of namespace {name} to stop",
+        describe=lambda: json.dumps([p["metadata"]["name"] for p in cluster.pods(name)]),
+    )
+
+
+def pod_phase_counts(pods: list[dict]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for pod in pods:
+        phase = (pod.get("status") or {}).get("phase", "?")
+        counts[phase] = counts.get(phase, 0) + 1
+    return counts
+
+
+def all_running(pods: list[dict], count: int) -> bool:
+    return len(pods) == count and all(
+        (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp") for p in pods
+    )

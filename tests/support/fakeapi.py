@@ -1,0 +1,231 @@
+"""A small HTTPS server on 127.0.0.1 that answers the five API calls the launcher makes, keeps
+what it was sent, and can answer 403/500/409 or not at all. It tests our client's behaviour;
+the real API server's answers are the cluster tests' business.
+
+TLS is real: a self-signed certificate made with the openssl CLI, which the client must trust
+through `ca.crt` in the API directory, as in a pod.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import ssl
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+def make_certificate(directory: Path, name: str = "server") -> tuple[Path, Path]:
+    cert, key = directory / f"{name}.crt", directory / f"{name}.key"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return cert, key
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    body: dict | None
+    token: str
+    content_type: str
+    applied: bool = False  # a PATCH the server applied
+
+
+@dataclass
+class Failure:
+    method: str
+    path_re: str
+    status: int | None = None  # answer with this status
+    hold: threading.Event | None = None  # or wait for this event first (a slow / hung server)
+    times: int = 1  # how many matching requests it applies to (-1: all)
+
+
+@dataclass
+class FakeAPI:
+    api_dir: Path
+    cert: Path
+    key: Path
+    namespace: str = "ml"
+    configmaps: dict = field(default_factory=dict)  # name -> {"data": {...}, "rv": int}
+    replicas: dict = field(default_factory=dict)  # statefulset -> int
+    uid: str = "0b5e5a1c-sts-uid"
+    events: list = field(default_factory=list)
+    requests: list = field(default_factory=list)
+    failures: list = field(default_factory=list)
+    tokens: set = field(default_factory=lambda: {"token-1"})
+
+    def __post_init__(self):
+        self.lock = threading.Lock()
+        self.api_dir.mkdir(parents=True, exist_ok=True)
+        (self.api_dir / "token").write_text("token-1\n")
+        (self.api_dir / "ca.crt").write_bytes(self.cert.read_bytes())
+        (self.api_dir / "namespace").write_text(self.namespace)
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _serve(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                body = json.loads(raw) if raw else None
+                auth = self.headers.get("Authorization", "")
+                status, answer = fake.handle(
+                    self.command, self.path, body, auth.removeprefix("Bearer "), self.headers.get("Content-Type", "")
+                )
+                payload = json.dumps(answer).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except OSError:
+                    pass  # the client gave up (timeout)
+
+            do_GET = do_PATCH = do_POST = _serve
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(str(self.cert), str(self.key))
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        for failure in self.failures:
+            if failure.hold is not None:
+                failure.hold.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+    # -- test controls -------------------------------------------------------------------
+    def env(self) -> dict[str, str]:
+        return {
+            "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+            "KUBERNETES_SERVICE_PORT": str(self.port),
+            "TFMW_API_DIR": str(self.api_dir),
+        }
+
+    def rotate_token(self, token: str) -> None:
+        with self.lock:
+            self.tokens = {token}
+        (self.api_dir / "token").write_text(token)
+
+    def fail(
+        self, method: str, path_re: str, status: int | None = None, hold: threading.Event | None = None, times: int = 1
+    ) -> Failure:
+        failure = Failure(method, path_re, status, hold, times)
+        with self.lock:
+            self.failures.append(failure)
+        return failure
+
+    def status(self, name: str) -> dict:
+        with self.lock:
+            return dict(self.configmaps[name]["data"])
+
+    def patches(self, name: str) -> list[dict]:
+        """The data of every status PATCH that was applied, in order."""
+        with self.lock:
+            return [
+                r.body["data"]
+                for r in self.requests
+                if r.method == "PATCH" and r.path.endswith(f"/configmaps/{name}") and r.applied
+            ]
+
+    # -- the API ---------------------------------------------------------------------------
+    def handle(self, method: str, path: str, body: dict | None, token: str, content_type: str):
+        request = Request(method, path, body, token, content_type)
+        with self.lock:
+            self.requests.append(request)
+            failure = next(
+                (f for f in self.failures if f.method == method and re.search(f.path_re, path) and f.times != 0), None
+            )
+            if failure is not None and failure.times > 0:
+                failure.times -= 1
+        if failure is not None:
+            if failure.hold is not None:
+                failure.hold.wait(30)
+            if failure.status is not None:
+                return failure.status, {
+                    "kind": "Status",
+                    "code": failure.status,
+                    "message": f"{method} {path}: injected {failure.status}",
+                }
+        with self.lock:
+            if token not in self.tokens:
+                return 401, {"kind": "Status", "code": 401, "message": "Unauthorized"}
+            return self._route(request)
+
+    def _route(self, request: Request):
+        ns = re.escape(self.namespace)
+        m = re.fullmatch(rf"/api/v1/namespaces/{ns}/configmaps/([-a-z0-9.]+)", request.path)
+        if m:
+            name = m.group(1)
+            if name not in self.configmaps:
+                return 404, {"kind": "Status", "code": 404, "message": f'configmaps "{name}" not found'}
+            cm = self.configmaps[name]
+            if request.method == "PATCH":
+                if request.content_type != "application/merge-patch+json":
+                    return 415, {"kind": "Status", "code": 415, "message": "unsupported media type"}
+                wanted = (request.body.get("metadata") or {}).get("resourceVersion")
+                if wanted is not None and wanted != str(cm["rv"]):
+                    return 409, {"kind": "Status", "code": 409, "message": "the object has been modified"}
+                for key, value in request.body.get("data", {}).items():
+                    if value is None:
+                        cm["data"].pop(key, None)
+                    else:
+                        assert isinstance(value, str), (key, value)
+                        cm["data"][key] = value
+                cm["rv"] += 1
+                request.applied = True
+            return 200, {
+                "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": self.namespace, "resourceVersion": str(cm["rv"])},
+                "data": dict(cm["data"]),
+            }
+        m = re.fullmatch(rf"/apis/apps/v1/namespaces/{ns}/statefulsets/([-a-z0-9]+)/scale", request.path)
+        if m:
+            name = m.group(1)
+            if name not in self.replicas:
+                return 404, {"kind": "Status", "code": 404, "message": f'statefulsets.apps "{name}" not found'}
+            if request.method == "PATCH":
+                self.replicas[name] = request.body["spec"]["replicas"]
+            return 200, {
+                "kind": "Scale",
+                "apiVersion": "autoscaling/v1",
+                "metadata": {"name": name, "namespace": self.namespace, "uid": self.uid},
+                "spec": {"replicas": self.replicas[name]},
+            }
+        if request.method == "POST" and request.path == f"/api/v1/namespaces/{self.namespace}/events":
+            self.events.append(request.body)
+            return 201, request.body
+        return 404, {"kind": "Status", "code": 404, "message": f"no route {request.method} {request.path}"}

@@ -1,0 +1,385 @@
+"""The pure parts of `make bench`: parsing, ratio maths, table formatting, refusals.
+No timing assertions: benchmarks are not tests."""
+
+from __future__ import annotations
+
+import math
+import shlex
+import subprocess
+import sys
+import types
+
+import pytest
+
+from tfmw import faults
+from tfmw.bench import fig_control, fig_launcher, fig_overhead, fig_pipeline, fig_recovery, report, stats
+from tfmw.bench.__main__ import one_measurement, parse_figures
+from tfmw.bench.machine import cpu_model, memory_gib
+from tfmw.bench.parse import bench_cases
+from tfmw.bench.procs import BenchError
+from tfmw.bench.table import console_table, fmt, markdown_table
+
+# ---------------------------------------------------------------- parsing
+
+
+def test_pipeline_result_line_round_trips_json_with_spaces():
+    result = {"step_alone": 100.0, "sources": {"npz shards": {"describe": "4 NPZ shards, in memory"}}}
+    output = "\n".join(["WARNING noise", "tfmw bench case={}", fig_pipeline.result_line(result), ""])
+    assert fig_pipeline.parse(output) == result
+    with pytest.raises(BenchError, match="no result line"):
+        fig_pipeline.parse("tfmw bench case={}\n")
+
+
+def test_bench_cases_collects_by_id_and_ignores_noise():
+    out = "\n".join(
+        [
+            "WARNING something",
+            'tfmw bench case={"id":"tiny","step_seconds":0.01,"cpu_seconds":0.005}',
+            'tfmw bench case={"id":"cnn","step_seconds":0.2,"cpu_seconds":0.1}',
+            "",
+        ]
+    )
+    cases = bench_cases(out)
+    assert sorted(cases) == ["cnn", "tiny"] and cases["cnn"]["step_seconds"] == 0.2
+
+
+def test_machine_parsers():
+    assert cpu_model("processor\t: 0\nmodel name\t: AMD  EPYC 7B13\nflags: x\n") == "AMD EPYC 7B13"
+    assert cpu_model("processor: 0\n") == "unknown"
+    assert memory_gib("MemTotal:       25165824 kB\nMemFree: 1 kB\n") == pytest.approx(24.0)
+    assert memory_gib("") == 0.0
+
+
+# ---------------------------------------------------------------- ratio maths
+
+
+def test_paired_ratios_and_efficiency():
+    assert stats.paired_ratios([2.0, 3.0], [1.0, 2.0]) == [2.0, 1.5]
+    assert stats.scaling_efficiency(0.05, 0.1) == pytest.approx(0.5)
+    assert stats.overhead_percent(1.05, 1.0) == pytest.approx(5.0)
+    assert stats.overhead_percent(0.9, 1.0) == pytest.approx(-10.0)
+    assert stats.median([3.0, 1.0, 2.0]) == 2.0 and stats.median([1.0, 2.0]) == 1.5
+
+
+def test_ratio_refusals():
+    with pytest.raises(ValueError, match="unpaired"):
+        stats.paired_ratios([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="non-positive"):
+        stats.ratio(1.0, 0.0)
+    with pytest.raises(ValueError, match="no values"):
+        stats.median([])
+
+
+def test_overhead_summary_uses_per_round_pairs():
+    cases = [fig_overhead.Case("m", "mlp", {}, [8], 1, 10, "model")]
+    # Round 2 is twice as slow for both (a busy machine): the paired ratio stays 2.0.
+    raw = {"m": {"t1": [0.010, 0.020], "tn": [0.020, 0.040], "c1": [0.01, 0.01], "cn": [0.012, 0.012], "params": 610}}
+    (row,) = fig_overhead.summarize(cases, raw)
+    assert row.ratio == pytest.approx(2.0) and row.efficiency == pytest.approx(0.5)
+    assert (row.ratio_min, row.ratio_max) == (pytest.approx(2.0), pytest.approx(2.0))
+    assert row.t1_ms == pytest.approx(15.0) and row.tn_ms == pytest.approx(30.0)
+    cells = fig_overhead.table_rows([row])[0]
+    assert len(cells) == len(fig_overhead.HEADERS) and cells[8] == pytest.approx(15.0)
+
+
+def test_overhead_plan_steps_are_multiples_of_k_and_ids_unique():
+    for quick in (True, False):
+        cases = fig_overhead.plan(quick)
+        assert len({c.id for c in cases}) == len(cases)
+        assert fig_overhead.MAIN_MODEL in {c.id for c in cases}
+        for case in cases:
+            assert case.steps % case.k == 0 and case.spec()["calls"] * case.k == case.steps
+
+
+def test_launcher_summary_pairs_repeats():
+    T = fig_launcher.Timing
+    results = {
+        "by hand": [T(3.0, 4.0), T(3.0, 5.0)],
+        "launcher": [T(3.1, 4.2), T(3.1, 5.0)],
+        "import tensorflow": [3.0, 3.2],
+        "launcher tf-config": [0.1, 0.3],
+    }
+    s = fig_launcher.summarize(results)
+    assert s.overhead_percent == pytest.approx(2.5)  # median of +5% and 0%
+    assert (s.overhead_min, s.overhead_max) == (pytest.approx(0.0), pytest.approx(5.0))
+    assert s.hand_first_step == 4.5 and s.launcher_alone == pytest.approx(0.2) and s.repeats == 2
+
+
+def test_control_growth_and_env_limit():
+    manifest = (
+        "---\n# Source: c/templates/statefulset.yaml\nkind: StatefulSet\n"
+        "---\n# Source: c/templates/tests/test-peers.yaml\nargs: [a]\n"
+    )
+    sizes = fig_control.split_by_source(manifest)
+    assert set(sizes) == {"statefulset.yaml", "tests/test-peers.yaml"}
+    rows = [{"n": 1, "by_source": {"sts": 100, "test": 80}}, {"n": 101, "by_source": {"sts": 100, "test": 7780}}]
+    assert fig_control.growth(rows) == {"sts": 0.0, "test": 77.0}
+    # 100 bytes per worker: the 128 KiB budget (minus "TF_CONFIG=" and NUL) holds about 1,310 workers.
+    assert fig_control.max_workers_for_env_limit({1: 100, 11: 1100}) == 1310
+
+
+def test_tf_config_bytes_matches_the_launcher():
+    env = {
+        "TFMW_STATEFULSET": "tf-multiworker",
+        "TFMW_SERVICE": "tf-multiworker",
+        "TFMW_PORT": "2222",
+        "TFMW_CLUSTER_DOMAIN": "cluster.local",
+    }
+    one = fig_control.tf_config_bytes(env, 1)
+    assert one == len(
+        '{"cluster":{"worker":["tf-multiworker-0.tf-multiworker.default.svc.cluster.local:2222"]},'
+        '"task":{"type":"worker","index":0}}'
+    )
+
+
+def test_delayed_resolver_answers_from_ready_time():
+    now = [0.0]
+    slept = []
+    resolve = fig_control.delayed_resolver(0.002, ready_at=5.0, clock=lambda: now[0], sleep=slept.append)
+    assert resolve("a") is False
+    now[0] = 5.0
+    assert resolve("a") is True and slept == [0.002, 0.002]
+
+
+def resumed(scenario: str, seconds: float, completed: bool = True) -> faults.FaultResult:
+    return faults.FaultResult(
+        scenario,
+        completed,
+        "" if completed else "timeout",
+        120,
+        20,
+        step_at_fault=50,
+        resume_step=40,
+        seconds_to_resume=seconds,
+        digests={"d"},
+    )
+
+
+@pytest.mark.parametrize("config", [fig_recovery.DEFAULTS, fig_recovery.defaults(quick=True), *fig_recovery.VARIANTS])
+def test_recovery_command_is_what_the_harness_runs(config):
+    # The command the figure prints must reproduce its runs from a shell.
+    args = faults.parse_args(shlex.split(config.command())[3:])
+    assert args.scenarios == list(config.scenarios or faults.SCENARIOS)
+    assert tuple(args.sets) == config.sets and args.hang_timeout == config.hang_timeout
+
+
+def test_recovery_variants_each_change_one_setting_for_the_faults_it_decides():
+    assert fig_recovery.defaults(quick=True).scenarios == (fig_recovery.QUICK_SCENARIO,)
+    assert all(c.sets and set(c.scenarios) <= set(faults.SCENARIOS) for c in fig_recovery.VARIANTS)
+    assert any(f"{fig_recovery.STANDBY_VALUE}=false" in c.sets for c in fig_recovery.VARIANTS)
+
+
+def test_recovery_summary_lists_resume_time_per_configuration(tmp_path):
+    runs = [
+        fig_recovery.Run(fig_recovery.DEFAULTS, [resumed("kill-worker", 4.0), resumed("hang-worker", 12.9)]),
+        fig_recovery.Run(fig_recovery.VARIANTS[1], [resumed("hang-worker", 26.4)]),
+        fig_recovery.Run(fig_recovery.Config("broken"), [resumed("kill-worker", float("nan"), completed=False)]),
+    ]
+    headers, rows = fig_recovery.summary(runs)
+    assert headers == ["fault", "defaults: resumed (s)", "static detection (20 s): resumed (s)", "broken: resumed (s)"]
+    assert rows[1] == ["hang-worker", 12.9, 26.4, None]
+    assert rows[0][:3] == ["kill-worker", 4.0, None] and math.isnan(rows[0][3])
+    assert markdown_table(headers, rows).splitlines()[2] == "| kill-worker | 4.00 | - | - |"
+    assert fig_recovery.plot(headers, rows, tmp_path / "f.png", "machine") and (tmp_path / "f.png").stat().st_size
+    assert fig_recovery.plot(["fault", "x"], [["kill-worker", float("nan")]], tmp_path / "g.png", "m") is False
+    assert runs[0].status == "every fault recovered" and runs[2].status == "1 of 1 faults NOT recovered"
+
+
+def test_recovery_report_publishes_the_harness_results():
+    runs = [
+        fig_recovery.Run(fig_recovery.defaults(quick=False), [resumed("kill-worker", 4.0)]),
+        fig_recovery.Run(fig_recovery.VARIANTS[0], [resumed("kill-worker", 25.8, completed=False)]),
+    ]
+    summary = fig_recovery.summary(runs)
+    text = report.fig_recovery(runs[0], True, runs[1:], summary, quick=False)
+    assert text.startswith("## Figure 3:") and "fig3_recovery.png" in text
+    assert "*Command:* `python -m tfmw.faults` — **every fault recovered**." in text
+    assert "| kill-worker | yes | 50 | 40 | 10 (≤ 20) | nan | 4.0 | 0 | yes |" in text
+    assert f"warm standby off: `{fig_recovery.VARIANTS[0].command()}` — **1 of 1 faults NOT recovered**" in text
+    assert "| kill-worker | NO: timeout |" in text and "| kill-worker | 4.0 | 25.8 |" in text
+    quick = report.fig_recovery(runs[0], False, [], fig_recovery.summary(runs[:1]), quick=True)
+    assert "Quick mode runs one fault." in quick and "png" not in quick and "With and without" not in quick
+    assert "**Where fault → resumed goes**" in text and "| kill-worker | - | - |" in text  # no parts measured
+    saved = report.fig_recovery(
+        runs[0],
+        False,
+        [],
+        fig_recovery.summary(runs[:1]),
+        quick=True,
+        saves=[["cnn", 12.9, 0.082, 0.001, 0.084, "82x"]],
+    )
+    assert "**Checkpoint saves: synchronous or async.**" in saved
+    assert "| cnn | 12.9 | 0.0820 | 0.00100 | 0.0840 | 82x |" in saved
+
+
+def test_goodput_rows_cost_and_report_against_the_targets(tmp_path):
+    from tfmw.bench import fig_goodput
+
+    runs = [
+        fig_goodput.GoodputRun(
+            "without faults",
+            3520,
+            0,
+            True,
+            "",
+            0.962,
+            612.0,
+            {"startup": 9.1, "export": 4.0},
+            scrape_ms=[2.0, 3.0, 4.0],
+        ),
+        fig_goodput.GoodputRun(
+            "with faults",
+            3520,
+            3,
+            True,
+            "",
+            0.915,
+            660.0,
+            {"startup": 9.0, "restart": 20.1, "lostWork": 5.2, "detection": 0.3},
+        ),
+    ]
+    assert fig_goodput.steps_for(10) == 4800 and fig_goodput.steps_for(0.01) == 40
+    [without, with_faults] = fig_goodput.rows(runs)
+    assert without[:6] == ["without faults", 3520, 0, 612.0, "96.2%", "≥ 95%"]
+    assert with_faults[2] == 3 and with_faults[6 + 3] == 20.1  # the restart column
+    assert fig_goodput.metrics_cost(runs) == (3.0, 3.0 / 1e3 / 15, 3)
+    text = report.fig_recovery(
+        fig_recovery.Run(fig_recovery.DEFAULTS, []), False, [], ([], []), quick=False, goodput=runs
+    )
+    assert "**Goodput over a long run**" in text and "fig3b_goodput.png" in text
+    assert "| with faults | 3,520 | 3 | 660 | 91.5% | ≥ 90% | 9.00 | 0 | 0 | 20.1 | 5.20 | 0.300 | 0 |" in text
+    assert "(3 scrapes, median 3.0 ms a round trip" in text and "0.020% of the time" in text
+    fig_goodput.plot(runs, tmp_path / "g.png", "machine")
+    assert (tmp_path / "g.png").stat().st_size > 0
+
+
+def test_one_measurement_shows_plots_and_writes_the_figure(tmp_path, capsys):
+    plotted = []
+    module = types.SimpleNamespace(
+        HEADERS=["a"],
+        measure=lambda quick, log: {"quick": quick},
+        table_rows=lambda r: [[r["quick"]]],
+        plot=lambda r, path, subtitle: plotted.append((r, path, subtitle)),
+    )
+    args = types.SimpleNamespace(quick=True)
+    text = one_measurement(module, "Figure 9: x", "fig9.png", lambda *a: a, args, "machine", tmp_path)
+    assert text[:3] == ({"quick": True}, [[True]], ["a"]) and isinstance(text[3], str)
+    assert plotted == [({"quick": True}, tmp_path / "fig9.png", "machine")]
+    assert "Figure 9: x" in capsys.readouterr().out
+
+
+def test_time_to_first_step_hands_the_process_to_stop(tmp_path):
+    # A stand-in process that keeps printing after its first step: `stop` gets it still
+    # running (the pipe drained meanwhile), and whatever stop leaves is killed afterwards.
+    script = (
+        "import sys, time\nprint('tfmw start run=x', flush=True)\nprint('tfmw progress step=1/2', flush=True)\n"
+        "for i in range(100000): print('noise ' * 20)\ntime.sleep(60)\n"
+    )
+    handed = []
+    timing = fig_launcher.time_to_first_step(
+        [sys.executable, "-c", script], dict(), timeout=60, stop=lambda proc: handed.append((proc, proc.poll()))
+    )
+    ((proc, returncode_then),) = handed
+    assert returncode_then is None and proc.poll() is not None  # running when handed over, killed after
+    assert 0 < timing.start_line <= timing.first_step
+    with pytest.raises(fig_launcher.BenchError, match="figure 6: .* without a first step"):
+        fig_launcher.time_to_first_step(
+            [sys.executable, "-c", "print('tfmw start')"], dict(), timeout=60, figure="figure 6"
+        )
+
+
+def test_partial_run_replaces_only_its_figures():
+    existing = "\n".join(
+        [
+            "# Benchmarks",
+            "",
+            "Generated by `make bench` (`python -m tfmw.bench`); This file: `make bench`, took 9 min.",
+            "",
+            "**Machine:** m.",
+            "",
+            "What each figure costs a user, as ratios: (1) old.",
+            "",
+            "## Figure 1: one",
+            "",
+            "one body",
+            "",
+            "## Figure 3: three",
+            "",
+            "three body",
+            "",
+            "## How to reproduce",
+            "",
+            "old footer",
+            "",
+        ]
+    )
+    header, sections = report.split_document(existing)
+    assert sorted(sections) == [1, 3] and "three body" in sections[3] and "old footer" not in sections[3]
+    merged = report.merge(
+        existing,
+        {3: "## Figure 3: three\n\nnew three\n", 6: "## Figure 6: six\n\nsix\n"},
+        "`python -m tfmw.bench --only 3,6`, started T1",
+        quick=False,
+    )
+    assert "one body" in merged and "new three" in merged and "three body" not in merged
+    assert merged.index("## Figure 1") < merged.index("## Figure 3") < merged.index("## Figure 6")
+    assert merged.count("## How to reproduce") == 1 and "old footer" not in merged
+    assert report.INTRO in merged and "(1) old." not in merged
+    assert "**Later partial run:** figure(s) 3,6: `python -m tfmw.bench --only 3,6`, started T1" in merged
+    # A later run of the same figures replaces the note; another figure set adds its own.
+    again = report.merge(
+        merged, {3: "## Figure 3: three\n\nnewer\n", 6: "## Figure 6: six\n\nsix\n"}, "started T2", quick=False
+    )
+    assert "started T1" not in again and again.count("**Later partial run:**") == 1
+    other = report.merge(again, {1: "## Figure 1: one\n\nnew one\n"}, "started T3", quick=False)
+    assert other.count("**Later partial run:**") == 2 and "newer" in other
+    assert other.index("This file:") < other.index("started T2") < other.index("**Machine:**")
+    assert "\n\n\n" not in other.split("## Figure")[0]  # no doubled blank lines where notes were
+
+
+# ---------------------------------------------------------------- tables and refusals
+
+
+def test_fmt_significant_digits():
+    assert [fmt(v) for v in (0.000849, 0.026, 1.5, 12.34, 123.4, 1234.5)] == [
+        "0.000849",
+        "0.0260",
+        "1.50",
+        "12.3",
+        "123",
+        "1,234",
+    ]
+    assert fmt(1000) == "1,000" and fmt(None) == "-" and fmt(float("nan")) == "-" and fmt("x") == "x"
+
+
+def test_markdown_and_console_tables():
+    md = markdown_table(["a", "b"], [[1, 0.5], ["x", None]])
+    assert md.splitlines() == ["| a | b |", "|---|---|", "| 1 | 0.500 |", "| x | - |"]
+    console = console_table(["name", "v"], [["long name", 2]]).splitlines()
+    assert console[0].startswith("name       v") and set(console[1]) == {"-", " "}
+    with pytest.raises(ValueError, match="2 columns"):
+        markdown_table(["a", "b"], [[1]])
+
+
+def test_only_refuses_unknown_figures():
+    assert parse_figures("4,1,4") == [1, 4]
+    assert parse_figures("6") == [6]
+    with pytest.raises(ValueError, match="numbers from 1 to 6"):
+        parse_figures("1,7")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--only", "fig1"], "--only 'fig1': 'fig1' is not a figure number"),
+        (["--workers", "1"], "--workers 1: figure 1 compares N >= 2 workers"),
+        (["--gpus", "-1"], "--gpus -1: must be 0"),
+    ],
+)
+def test_cli_refusals_are_one_line(repo, args, message):
+    result = subprocess.run(
+        [sys.executable, "-m", "tfmw.bench", *args], cwd=repo, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -1,0 +1,203 @@
+"""Figure 6's pure parts: what `up` said about the image, the paired ratios (first step and
+fault → resumed), the table and the report's text. No timing assertions: benchmarks are not tests."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tfmw import faults
+from tfmw.bench import fig_cluster, report
+
+R = fig_cluster.ClusterRound
+IMPORTED = fig_cluster.Up(40.5, 41.0, "imported", 24.2, 2)
+CACHED = fig_cluster.Up(14.0, 14.4, "cached")
+
+
+def fault_result(
+    scenario: str,
+    resumed: float,
+    completed: bool = True,
+    reason: str = "",
+    running=float("nan"),
+    at: int = 60,
+    resume_step: int = 60,
+) -> faults.FaultResult:
+    result = faults.FaultResult(
+        scenario, completed, reason, 120, 20, step_at_fault=at, resume_step=resume_step, seconds_to_resume=resumed
+    )
+    result.seconds_to_pod_running = running
+    return result
+
+
+def pair(cluster: float, local: float, running: float = 10.0) -> fig_cluster.FaultPair:
+    return fig_cluster.fault_pair(
+        fault_result("delete-worker", cluster, running=running),
+        fault_result("kill-worker", local, at=50, resume_step=40),
+    )
+
+
+# ---------------------------------------------------------------- what up() said
+
+
+def test_image_import_reads_up_s_own_line():
+    said = [
+        "cluster: starting etcd, kube-apiserver (v1.35.4) on https://198.19.0.1:6443",
+        "cluster: image ghcr.io/tf-multiworker/tf-multiworker:0.1.0-cpu imported into 2 node(s) in 23.4s",
+        "cluster: ready in 41.2s: Kubernetes v1.35.4, 2 node(s), API server x, logs in y",
+    ]
+    assert fig_cluster.image_import(said) == ("imported", 23.4, 2)
+    assert fig_cluster.image_import(["cluster: image ghcr.io/a/b:1-cpu already in every node"])[0] == "cached"
+    image, seconds, nodes = fig_cluster.image_import(["cluster: ready in 3.0s"])
+    assert (image, nodes) == ("unknown", 0) and math.isnan(seconds)
+    up = fig_cluster.make_up(41.2, 42.0, said)
+    assert (up.image, up.import_seconds, up.ready_seconds, up.wall_seconds) == ("imported", 23.4, 41.2, 42.0)
+    # Only a first `up` that imported is followed by a second one (the image then cached).
+    assert fig_cluster.wants_second_up(up) and not fig_cluster.wants_second_up(CACHED)
+    assert not fig_cluster.wants_second_up(fig_cluster.Up(3.0, 3.1))
+
+
+# ---------------------------------------------------------------- fault pairs
+
+
+def test_fault_pair_takes_the_harness_fields_and_names_a_failed_side():
+    p = pair(20.0, 10.0, running=8.5)
+    assert p.measured and (p.cluster_resumed, p.local_resumed, p.pod_running) == (20.0, 10.0, 8.5)
+    assert (p.cluster_steps_lost, p.local_steps_lost) == (0, 10)
+    failed = fig_cluster.fault_pair(
+        fault_result("delete-worker", float("nan"), completed=False, reason="pod x was not recreated"),
+        fault_result("kill-worker", 12.0),
+    )
+    assert not failed.measured and failed.problem == "cluster delete-worker: pod x was not recreated"
+    silent = fig_cluster.fault_pair(fault_result("delete-worker", 5.0), fault_result("kill-worker", float("nan")))
+    assert silent.problem == "make local kill-worker: no step after the fault seen"
+
+
+def test_summary_pairs_fault_rounds_and_skips_unmeasured_ones():
+    rounds = [R(0.5, 1.0, 20.0, 10.0), R(0.7, 6.0, 30.0, 20.0), R(0.6, 2.0, 25.0, 25.0)]
+    unmeasured = fig_cluster.fault_pair(
+        fault_result("delete-worker", float("nan"), completed=False, reason="timeout"), fault_result("kill-worker", 9.0)
+    )
+    s = fig_cluster.summarize(
+        [IMPORTED, CACHED], 2.5, rounds, [pair(30.0, 10.0, running=12.0), pair(20.0, 16.0, running=8.0), unmeasured]
+    )
+    # Paired per round: 3.0 and 1.25 (the unmeasured round counts in neither median).
+    assert s.fault_ratio == pytest.approx(2.125) and (s.fault_ratio_min, s.fault_ratio_max) == (1.25, 3.0)
+    assert (s.fault_cluster_resumed, s.fault_local_resumed, s.fault_pod_running) == (25.0, 13.0, 10.0)
+    assert s.fault_rounds == 2 and s.fault_pairs == ((30.0, 10.0), (20.0, 16.0))
+    assert s.fault_steps_lost == (0, 10) and s.fault_problems == ("cluster delete-worker: timeout",)
+    # The ready time is the last `up`'s (the cluster the rounds ran on); both are kept.
+    assert (s.ready_seconds, s.up_seconds, s.import_up, s.cached_up) == (14.0, 14.4, IMPORTED, CACHED)
+    assert s.rounds == 3 and s.ratio == pytest.approx(1.5)
+
+
+def test_summary_without_a_measured_fault_pair_says_so():
+    s = fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)])
+    assert s.fault_rounds == 0 and math.isnan(s.fault_ratio) and math.isnan(s.fault_cluster_resumed)
+    rows = fig_cluster.table_rows(s)
+    assert rows[-1][1] == "-" and rows[-1][2] == "NOT measured"
+    with pytest.raises(ValueError, match="no `make cluster`"):
+        fig_cluster.summarize([], 1.0, [R(0.5, 1.0, 20.0, 10.0)])
+
+
+# ---------------------------------------------------------------- table and text
+
+
+def test_cluster_summary_pairs_rounds_and_checks_the_targets():
+    # Round 2 is slower for both (a busy machine): the paired ratios are 2.0 and 1.5.
+    rounds = [
+        R(install_seconds=0.5, return_to_running=1.0, install_to_first_step=20.0, local_first_step=10.0),
+        R(install_seconds=0.7, return_to_running=6.0, install_to_first_step=30.0, local_first_step=20.0),
+    ]
+    s = fig_cluster.summarize([fig_cluster.Up(12.0, 13.5, "cached")], 4.0, rounds, [pair(24.0, 12.0)])
+    assert s.ratio == pytest.approx(1.75) and (s.ratio_min, s.ratio_max) == (pytest.approx(1.5), pytest.approx(2.0))
+    assert s.install_to_first_step == 25.0 and s.local_first_step == 15.0 and s.install_seconds == pytest.approx(0.6)
+    assert (s.return_to_running, s.return_to_running_max, s.rounds) == (3.5, 6.0, 2)
+    assert s.running_to_first_step == pytest.approx((18.5 + 23.3) / 2)
+    rows = fig_cluster.table_rows(s)
+    assert all(len(r) == len(fig_cluster.HEADERS) for r in rows)
+    by_name = {r[0]: r for r in rows}
+    ready = next(r for r in rows if r[0].startswith("`make cluster` ready"))
+    assert ready[1] == 12.0 and ready[2].startswith("met") and "already in both nodes' containerd cache" in ready[0]
+    running = by_name["helm install returned → both worker pods Running, median (max)"]
+    assert running[2].startswith("MISSED")  # the slowest round is what the 5 s target is checked on
+    first = next(r for r in rows if r[0].startswith("ratio cluster / `make local`"))
+    assert first[1] == "1.75x" and first[2].endswith("20.0 / 10.0 s, 30.0 / 20.0 s")
+    assert rows[-1][1] == "2.00x" and rows[-1][2].endswith("over 1 round(s): 24.0 / 12.0 s")
+    with pytest.raises(ValueError, match="no rounds"):
+        fig_cluster.summarize([CACHED], 1.0, [])
+
+
+def test_table_has_a_row_per_up_with_the_import():
+    s = fig_cluster.summarize([IMPORTED, CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)], [pair(20.0, 10.0)])
+    rows = fig_cluster.table_rows(s)
+    assert all(len(r) == len(fig_cluster.HEADERS) for r in rows)
+    first, second = rows[0], rows[1]
+    assert "first `up`" in first[0] and "imported into 2 node(s) in 24.2 s" in first[0]
+    assert first[2].startswith("MISSED") and second[2].startswith("met")
+    assert "second `up`" in second[0] and "already in both nodes" in second[0]
+    wall = next(r for r in rows if "wall time" in r[0])
+    assert wall[1] == "41.0, 14.4"
+
+
+def test_cluster_report_states_the_ratios_the_nodes_and_the_image():
+    s = fig_cluster.summarize([IMPORTED, CACHED], 3.0, [R(0.5, 1.2, 24.0, 12.0)], [pair(30.0, 12.0, running=9.0)])
+    text = report.fig_cluster(s, fig_cluster.table_rows(s), fig_cluster.HEADERS, "1 / 1 / 1")
+    assert text.startswith("## Figure 6:") and "2.00x (slower in its one round" in text
+    assert "node agent" not in text and "kubelet + containerd" in text and "kube-proxy" in text
+    assert "worker image" in text and "24.2 s" in text and "ready in 14.0 s (within issue 19's 20 s)" in text
+    assert "A deleted worker pod costs 30.0 s" in text and "a median ratio of 2.50x" in text
+    assert "Running 9.0 s after the delete" in text
+    assert "training.config.steps=10" in text and "| measurement | seconds | against |" in text
+    noisy = fig_cluster.summarize(
+        [CACHED], 9.5, [R(0.5, 1.2, 24.0, 12.0), R(0.5, 1.2, 10.0, 20.0)], [pair(20.0, 10.0), pair(5.0, 10.0)]
+    )
+    noisy_text = report.fig_cluster(noisy, fig_cluster.table_rows(noisy), fig_cluster.HEADERS, "1 / 1 / 1")
+    assert noisy_text.count("cannot tell the two apart") == 2
+    assert "already in both nodes' containerd cache" in noisy_text
+
+
+def test_cluster_report_names_an_unmeasured_fault_pair():
+    unmeasured = fig_cluster.fault_pair(
+        fault_result("delete-worker", float("nan"), completed=False, reason="boom"), fault_result("kill-worker", 9.0)
+    )
+    s = fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)], [unmeasured])
+    text = report.fig_cluster(s, fig_cluster.table_rows(s), fig_cluster.HEADERS, "1 / 1 / 1")
+    assert "The fault pair was not measured in this run: cluster delete-worker: boom." in text
+    assert fig_cluster.table_rows(s)[-1][2] == "NOT measured: cluster delete-worker: boom"
+    mixed = fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)], [pair(20.0, 10.0), unmeasured])
+    assert fig_cluster.table_rows(mixed)[-1][2] == (
+        "min 2.00x, max 2.00x over 1 round(s): 20.0 / 10.0 s; not measured: cluster delete-worker: boom"
+    )
+
+
+def test_cluster_plot_draws_every_row(tmp_path):
+    s = fig_cluster.summarize([IMPORTED, CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)], [pair(20.0, 10.0)])
+    fig_cluster.plot(s, tmp_path / "f.png", "machine")
+    unmeasured = fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)])
+    fig_cluster.plot(unmeasured, tmp_path / "g.png", "machine")
+    assert (tmp_path / "f.png").stat().st_size and (tmp_path / "g.png").stat().st_size
+
+
+def test_cluster_pure_helpers():
+    pods = [
+        {"metadata": {"name": "a"}, "status": {"phase": "Running"}},
+        {"metadata": {"name": "b", "deletionTimestamp": "x"}, "status": {"phase": "Running"}},
+        {"metadata": {"name": "c"}, "status": {"phase": "Pending"}},
+        {"metadata": {"name": "d"}},
+    ]
+    assert fig_cluster.running_workers(pods) == 1
+    assert fig_cluster.has_first_step("tfmw start x\ntfmw progress step=1/10 loss=2\n")
+    assert not fig_cluster.has_first_step("tfmw start x\ntfmw launcher peers: all 2 resolved\n")
+    sets = fig_cluster.run_sets("r-1")
+    assert "training.runId=r-1" in sets and "training.config.logEverySteps=1" in sets
+
+
+def test_cluster_report_when_every_up_imported_the_image():
+    again = fig_cluster.Up(50.0, 50.3, "imported", 44.7, 2)
+    s = fig_cluster.summarize([IMPORTED, again], 2.0, [R(0.5, 1.0, 20.0, 10.0)], [pair(20.0, 10.0)])
+    text = report.fig_cluster(s, fig_cluster.table_rows(s), fig_cluster.HEADERS, "1 / 1 / 1")
+    assert "Every `up` imported the worker image into both nodes (24.2 s of 40.5 s, 44.7 s of 50.0 s ready" in text
+    assert "imported it again" in text and "took 16.3 s, 5.3 s." in text
+    assert [r[2].startswith("MISSED") for r in fig_cluster.table_rows(s)[:2]] == [True, True]

@@ -1,0 +1,92 @@
+"""Figure 1's bfloat16 rows and loopback floor (issue 15): the maths and the exchange itself,
+never its speed (benchmarks are not tests)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from tfmw.bench import fig_overhead
+
+
+def test_ring_bytes_per_worker():
+    # 2 workers: the gradient itself is sent (and received) once; N workers: 2(N-1)/N of it.
+    assert fig_overhead.ring_bytes(3_213_002, "float32", 2) == 12_852_008
+    assert fig_overhead.ring_bytes(3_213_002, "bfloat16", 2) == 6_426_004
+    assert fig_overhead.ring_bytes(1000, "float32", 4) == 6000
+    assert fig_overhead.exchange_repeats(1) == 200 and fig_overhead.exchange_repeats(10**9) == 5
+
+
+def test_plan_has_bfloat16_twin_of_the_cnn_in_quick_and_full():
+    for quick in (True, False):
+        by_id = {c.id: c for c in fig_overhead.plan(quick)}
+        twin = by_id["cnn-bf16"]
+        assert twin.dtype == "bfloat16" and twin.spec()["dtype"] == "bfloat16"
+        assert (twin.model, twin.args, twin.k) == (by_id["cnn"].model, by_id["cnn"].args, by_id["cnn"].k)
+        assert by_id["cnn"].spec()["dtype"] == "float32"
+
+
+def test_summary_floor_and_float32_ratio_are_per_round_pairs():
+    cnn = fig_overhead.Case("cnn", "cnn", {}, [28, 28, 1], 1, 10, "cnn")
+    bf16 = fig_overhead.Case("cnn-bf16", "cnn", {}, [28, 28, 1], 1, 10, "cnn bf16", dtype="bfloat16")
+    # Round 2 is twice as slow for everything (a busy machine): every paired ratio stays put.
+    raw = {
+        "cnn": {
+            "t1": [0.020, 0.040],
+            "tn": [0.068, 0.136],
+            "c1": [0.02] * 2,
+            "cn": [0.05] * 2,
+            "floor": [0.008, 0.016],
+            "params": 3_213_002,
+            "exchanged_bytes": 12_852_008,
+        },
+        "cnn-bf16": {
+            "t1": [0.021, 0.042],
+            "tn": [0.048, 0.096],
+            "c1": [0.02] * 2,
+            "cn": [0.04] * 2,
+            "floor": [0.004, 0.008],
+            "params": 3_213_002,
+            "exchanged_bytes": 6_426_004,
+        },
+    }
+    f32, low = fig_overhead.summarize([cnn, bf16], raw)
+    assert f32.added_vs_floor == pytest.approx(6.0)  # (68 - 20) / 8
+    assert low.added_vs_floor == pytest.approx(6.75)  # (48 - 21) / 4
+    assert low.vs_float32 == pytest.approx(48 / 68) and f32.vs_float32 is None
+    assert (f32.exchanged_mb, low.exchanged_mb) == (pytest.approx(12.852008), pytest.approx(6.426004))
+    assert f32.floor_ms == pytest.approx(12.0)  # median of 8 and 16 ms
+    cells = fig_overhead.table_rows([f32, low])
+    assert all(len(row) == len(fig_overhead.HEADERS) for row in cells)
+    assert cells[1][-1] == pytest.approx(48 / 68) and cells[0][-1] is None
+
+
+def test_summary_without_floor_leaves_the_new_columns_empty():
+    case = fig_overhead.Case("m", "mlp", {}, [8], 1, 10, "model")
+    raw = {"m": {"t1": [0.01], "tn": [0.02], "c1": [0.01], "cn": [0.01], "params": 610}}
+    (row,) = fig_overhead.summarize([case], raw)
+    assert (row.floor_ms, row.added_vs_floor, row.vs_float32, row.exchanged_mb) == (None, None, None, None)
+
+
+def test_exchange_moves_every_byte_both_ways():
+    a, b = socket.socketpair()
+    size = 3 * 1024 * 1024 + 7  # more than a socket buffer: both directions must interleave
+    out_a, out_b = bytearray(b"a" * size), bytearray(b"b" * size)
+    in_a, in_b = bytearray(size), bytearray(size)
+    import threading
+
+    peer = threading.Thread(
+        target=lambda: (b.setblocking(False), fig_overhead._exchange(b, memoryview(out_b), memoryview(in_b), size))
+    )
+    a.setblocking(False)
+    peer.start()
+    fig_overhead._exchange(a, memoryview(out_a), memoryview(in_a), size)
+    peer.join(30)
+    a.close(), b.close()
+    assert in_a == out_b and in_b == out_a
+
+
+def test_exchange_floor_runs_two_processes_and_times_each_size():
+    floor = fig_overhead.exchange_floor([1000, 200_000], quick=True, blocks=1)
+    assert sorted(floor) == [1000, 200_000] and all(t > 0 for t in floor.values())

@@ -1,0 +1,169 @@
+"""GPU nodes, gang scheduling (Volcano, coscheduling, Kueue, Run:ai), disruption budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from chartkit import ALL_ON, RELEASE, env_of, find, one, overlay_path, pod_labels
+
+FULLNAME = f"{RELEASE}-tf-multiworker"
+CRDS = Path(__file__).resolve().parent / "crds"
+
+
+def worker(objects):
+    return one(objects, "StatefulSet")["spec"]["template"]
+
+
+def strict(schema: dict) -> dict:
+    """A CRD schema as `kubectl --validate=strict` applies it: unknown fields are errors."""
+    schema = dict(schema)
+    if "properties" in schema:
+        schema.setdefault("additionalProperties", False)
+        schema["properties"] = {k: strict(v) for k, v in schema["properties"].items()}
+    if isinstance(schema.get("additionalProperties"), dict):
+        schema["additionalProperties"] = strict(schema["additionalProperties"])
+    return schema
+
+
+def crd_validator(api_version: str, kind: str) -> jsonschema.Validator:
+    group, version = api_version.split("/")
+    for path in CRDS.glob("*.yaml"):
+        crd = yaml.safe_load(path.read_text())
+        if (crd["group"], crd["version"], crd["kind"]) == (group, version, kind):
+            return jsonschema.Draft7Validator(strict(crd["openAPIV3Schema"]))
+    raise AssertionError(f"no vendored CRD schema for {api_version} {kind}")
+
+
+def test_volcano_gang(helm, render):
+    objects = render(
+        helm,
+        overlay_path("prod"),
+        sets=("scheduling.gang=volcano", "scheduling.volcano.queue=ml", "workers.priorityClassName=high"),
+    )
+    pg = one(objects, "PodGroup")
+    assert pg["apiVersion"] == "scheduling.volcano.sh/v1beta1"
+    assert pg["spec"] == {"minMember": 4, "queue": "ml", "priorityClassName": "high"}
+    template = worker(objects)
+    assert template["spec"]["schedulerName"] == "volcano"
+    assert template["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == pg["metadata"]["name"]
+    crd_validator(pg["apiVersion"], "PodGroup").validate(pg)
+
+
+def test_coscheduling_gang(helm, render):
+    objects = render(
+        helm,
+        overlay_path("staging"),
+        sets=("scheduling.gang=coscheduling", "scheduling.coscheduling.scheduleTimeoutSeconds=90"),
+    )
+    pg = one(objects, "PodGroup")
+    assert pg["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+    assert pg["spec"] == {"minMember": 2, "scheduleTimeoutSeconds": 90}
+    template = worker(objects)
+    assert template["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+    assert template["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == pg["metadata"]["name"]
+    crd_validator(pg["apiVersion"], "PodGroup").validate(pg)
+
+
+def test_kueue_gang(helm, render):
+    objects = render(helm, overlay_path("prod"), sets=("scheduling.gang=kueue", "scheduling.kueue.queueName=team-a"))
+    assert not find(objects, "PodGroup")  # Kueue builds its Workload itself
+    # The StatefulSet integration (Kueue >= 0.11) reads the label on the StatefulSet ...
+    assert one(objects, "StatefulSet")["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    # ... older Kueue's plain-pod groups read the pods' labels and annotation.
+    template = worker(objects)
+    assert template["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert template["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] == FULLNAME
+    assert template["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] == "4"
+    assert "schedulerName" not in template["spec"]
+
+
+def test_runai_gang(helm, render):
+    # NVIDIA/KAI-Scheduler 72de64fc: pkg/common/constants/constants.go DefaultQueueLabel =
+    # "kai.scheduler/queue", read from the top owner, then the pod, then the `project` label
+    # (defaultgrouper/default_grouper.go CalcPodGroupQueue); the StatefulSet maps to the default
+    # grouper with MinAvailable: 1 and no annotation changes it: KAI queues these workers but
+    # does not gang them (docs/scheduling.md says so, and NOTES warns).
+    objects = render(helm, overlay_path("prod"), sets=("scheduling.gang=runai", "scheduling.runai.project=vision"))
+    template = worker(objects)
+    assert template["spec"]["schedulerName"] == "runai-scheduler"
+    assert one(objects, "StatefulSet")["metadata"]["labels"]["kai.scheduler/queue"] == "vision"
+    assert template["metadata"]["labels"]["kai.scheduler/queue"] == "vision"
+    assert template["metadata"]["labels"]["project"] == "vision"
+    assert not find(objects, "PodGroup")
+    assert not any("min-member" in key for key in one(objects, "StatefulSet")["metadata"].get("annotations", {}))
+
+
+def test_no_gang_by_default_and_scheduler_override(helm, render):
+    objects = render(helm)
+    assert not find(objects, "PodGroup")
+    assert "schedulerName" not in worker(objects)["spec"]
+    objects = render(helm, sets=("scheduling.gang=volcano", "scheduling.schedulerName=my-volcano"))
+    assert worker(objects)["spec"]["schedulerName"] == "my-volcano"
+
+
+def test_the_vendored_crd_schemas_are_strict():
+    pg = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "x"},
+        "spec": {"minMember": 2, "minMembers": 2},
+    }
+    with pytest.raises(jsonschema.ValidationError, match="minMembers"):
+        crd_validator(pg["apiVersion"], "PodGroup").validate(pg)
+    pg = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "x"},
+        "spec": {"minMember": "two"},
+    }
+    with pytest.raises(jsonschema.ValidationError):
+        crd_validator(pg["apiVersion"], "PodGroup").validate(pg)
+
+
+def test_gpu_workers_get_shm_nccl_and_grace(helm, render):
+    objects = render(helm, ALL_ON)
+    template = worker(objects)
+    spec = template["spec"]
+    container = spec["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 2
+    dshm = next(v for v in spec["volumes"] if v["name"] == "dshm")
+    assert dshm["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
+    env = {k: v.get("value") for k, v in env_of(container).items()}
+    assert env["NCCL_DEBUG"] == "INFO"
+    assert env["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert env["NCCL_IB_DISABLE"] == "1"
+    assert env["NCCL_P2P_LEVEL"] == "NVL"
+    assert spec["priorityClassName"] == "training-high"
+    assert spec["terminationGracePeriodSeconds"] == 900
+
+
+def test_cpu_workers_get_no_nccl_and_shm_can_be_off(helm, render):
+    objects = render(helm, overlay_path("local"), sets=("workers.shm.enabled=false",))
+    spec = worker(objects)["spec"]
+    env = env_of(spec["containers"][0])
+    assert not [name for name in env if name.startswith("NCCL_")]
+    assert "nvidia.com/gpu" not in spec["containers"][0]["resources"]["limits"]
+    assert not [v for v in spec["volumes"] if v["name"] == "dshm"]
+    assert "priorityClassName" not in spec
+    assert spec["terminationGracePeriodSeconds"] == 120
+
+
+def test_gpu_overlays_tolerate_the_gpu_taint(helm, render):
+    for env in ("staging", "prod"):
+        spec = worker(render(helm, overlay_path(env)))["spec"]
+        assert spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] >= 1, env
+        assert any(t.get("key") == "nvidia.com/gpu" for t in spec["tolerations"]), env
+        assert spec["nodeSelector"], env
+
+
+def test_pod_disruption_budget(helm, render):
+    objects = render(helm)
+    pdb = one(objects, "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels(one(objects, "StatefulSet")).items()
+    assert one(render(helm, ALL_ON), "PodDisruptionBudget")["spec"]["maxUnavailable"] == 0
+    assert not find(render(helm, sets=("podDisruptionBudget.enabled=false",)), "PodDisruptionBudget")

@@ -1,0 +1,93 @@
+"""The contract between chart and entrypoint: the rendered pod spec is the only interface.
+
+Render the chart for several replica counts and overlays, take the worker container's
+command and env from the rendered StatefulSet, resolve the downward-API fields as the
+kubelet would for each pod `<sts>-<i>`, run the real `python -m entrypoint tf-config`
+with exactly that env, and check every address against the rendered StatefulSet name,
+headless Service name and port.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import chartkit
+import pytest
+
+NAMESPACE = chartkit.NAMESPACE
+
+
+def kubelet_env(container: dict, pod_name: str, namespace: str) -> dict[str, str]:
+    """The env a kubelet gives the container (only what the chart may use: literal values
+    and metadata fieldRefs; anything else is a contract change and fails here). The
+    StatefulSet controller labels each pod `controller-revision-hash=<sts>-<hash>`."""
+    statefulset = pod_name.rsplit("-", 1)[0]
+    env = {}
+    for item in container.get("env", []):
+        if "value" in item:
+            env[item["name"]] = str(item["value"])
+            continue
+        field = item["valueFrom"]["fieldRef"]["fieldPath"]
+        env[item["name"]] = {
+            "metadata.name": pod_name,
+            "metadata.namespace": namespace,
+            "metadata.labels['controller-revision-hash']": f"{statefulset}-5d4c7b9f8",
+        }[field]
+    return env
+
+
+def worker_parts(objects: list[dict]) -> tuple[dict, dict, dict]:
+    (sts,) = [o for o in objects if o["kind"] == "StatefulSet"]
+    (svc,) = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == sts["spec"]["serviceName"]]
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    return sts, svc, container
+
+
+@pytest.mark.parametrize("env_name,replicas", [("local", 1), ("local", 2), ("dev", 3), ("prod", 7)])
+def test_entrypoint_derives_addresses_of_rendered_objects(render, env_name, replicas):
+    objects = render(chartkit.helm4(), chartkit.overlay_path(env_name), sets=(f"workers.replicas={replicas}",))
+    sts, svc, container = worker_parts(objects)
+    assert sts["spec"]["replicas"] == replicas
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
+    (grpc,) = [p for p in svc["spec"]["ports"] if p["name"] == "grpc"]
+    container_ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert container_ports["grpc"] == grpc["port"]
+    # The launcher is what the container runs, the training command comes after `--`.
+    assert container["command"] == ["python", "-m", "entrypoint", "run", "--"]
+
+    name, service, port = sts["metadata"]["name"], svc["metadata"]["name"], grpc["port"]
+    expected = [f"{name}-{j}.{service}.{NAMESPACE}.svc.cluster.local:{port}" for j in range(replicas)]
+    for ordinal in range(replicas):
+        env = kubelet_env(container, f"{name}-{ordinal}", NAMESPACE)
+        proc = subprocess.run(
+            [sys.executable, "-m", "entrypoint", "tf-config"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 0, proc.stderr
+        tf_config = json.loads(proc.stdout)
+        assert tf_config == {"cluster": {"worker": expected}, "task": {"type": "worker", "index": ordinal}}
+
+
+def test_cluster_domain_value_reaches_the_addresses(render):
+    objects = render(
+        chartkit.helm4(), chartkit.overlay_path("local"), sets=("clusterDomain=corp.internal", "workers.port=3333")
+    )
+    sts, svc, container = worker_parts(objects)
+    env = kubelet_env(container, f"{sts['metadata']['name']}-1", NAMESPACE)
+    proc = subprocess.run(
+        [sys.executable, "-m", "entrypoint", "tf-config"], env=env, capture_output=True, text=True, timeout=60
+    )
+    workers = json.loads(proc.stdout)["cluster"]["worker"]
+    assert workers[1] == f"{sts['metadata']['name']}-1.{svc['metadata']['name']}.{NAMESPACE}.svc.corp.internal:3333"
+
+
+def test_launcher_refuses_a_pod_beyond_the_rendered_replicas(render):
+    objects = render(chartkit.helm4(), chartkit.overlay_path("local"))
+    sts, _, container = worker_parts(objects)
+    env = kubelet_env(container, f"{sts['metadata']['name']}-{sts['spec']['replicas']}", NAMESPACE)
+    proc = subprocess.run(
+        [sys.executable, "-m", "entrypoint", "tf-config"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2
+    assert "is not below TFMW_REPLICAS" in proc.stderr

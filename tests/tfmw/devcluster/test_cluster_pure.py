@@ -1,0 +1,270 @@
+"""The local cluster's pure parts: addresses, the nodes' configuration (kubelet, kube-proxy,
+containerd, CNI, the node script), the sandbox image archive, provisioned volumes, RBAC,
+and the refusals `make cluster` gives before it starts anything."""
+
+from __future__ import annotations
+
+import io
+import ipaddress
+import json
+import os
+import tarfile
+
+import pytest
+
+from tfmw.devcluster import controlplane, nodes, provisioner
+from tfmw.devcluster.controlplane import ClusterError
+from tfmw.devcluster.images import _layer, docker_archive
+from tfmw.devcluster.pki import PkiError, subject
+
+# ---------------------------------------------------------------- addresses
+
+
+def test_slots_do_not_overlap():
+    nets = [controlplane.slot_network(s) for s in range(controlplane.SLOTS)]
+    assert len({n["address"] for n in nets}) == controlplane.SLOTS
+    assert nets[1]["address"] == "198.19.16.1" and nets[1]["service_cidr"] == "198.19.24.0/21"
+    assert ipaddress.ip_address(nets[1]["dns_ip"]) in ipaddress.ip_network(nets[1]["service_cidr"])
+    with pytest.raises(ValueError):
+        controlplane.slot_network(16)
+
+
+def test_node_addresses_pod_subnets_and_services_never_overlap():
+    for slot in (0, 1, 15):
+        net = controlplane.slot_network(slot)
+        bridge = ipaddress.ip_network(f"{net['address']}/{net['prefix']}", strict=False)
+        services = ipaddress.ip_network(net["service_cidr"])
+        cluster = ipaddress.ip_network(net["cluster_cidr"])
+        subnets = [ipaddress.ip_network(nodes.node_net(slot, k).pod_subnet) for k in range(1, 8)]
+        for k, subnet in enumerate(subnets, start=1):
+            node = nodes.node_net(slot, k)
+            assert ipaddress.ip_address(node.address) in bridge and node.gateway == net["address"]
+            assert not subnet.overlaps(bridge) and not subnet.overlaps(services) and subnet.subnet_of(cluster)
+            assert ipaddress.ip_address(node.pod_gateway) in subnet
+            assert all(not subnet.overlaps(other) for other in subnets if other != subnet)
+            assert len(node.netns) <= 15 and len(node.host_veth) <= 15  # Linux interface names
+    with pytest.raises(ValueError):
+        nodes.node_net(0, 8)  # node 8 would reach into the service range
+
+
+# ---------------------------------------------------------------- node configuration
+
+
+def _cfg(tmp_path):
+    net = nodes.node_net(2, 1)
+    return net, json.loads(nodes.kubelet_config(net, tmp_path, tmp_path / "pki", "198.19.40.10", "cluster.local"))
+
+
+def test_kubelet_config_fits_this_machine_and_serves_only_authenticated_calls(tmp_path):
+    net, cfg = _cfg(tmp_path)
+    assert cfg["failCgroupV1"] is False and cfg["cgroupDriver"] == "cgroupfs"
+    assert cfg["cgroupRoot"] == f"/{net.cgroup}"  # a node's pods stay below its own cgroup
+    assert cfg["maxOpenFiles"] <= 20000 and cfg["oomScoreAdj"] == 0  # no CAP_SYS_RESOURCE here
+    assert cfg["authentication"]["anonymous"]["enabled"] is False
+    assert cfg["authorization"]["mode"] == "Webhook" and cfg["readOnlyPort"] == 0
+    assert cfg["address"] == net.address and cfg["clusterDNS"] == ["198.19.40.10"]
+    assert cfg["tlsCertFile"].endswith(f"node-{net.name}-serving.crt")
+
+
+def test_kube_proxy_config_leaves_machine_wide_conntrack_alone(tmp_path):
+    net = nodes.node_net(0, 2)
+    cfg = json.loads(nodes.kube_proxy_config(net, tmp_path / "kc", "198.19.0.0/20"))
+    assert cfg["mode"] == "nftables" and cfg["hostnameOverride"] == "node-2"
+    assert cfg["conntrack"]["maxPerCore"] == 0 and cfg["conntrack"]["min"] == 0
+
+
+def test_containerd_config_restricts_oom_score_and_uses_the_node_folder(tmp_path):
+    text = nodes.containerd_config(tmp_path, "/usr/lib/cni", tmp_path / "containerd")
+    assert "restrict_oom_score_adj = true" in text
+    assert f'root = "{tmp_path / "containerd"}"' in text and f'conf_dir = "{tmp_path / "cni"}"' in text
+    assert f'sandbox_image = "{nodes.SANDBOX_IMAGE}"' in text and "SystemdCgroup = false" in text
+
+
+def test_cni_gives_pods_the_node_subnet(tmp_path):
+    net = nodes.node_net(1, 3)
+    conf = json.loads(nodes.cni_conflist(net, tmp_path))
+    ipam = conf["plugins"][0]["ipam"]
+    assert ipam["ranges"] == [[{"subnet": "198.19.19.0/24", "gateway": "198.19.19.1"}]]
+    assert ipam["dataDir"] == str(tmp_path)  # not the machine-wide /var/lib/cni
+
+
+def test_node_script_keeps_every_mount_private_and_stops_components_newest_first(tmp_path):
+    net = nodes.node_net(0, 1)
+    bins = {"kubelet": "/k/kubelet", "kube-proxy": "/k/kube-proxy", "containerd": "/usr/bin/containerd"}
+    text = nodes.node_script(net, tmp_path, tmp_path / "logs", bins, tmp_path / "kc", tmp_path / "pc")
+    for mount in ("/run/containerd", "/run/netns", "/var/lib/kubelet", "/var/log"):
+        assert mount in text
+    assert "trap stop TERM INT" in text
+    assert text.index("/usr/bin/containerd") < text.index("/k/kubelet") < text.index("/k/kube-proxy")
+    argv = nodes.node_argv(net, tmp_path / "nodes" / net.name / "node.sh")
+    assert argv[:2] == ["nsenter", f"--net=/run/netns/{net.netns}"] and "--mount" in argv
+    assert nodes.node_marker_for(net.name) in " ".join(argv)
+
+
+def test_sandbox_archive_is_a_docker_save_with_one_layer():
+    layer = _layer({"/pause": (b"\x7fELF", 0o755)})
+    archive = docker_archive("tfmw.local/pause:x", layer, ["/pause", "-P"])
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        manifest = json.loads(tar.extractfile("manifest.json").read())
+        config = json.loads(tar.extractfile(manifest[0]["Config"]).read())
+        inner = tarfile.open(fileobj=tar.extractfile(manifest[0]["Layers"][0]))
+        assert inner.getnames() == ["pause"] and inner.getmember("pause").mode == 0o755
+    assert manifest[0]["RepoTags"] == ["tfmw.local/pause:x"]
+    assert config["config"]["Entrypoint"] == ["/pause", "-P"] and len(config["rootfs"]["diff_ids"]) == 1
+    assert docker_archive("tfmw.local/pause:x", layer, ["/pause", "-P"]) == archive  # reproducible
+
+
+# ---------------------------------------------------------------- volumes and RBAC
+
+
+def test_provisioned_volume_is_prebound_to_its_claim(tmp_path):
+    claim = {
+        "metadata": {"namespace": "n", "name": "shared", "uid": "1234"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "5Gi"}}},
+    }
+    pv = provisioner.volume_for(claim, tmp_path, "local-shared", "tf-multiworker.local/hostpath")
+    assert pv["metadata"]["name"] == "pvc-1234"
+    assert pv["spec"]["claimRef"] == {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "namespace": "n",
+        "name": "shared",
+        "uid": "1234",
+    }
+    assert pv["spec"]["hostPath"]["path"] == str(tmp_path / "pvc-1234")
+    assert pv["spec"]["accessModes"] == ["ReadWriteMany"] and pv["spec"]["capacity"] == {"storage": "5Gi"}
+
+
+def test_bootstrap_rbac_is_least_privilege():
+    objects = dict((obj["kind"], obj) for _, obj in controlplane.bootstrap_objects())
+    rules = objects["ClusterRole"]["rules"]
+    verbs = {(g, r): set(rule["verbs"]) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
+    assert verbs[("", "persistentvolumes")] >= {"create", "delete"}
+    assert ("", "pods") not in verbs and ("", "secrets") not in verbs
+    assert all("*" not in rule["verbs"] for rule in rules)
+    sc = objects["StorageClass"]
+    assert sc["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"] == "true"
+
+
+def test_cluster_dns_is_a_service_whose_endpoint_is_coredns_on_the_bridge(tmp_path):
+    state = controlplane.ClusterState(
+        directory=str(tmp_path),
+        slot=3,
+        address="198.19.48.1",
+        api_port=1,
+        etcd_port=2,
+        etcd_peer_port=3,
+        nodes=["node-1"],
+    )
+    objects = controlplane.dns_objects(state)
+    service = next(o for _, o in objects if o["kind"] == "Service")
+    slice_ = next(o for _, o in objects if o["kind"] == "EndpointSlice")
+    assert service["spec"]["clusterIP"] == "198.19.56.10"
+    assert slice_["endpoints"][0]["addresses"] == ["198.19.48.1"]
+    assert slice_["metadata"]["labels"]["kubernetes.io/service-name"] == "kube-dns"
+    coredns = next(o for _, o in objects if o["kind"] == "ClusterRole")
+    assert all(set(rule["verbs"]) <= {"list", "watch"} for rule in coredns["rules"])
+
+
+# ---------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"nodes": 0}, "1 to 7 nodes"), ({"nodes": 8}, "1 to 7 nodes"), ({"gpus_per_node": -1}, "must be 0 or more")],
+)
+def test_up_refuses_bad_sizes_before_starting_anything(tmp_path, kwargs, message):
+    with pytest.raises(ClusterError, match=message) as info:
+        controlplane.up(tmp_path / "state", bins={}, say=lambda line: None, **kwargs)
+    assert info.value.exit_code == 2
+    assert not (tmp_path / "state").exists()
+
+
+def test_up_refuses_without_root(tmp_path, monkeypatch):
+    monkeypatch.setattr(controlplane.os, "geteuid", lambda: 1000)
+    with pytest.raises(ClusterError, match="needs root") as info:
+        controlplane.up(tmp_path / "state", bins={}, say=lambda line: None)
+    assert info.value.exit_code == 2
+
+
+def test_up_names_every_missing_node_program_and_its_package(tmp_path, monkeypatch):
+    real_which = controlplane.shutil.which
+    monkeypatch.setattr(
+        controlplane.shutil, "which", lambda name: None if name in ("containerd", "runc") else real_which(name)
+    )
+    with pytest.raises(ClusterError) as info:
+        controlplane.up(tmp_path / "state", bins={}, say=lambda line: None)
+    message = str(info.value)
+    assert info.value.exit_code == 2 and "\n" not in message
+    assert "containerd (containerd)" in message and "runc (runc)" in message
+    assert "apt-get install containerd runc" in message
+    assert not (tmp_path / "state").exists()
+
+
+def test_cluster_cli_refusal_is_one_line(tmp_path, capsys):
+    from tfmw.devcluster import cluster
+
+    code = cluster.main(["up", "--state", str(tmp_path / "s"), "--nodes", "9"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--nodes 9" in err and "Traceback" not in err
+
+
+def test_cluster_without_a_container_engine_names_the_fix_before_starting_anything(tmp_path, capsys, monkeypatch):
+    if os.geteuid() != 0:
+        pytest.skip("preflight refuses non-root first")  # CI runs as root
+    from tfmw.devcluster import cluster
+    from tfmw.image import build as image
+
+    real_which = image.shutil.which
+    monkeypatch.setattr(image.shutil, "which", lambda name: None if name in ("docker", "podman") else real_which(name))
+    code = cluster.main(["up", "--state", str(tmp_path / "s")])
+    err = capsys.readouterr().err
+    assert code == image.EXIT_NO_ENGINE and err.count("\n") == 1 and "Traceback" not in err
+    assert "apt-get install podman" in err and "--no-image" in err
+    assert not (tmp_path / "s").exists()
+
+
+def test_cluster_load_without_a_cluster_says_so(tmp_path, capsys):
+    from tfmw.devcluster import cluster
+
+    code = cluster.main(["load", "--state", str(tmp_path / "s")])
+    err = capsys.readouterr().err
+    assert code == 3 and "make cluster" in err and err.count("\n") == 1
+
+
+def test_down_with_nothing_running_says_so(tmp_path):
+    lines = []
+    assert controlplane.down(tmp_path / "none", say=lines.append) is False
+    assert "none running" in lines[0]
+
+
+def test_certificate_names_cannot_split_the_subject():
+    with pytest.raises(PkiError):
+        subject("a/O=system:masters")
+
+
+# ---------------------------------------------------------------- the nodes' image cache
+
+MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+MANAGED = "linux/amd64 io.cri-containerd.image=managed"
+CTR_LS = f"""REF TYPE DIGEST SIZE PLATFORMS LABELS
+ghcr.io/x/w:0.1.0-cpu {MANIFEST} sha256:d66 1.7 GiB {MANAGED},tf-multiworker.local/image-id=sha256:new
+sha256:old {MANIFEST} sha256:93f 1.7 GiB {MANAGED}
+sha256:pause {MANIFEST} sha256:f76 690.8 KiB {MANAGED}
+tfmw.local/pause:catatonit {MANIFEST} sha256:f76 690.8 KiB {MANAGED},tf-multiworker.local/image-id=sha256:pause
+"""
+
+
+def test_a_node_holds_an_image_only_under_the_id_it_was_imported_from():
+    images = nodes.parse_image_labels(CTR_LS)
+    assert images["ghcr.io/x/w:0.1.0-cpu"][nodes.IMAGE_ID_LABEL] == "sha256:new"
+    assert nodes.has_image(images, ["ghcr.io/x/w:0.1.0-cpu"], "sha256:new")
+    assert not nodes.has_image(images, ["ghcr.io/x/w:0.1.0-cpu"], "sha256:newer")  # a rebuilt image: import
+    assert not nodes.has_image(images, ["ghcr.io/x/w:0.2.0"], "sha256:new")  # not there at all
+    assert not nodes.has_image(images, [], "sha256:new")
+
+
+def test_old_builds_are_pruned_from_the_cache_but_current_images_kept():
+    images = nodes.parse_image_labels(CTR_LS)
+    assert nodes.stale_ids(images, {"sha256:new"}) == ["sha256:old"]
+    assert nodes.stale_ids(images, {"sha256:old"}) == []  # an id still wanted is kept
