@@ -48,12 +48,12 @@ from pathlib import Path
 from entrypoint import loglines
 from entrypoint.goodput import read_line_fields
 from entrypoint.loglines import LogLine, progress_step
-from tfmw.bench.table import markdown_table
 from tfmw.chart import render
 from tfmw.chart.helmkit import ToolError, find_helm, find_kubectl, helm_error_line
 from tfmw.localrun.kubelet import LocalCluster
 from tfmw.localrun.podspec import LocalRunError, build_pods, find_workload
 from tfmw.localrun.run import DEFAULT_RUNS, choose_network, metrics_enabled
+from tfmw.table import markdown_table
 
 SCENARIOS = ("kill-worker", "kill-chief", "hang-worker", "partition-worker", "kill-during-checkpoint")
 

@@ -18,10 +18,12 @@ import sys
 import time
 from pathlib import Path
 
+from tfmw.chart.helmkit import ToolError, find_helm
+from tfmw.table import console_table
+
 from . import fig_cluster, fig_control, fig_goodput, fig_launcher, fig_overhead, fig_pipeline, fig_recovery, report
 from .machine import load_average, probe
 from .procs import REPO, BenchError
-from .table import console_table
 
 FIGURES = (1, 2, 3, 4, 5, 6)
 
@@ -119,7 +121,6 @@ def run_figure3(args, machine_line: str, plots: Path) -> str:
 
 
 def run_figure4(args, machine_line: str, plots: Path) -> str:
-    from tfmw.chart.helmkit import find_helm
 
     load = load_average()
     sizes = [1, 100, 1000] if args.quick else [1, 10, 100, 300, 1000]
@@ -184,7 +185,6 @@ RUNNERS = {
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    from tfmw.chart.helmkit import ToolError, find_helm
 
     try:
         helm = find_helm()

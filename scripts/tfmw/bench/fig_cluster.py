@@ -45,6 +45,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from entrypoint.loglines import progress_step
+from tfmw import faults
+from tfmw.chart.helmkit import ToolError, find_helm, helm_error_line
+from tfmw.devcluster import controlplane
+from tfmw.devcluster.build import KubeBuildError, ensure_binaries
+from tfmw.image import build as image
+from tfmw.k8s.api import ApiError, ns_path
+from tfmw.localrun.podspec import LocalRunError
 
 from . import plots, stats
 from .fig_launcher import time_to_first_step
@@ -361,7 +368,6 @@ def _kubeconfig_env(state) -> dict:
 
 
 def _helm(state, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    from tfmw.chart.helmkit import find_helm, helm_error_line
 
     proc = subprocess.run(
         [find_helm(), *args], capture_output=True, text=True, env=_kubeconfig_env(state), timeout=timeout
@@ -385,7 +391,6 @@ def _wait(predicate, timeout: float, what: str):
 def _namespace(state, name: str, log=print):
     """A fresh namespace (its default ServiceAccount there), deleted afterwards with every pod
     stopped before the next measurement: they would share its CPUs."""
-    from tfmw.k8s.api import ns_path
 
     api = state.api("admin")
     api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
@@ -407,7 +412,6 @@ def _namespace(state, name: str, log=print):
 def measure_cluster_round(state, round_index: int, log=print) -> tuple[float, float, float]:
     """(helm install seconds, return -> pods Running, install start -> first step) of one release
     in a namespace of its own, deleted afterwards."""
-    from tfmw.k8s.api import ApiError, ns_path
 
     namespace = f"bench-{round_index}-{os.getpid()}"
     release = "bench"
@@ -452,8 +456,6 @@ def _fault_line(where: str, result) -> str:
 def measure_cluster_fault(state, round_index: int, log=print):
     """The fault harness's `delete-worker` on the figure's cluster, in a namespace of its own;
     its FaultResult."""
-    from tfmw import faults
-    from tfmw.chart.helmkit import ToolError
 
     namespace = f"bench-fault-{round_index}-{os.getpid()}"
     log(f"  figure 6: round {round_index + 1}: {CLUSTER_FAULT} on the cluster (scripts/tfmw/faults.py --cluster)")
@@ -482,7 +484,6 @@ def measure_cluster_fault(state, round_index: int, log=print):
 
 def _pods_line(state, namespace: str) -> str:
     """One line per pod of `namespace`: its phase and its container's state (for a failed run)."""
-    from tfmw.k8s.api import ns_path
 
     try:
         pods = state.api("admin").items(ns_path(namespace, "pods"))
@@ -498,9 +499,6 @@ def _pods_line(state, namespace: str) -> str:
 
 def measure_local_fault(runs_dir, round_index: int, log=print):
     """The fault harness's `kill-worker` on `make local`'s runner; its FaultResult."""
-    from tfmw import faults
-    from tfmw.chart.helmkit import ToolError
-    from tfmw.localrun.podspec import LocalRunError
 
     log(f"  figure 6: round {round_index + 1}: {LOCAL_FAULT} on make local (scripts/tfmw/faults.py)")
     try:
@@ -587,14 +585,11 @@ def measure(quick: bool, log=print) -> Summary:
         raise BenchError(
             "figure 6: the local cluster needs root (network namespaces, a bridge); run make bench as root"
         )
-    from tfmw.devcluster import controlplane
-    from tfmw.devcluster.build import KubeBuildError, ensure_binaries
 
     try:
         bins = ensure_binaries(progress=lambda line: log(f"  figure 6: {line}"))
     except KubeBuildError as err:
         raise BenchError(f"figure 6: the cluster binaries could not be built: {err}") from None
-    from tfmw.image import build as image
 
     try:
         # The nodes run the worker image: built once (not timed); `up` imports it into a node

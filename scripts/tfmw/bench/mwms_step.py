@@ -18,6 +18,9 @@ import os
 import sys
 import time
 
+from tfmw.bench.fig_overhead import plan
+from tfmw.bench.parse import case_line
+
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 
@@ -109,14 +112,10 @@ def main(argv=None) -> int:
     if argv:
         cases = json.loads(argv[0])
     else:  # e.g. as a pod's training command on a real cluster
-        from tfmw.bench.fig_overhead import plan
-
         cases = [c.spec() for c in plan(quick=False)]
     gpus = os.environ.get("TFMW_BENCH_GPUS", "0") not in ("", "0")
     import tensorflow as tf
     import tf_keras as keras
-
-    from tfmw.bench.parse import case_line
 
     _threads_from_env(tf)
     strategy = make_strategy(tf, gpus)

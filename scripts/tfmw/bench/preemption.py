@@ -37,9 +37,9 @@ from pathlib import Path
 
 from entrypoint import loglines
 from entrypoint.errors import EXIT_RETRYABLE, EXIT_SIGTERM
+from tfmw.table import console_table, markdown_table
 
 from .procs import PY, REPO, base_env, free_ports, tf_config
-from .table import console_table, markdown_table
 
 PATHS = {"today": ["-m", "entrypoint.training"], "handler": ["-m", "tfmw.bench.preemption", "--worker", "handler"]}
 

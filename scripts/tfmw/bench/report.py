@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
+from tfmw.bench import fig_cluster as fc
+from tfmw.faults import parts_table
+from tfmw.faults import table as fault_table
+from tfmw.table import fmt, markdown_table
+
+from . import fig_goodput
+from .fig_recovery import CHECKPOINT_HEADERS
 from .machine import Machine
-from .table import fmt, markdown_table
 
 SHARED_NOTE = (
     "This machine's CPUs are shared with other people's test runs while the benchmark runs: "
@@ -44,7 +52,6 @@ PARTIAL = "**Later partial run:**"
 def split_document(text: str) -> tuple[list[str], dict[int, str]]:
     """A generated document's header lines and its figure sections by number (pure); the
     footer (`## How to reproduce`) is dropped: it is regenerated."""
-    import re
 
     header: list[str] = []
     sections: dict[int, list[str]] = {}
@@ -281,8 +288,6 @@ def fig_recovery(
     """Figure 3: the harness's table at the chart's defaults, then the same faults with one
     setting changed (`variants`: fig_recovery.Run each) and the summary of fault → resumed per
     configuration (fig_recovery.summary)."""
-    from tfmw.faults import parts_table
-    from tfmw.faults import table as fault_table
 
     lines = ["## Figure 3: recovery after a fault", ""]
     if plotted:
@@ -332,8 +337,6 @@ def fig_recovery(
                 "",
             ]
     if saves:
-        from .fig_recovery import CHECKPOINT_HEADERS
-
         lines += [
             "**Checkpoint saves: synchronous or async.** How long a save stalls the step loop "
             "(`python -m tfmw.bench.checkpoint_save`: the trainer's model builder and optimizer state, "
@@ -349,8 +352,6 @@ def fig_recovery(
             "",
         ]
     if goodput:
-        from . import fig_goodput
-
         cost = fig_goodput.metrics_cost(goodput)
         lines += [
             "**Goodput over a long run** (figure 3b): the share of the run's wall time that produced training "
@@ -563,7 +564,6 @@ def _cluster_ready_text(s) -> str:
 
 
 def fig_cluster(s, table_rows, headers, load: str) -> str:
-    from tfmw.bench import fig_cluster as fc
 
     if s.fault_rounds:
         faults = (

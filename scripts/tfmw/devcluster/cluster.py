@@ -24,6 +24,7 @@ from tfmw.devcluster.build import KubeBuildError
 from tfmw.devcluster.controlplane import ClusterError
 from tfmw.devcluster.nodes import NodeError
 from tfmw.devcluster.pki import PkiError
+from tfmw.image import build as image
 from tfmw.k8s.api import ApiError
 
 IMAGE_VARIANT = "cpu"  # what values/local.yaml (workers.gpus 0) pulls
@@ -31,7 +32,6 @@ IMAGE_VARIANT = "cpu"  # what values/local.yaml (workers.gpus 0) pulls
 
 def worker_image_archive(base: str, dest: Path, say=print) -> Path:
     """The worker image as a docker-save archive, built first when missing or stale."""
-    from tfmw.image import build as image
 
     try:
         ref = image.ensure_image(variant=IMAGE_VARIANT, base=base, progress=say)
@@ -42,7 +42,6 @@ def worker_image_archive(base: str, dest: Path, say=print) -> Path:
 
 def check_image_engine() -> None:
     """The nodes run the worker image, which is built here: say so before anything starts."""
-    from tfmw.image import build as image
 
     try:
         image.find_engine(None)

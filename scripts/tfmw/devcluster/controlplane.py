@@ -32,8 +32,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tfmw import REPO
+from tfmw.devcluster import nodes as nodemod
 from tfmw.devcluster import pki
-from tfmw.devcluster.build import read_pins
+from tfmw.devcluster.build import ensure_binaries, read_pins
+from tfmw.devcluster.build_coredns import ensure_coredns
+from tfmw.devcluster.images import pause_archive
+from tfmw.devcluster.nodes import cni_bin_dir, node_marker_for
+from tfmw.iproute import ip_command
 from tfmw.k8s.api import Api, ApiError, Credentials
 
 DEFAULT_STATE = REPO / ".cluster"
@@ -261,7 +266,6 @@ def log_tail(path: Path, lines: int = 3) -> str:
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    from tfmw.localrun.network import ip_command
 
     return ip_command(*args, check=check, error=ClusterError)
 
@@ -505,7 +509,6 @@ MARKERS = {
 
 def marker(name: str) -> str:
     """What a recorded process's command line names (nodes: their node.sh)."""
-    from tfmw.devcluster.nodes import node_marker_for
 
     return MARKERS.get(name) or node_marker_for(name)
 
@@ -678,7 +681,6 @@ def wait_until(
 
 def missing_node_programs() -> list[str]:
     """`program (package)` for each host program a node needs that is not installed."""
-    from tfmw.devcluster.nodes import cni_bin_dir
 
     missing = [f"{prog} ({pkg})" for prog, pkg in NODE_PROGRAMS.items() if shutil.which(prog) is None]
     if cni_bin_dir() is None:
@@ -718,8 +720,6 @@ def up(
 ) -> ClusterState:
     """Start a cluster in `directory` (or report the one running there) with `images`
     (docker-save archives) in every node. Returns its state."""
-    from tfmw.devcluster import nodes as nodemod
-    from tfmw.devcluster.images import pause_archive
 
     directory = Path(directory).resolve()
     preflight(nodes, gpus_per_node)
@@ -733,12 +733,8 @@ def up(
     if existing is not None or directory.exists():
         down(directory, say=lambda line: None)  # leftovers of a cluster that died: clear them
     if bins is None:
-        from tfmw.devcluster.build import ensure_binaries
-
         bins = ensure_binaries(progress=say)
     if "coredns" not in bins:
-        from tfmw.devcluster.build_coredns import ensure_coredns
-
         bins = {**bins, "coredns": ensure_coredns(progress=say)}
     bins = {**bins, "containerd": shutil.which("containerd")}  # Debian's, checked by preflight
     started = time.monotonic()
@@ -945,8 +941,6 @@ def load_images(state: ClusterState, archives: list[Path], say=print) -> None:
     (its containerd root is a cache). Nodes import in parallel."""
     import concurrent.futures
 
-    from tfmw.devcluster import nodes as nodemod
-
     ctr = shutil.which("ctr")
     started = time.monotonic()
     contents = {archive: nodemod.archive_image(archive) for archive in archives}
@@ -992,7 +986,6 @@ def down(directory: Path = DEFAULT_STATE, say=print) -> bool:
     containerd), then CoreDNS, the provisioner and the control plane; then the nodes'
     cgroups and namespaces, the bridge, the kernel settings the kubelets changed, and the
     state folder. Returns whether anything was running."""
-    from tfmw.devcluster import nodes as nodemod
 
     directory = Path(directory).resolve()
     state = ClusterState.load(directory)

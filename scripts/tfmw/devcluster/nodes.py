@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfmw.localrun.network import ip_command
+from tfmw.iproute import ip_command
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # Machine-wide settings the kubelet changes at start (pkg/kubelet/cm: setupKernelTunables).

@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+from tfmw.devcluster.controlplane import PROVISIONER, STORAGE_CLASS, ClusterState
 from tfmw.k8s.api import Api, ApiError
 
 PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
@@ -86,7 +87,6 @@ class Provisioner:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tfmw.devcluster.controlplane import PROVISIONER, STORAGE_CLASS, ClusterState
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--state", type=Path, required=True, help="the cluster's state folder")

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tfmw import iproute
+
 from .podspec import LocalPod, LocalRunError
 
 SUBNET = "198.18.{block}.{host}"
@@ -32,13 +34,8 @@ def netns_available() -> bool:
     return os.geteuid() == 0 and shutil.which("ip") is not None
 
 
-def ip_command(*args: str, check: bool = True, error: type[Exception] = LocalRunError) -> subprocess.CompletedProcess:
-    """Run `ip ARGS` (iproute2); a failure with check raises `error` naming the command.
-    The one way host tools change links and namespaces (make local, the cluster's node)."""
-    proc = subprocess.run(["ip", *args], capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise error(f"`ip {' '.join(args)}` failed: {proc.stderr.strip()}")
-    return proc
+def ip_command(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return iproute.ip_command(*args, check=check, error=LocalRunError)
 
 
 _ip = ip_command

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from entrypoint.errors import EXIT_BAD_CONFIG
+from tfmw.image.dockerfile import parse_dockerfile
 
 
 class LocalRunError(Exception):
@@ -298,6 +299,4 @@ def build_pods(
 def image_env(dockerfile_text: str) -> dict[str, str]:
     """The `ENV` settings of the Dockerfile, so local pods see what the image sets
     (TF_USE_LEGACY_KERAS=1 above all); parsed by the image tooling's own Dockerfile reader."""
-    from tfmw.image.build import parse_dockerfile
-
     return parse_dockerfile(dockerfile_text).env

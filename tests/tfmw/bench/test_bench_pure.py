@@ -17,7 +17,7 @@ from tfmw.bench.__main__ import one_measurement, parse_figures
 from tfmw.bench.machine import cpu_model, memory_gib
 from tfmw.bench.parse import bench_cases
 from tfmw.bench.procs import BenchError
-from tfmw.bench.table import console_table, fmt, markdown_table
+from tfmw.table import console_table, fmt, markdown_table
 
 # ---------------------------------------------------------------- parsing
 
