@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import loglines, metrics
@@ -45,6 +46,7 @@ from .lifecycle import (
     Phase,
     Reason,
     RunState,
+    StartPlan,
     deadline_epoch,
     exit_code,
     fresh,
@@ -60,6 +62,7 @@ from .settings import INDEXED_JOB_REQUIRED, POLICIES, LauncherSettings, load_set
 from .standby import is_builtin_trainer, standby_plan
 from .status import StatusRecorder
 from .supervisor import (
+    Ending,
     MarkerUnreadable,
     Supervisor,
     SupervisorConfig,
@@ -117,6 +120,26 @@ def goodput_fields(state: RunState) -> dict[str, str]:
     """`goodput=0.8731 badput="restart=9.8 startup=5.1 ..."` for the `tfmw completed` line."""
     account = Accounting.from_fields(state.productive_seconds, state.badput_seconds)
     return account.line_fields() if account is not None else {}
+
+
+@dataclass
+class _Run:
+    """One launcher's view of the run, as `run`'s steps share it."""
+
+    tf_config: dict
+    settings: LauncherSettings
+    platform: bool  # a platform (JobSet, TFJob, ...) owns the lifecycle: no run record
+    run_id: str
+    run_dir: Path | None  # on mounted shared storage; None for an object store or no storage
+    recorder: StatusRecorder
+    recorded: RunState | None  # the status ConfigMap's record when this launcher started
+    plan: StartPlan
+    tracker: RunTracker
+    unreadable: str | None  # why the COMPLETED marker could not be read, if so
+    child_env: dict[str, str]  # the training command's environment (with TF_CONFIG)
+    deadline: float | None  # epoch seconds of training.activeDeadlineSeconds
+    hosts: list[str]  # the peers' host names
+    heartbeat: Path | None = None  # the trainer's heartbeat file, chosen before training
 
 
 class _Stopped(Exception):
@@ -201,6 +224,8 @@ class Launcher:
 
     # -- the run -------------------------------------------------------------------------
     def run(self) -> int:
+        """The run's life (docs/lifecycle.md): the TF_CONFIG, the run's record, a run that
+        already ended, the checks before training, the peer wait, supervised training, the end."""
         self._install_signals()
         platform = platform_owns_lifecycle(pod_kind(self.env))
         try:
@@ -211,20 +236,45 @@ class Launcher:
             if platform:
                 raise  # one line and exit 2: the platform's failure policy takes it from here
             return self._refused(err)
+        self._announce(tf_config, kind, platform)
+        if is_evaluator(tf_config):
+            return self._evaluate(encoded)
+        run = self._open_run(tf_config, encoded, settings, platform)
+        if run.plan.action in (SUCCEEDED_ALREADY, FAILED_ALREADY):
+            return self._ended_already(run)
+        try:
+            self._check_before_training(run)
+            ending = self._train(run)
+        except _Stopped:
+            self._say("stopped by signal while waiting for peers")
+            return EXIT_SIGTERM
+        except _Failure as failure:
+            run.tracker.transition(Phase.FAILED, failure.reason, failure.message)
+            return self._finish(run.tracker, settings, platform, run.run_dir)
+        except _EndedElsewhere as ended:
+            run.tracker.adopt(ended.state)
+            return self._finish(run.tracker, settings, platform, run.run_dir)
+        if ending.phase is None:
+            return ending.returncode
+        run.tracker.transition(ending.phase, ending.reason, ending.message)
+        return self._finish(run.tracker, settings, platform, run.run_dir)
+
+    def _announce(self, tf_config: dict, kind: str, platform: bool) -> None:
         task = tf_config["task"]
-        workers = sum(len(v) for v in tf_config["cluster"].values())
         self.log(
             loglines.line(
                 loglines.LAUNCHER,
                 task=f"{task['type']}:{task['index']}",
-                workers=workers,
+                workers=sum(len(v) for v in tf_config["cluster"].values()),
                 identity=IDENTITY[kind],
                 lifecycle="platform" if platform else "launcher",
             )
         )
-        if is_evaluator(tf_config):
-            return self._evaluate(encoded)
-        chief = is_chief(tf_config)
+
+    def _open_run(self, tf_config: dict, encoded: str, settings: LauncherSettings, platform: bool) -> _Run:
+        """The run's record and COMPLETED marker read, the start planned (plan_start), the
+        tracker and the /metrics endpoint up."""
+        task = tf_config["task"]
         run_id = settings.run_id or "default"
         # An object-store URI (gs://, s3://) is the trainer's business (tf.io.gfile); the
         # launcher never imports TF, so it looks for the completion marker on mounted paths only.
@@ -237,120 +287,129 @@ class Launcher:
         recorder = self._recorder(settings if not platform else None)
         launched = time.time()
         recorded = recorder.read()
-        marker = completed_marker(run_dir)
         try:
-            completed, unreadable = marker_exists(marker), None
-        except MarkerUnreadable as err:  # not known: never train (it may have finished), below
+            completed, unreadable = marker_exists(completed_marker(run_dir)), None
+        except MarkerUnreadable as err:  # not known: never train (it may have finished)
             completed, unreadable = False, str(err)
         plan = plan_start(recorded, run_id, settings.pod_revision, completed, rfc3339(launched))
         tracker = RunTracker(
             plan.state,
             recorder,
-            is_chief=chief,
+            is_chief=is_chief(tf_config),
             worker_index=task["index"],
             log=self.log,
             ledger=start_ledger(recorded, plan.state, launched, is_builtin_trainer(self.command)),
         )
         self._serve_metrics(settings, tracker, task)
         self._say(f"run={run_id} revision={settings.pod_revision or '-'}: {plan.why}")
-        if plan.action == SUCCEEDED_ALREADY:
-            if chief:  # say why the workers came back and go away again
-                if plan.state != recorded:  # the marker is there, the status lags behind: record it
-                    recorder.record(plan.state)
-                recorder.event("Succeeded", "Normal", f"run {run_id} already completed: not training again")
-            return self._finish(tracker, settings, platform, run_dir)
-        if plan.action == FAILED_ALREADY:
-            if chief:
-                recorder.event(
-                    "Failed",
-                    "Warning",
-                    f"run {run_id} already Failed ({plan.state.reason}: {plan.state.message}) at "
-                    f"revision {settings.pod_revision}; not retrying: fix the values (a changed pod "
-                    "template trains again) or set a new training.runId",
-                )
-            return self._finish(tracker, settings, platform, run_dir)
+        return _Run(
+            tf_config=tf_config,
+            settings=settings,
+            platform=platform,
+            run_id=run_id,
+            run_dir=run_dir,
+            recorder=recorder,
+            recorded=recorded,
+            plan=plan,
+            tracker=tracker,
+            unreadable=unreadable,
+            child_env=dict(self.env, TF_CONFIG=encoded),
+            deadline=deadline_epoch(plan.state.started_at, settings.active_deadline_seconds, launched),
+            hosts=cluster_hosts(tf_config),
+        )
 
-        deadline = deadline_epoch(plan.state.started_at, settings.active_deadline_seconds, launched)
-        hosts = cluster_hosts(tf_config)
+    def _ended_already(self, run: _Run) -> int:
+        """The run Succeeded or Failed before this launcher started: the chief says why the
+        workers came back, and they go away again."""
+        recorder, plan = run.recorder, run.plan
+        if run.tracker.is_chief and plan.action == SUCCEEDED_ALREADY:
+            if plan.state != run.recorded:  # the marker is there, the status lags behind: record it
+                recorder.record(plan.state)
+            recorder.event("Succeeded", "Normal", f"run {run.run_id} already completed: not training again")
+        elif run.tracker.is_chief:
+            recorder.event(
+                "Failed",
+                "Warning",
+                f"run {run.run_id} already Failed ({plan.state.reason}: {plan.state.message}) at "
+                f"revision {run.settings.pod_revision}; not retrying: fix the values (a changed pod "
+                "template trains again) or set a new training.runId",
+            )
+        return self._finish(run.tracker, run.settings, run.platform, run.run_dir)
+
+    def _check_before_training(self, run: _Run) -> None:
+        """What no restart can fix fails the run now (_Failure), before the peer wait."""
+        settings = run.settings
+        if run.deadline is not None and time.time() >= run.deadline:
+            raise _Failure(
+                Reason.DEADLINE_EXCEEDED,
+                f"training.activeDeadlineSeconds={settings.active_deadline_seconds} passed "
+                f"(run started {run.plan.state.started_at}); not starting training",
+            )
+        if run.unreadable:
+            raise _Failure(Reason.BAD_CONFIG, run.unreadable)
+        problem = command_problem(self.command, run.child_env)
+        if problem:  # no retry makes a missing program appear
+            raise _Failure(Reason.BAD_CONFIG, problem)
+        problem = shared_dir_problem(run.run_dir) if run.tracker.is_chief else None
+        if problem:  # the chief could never record completion: do not train first
+            raise _Failure(Reason.BAD_CONFIG, problem)
         try:
-            if deadline is not None and time.time() >= deadline:
-                raise _Failure(
-                    Reason.DEADLINE_EXCEEDED,
-                    f"training.activeDeadlineSeconds={settings.active_deadline_seconds} passed "
-                    f"(run started {plan.state.started_at}); not starting training",
-                )
-            if unreadable:
-                raise _Failure(Reason.BAD_CONFIG, unreadable)
-            child_env = dict(self.env, TF_CONFIG=encoded)
-            problem = command_problem(self.command, child_env)
-            if problem:  # before the peer wait: no retry makes a missing program appear
-                raise _Failure(Reason.BAD_CONFIG, problem)
-            problem = shared_dir_problem(run_dir) if chief else None
-            if problem:  # the chief could never record completion: do not train first
-                raise _Failure(Reason.BAD_CONFIG, problem)
-            try:
-                tmp = tempfile.gettempdir()
-            except OSError as err:  # FileNotFoundError: no writable TMPDIR, /tmp, /var/tmp or cwd
-                raise _Failure(
-                    Reason.BAD_CONFIG,
-                    f"no writable temporary directory for the heartbeat file ({err}); mount an emptyDir at /tmp",
-                ) from None
-            tracker.record_now(
-                (
-                    "Restarted",
-                    "Warning",
-                    f"worker {task['index']}'s pod restarted, resuming from "
-                    f"step {plan.state.last_checkpoint_step or 0}",
-                )
-                if plan.resumed
-                else None
+            run.heartbeat = Path(tempfile.gettempdir()) / f"tfmw-heartbeat-{os.getpid()}"
+        except OSError as err:  # FileNotFoundError: no writable TMPDIR, /tmp, /var/tmp or cwd
+            raise _Failure(
+                Reason.BAD_CONFIG,
+                f"no writable temporary directory for the heartbeat file ({err}); mount an emptyDir at /tmp",
+            ) from None
+
+    def _train(self, run: _Run) -> Ending:
+        """The peer wait, then the training command under the supervisor (restarts in place,
+        the watchdog, the deadline) until it ends."""
+        task = run.tf_config["task"]
+        run.tracker.record_now(
+            (
+                "Restarted",
+                "Warning",
+                f"worker {task['index']}'s pod restarted, resuming from "
+                f"step {run.plan.state.last_checkpoint_step or 0}",
             )
-            heartbeat = Path(tmp) / f"tfmw-heartbeat-{os.getpid()}"
-            preload, why = standby_plan(settings.warm_standby, self.command)
-            self._say(f"warm standby: {why}")
-            self.supervisor = Supervisor(
-                SupervisorConfig(
-                    command=self.command,
-                    env=child_env,
-                    run_dir=run_dir,
-                    marker_retry_seconds=self.marker_retry_seconds,
-                    heartbeat_file=heartbeat,
-                    max_restarts=settings.max_restarts,
-                    hang_timeout_seconds=settings.hang_timeout_seconds,
-                    hang_detection=settings.hang_detection,
-                    is_chief=chief,
-                    log=self.log,
-                    regroup=lambda: self._regroup(hosts, settings, deadline, tracker, recorder),
-                    deadline=deadline,
-                    deadline_seconds=settings.active_deadline_seconds,
-                    on_attempt=lambda attempt: self._attempt(tracker, attempt, workers),
-                    on_restart=lambda cause: self._restarting(tracker, cause),
-                    on_output=tracker.on_line,
-                    on_beat=tracker.beat,
-                    standby_preload=preload,
-                    tee=self.podlog.write if self.podlog is not None else None,
-                )
-            )
-            try:
-                self._wait_for_peers(hosts, settings, deadline, tracker)
-                if self.stopping.is_set():
-                    return EXIT_SIGTERM
-                ending = self.supervisor.run()
-            finally:
-                heartbeat.unlink(missing_ok=True)
-        except _Stopped:
-            self._say("stopped by signal while waiting for peers")
-            return EXIT_SIGTERM
-        except _Failure as failure:
-            tracker.transition(Phase.FAILED, failure.reason, failure.message)
-            return self._finish(tracker, settings, platform, run_dir)
-        except _EndedElsewhere as ended:
-            tracker.adopt(ended.state)
-            return self._finish(tracker, settings, platform, run_dir)
-        if ending.phase is None:
-            return ending.returncode
-        tracker.transition(ending.phase, ending.reason, ending.message)
-        return self._finish(tracker, settings, platform, run_dir)
+            if run.plan.resumed
+            else None
+        )
+        self.supervisor = Supervisor(self._supervisor_config(run))
+        try:
+            self._wait_for_peers(run.hosts, run.settings, run.deadline, run.tracker)
+            if self.stopping.is_set():
+                return Ending(None, None, "", EXIT_SIGTERM)
+            return self.supervisor.run()
+        finally:
+            run.heartbeat.unlink(missing_ok=True)
+
+    def _supervisor_config(self, run: _Run) -> SupervisorConfig:
+        settings, tracker = run.settings, run.tracker
+        workers = sum(len(v) for v in run.tf_config["cluster"].values())
+        preload, why = standby_plan(settings.warm_standby, self.command)
+        self._say(f"warm standby: {why}")
+        return SupervisorConfig(
+            command=self.command,
+            env=run.child_env,
+            run_dir=run.run_dir,
+            marker_retry_seconds=self.marker_retry_seconds,
+            heartbeat_file=run.heartbeat,
+            max_restarts=settings.max_restarts,
+            hang_timeout_seconds=settings.hang_timeout_seconds,
+            hang_detection=settings.hang_detection,
+            is_chief=tracker.is_chief,
+            log=self.log,
+            regroup=lambda: self._regroup(run.hosts, settings, run.deadline, tracker, run.recorder),
+            deadline=run.deadline,
+            deadline_seconds=settings.active_deadline_seconds,
+            on_attempt=lambda attempt: self._attempt(tracker, attempt, workers),
+            on_restart=lambda cause: self._restarting(tracker, cause),
+            on_output=tracker.on_line,
+            on_beat=tracker.beat,
+            standby_preload=preload,
+            tee=self.podlog.write if self.podlog is not None else None,
+        )
 
     def _evaluate(self, encoded: str) -> int:
         """A platform's evaluator task (TFJob or Volcano Evaluator replica): outside the
@@ -469,7 +528,7 @@ class Launcher:
         )
         tracker.transition(Phase.FAILED, Reason.BAD_CONFIG, str(err))
         on_failure = env.get("TFMW_ON_FAILURE") if env.get("TFMW_ON_FAILURE") in POLICIES else "idle"
-        return self._end(tracker, recorder, on_failure, release=on_failure == "scaleToZero", run_dir=None)
+        return self._end(tracker, recorder, on_failure, scale_to_zero=on_failure == "scaleToZero", run_dir=None)
 
     def _finish(self, tracker: RunTracker, settings: LauncherSettings, platform: bool, run_dir: Path | None) -> int:
         state = tracker.state
@@ -478,10 +537,10 @@ class Launcher:
             return exit_code(state)
         succeeded = state.phase is Phase.SUCCEEDED
         policy = settings.on_success if succeeded else settings.on_failure
-        # Succeeded is the chief's to decide and release; a Failed run is released by any
+        # Succeeded is the chief's to decide and scale to zero; a Failed run is scaled to zero by any
         # worker that knows of it (a crash-looping or idle group would hold its GPUs).
-        release = policy == "scaleToZero" and (not succeeded or tracker.is_chief)
-        return self._end(tracker, tracker.recorder, policy, release, run_dir)
+        scale_to_zero = policy == "scaleToZero" and (not succeeded or tracker.is_chief)
+        return self._end(tracker, tracker.recorder, policy, scale_to_zero, run_dir)
 
     def _say(self, text: str) -> None:
         """One `tfmw launcher <text>` line."""
@@ -508,21 +567,21 @@ class Launcher:
             print(f"tfmw: {state.reason}: {status_message(state.message)}", file=sys.stderr, flush=True)
 
     def _end(
-        self, tracker: RunTracker, recorder: StatusRecorder, policy: str, release: bool, run_dir: Path | None
+        self, tracker: RunTracker, recorder: StatusRecorder, policy: str, scale_to_zero: bool, run_dir: Path | None
     ) -> int:
         state = tracker.state
         succeeded = state.phase is Phase.SUCCEEDED
         self._log_end(state, run_dir)
-        can_release = release and recorder.can_release
-        if release:
+        can_scale_to_zero = scale_to_zero and recorder.can_scale_to_zero
+        if scale_to_zero:
             recorder.scale_to_zero()  # without API access: says so once, and nothing to retry
         recorder.flush(self.flush_seconds)
         what = "this run is complete" if succeeded else f"the run failed ({state.reason}); not retrying"
         setting = f"completion.{'onSuccess' if succeeded else 'onFailure'}: scaleToZero"
-        if policy == "scaleToZero" and release and not can_release:
+        if policy == "scaleToZero" and scale_to_zero and not can_scale_to_zero:
             how = f"no API access to scale to 0 ({setting}): uninstall the release to free its resources"
         elif policy == "scaleToZero":
-            by = "this worker" if release else "the chief"  # a worker only leaves a success to the chief
+            by = "this worker" if scale_to_zero else "the chief"  # a worker only leaves a success to the chief
             how = f"waiting for the StatefulSet controller to delete this pod (scaled to 0 by {by}, {setting})"
         elif succeeded:
             how = "uninstall the release or set a new training.runId to train again"
@@ -532,15 +591,15 @@ class Launcher:
                 "training.runId; uninstall the release to free its resources"
             )
         self._say(f"idle: {what}; {how}")
-        self._idle(recorder, can_release)
+        self._idle(recorder, can_scale_to_zero)
         return EXIT_OK
 
-    def _idle(self, recorder: StatusRecorder, release: bool) -> None:
+    def _idle(self, recorder: StatusRecorder, scale_to_zero: bool) -> None:
         """Sleep until SIGTERM (the pod is deleted); meanwhile retry, with back-off, a terminal
         status write or a scale to 0 that failed (an API server that was restarting)."""
         delay, cap = self.idle_retry
         while True:
-            retry = (release and not recorder.released) or recorder.status_ok is False
+            retry = (scale_to_zero and not recorder.scaled_to_zero) or recorder.status_ok is False
             if self.stopping.wait(delay if retry else None):
                 return
             recorder.retry_unsent()

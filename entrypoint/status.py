@@ -58,7 +58,7 @@ class StatusRecorder:
         self._log_lock = threading.Lock()
         self._scale_wanted = False  # a scale to 0 was asked for (retried while idle until done)
         self._uid: str | None = None
-        self.released = False  # the StatefulSet was scaled to 0 by this launcher
+        self.scaled_to_zero = False  # the StatefulSet was scaled to 0 by this launcher
         self.status_ok: bool | None = None  # the last status write: True ok, False failed
         self.superseded: RunState | None = None  # a terminal state found recorded by a peer
 
@@ -68,7 +68,7 @@ class StatusRecorder:
         return self.api is not None and bool(self.configmap and self.namespace)
 
     @property
-    def can_release(self) -> bool:
+    def can_scale_to_zero(self) -> bool:
         return self.api is not None and bool(self.statefulset and self.namespace)
 
     # -- the synchronous read at start (before training) ---------------------------------
@@ -94,14 +94,14 @@ class StatusRecorder:
             self._kick()
 
     def event(self, reason: str, event_type: str, message: str) -> None:
-        if not self.can_release:  # events need the StatefulSet too
+        if not self.can_scale_to_zero:  # events need the StatefulSet too
             return
         with self._cond:
             self._events.append((reason, event_type, message, rfc3339(self.clock())))
             self._kick()
 
     def scale_to_zero(self) -> None:
-        if not self.can_release:
+        if not self.can_scale_to_zero:
             self._log_once(
                 "scale",
                 f"statefulset/{self.statefulset or '?'} to 0",
@@ -118,7 +118,7 @@ class StatusRecorder:
             if self._unsent and self._state is not None:
                 self._data, self._unsent = {**self._unsent, **(self._data or {})}, {}
                 self._kick()
-            if self._scale_wanted and not self.released:
+            if self._scale_wanted and not self.scaled_to_zero:
                 self._scale = True
                 self._kick()
 
@@ -233,10 +233,10 @@ class StatusRecorder:
         except APIError as err:
             self._log_once("scale", f"statefulset/{self.statefulset} to 0", err)
             return
-        if not self.released:
-            self.released = True
+        if not self.scaled_to_zero:
+            self.scaled_to_zero = True
             self.log(
-                loglines.line(loglines.LAUNCHER, text=f"released: scaled statefulset/{self.statefulset} to 0 replicas")
+                loglines.line(loglines.LAUNCHER, text=f"scaled to zero: statefulset/{self.statefulset} has 0 replicas")
             )
 
     def _log_once(self, verb: str, what: str, err: APIError) -> None:

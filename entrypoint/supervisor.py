@@ -24,7 +24,7 @@ from pathlib import Path
 
 from . import loglines
 from .errors import EXIT_BAD_CONFIG, EXIT_OK, EXIT_RETRYABLE, EXIT_SIGTERM, EXIT_TRAINING_FAILED
-from .hangwatch import ADAPTIVE, FLOOR_SECONDS, HangWatch
+from .hangwatch import ADAPTIVE, FLOOR_SECONDS, HangWatch, Verdict
 from .lifecycle import Phase, Reason
 from .oomkill import OOM_KILLED, MemoryCgroup, oom_cause
 
@@ -92,6 +92,20 @@ def backoff_seconds(failures: int, first: float = 1.0, cap: float = 30.0) -> flo
     if failures <= 1:
         return 0.0
     return min(first * (2 ** (failures - 2)), cap)
+
+
+@dataclass
+class _AttemptWatch:
+    """What one attempt's loop has seen so far."""
+
+    watch: HangWatch
+    started: float = field(default_factory=time.monotonic)
+    beats: int = 0  # heartbeat changes seen in this attempt
+    last_beat: tuple | None = None
+    progressed: bool = False
+    hung: Verdict | None = None  # the watchdog's verdict, once it killed the attempt
+    deadline_hit: bool = False
+    term_sent: float = 0.0
 
 
 @dataclass
@@ -406,104 +420,123 @@ class Supervisor:
         return max(0.0, min(delay, self.cfg.deadline - self.cfg.wall_clock()))
 
     def _run_once(self) -> _Attempt:
+        """One attempt: start the command (from the warm standby, else cold), follow its
+        heartbeat until it exits, and enforce the deadline and the watchdog on the way."""
         hb = self.cfg.heartbeat_file
         hb.unlink(missing_ok=True)
-        env = dict(self.cfg.env, TFMW_HEARTBEAT_FILE=str(hb))
+        self._env = dict(self.cfg.env, TFMW_HEARTBEAT_FILE=str(hb))
         self._last_line = self._last_error = ""
-        self._env = env
         oom_kills = self.cfg.memory.oom_kills()  # None: unknown (no cgroup), reported as before
-        child = self._start_standby()  # the waiting standby, else a cold start
-        if child is None:
-            try:
-                child = subprocess.Popen(
-                    list(self.cfg.command),
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )  # own process group: a kill reaches every descendant
-            except OSError as err:
-                raise _StartRefused(start_problem(self.cfg.command, err)) from None
-        self._child = child
-        started, beats = time.monotonic(), 0  # beats: heartbeat changes seen in this attempt
+        child = self._child = self._start_attempt(self._env)
         if self._stop.is_set():  # a SIGTERM between the check and the start: pass it on
             self.request_stop()
         self._last_activity = time.monotonic()
         pump = threading.Thread(target=self._pump_output, args=(child,), daemon=True)
         pump.start()
-        last_beat = None
-        watch = HangWatch(
-            self.cfg.hang_timeout_seconds, self.cfg.hang_detection, floor_seconds=self.cfg.hang_floor_seconds
+        seen = _AttemptWatch(
+            HangWatch(self.cfg.hang_timeout_seconds, self.cfg.hang_detection, floor_seconds=self.cfg.hang_floor_seconds)
         )
-        progressed = False
-        hung = None
-        deadline_hit = False
-        term_sent = 0.0
         while child.poll() is None:
             try:  # wakes at once when the command exits: no poll interval added to a recovery
                 child.wait(self.cfg.poll_seconds)
             except subprocess.TimeoutExpired:
                 pass
-            beat = read_beat(hb)
-            if beat is not None and beat != last_beat:
-                progressed = progressed or last_beat is not None or beat[0] > 0
-                last_beat = beat
-                self._last_activity = time.monotonic()
-                watch.observe(beat[0], beat[1], self._last_activity)
-                beats += 1
-                try:  # when the trainer wrote it (wall clock), not when this poll saw it
-                    written = hb.stat().st_mtime
-                except OSError:
-                    written = None
-                self.cfg.on_beat(beat[0], beat[1], written)
-            if self._standby is None and (beats >= 2 or time.monotonic() - started >= self.cfg.standby_delay_seconds):
+            self._follow_heartbeat(seen)
+            if self._standby is None and (
+                seen.beats >= 2 or time.monotonic() - seen.started >= self.cfg.standby_delay_seconds
+            ):
                 self._spawn_standby()  # this attempt trains: get the next one ready
-            if not deadline_hit and not self._stop.is_set() and self._deadline_passed():
-                deadline_hit = True
-                term_sent = time.monotonic()
-                self._say(
-                    f"deadline: training.activeDeadlineSeconds="
-                    f"{self.cfg.deadline_seconds} passed; stopping training (SIGTERM: the trainer "
-                    f"checkpoints at its next checkpoint boundary, SIGKILL after "
-                    f"{self.cfg.stop_grace_seconds:g}s)"
-                )
-                _signal_group(child, signal.SIGTERM)
-            if deadline_hit and child.poll() is None and time.monotonic() - term_sent > self.cfg.stop_grace_seconds:
-                self._say("deadline: training did not stop in time; killing it")
-                _signal_group(child, signal.SIGKILL)
-                term_sent = float("inf")
-            verdict = None if self._stop.is_set() or hung else watch.check(time.monotonic(), self._last_activity)
-            if verdict is not None:
-                self._say(
-                    f"watchdog: no training progress for {verdict.idle:.1f}s "
-                    f"(hang timeout {verdict.timeout:.3g}s, {verdict.basis}); killing training"
-                )
-                _signal_group(child, signal.SIGKILL)
-                hung = verdict
+            self._enforce_deadline(child, seen)
+            self._enforce_watchdog(child, seen)
         pump.join(timeout=5)
         self._child = None
-        returncode = child.returncode
-        if hung:
-            reason = f"hang: no progress for {hung.timeout:.3g}s ({hung.basis})"
-        elif (
-            returncode in (-signal.SIGKILL, 128 + signal.SIGKILL)
-            and not deadline_hit
-            and (oom := oom_cause(oom_kills, self.cfg.memory)) is not None
-        ):  # 137: a shell's SIGKILLed child
-            reason = oom  # "OOMKilled: ... at the container's memory limit (2.0 GiB): raise ..."
-        elif returncode < 0:
-            reason = f"killed by signal {_signal_name(-returncode)}"
-        elif returncode == EXIT_RETRYABLE:
-            reason = _GROUP_REASON
-        else:
-            reason = f"training exited with {returncode}"
+        returncode = -signal.SIGKILL if seen.hung else child.returncode
         return _Attempt(
-            returncode if not hung else -signal.SIGKILL,
-            progressed,
-            reason,
-            deadline_hit,
+            returncode,
+            seen.progressed,
+            self._attempt_reason(child.returncode, seen, oom_kills),
+            seen.deadline_hit,
             self._last_error or self._last_line,
         )
+
+    def _start_attempt(self, env: dict[str, str]) -> subprocess.Popen:
+        child = self._start_standby()  # the waiting standby, else a cold start
+        if child is not None:
+            return child
+        try:
+            return subprocess.Popen(
+                list(self.cfg.command),
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # own process group: a kill reaches every descendant
+        except OSError as err:
+            raise _StartRefused(start_problem(self.cfg.command, err)) from None
+
+    def _follow_heartbeat(self, seen: _AttemptWatch) -> None:
+        """A new heartbeat (step, phase) is progress: the watchdog and the goodput account hear it."""
+        hb = self.cfg.heartbeat_file
+        beat = read_beat(hb)
+        if beat is None or beat == seen.last_beat:
+            return
+        seen.progressed = seen.progressed or seen.last_beat is not None or beat[0] > 0
+        seen.last_beat = beat
+        self._last_activity = time.monotonic()
+        seen.watch.observe(beat[0], beat[1], self._last_activity)
+        seen.beats += 1
+        try:  # when the trainer wrote it (wall clock), not when this poll saw it
+            written = hb.stat().st_mtime
+        except OSError:
+            written = None
+        self.cfg.on_beat(beat[0], beat[1], written)
+
+    def _enforce_deadline(self, child: subprocess.Popen, seen: _AttemptWatch) -> None:
+        """Past training.activeDeadlineSeconds: SIGTERM (a checkpoint at the next boundary),
+        SIGKILL after the grace."""
+        if not seen.deadline_hit and not self._stop.is_set() and self._deadline_passed():
+            seen.deadline_hit = True
+            seen.term_sent = time.monotonic()
+            self._say(
+                f"deadline: training.activeDeadlineSeconds="
+                f"{self.cfg.deadline_seconds} passed; stopping training (SIGTERM: the trainer "
+                f"checkpoints at its next checkpoint boundary, SIGKILL after "
+                f"{self.cfg.stop_grace_seconds:g}s)"
+            )
+            _signal_group(child, signal.SIGTERM)
+        if (
+            seen.deadline_hit
+            and child.poll() is None
+            and time.monotonic() - seen.term_sent > self.cfg.stop_grace_seconds
+        ):
+            self._say("deadline: training did not stop in time; killing it")
+            _signal_group(child, signal.SIGKILL)
+            seen.term_sent = float("inf")
+
+    def _enforce_watchdog(self, child: subprocess.Popen, seen: _AttemptWatch) -> None:
+        verdict = None if self._stop.is_set() or seen.hung else seen.watch.check(time.monotonic(), self._last_activity)
+        if verdict is not None:
+            self._say(
+                f"watchdog: no training progress for {verdict.idle:.1f}s "
+                f"(hang timeout {verdict.timeout:.3g}s, {verdict.basis}); killing training"
+            )
+            _signal_group(child, signal.SIGKILL)
+            seen.hung = verdict
+
+    def _attempt_reason(self, returncode: int, seen: _AttemptWatch, oom_kills) -> str:
+        if seen.hung:
+            return f"hang: no progress for {seen.hung.timeout:.3g}s ({seen.hung.basis})"
+        if (
+            returncode in (-signal.SIGKILL, 128 + signal.SIGKILL)
+            and not seen.deadline_hit
+            and (oom := oom_cause(oom_kills, self.cfg.memory)) is not None
+        ):  # 137: a shell's SIGKILLed child
+            return oom  # "OOMKilled: ... at the container's memory limit (2.0 GiB): raise ..."
+        if returncode < 0:
+            return f"killed by signal {_signal_name(-returncode)}"
+        if returncode == EXIT_RETRYABLE:
+            return _GROUP_REASON
+        return f"training exited with {returncode}"
 
     # -- warm standby (entrypoint.standby) ------------------------------------------------
     def _spawn_standby(self) -> None:

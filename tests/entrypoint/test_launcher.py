@@ -98,7 +98,7 @@ def test_chief_records_the_run_and_releases_the_statefulset_on_success(fake_api,
     assert phases(fake_api.patches("train-status")) in (["Pending", "Running", "Succeeded"], ["Running", "Succeeded"])
     assert [(e["reason"], e["type"]) for e in fake_api.events] == [("Started", "Normal"), ("Succeeded", "Normal")]
     assert fake_api.replicas["train"] == 0
-    assert "tfmw launcher released: scaled statefulset/train to 0 replicas" in run.logs
+    assert "tfmw launcher scaled to zero: statefulset/train has 0 replicas" in run.logs
     assert run.line("tfmw completed run=r1")
     assert "waiting for the StatefulSet controller to delete this pod" in run.line("tfmw launcher idle:")
     assert run.stop() == 0  # SIGTERM while idle (the pod is deleted): exit 0, never a crash loop
@@ -396,7 +396,7 @@ def test_an_api_server_that_hangs_does_not_hold_training(fake_api, tmp_path):
 def test_release_is_retried_while_idle_until_the_api_answers(fake_api, tmp_path):
     fake_api.fail("PATCH", "/scale", status=503, times=2)
     run = Run(pod_env(fake_api, tmp_path, TFMW_ON_SUCCESS="scaleToZero"), command(tmp_path, SUCCEEDS))
-    run.until("tfmw launcher released:", timeout=60)
+    run.until("tfmw launcher scaled to zero:", timeout=60)
     assert fake_api.replicas["train"] == 0
     assert sum("cannot scale" in line for line in run.logs) == 1
     assert run.stop() == 0

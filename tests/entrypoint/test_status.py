@@ -249,8 +249,8 @@ def test_scale_to_zero_releases_the_statefulset(fake_api):
     rec = recorder(fake_api, logs)
     rec.scale_to_zero()
     rec.flush(10)
-    assert fake_api.replicas["train"] == 0 and rec.released
-    assert logs == ["tfmw launcher released: scaled statefulset/train to 0 replicas"]
+    assert fake_api.replicas["train"] == 0 and rec.scaled_to_zero
+    assert logs == ["tfmw launcher scaled to zero: statefulset/train has 0 replicas"]
 
 
 def test_a_failed_scale_is_logged_once_and_retried_when_asked(fake_api):
@@ -261,13 +261,13 @@ def test_a_failed_scale_is_logged_once_and_retried_when_asked(fake_api):
     rec.flush(10)
     rec.retry_unsent()
     rec.flush(10)
-    assert fake_api.replicas["train"] == 2 and not rec.released
+    assert fake_api.replicas["train"] == 2 and not rec.scaled_to_zero
     rec.retry_unsent()
     rec.flush(10)
-    assert fake_api.replicas["train"] == 0 and rec.released
+    assert fake_api.replicas["train"] == 0 and rec.scaled_to_zero
     assert [line.split(" (")[0] for line in logs] == [
         "tfmw launcher status: cannot scale statefulset/train to 0",
-        "tfmw launcher released: scaled statefulset/train to 0 replicas",
+        "tfmw launcher scaled to zero: statefulset/train has 0 replicas",
     ]
 
 
@@ -280,7 +280,7 @@ def test_without_api_access_nothing_is_sent_and_a_release_says_why():
     rec.event("Started", "Normal", "m")
     rec.scale_to_zero()
     rec.scale_to_zero()
-    assert rec.flush(1) and rec.read() is None and not rec.released
+    assert rec.flush(1) and rec.read() is None and not rec.scaled_to_zero
     assert logs == [
         "tfmw launcher status: cannot scale statefulset/train to 0 (no API access: TFMW_API_DIR is "
         "not set (rbac.create=false?)); training goes on"

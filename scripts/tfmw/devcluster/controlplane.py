@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -708,6 +709,37 @@ def preflight(nodes: int, gpus_per_node: int) -> None:
         )
 
 
+@dataclass
+class Startup:
+    """What `up`'s steps share: the state being built, the binaries, the daemons started so far."""
+
+    state: ClusterState
+    bins: dict
+    say: Callable[[str], None]
+    timeout: float
+    net: dict[str, str]
+    node_nets: list
+    started: float = field(default_factory=time.monotonic)
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    @property
+    def logs(self) -> Path:
+        return self.state.dir / "logs"
+
+    def spawn(self, name: str, argv: list[str], log: str | None = None) -> None:
+        self.procs[name] = _spawn(argv, self.logs / (log or f"{name}.log"))
+        self.state.pids[name] = self.procs[name].pid
+        self.state.save()
+
+    def wait(self, check, what: str, logs: list[str], alive: list[str] | None = None) -> None:
+        """Until `check()`, naming `what` and the logs to read if not in time; fails early when a
+        daemon of `alive` (default: all started) exits."""
+        names = alive if alive is not None else list(self.procs)
+        wait_until(
+            check, self.timeout, what, [self.logs / log for log in logs], alive={n: self.procs[n] for n in names}
+        )
+
+
 def up(
     directory: Path = DEFAULT_STATE,
     nodes: int = 1,
@@ -719,10 +751,32 @@ def up(
     images: list[Path] = (),
 ) -> ClusterState:
     """Start a cluster in `directory` (or report the one running there) with `images`
-    (docker-save archives) in every node. Returns its state."""
-
+    (docker-save archives) in every node. Returns its state. The steps, in order: the state
+    folder, credentials, etcd and the API server, the nodes (which start while the API server
+    comes up), the cluster's own objects, the controllers, the images, ready."""
     directory = Path(directory).resolve()
     preflight(nodes, gpus_per_node)
+    existing = _running_or_cleared(directory, say)
+    if existing is not None:
+        return existing
+    start = _new_startup(directory, nodes, gpus_per_node, _binaries(bins, say), say, timeout)
+    try:
+        _write_credentials(start, api_port)
+        _start_api_server(start)
+        _start_nodes(start)
+        admin = _bootstrap(start)
+        _start_controllers(start)
+        _load_node_images(start, images)
+        _wait_until_ready(start, admin)
+        return start.state
+    except BaseException:
+        _stop_started(start.procs)
+        down(directory, say=lambda line: None)
+        raise
+
+
+def _running_or_cleared(directory: Path, say) -> ClusterState | None:
+    """The cluster running in `directory`, or None after clearing what a dead one left."""
     existing = ClusterState.load(directory)
     if running(existing):
         say(
@@ -731,19 +785,23 @@ def up(
         )
         return existing
     if existing is not None or directory.exists():
-        down(directory, say=lambda line: None)  # leftovers of a cluster that died: clear them
-    if bins is None:
-        bins = ensure_binaries(progress=say)
+        down(directory, say=lambda line: None)
+    return None
+
+
+def _binaries(bins: dict | None, say) -> dict:
+    """The pinned Kubernetes and CoreDNS binaries (built once), and Debian's containerd."""
+    bins = bins if bins is not None else ensure_binaries(progress=say)
     if "coredns" not in bins:
         bins = {**bins, "coredns": ensure_coredns(progress=say)}
-    bins = {**bins, "containerd": shutil.which("containerd")}  # Debian's, checked by preflight
-    started = time.monotonic()
+    return {**bins, "containerd": shutil.which("containerd")}  # checked by preflight
+
+
+def _new_startup(directory: Path, nodes: int, gpus_per_node: int, bins: dict, say, timeout: float) -> Startup:
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o711)  # the nodes' folders are reached by the containers' users too
     slot = free_slot()
     net = slot_network(slot)
-    names = node_names(nodes)
-    node_nets = [nodemod.node_net(slot, i) for i in range(1, nodes + 1)]
     state = ClusterState(
         directory=str(directory),
         slot=slot,
@@ -751,155 +809,157 @@ def up(
         api_port=0,
         etcd_port=free_port(),
         etcd_peer_port=free_port(),
-        nodes=names,
+        nodes=node_names(nodes),
         gpus_per_node=gpus_per_node,
         started_at=time.time(),
         sysctls=nodemod.read_kernel_sysctls(),
     )
     state.save()  # from here on, `down` can clean up whatever was made
-    procs: dict[str, subprocess.Popen] = {}
-    try:
-        create_bridge(slot)
-        state.api_port = free_port(state.address, api_port)
-        state.dns_ports = {"health": free_port(state.address), "ready": free_port(state.address)}
-        pki.make_cluster_pki(
-            state.pki_dir,
-            state.address,
-            net["service_ip"],
-            names,
+    node_nets = [nodemod.node_net(slot, i) for i in range(1, nodes + 1)]
+    return Startup(state=state, bins=bins, say=say, timeout=timeout, net=net, node_nets=node_nets)
+
+
+def _write_credentials(start: Startup, api_port: int) -> None:
+    """The bridge and the API server's port, the cluster's PKI, a kubeconfig per identity."""
+    state = start.state
+    create_bridge(state.slot)
+    state.api_port = free_port(state.address, api_port)
+    state.dns_ports = {"health": free_port(state.address), "ready": free_port(state.address)}
+    pki.make_cluster_pki(
+        state.pki_dir,
+        state.address,
+        start.net["service_ip"],
+        state.nodes,
+        CLUSTER_DOMAIN,
+        node_ips={n.name: n.address for n in start.node_nets},
+    )
+    _write_private(state.kubeconfig, kubeconfig_text(state, "admin", "tfmw-admin"))
+    for identity, user in (
+        ("controller-manager", "system:kube-controller-manager"),
+        ("scheduler", "system:kube-scheduler"),
+        ("kube-proxy", "system:kube-proxy"),
+        ("coredns", "tfmw:coredns"),
+        ("cluster-services", "tfmw:cluster-services"),
+        *((f"node-{n}", f"system:node:{n}") for n in state.nodes),
+    ):
+        _write_private(state.dir / "kubeconfigs" / identity, kubeconfig_text(state, identity, user))
+
+
+def _start_api_server(start: Startup) -> None:
+    start.say(f"cluster: starting etcd, kube-apiserver ({KUBERNETES_VERSION}) on {start.state.server}")
+    start.spawn("etcd", etcd_args(start.bins, start.state))
+    start.spawn("kube-apiserver", apiserver_args(start.bins, start.state))
+
+
+def _start_nodes(start: Startup) -> None:
+    """Each node's namespaces, cgroups, folders and its kubelet, containerd and kube-proxy."""
+    state = start.state
+    for dir_name in ("/var/lib/kubelet", "/run/containerd"):
+        if not Path(dir_name).exists():
+            Path(dir_name).mkdir(parents=True)
+            state.made_dirs.append(dir_name)
+    Path("/run/netns").mkdir(exist_ok=True)
+    for node in start.node_nets:
+        nodemod.make_cgroups(node.cgroup)
+        nodemod.create_network(node, start.net["bridge"], start.node_nets)
+        script = nodemod.prepare_node(
+            node,
+            state.dir,
+            start.bins,
+            start.net["dns_ip"],
             CLUSTER_DOMAIN,
-            node_ips={n.name: n.address for n in node_nets},
+            start.net["cluster_cidr"],
+            state.dir / "kubeconfigs" / f"node-{node.name}",
+            state.dir / "kubeconfigs" / "kube-proxy",
+            CONTAINERD_CACHE,
         )
-        _write_private(state.kubeconfig, kubeconfig_text(state, "admin", "tfmw-admin"))
-        for identity, user in (
-            ("controller-manager", "system:kube-controller-manager"),
-            ("scheduler", "system:kube-scheduler"),
-            ("kube-proxy", "system:kube-proxy"),
-            ("coredns", "tfmw:coredns"),
-            ("cluster-services", "tfmw:cluster-services"),
-            *((f"node-{n}", f"system:node:{n}") for n in names),
-        ):
-            _write_private(state.dir / "kubeconfigs" / identity, kubeconfig_text(state, identity, user))
-        logs = state.dir / "logs"
-        say(f"cluster: starting etcd, kube-apiserver ({KUBERNETES_VERSION}) on {state.server}")
-        procs["etcd"] = _spawn(etcd_args(bins, state), logs / "etcd.log")
-        procs["kube-apiserver"] = _spawn(apiserver_args(bins, state), logs / "kube-apiserver.log")
-        state.pids.update({name: proc.pid for name, proc in procs.items()})
-        state.save()
+        start.spawn(node.name, nodemod.node_argv(node, script))
 
-        # The nodes' namespaces, folders and containerd start while the API server comes up.
-        for dir_name in ("/var/lib/kubelet", "/run/containerd"):
-            if not Path(dir_name).exists():
-                Path(dir_name).mkdir(parents=True)
-                state.made_dirs.append(dir_name)
-        Path("/run/netns").mkdir(exist_ok=True)
-        for node in node_nets:
-            nodemod.make_cgroups(node.cgroup)
-            nodemod.create_network(node, net["bridge"], node_nets)
-            script = nodemod.prepare_node(
-                node,
-                state.dir,
-                bins,
-                net["dns_ip"],
-                CLUSTER_DOMAIN,
-                net["cluster_cidr"],
-                state.dir / "kubeconfigs" / f"node-{node.name}",
-                state.dir / "kubeconfigs" / "kube-proxy",
-                CONTAINERD_CACHE,
-            )
-            procs[node.name] = _spawn(nodemod.node_argv(node, script), logs / f"{node.name}.log")
-        state.pids.update({name: proc.pid for name, proc in procs.items()})
-        state.save()
 
-        admin = state.api("admin", timeout=5)
-        wait_until(
-            lambda: admin.request("GET", "/readyz", raw=True) == b"ok",
-            timeout,
-            "kube-apiserver",
-            [logs / "kube-apiserver.log", logs / "etcd.log"],
-            alive={k: procs[k] for k in ("etcd", "kube-apiserver")},
-        )
-        for path, obj in bootstrap_objects() + dns_objects(state):
-            admin.create_or_keep(path, obj)
-        say(
-            f"cluster: starting kube-controller-manager, kube-scheduler, CoreDNS, {nodes} node"
-            f"{'s' if nodes > 1 else ''} (kubelet, containerd, kube-proxy"
-            f"{f', {gpus_per_node} nvidia.com/gpu each' if gpus_per_node else ''})"
-        )
-        procs["kube-controller-manager"] = _spawn(
-            controller_manager_args(bins, state), logs / "kube-controller-manager.log"
-        )
-        procs["kube-scheduler"] = _spawn(scheduler_args(bins, state), logs / "kube-scheduler.log")
-        (state.dir / "Corefile").write_text(corefile(state, state.dir / "kubeconfigs" / "coredns"))
-        procs["coredns"] = _spawn(coredns_args(bins["coredns"], state), logs / "coredns.log")
-        procs["provisioner"] = _spawn(provisioner_args(state), logs / "provisioner.log")
-        state.pids.update({name: proc.pid for name, proc in procs.items()})
-        state.save()
+def _bootstrap(start: Startup) -> Api:
+    """Once the API server answers: the cluster's own objects (RBAC, CoreDNS's Service ...)."""
+    admin = start.state.api("admin", timeout=5)
+    start.wait(
+        lambda: admin.request("GET", "/readyz", raw=True) == b"ok",
+        "kube-apiserver",
+        ["kube-apiserver.log", "etcd.log"],
+        alive=["etcd", "kube-apiserver"],
+    )
+    for path, obj in bootstrap_objects() + dns_objects(start.state):
+        admin.create_or_keep(path, obj)
+    return admin
 
-        node_dirs = [state.dir / "nodes" / n for n in names]
-        wait_until(
-            lambda: all((d / "containerd.ready").exists() for d in node_dirs),
-            timeout,
-            "containerd on every node",
-            [logs / f"{n}-containerd.log" for n in names] + [logs / f"{n}.log" for n in names],
-            alive={n: procs[n] for n in names},
-        )
-        archives = [pause_archive(nodemod.SANDBOX_IMAGE, state.dir / "images"), *images]
-        load_images(state, archives, say=say)
-        for d in node_dirs:
-            (d / "images.ready").touch()
 
-        def nodes_ready():
-            ready = 0
-            for node in admin.items("/api/v1/nodes"):
-                conds = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
-                taints = [
-                    t
-                    for t in node.get("spec", {}).get("taints") or []
-                    if t.get("key", "").startswith("node.kubernetes.io/")
-                ]
-                ready += conds.get("Ready") == "True" and not taints
-            return ready == nodes
+def _start_controllers(start: Startup) -> None:
+    state, nodes, gpus = start.state, len(start.state.nodes), start.state.gpus_per_node
+    start.say(
+        f"cluster: starting kube-controller-manager, kube-scheduler, CoreDNS, {nodes} node"
+        f"{'s' if nodes > 1 else ''} (kubelet, containerd, kube-proxy"
+        f"{f', {gpus} nvidia.com/gpu each' if gpus else ''})"
+    )
+    start.spawn("kube-controller-manager", controller_manager_args(start.bins, state))
+    start.spawn("kube-scheduler", scheduler_args(start.bins, state))
+    (state.dir / "Corefile").write_text(corefile(state, state.dir / "kubeconfigs" / "coredns"))
+    start.spawn("coredns", coredns_args(start.bins["coredns"], state))
+    start.spawn("provisioner", provisioner_args(state))
 
-        def default_sa():
-            return admin.get_or_none("/api/v1/namespaces/default/serviceaccounts/default") and admin.get_or_none(
-                "/api/v1/namespaces/default/configmaps/kube-root-ca.crt"
-            )
 
-        wait_until(
-            nodes_ready,
-            timeout,
-            f"{nodes} node(s)",
-            [logs / f"{n}-kubelet.log" for n in names] + [logs / "kube-controller-manager.log"],
-            alive=dict(procs),
-        )
-        if gpus_per_node:
-            advertise_gpus(admin, names, gpus_per_node)
-        wait_until(
-            lambda: _http_ok(state.address, state.dns_ports["ready"], "/ready"),
-            timeout,
-            "CoreDNS",
-            [logs / "coredns.log"],
-            alive={"coredns": procs["coredns"]},
-        )
-        wait_until(
-            default_sa,
-            timeout,
-            "the default ServiceAccount and kube-root-ca.crt",
-            [logs / "kube-controller-manager.log"],
-            alive=dict(procs),
-        )
-        state.ready_seconds = round(time.monotonic() - started, 2)
-        state.save()
-        say(
-            f"cluster: ready in {state.ready_seconds:.1f}s: Kubernetes {KUBERNETES_VERSION}, "
-            f"{nodes} node(s), API server {state.server}, logs in {logs}"
-        )
-        return state
-    except BaseException:
-        _stop_started(procs)
-        down(directory, say=lambda line: None)
-        raise
+def _load_node_images(start: Startup, images: list[Path]) -> None:
+    """The sandbox (pause) image and `images` into every node's containerd, once it runs."""
+    names = start.state.nodes
+    node_dirs = [start.state.dir / "nodes" / n for n in names]
+    start.wait(
+        lambda: all((d / "containerd.ready").exists() for d in node_dirs),
+        "containerd on every node",
+        [f"{n}-containerd.log" for n in names] + [f"{n}.log" for n in names],
+        alive=list(names),
+    )
+    archives = [pause_archive(nodemod.SANDBOX_IMAGE, start.state.dir / "images"), *images]
+    load_images(start.state, archives, say=start.say)
+    for d in node_dirs:
+        (d / "images.ready").touch()
+
+
+def _nodes_ready(admin: Api, count: int) -> bool:
+    """`count` nodes Ready and without a node.kubernetes.io/* taint."""
+    ready = 0
+    for node in admin.items("/api/v1/nodes"):
+        conds = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
+        taints = [
+            t for t in node.get("spec", {}).get("taints") or [] if t.get("key", "").startswith("node.kubernetes.io/")
+        ]
+        ready += conds.get("Ready") == "True" and not taints
+    return ready == count
+
+
+def _wait_until_ready(start: Startup, admin: Api) -> None:
+    """Nodes Ready (with their GPUs advertised), CoreDNS ready, the default ServiceAccount and
+    the cluster CA ConfigMap made: what a pod of the chart needs."""
+    state, names = start.state, start.state.nodes
+    start.wait(
+        lambda: _nodes_ready(admin, len(names)),
+        f"{len(names)} node(s)",
+        [f"{n}-kubelet.log" for n in names] + ["kube-controller-manager.log"],
+    )
+    if state.gpus_per_node:
+        advertise_gpus(admin, names, state.gpus_per_node)
+    start.wait(
+        lambda: _http_ok(state.address, state.dns_ports["ready"], "/ready"), "CoreDNS", ["coredns.log"], ["coredns"]
+    )
+    start.wait(
+        lambda: (
+            admin.get_or_none("/api/v1/namespaces/default/serviceaccounts/default")
+            and admin.get_or_none("/api/v1/namespaces/default/configmaps/kube-root-ca.crt")
+        ),
+        "the default ServiceAccount and kube-root-ca.crt",
+        ["kube-controller-manager.log"],
+    )
+    state.ready_seconds = round(time.monotonic() - start.started, 2)
+    state.save()
+    start.say(
+        f"cluster: ready in {state.ready_seconds:.1f}s: Kubernetes {KUBERNETES_VERSION}, "
+        f"{len(names)} node(s), API server {state.server}, logs in {start.logs}"
+    )
 
 
 def _http_ok(host: str, port: int, path: str) -> bool:

@@ -141,7 +141,7 @@ def test_a_killed_worker_is_restarted_and_the_run_succeeds_on_the_record(tmp_pat
         assert resumed_from >= 60 and resumed_from % 20 == 0
         assert api.replicas["train"] == 0  # released by the chief
         assert "tfmw launcher start standby=yes" in logs[1].read_text()  # the restart ran in the standby
-        assert "tfmw launcher released: scaled statefulset/train to 0 replicas" in logs[0].read_text()
+        assert "tfmw launcher scaled to zero: statefulset/train has 0 replicas" in logs[0].read_text()
         for proc in procs:  # the StatefulSet controller deletes the idle pods
             proc.send_signal(signal.SIGTERM)
         assert [p.wait(timeout=60) for p in procs] == [0, 0]

@@ -21,7 +21,8 @@ import yaml
 from repo import REPO as REPO_ROOT
 
 from tfmw.chart import helmkit
-from tfmw.image.build import IMAGE_NAME, VARIANTS, BuildPlan, build_command, read_dockerfile, variant_tag
+from tfmw.image.build import IMAGE_NAME, VARIANTS, BuildPlan, build_command, variant_tag
+from tfmw.image.dockerfile import read_dockerfile
 
 CHART = REPO_ROOT / "charts" / "tf-multiworker"
 DOCKERFILE = read_dockerfile(REPO_ROOT / "Dockerfile")

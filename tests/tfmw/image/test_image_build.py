@@ -21,7 +21,7 @@ from repo import REPO as REPO_ROOT
 
 from tfmw.image import base as image_base
 from tfmw.image import build as image
-from tfmw.image.build import ImageError, parse_dockerfile
+from tfmw.image.dockerfile import ImageError, parse_dockerfile
 
 VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
 GOOD_DIGEST = "sha256:" + "0123456789abcdef" * 4
