@@ -28,7 +28,7 @@ from pathlib import Path
 from tfmw.chart import helmkit, render
 from tfmw.chart.helmkit import ToolError, helm_error_line, stderr_text
 from tfmw.deploy import helm as deploy_helm
-from tfmw.deploy import observe as deploy_pods
+from tfmw.deploy import observe
 
 
 def say(line: str) -> None:
@@ -110,7 +110,7 @@ def _not_installed(release: str, namespace: str) -> ToolError:
 def _namespace_missing(namespace: str, context: str | None) -> str | None:
     """'namespace x does not exist on <cluster>' when the API says so (None: it exists, or unknown)."""
     kubectl = _kubectl_or_none()
-    if kubectl and deploy_pods.namespace_exists(kubectl, context, namespace) is False:
+    if kubectl and observe.namespace_exists(kubectl, context, namespace) is False:
         return f"namespace {namespace} does not exist on {deploy_helm.kube_target(kubectl, context)}"
     return None
 
@@ -170,7 +170,7 @@ def cmd_template(args) -> int:
 async def _watch_pods(
     kubectl: str | None,
     context: str | None,
-    workers: deploy_pods.Workers,
+    workers: observe.Workers,
     started: float,
     interval: float,
     seen: list | None = None,
@@ -181,10 +181,10 @@ async def _watch_pods(
     last = None
     while kubectl:
         try:
-            items = await asyncio.to_thread(deploy_pods.list_pods, kubectl, context, workers)
-            states = [deploy_pods.pod_state(p) for p in items]
-            line = deploy_pods.progress_line(states, workers.replicas)
-            if seen is not None and (deploy_pods.pod_problems(states) or not seen):
+            items = await asyncio.to_thread(observe.list_pods, kubectl, context, workers)
+            states = [observe.pod_state(p) for p in items]
+            line = observe.progress_line(states, workers.replicas)
+            if seen is not None and (observe.pod_problems(states) or not seen):
                 seen[:] = states
         except (subprocess.SubprocessError, OSError, ValueError):
             line = None  # transient API hiccups: helm reports real failures
@@ -223,55 +223,24 @@ async def _deploy_failure(
     cluster = _cluster_failure(stderr, args.kube_context)
     if cluster:
         return cluster
-    workers = deploy_pods.workers_of(rendered.objects, args.namespace)
+    workers = observe.workers_of(rendered.objects, args.namespace)
     cause = deploy_helm.helm_failure_cause(deploy_helm.helm_error_text(stderr))
     refusal = deploy_helm.api_refusal(cause)
-    parts, code = [], 4
-    if refusal:
-        parts.append(refusal[0])
-        code = 2 if refusal[1] else 4
-    elif re.search(r"context deadline exceeded|timed out waiting|not ready\. status: ", cause):
-        parts.append(f"helm upgrade --install did not finish within --timeout {args.timeout} ({cause})")
-    else:
-        parts.append(f"helm upgrade --install failed: {cause}")
-    pods_now: list = []
-    if kubectl:
-        events: list = []
-        try:
-            pods_now = [
-                deploy_pods.pod_state(p)
-                for p in await asyncio.to_thread(deploy_pods.list_pods, kubectl, args.kube_context, workers)
-            ]
-            events = await asyncio.to_thread(deploy_pods.list_events, kubectl, args.kube_context, args.namespace)
-        except (subprocess.SubprocessError, OSError, ValueError):
-            pass
-        if not refusal:
-            # The pods as last seen while helm waited: since then a rollback may have deleted them
-            # or put the previous revision's back.
-            live = [p for p in pods_now if p.phase != "Terminating"]
-            reasons = deploy_pods.not_ready_reasons(seen or live, events, workers, since=started_wall - 5)
-            if reasons:
-                parts.append("workers not ready: " + "; ".join(reasons))
-    import pyhelm3
+    parts, code = [_helm_failure_part(cause, refusal, args.timeout)], (2 if refusal and refusal[1] else 4)
+    pods_now, events = await _pods_and_events(kubectl, args, workers)
+    if kubectl and not refusal:
+        # The pods as last seen while helm waited: since then a rollback may have deleted them
+        # or put the previous revision's back.
+        live = [p for p in pods_now if p.phase != "Terminating"]
+        reasons = observe.not_ready_reasons(seen or live, events, workers, since=started_wall - 5)
+        if reasons:
+            parts.append("workers not ready: " + "; ".join(reasons))
+    import pyhelm3  # helm's client library loads only on this path
 
     try:
         now = await cmd.status(args.release, namespace=args.namespace)
     except pyhelm3.errors.Error:
         now = None
-    kept: list[str] = []
-    claims = deploy_helm.kept_claims(rendered.objects)
-    if now is None and kubectl and claims:
-        try:
-            found = await asyncio.to_thread(
-                deploy_pods.get_objects,
-                kubectl,
-                args.kube_context,
-                args.namespace,
-                [f"persistentvolumeclaim/{c}" for c in claims],
-            )
-            kept = [ref.split("/", 1)[1] for ref in found]
-        except (subprocess.SubprocessError, OSError, ValueError):
-            kept = claims  # cannot look: say what helm keeps by policy
     parts.append(
         deploy_helm.after_failure(
             args.release,
@@ -281,14 +250,56 @@ async def _deploy_failure(
             rollback=not args.no_rollback,
             namespace_created=namespace_created,
             pods_left=len(pods_now) if now is None else 0,
-            kept=kept,
+            kept=await _claims_left(kubectl, args, rendered) if now is None else [],
         )
     )
     return ToolError("; ".join(parts), exit_code=code)
 
 
+def _helm_failure_part(cause: str, refusal: tuple | None, timeout) -> str:
+    """What helm said, as the line's first part: the API server's refusal, a timeout, or helm's cause."""
+    if refusal:
+        return refusal[0]
+    if re.search(r"context deadline exceeded|timed out waiting|not ready\. status: ", cause):
+        return f"helm upgrade --install did not finish within --timeout {timeout} ({cause})"
+    return f"helm upgrade --install failed: {cause}"
+
+
+async def _pods_and_events(kubectl: str | None, args, workers: observe.Workers) -> tuple[list, list]:
+    """The worker pods and the namespace's Events now; empty when they cannot be read."""
+    if not kubectl:
+        return [], []
+    pods: list = []
+    try:
+        pods = [
+            observe.pod_state(p)
+            for p in await asyncio.to_thread(observe.list_pods, kubectl, args.kube_context, workers)
+        ]
+        return pods, await asyncio.to_thread(observe.list_events, kubectl, args.kube_context, args.namespace)
+    except (subprocess.SubprocessError, OSError, ValueError):
+        return pods, []
+
+
+async def _claims_left(kubectl: str | None, args, rendered: render.Rendered) -> list[str]:
+    """The release's claims that outlive it (helm.sh/resource-policy: keep) and still exist."""
+    claims = deploy_helm.kept_claims(rendered.objects)
+    if not kubectl or not claims:
+        return []
+    try:
+        found = await asyncio.to_thread(
+            observe.get_objects,
+            kubectl,
+            args.kube_context,
+            args.namespace,
+            [f"persistentvolumeclaim/{c}" for c in claims],
+        )
+        return [ref.split("/", 1)[1] for ref in found]
+    except (subprocess.SubprocessError, OSError, ValueError):
+        return claims  # cannot look: say what helm keeps by policy
+
+
 def _run_after_deploy(
-    kubectl: str | None, context: str | None, workers: deploy_pods.Workers, release: str, revision
+    kubectl: str | None, context: str | None, workers: observe.Workers, release: str, revision
 ) -> None:
     """Say where the run stands once helm is done (it may have finished during the wait, and
     its workers scaled to 0); refuse, exit 3, when this revision's run is recorded Failed."""
@@ -296,12 +307,12 @@ def _run_after_deploy(
         return
     refs = [f"statefulset/{workers.name}", f"configmap/{workers.status_configmap}"]
     try:
-        found = deploy_pods.get_objects(kubectl, context, workers.namespace, refs)
+        found = observe.get_objects(kubectl, context, workers.namespace, refs)
     except (subprocess.SubprocessError, OSError, ValueError):
         return  # the deploy itself succeeded; `make status` will tell
-    sts, record = found.get(refs[0]), deploy_pods.run_record(found.get(refs[1]))
-    run = deploy_pods.run_summary(record, workers)
-    if deploy_pods.run_failed_here(record, workers, sts):
+    sts, record = found.get(refs[0]), observe.run_record(found.get(refs[1]))
+    run = observe.run_summary(record, workers)
+    if observe.run_failed_here(record, workers, sts):
         # No worker count here: a redeploy has just brought the workers back, only for them to
         # find the run Failed and return to 0.
         raise ToolError(
@@ -310,7 +321,7 @@ def _run_after_deploy(
             "template retries the run), or set a new training.runId",
             exit_code=3,
         )
-    say(f"{run}; {deploy_pods.workers_summary(workers, sts, record)}")
+    say(f"{run}; {observe.workers_summary(workers, sts, record)}")
 
 
 async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
@@ -321,11 +332,11 @@ async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
     current = await _release_status(cmd, args.release, args.namespace, args.kube_context)
     if current:
         deploy_helm.refuse_pending(args.release, args.namespace, current)
-    workers = deploy_pods.workers_of(rendered.objects, args.namespace)
+    workers = observe.workers_of(rendered.objects, args.namespace)
     kubectl = _kubectl_or_none()
     target = deploy_helm.kube_target(kubectl, args.kube_context)
     namespace_created = bool(
-        not current and kubectl and deploy_pods.namespace_exists(kubectl, args.kube_context, args.namespace) is False
+        not current and kubectl and observe.namespace_exists(kubectl, args.kube_context, args.namespace) is False
     )
     action = (
         f"upgrading {args.release} from revision {current.get('version')}" if current else f"installing {args.release}"
@@ -424,23 +435,23 @@ def cmd_diff(args) -> int:
 # ---------------------------------------------------------------- status / logs / undeploy
 
 
-async def _workers_of_release(args, helm: str) -> tuple[dict, deploy_pods.Workers]:
+async def _workers_of_release(args, helm: str) -> tuple[dict, observe.Workers]:
     cmd = helmkit.pyhelm3_command(helm, args.kube_context)
     status = await _release_status(cmd, args.release, args.namespace, args.kube_context)
     if status is None:
         raise _missing_release(args.release, args.namespace, args.kube_context)
     objects = await _release_objects(cmd, args.release, args.namespace, args.kube_context)
-    return status, deploy_pods.workers_of(objects, args.namespace)
+    return status, observe.workers_of(objects, args.namespace)
 
 
-def _run_objects(kubectl: str, context: str | None, workers: deploy_pods.Workers) -> tuple[dict | None, dict | None]:
+def _run_objects(kubectl: str, context: str | None, workers: observe.Workers) -> tuple[dict | None, dict | None]:
     """(the worker StatefulSet, the status ConfigMap) as they are now; None for what does not exist
     (the ConfigMap also when the release records no status)."""
     refs = [f"statefulset/{workers.name}"] + (
         [f"configmap/{workers.status_configmap}"] if workers.status_configmap else []
     )
     try:
-        found = deploy_pods.get_objects(kubectl, context, workers.namespace, refs)
+        found = observe.get_objects(kubectl, context, workers.namespace, refs)
     except subprocess.CalledProcessError as exc:
         raise _kubectl_failure(exc, "kubectl get", context) from None
     return found.get(refs[0]), (found.get(refs[1]) if len(refs) > 1 else None)
@@ -452,22 +463,22 @@ def cmd_status(args) -> int:
     kubectl = helmkit.find_kubectl()
     sts, status_object = _run_objects(kubectl, args.kube_context, workers)
     try:
-        items = deploy_pods.list_pods(kubectl, args.kube_context, workers)
+        items = observe.list_pods(kubectl, args.kube_context, workers)
     except subprocess.CalledProcessError as exc:
         raise _kubectl_failure(exc, "kubectl get pods", args.kube_context) from None
     reports = []
     for item in items:
-        pod = deploy_pods.pod_state(item)
+        pod = observe.pod_state(item)
         if status_object is not None:
-            reports.append(deploy_pods.WorkerReport(pod))
+            reports.append(observe.WorkerReport(pod))
             continue
         # No status object (API access off): the logs are the only record of progress.
-        log = deploy_pods.pod_log(kubectl, args.kube_context, workers.namespace, pod.name)
-        reports.append(deploy_pods.WorkerReport(pod, deploy_pods.last_progress(log), deploy_pods.completion(log)))
-    release = deploy_pods.ReleaseInfo(
+        log = observe.pod_log(kubectl, args.kube_context, workers.namespace, pod.name)
+        reports.append(observe.WorkerReport(pod, observe.last_progress(log), observe.completion(log)))
+    release = observe.ReleaseInfo(
         args.release, args.namespace, int(status.get("version", 0)), (status.get("info") or {}).get("status", "?")
     )
-    for line in deploy_pods.status_lines(release, workers, sts, status_object, reports):
+    for line in observe.status_lines(release, workers, sts, status_object, reports):
         say(line)
     return 0
 
@@ -477,25 +488,25 @@ def cmd_logs(args) -> int:
     _, workers = asyncio.run(_workers_of_release(args, helm))
     kubectl = helmkit.find_kubectl()
     try:
-        pods = deploy_pods.list_pods(kubectl, args.kube_context, workers)
+        pods = observe.list_pods(kubectl, args.kube_context, workers)
     except subprocess.CalledProcessError as exc:
         raise _kubectl_failure(exc, "kubectl get pods", args.kube_context) from None
     if not pods:
         sts, status_object = _run_objects(kubectl, args.kube_context, workers)
-        record = deploy_pods.run_record(status_object)
-        summary = deploy_pods.workers_summary(workers, sts, record)
-        mine = deploy_pods.current_record(record, workers)
+        record = observe.run_record(status_object)
+        summary = observe.workers_summary(workers, sts, record)
+        mine = observe.current_record(record, workers)
         if mine is not None and mine.terminal and sts is not None and not (sts.get("spec") or {}).get("replicas"):
             # Scaled to 0 at the end of the run: the pods are gone, the logs they kept are not.
-            reader, where = deploy_pods.log_reader_pod(sts, f"{workers.name}-logs-{secrets.token_hex(3)}")
+            reader, where = observe.log_reader_pod(sts, f"{workers.name}-logs-{secrets.token_hex(3)}")
             if reader is None:
                 say(
-                    f"no worker pods to follow: {summary}; {deploy_pods.run_summary(record, workers)}; "
+                    f"no worker pods to follow: {summary}; {observe.run_summary(record, workers)}; "
                     f"their logs went with the pods: {where} (`make status` has the outcome)"
                 )
                 return 0
             say(
-                f"no worker pods to follow: {summary}; {deploy_pods.run_summary(record, workers)}; "
+                f"no worker pods to follow: {summary}; {observe.run_summary(record, workers)}; "
                 f"their logs as the workers kept them ({where}, logs.keepMiB):"
             )
             return _print_kept_logs(kubectl, args.kube_context, workers.namespace, reader)
@@ -503,7 +514,7 @@ def cmd_logs(args) -> int:
             f"no worker pods of release {args.release} in namespace {args.namespace}: {summary}; see `make status`",
             exit_code=3,
         )
-    cmd = deploy_pods.kubectl_base(kubectl, args.kube_context) + deploy_pods.logs_args(
+    cmd = observe.kubectl_base(kubectl, args.kube_context) + observe.logs_args(
         workers, follow=not args.no_follow, tail=args.tail
     )
     try:
@@ -516,8 +527,8 @@ KEPT_LOGS_TIMEOUT_SECONDS = 180
 
 
 def _print_kept_logs(kubectl: str, context: str | None, namespace: str, reader: dict) -> int:
-    """Run the log reader pod (deploy_pods.log_reader_pod), print what it printed, delete it."""
-    base = deploy_pods.kubectl_base(kubectl, context)
+    """Run the log reader pod (observe.log_reader_pod), print what it printed, delete it."""
+    base = observe.kubectl_base(kubectl, context)
     name = reader["metadata"]["name"]
     created = subprocess.run(
         base + ["create", "--namespace", namespace, "--filename", "-", "--request-timeout=20s"],
@@ -534,7 +545,7 @@ def _print_kept_logs(kubectl: str, context: str | None, namespace: str, reader: 
     try:
         deadline, phase, why = time.monotonic() + KEPT_LOGS_TIMEOUT_SECONDS, "", ""
         while time.monotonic() < deadline:
-            pod = deploy_pods.get_objects(kubectl, context, namespace, [f"pod/{name}"]).get(f"pod/{name}") or {}
+            pod = observe.get_objects(kubectl, context, namespace, [f"pod/{name}"]).get(f"pod/{name}") or {}
             status = pod.get("status") or {}
             phase = status.get("phase", "")
             if phase in ("Succeeded", "Failed"):

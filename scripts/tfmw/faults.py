@@ -652,67 +652,16 @@ def run_cluster_scenario(
     logs = None
     started = time.monotonic()
     try:
-        args = ["install", release, str(CHART), "-n", namespace, "-f", str(VALUES_LOCAL)]
-        for item in install_sets(steps, checkpoint_every, hang_timeout_seconds, extra_sets):
-            args += ["--set", item]
-        kube.helm(*args)
+        sts = _install_run(
+            kube, release, namespace, install_sets(steps, checkpoint_every, hang_timeout_seconds, extra_sets)
+        )
         selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
-        statefulsets = (kube.get("statefulsets", "-n", namespace, "-l", selector) or {}).get("items") or []
-        if len(statefulsets) != 1:
-            result.reason = f"expected one worker StatefulSet for release {release}, found {len(statefulsets)}"
-            return result
-        sts = statefulsets[0]
-        sts_name = sts["metadata"]["name"]
-        logs = PodLogs(kube, namespace, sts_name, selector, out=out)
+        logs = PodLogs(kube, namespace, sts["metadata"]["name"], selector, out=out)
         logs.start()
-        victim = f"{sts_name}-{VICTIM[scenario]}"
-        result.victim = victim
-
-        def checkpoint_and_step(pl: PodLogs):
-            return ready_for_fault(merge_incarnations(pl.snapshot()).get(0, Stream()), fault_after_step)
-
-        if logs.wait_for(checkpoint_and_step, timeout) is None:
-            result.reason = f"never reached a checkpoint and step {fault_after_step} before the fault" + (
-                f" ({logs.last_error})" if logs.last_error else ""
-            )
-            return result
-        before = {inc.uid for inc in logs.snapshot() if inc.name == victim}
-        fault_time = time.monotonic()
-        kube.kubectl("delete", "pod", "-n", namespace, victim, "--wait=false")
-
-        def recreated(pl: PodLogs):
-            return [
-                inc
-                for inc in pl.snapshot()
-                if inc.name == victim and inc.uid not in before and inc.running_since == inc.running_since
-            ]
-
+        result.victim = f"{sts['metadata']['name']}-{VICTIM[scenario]}"
+        before, fault_time = _delete_once_ready(kube, logs, namespace, result.victim, fault_after_step, timeout)
         outcome = logs.wait_for(lambda pl: run_end(merge_incarnations(pl.snapshot()), fault_time), timeout)
-        new = recreated(logs)
-        if new:
-            result.recreated_pod = new[0].name
-            result.seconds_to_pod_running = new[0].running_since - fault_time
-        status = kube.get("configmap", "-n", namespace, f"{sts_name}-status")
-        phase = ((status or {}).get("data") or {}).get("phase", "")
-        # Let a launcher's last lines (after `tfmw done`) arrive before the streams are read.
-        time.sleep(1.0)
-        result.seconds_total = time.monotonic() - started
-        streams = merge_incarnations(logs.snapshot())
-        marks = {o: first_index_after(st.times, fault_time) for o, st in streams.items()}
-        if 0 in streams:
-            fill_result(result, streams, marks, fault_time)
-        marker = completed_marker(kube, namespace, sts)
-        result.marker_digest = (marker or {}).get("weightsDigest", "")
-        if outcome == "done" and not new:
-            result.reason = f"pod {victim} was not recreated"
-        elif outcome == "done":
-            result.completed = True
-            result.reason = f"status phase {phase}" if phase else "every worker logged tfmw done"
-        else:
-            result.reason = (
-                outcome or f"no `tfmw done` from every worker within {timeout:g}s (status phase {phase or '-'})"
-            )
-        result.log_tail = [f"[{inc.name} {inc.uid[:8]}] {line}" for inc in logs.snapshot() for line in inc.lines[-12:]]
+        _record_recovery(result, kube, logs, namespace, sts, (started, before, fault_time), outcome, timeout)
         return result
     except FaultError as err:
         result.reason = str(err)
@@ -724,6 +673,80 @@ def run_cluster_scenario(
             kube.kubectl("delete", "namespace", namespace, "--timeout=180s", check=False, timeout=200)
         else:
             kube.helm("uninstall", release, "-n", namespace, check=False)
+
+
+def _install_run(kube: Kube, release: str, namespace: str, sets: list[str]) -> dict:
+    """`helm install` of the chart with the local overlay and `sets`; its worker StatefulSet."""
+    args = ["install", release, str(CHART), "-n", namespace, "-f", str(VALUES_LOCAL)]
+    for item in sets:
+        args += ["--set", item]
+    kube.helm(*args)
+    selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
+    statefulsets = (kube.get("statefulsets", "-n", namespace, "-l", selector) or {}).get("items") or []
+    if len(statefulsets) != 1:
+        raise FaultError(f"expected one worker StatefulSet for release {release}, found {len(statefulsets)}")
+    return statefulsets[0]
+
+
+def _delete_once_ready(
+    kube: Kube, logs: PodLogs, namespace: str, victim: str, fault_after_step: int, timeout: float
+) -> tuple[set[str], float]:
+    """Once the chief saved a checkpoint and passed `fault_after_step`: `kubectl delete pod`
+    of the victim. Returns the victim's pod UIDs before the fault, and the fault's time."""
+
+    def checkpoint_and_step(pl: PodLogs):
+        return ready_for_fault(merge_incarnations(pl.snapshot()).get(0, Stream()), fault_after_step)
+
+    if logs.wait_for(checkpoint_and_step, timeout) is None:
+        raise FaultError(
+            f"never reached a checkpoint and step {fault_after_step} before the fault"
+            + (f" ({logs.last_error})" if logs.last_error else "")
+        )
+    before = {inc.uid for inc in logs.snapshot() if inc.name == victim}
+    fault_time = time.monotonic()
+    kube.kubectl("delete", "pod", "-n", namespace, victim, "--wait=false")
+    return before, fault_time
+
+
+def _record_recovery(
+    result: FaultResult,
+    kube: Kube,
+    logs: PodLogs,
+    namespace: str,
+    sts: dict,
+    fault: tuple[float, set[str], float],
+    outcome: str | None,
+    timeout: float,
+) -> None:
+    """What the logs, the status ConfigMap and the COMPLETED marker say about the recovery.
+    `fault`: when the run started, the victim's pod UIDs before the fault, the fault's time."""
+    started, before, fault_time = fault
+    victim = result.victim
+    new = [
+        inc
+        for inc in logs.snapshot()
+        if inc.name == victim and inc.uid not in before and inc.running_since == inc.running_since
+    ]
+    if new:
+        result.recreated_pod = new[0].name
+        result.seconds_to_pod_running = new[0].running_since - fault_time
+    status = kube.get("configmap", "-n", namespace, f"{sts['metadata']['name']}-status")
+    phase = ((status or {}).get("data") or {}).get("phase", "")
+    time.sleep(1.0)  # a launcher's last lines (after `tfmw done`) arrive before the streams are read
+    result.seconds_total = time.monotonic() - started
+    streams = merge_incarnations(logs.snapshot())
+    if 0 in streams:
+        marks = {o: first_index_after(st.times, fault_time) for o, st in streams.items()}
+        fill_result(result, streams, marks, fault_time)
+    result.marker_digest = (completed_marker(kube, namespace, sts) or {}).get("weightsDigest", "")
+    if outcome == "done" and not new:
+        result.reason = f"pod {victim} was not recreated"
+    elif outcome == "done":
+        result.completed = True
+        result.reason = f"status phase {phase}" if phase else "every worker logged tfmw done"
+    else:
+        result.reason = outcome or f"no `tfmw done` from every worker within {timeout:g}s (status phase {phase or '-'})"
+    result.log_tail = [f"[{inc.name} {inc.uid[:8]}] {line}" for inc in logs.snapshot() for line in inc.lines[-12:]]
 
 
 def check_cluster(kubeconfig: Path) -> Kube:

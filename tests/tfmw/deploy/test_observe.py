@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tfmw.chart.helmkit import ToolError
-from tfmw.deploy import observe as deploy_pods
+from tfmw.deploy import observe
 from tfmw.deploy.observe import PodState, WorkerReport
 
 
@@ -49,22 +49,22 @@ NO_GPU = (
 
 
 def test_pod_state_reads_phase_restarts_ready_node_and_reason():
-    state = deploy_pods.pod_state(pod("w-1", restarts=3, waiting="CrashLoopBackOff", message="back-off 40s"))
+    state = observe.pod_state(pod("w-1", restarts=3, waiting="CrashLoopBackOff", message="back-off 40s"))
     assert state == PodState("w-1", "Running", True, True, False, 3, "CrashLoopBackOff", "node-1", "back-off 40s")
 
 
 def test_pod_state_takes_the_schedulers_reason_for_an_unscheduled_pod():
-    state = deploy_pods.pod_state(pod("w-0", phase="Pending", scheduled=False, unschedulable=NO_GPU))
+    state = observe.pod_state(pod("w-0", phase="Pending", scheduled=False, unschedulable=NO_GPU))
     assert (state.reason, state.message, state.node, state.scheduled) == ("Unschedulable", NO_GPU, "", False)
 
 
 def test_a_deleted_pod_is_terminating():
-    assert deploy_pods.pod_state(pod("w-0", ready=True, deleting=True)).phase == "Terminating"
+    assert observe.pod_state(pod("w-0", ready=True, deleting=True)).phase == "Terminating"
 
 
 def test_progress_line_counts_scheduled_running_ready_of_n():
     pods = [
-        deploy_pods.pod_state(p)
+        observe.pod_state(p)
         for p in (
             pod("w-0", ready=True),
             pod("w-1"),
@@ -72,23 +72,21 @@ def test_progress_line_counts_scheduled_running_ready_of_n():
             pod("w-3", phase="Pending", scheduled=False),
         )
     ]
-    line = deploy_pods.progress_line(pods, 4)
+    line = observe.progress_line(pods, 4)
     assert line.startswith("workers: 3/4 scheduled, 2/4 running, 1/4 ready")
     assert "w-2 Pending: ContainerCreating" in line and "\r" not in line and "\n" not in line
 
 
 def test_progress_line_groups_pods_that_wait_for_the_same_reason():
-    pods = [
-        deploy_pods.pod_state(pod(f"w-{i}", phase="Pending", scheduled=False, unschedulable=NO_GPU)) for i in range(2)
-    ]
-    line = deploy_pods.progress_line(pods, 2)
+    pods = [observe.pod_state(pod(f"w-{i}", phase="Pending", scheduled=False, unschedulable=NO_GPU)) for i in range(2)]
+    line = observe.progress_line(pods, 2)
     assert line == f"workers: 0/2 scheduled, 0/2 running, 0/2 ready (w-0, w-1 Pending: Unschedulable: {NO_GPU})"
 
 
 def test_progress_line_counts_terminating_pods_apart():
     """Workers scaled to 0 at the end of a run are going, not running: counted apart."""
-    pods = [deploy_pods.pod_state(pod(f"w-{i}", ready=True, deleting=True)) for i in range(2)]
-    assert deploy_pods.progress_line(pods, 2) == "workers: 0/2 scheduled, 0/2 running, 0/2 ready, 2 terminating"
+    pods = [observe.pod_state(pod(f"w-{i}", ready=True, deleting=True)) for i in range(2)]
+    assert observe.progress_line(pods, 2) == "workers: 0/2 scheduled, 0/2 running, 0/2 ready, 2 terminating"
 
 
 # ---------------------------------------------------------------- Events
@@ -104,7 +102,7 @@ def event(kind, name, reason, message, stamp="2026-11-30T06:55:07Z", type_="Warn
     }
 
 
-WORKERS = deploy_pods.Workers("w", "ml", 2, "app=w", run_id="r1", status_configmap="w-status")
+WORKERS = observe.Workers("w", "ml", 2, "app=w", run_id="r1", status_configmap="w-status")
 SINCE = 1796021700.0  # 2026-11-30T06:55:00Z
 
 
@@ -124,7 +122,7 @@ def test_worker_warnings_keep_this_deploys_warnings_about_the_workers_only():
             'pods "w-0" is forbidden: violates PodSecurity "restricted:latest"',
         ),
     ]
-    assert deploy_pods.worker_warnings(events, WORKERS, SINCE) == [
+    assert observe.worker_warnings(events, WORKERS, SINCE) == [
         f"w-0, w-1: FailedScheduling: {NO_GPU}",
         "StatefulSet w cannot create pods: FailedCreate: create Pod w-0 in StatefulSet w failed error: "
         'pods "w-0" is forbidden: violates PodSecurity "restricted:latest"',
@@ -132,12 +130,12 @@ def test_worker_warnings_keep_this_deploys_warnings_about_the_workers_only():
 
 
 def test_not_ready_reasons_prefer_the_pods_and_add_what_only_events_say():
-    pending = [deploy_pods.pod_state(pod("w-0", phase="Pending", scheduled=False, unschedulable=NO_GPU))]
+    pending = [observe.pod_state(pod("w-0", phase="Pending", scheduled=False, unschedulable=NO_GPU))]
     events = [
         event("Pod", "w-0", "FailedScheduling", NO_GPU),
         event("StatefulSet", "w", "FailedCreate", "quota exceeded"),
     ]
-    assert deploy_pods.not_ready_reasons(pending, events, WORKERS, SINCE) == [
+    assert observe.not_ready_reasons(pending, events, WORKERS, SINCE) == [
         f"w-0 Pending: Unschedulable: {NO_GPU}",
         "StatefulSet w cannot create pods: FailedCreate: quota exceeded",
     ]
@@ -145,15 +143,15 @@ def test_not_ready_reasons_prefer_the_pods_and_add_what_only_events_say():
 
 def test_not_ready_reasons_after_a_rollback_deleted_the_pods_come_from_events():
     events = [event("Pod", "w-0", "FailedScheduling", NO_GPU)]
-    assert deploy_pods.not_ready_reasons([], events, WORKERS, SINCE) == [f"w-0: FailedScheduling: {NO_GPU}"]
+    assert observe.not_ready_reasons([], events, WORKERS, SINCE) == [f"w-0: FailedScheduling: {NO_GPU}"]
 
 
 def test_not_ready_reasons_say_so_when_nothing_explains_missing_pods():
-    assert deploy_pods.not_ready_reasons([], [], WORKERS, SINCE) == [
+    assert observe.not_ready_reasons([], [], WORKERS, SINCE) == [
         "2 of 2 worker pods do not exist (no Warning Event says why)"
     ]
-    running = [deploy_pods.pod_state(pod("w-0")), deploy_pods.pod_state(pod("w-1", ready=True))]
-    assert deploy_pods.not_ready_reasons(running, [], WORKERS, SINCE) == ["w-0 not ready yet (no reason reported)"]
+    running = [observe.pod_state(pod("w-0")), observe.pod_state(pod("w-1", ready=True))]
+    assert observe.not_ready_reasons(running, [], WORKERS, SINCE) == ["w-0 not ready yet (no reason reported)"]
 
 
 # ---------------------------------------------------------------- the run's status ConfigMap
@@ -188,7 +186,7 @@ def sts(spec=2, ready=2, update="w-7bc6"):
 
 
 def test_run_record_reads_the_launchers_keys_and_nothing_before_the_first_write():
-    record = deploy_pods.run_record(SUCCEEDED)
+    record = observe.run_record(SUCCEEDED)
     assert (record.run_id, record.phase, record.step, record.total_steps, record.loss, record.revision) == (
         "r1",
         "Succeeded",
@@ -198,12 +196,12 @@ def test_run_record_reads_the_launchers_keys_and_nothing_before_the_first_write(
         "w-7bc6",
     )
     assert record.terminal
-    assert deploy_pods.run_record(status_cm()) is None  # rendered by the chart without data
-    assert deploy_pods.run_record(None) is None
+    assert observe.run_record(status_cm()) is None  # rendered by the chart without data
+    assert observe.run_record(None) is None
 
 
 def test_run_summary_of_a_succeeded_run():
-    assert deploy_pods.run_summary(deploy_pods.run_record(SUCCEEDED), WORKERS) == (
+    assert observe.run_summary(observe.run_record(SUCCEEDED), WORKERS) == (
         "run r1 Succeeded, step 40/40, loss 1.6561, 0 restarts, checkpoint at step 40, "
         "started 2026-11-30T06:52:15Z, finished 2026-11-30T06:52:39Z"
     )
@@ -217,7 +215,7 @@ def test_run_summary_shows_the_evaluators_latest_result():
         evalAccuracy="0.7236",
         evalUpdatedAt="2026-11-30T06:52:45Z",
     )
-    assert deploy_pods.run_summary(deploy_pods.run_record(evaluated), WORKERS) == (
+    assert observe.run_summary(observe.run_record(evaluated), WORKERS) == (
         "run r1 Succeeded, step 40/40, loss 1.6561, 0 restarts, checkpoint at step 40, "
         "eval at step 40: accuracy 0.7236, loss 1.4560, started 2026-11-30T06:52:15Z, finished 2026-11-30T06:52:39Z"
     )
@@ -231,45 +229,45 @@ def test_run_summary_shows_the_recorded_goodput_and_its_largest_badput_first():
         badputSeconds='{"startup":12.0,"peerWait":0.0,"checkpoint":1.0,"restart":7.0,'
         '"lostWork":0.0,"detection":0.0,"export":0.0}',
     )
-    assert deploy_pods.run_summary(deploy_pods.run_record(accounted), WORKERS) == (
+    assert observe.run_summary(observe.run_record(accounted), WORKERS) == (
         "run r1 Succeeded, step 40/40, loss 1.6561, 0 restarts, checkpoint at step 40, "
         "goodput 80.0% of 100.0s (badput: startup 12.0s, restart 7.0s, checkpoint 1.0s), "
         "started 2026-11-30T06:52:15Z, finished 2026-11-30T06:52:39Z"
     )
     garbled = status_cm(**SUCCEEDED["data"], productiveSeconds="x", badputSeconds="{")
-    assert "goodput" not in deploy_pods.run_summary(deploy_pods.run_record(garbled), WORKERS)
+    assert "goodput" not in observe.run_summary(observe.run_record(garbled), WORKERS)
 
 
 def test_run_summary_of_a_failed_run_names_reason_and_message():
-    failed = deploy_pods.run_record(
+    failed = observe.run_record(
         status_cm(
             runId="r1", phase="Failed", reason="BadConfig", message="training.config: unknown key 'stepz'", restarts="1"
         )
     )
     assert (
-        deploy_pods.run_summary(failed, WORKERS)
+        observe.run_summary(failed, WORKERS)
         == "run r1 Failed (BadConfig: training.config: unknown key 'stepz'), 1 restart"
     )
 
 
 def test_run_summary_of_a_run_not_recorded_yet_or_another_runs_record():
-    assert deploy_pods.run_summary(None, WORKERS) == "run r1 not recorded yet: worker 0 records it when it starts"
-    newer = deploy_pods.Workers("w", "ml", 2, "app=w", run_id="r2", status_configmap="w-status")
-    assert deploy_pods.run_summary(deploy_pods.run_record(SUCCEEDED), newer) == (
+    assert observe.run_summary(None, WORKERS) == "run r1 not recorded yet: worker 0 records it when it starts"
+    newer = observe.Workers("w", "ml", 2, "app=w", run_id="r2", status_configmap="w-status")
+    assert observe.run_summary(observe.run_record(SUCCEEDED), newer) == (
         "run r2 not recorded yet: worker 0 records it when it starts (the status still holds run r1: Succeeded)"
     )
 
 
 def test_workers_summary_explains_a_statefulset_at_zero():
-    record = deploy_pods.run_record(SUCCEEDED)
-    assert deploy_pods.workers_summary(WORKERS, sts(2, 1), record) == "workers 1/2 ready"
+    record = observe.run_record(SUCCEEDED)
+    assert observe.workers_summary(WORKERS, sts(2, 1), record) == "workers 1/2 ready"
     assert (
-        deploy_pods.workers_summary(WORKERS, sts(0, 0), record)
+        observe.workers_summary(WORKERS, sts(0, 0), record)
         == "workers 0/2: StatefulSet w scaled to 0 after the run Succeeded (pods and GPUs released)"
     )
-    running = deploy_pods.run_record(status_cm(runId="r1", phase="Running"))
-    assert "not by this run's workers" in deploy_pods.workers_summary(WORKERS, sts(0, 0), running)
-    assert deploy_pods.workers_summary(WORKERS, None, record) == "StatefulSet w does not exist"
+    running = observe.run_record(status_cm(runId="r1", phase="Running"))
+    assert "not by this run's workers" in observe.workers_summary(WORKERS, sts(0, 0), running)
+    assert observe.workers_summary(WORKERS, None, record) == "StatefulSet w does not exist"
 
 
 @pytest.mark.parametrize(
@@ -282,8 +280,8 @@ def test_workers_summary_explains_a_statefulset_at_zero():
     ],
 )
 def test_run_failed_here_only_for_this_templates_run(data, update, failed):
-    record = deploy_pods.run_record(status_cm(**data))
-    assert deploy_pods.run_failed_here(record, WORKERS, sts(0, 0, update=update)) is failed
+    record = observe.run_record(status_cm(**data))
+    assert observe.run_failed_here(record, WORKERS, sts(0, 0, update=update)) is failed
 
 
 # ---------------------------------------------------------------- training progress in logs (no status object)
@@ -297,8 +295,8 @@ tfmw progress step=20/100 epoch=0 loss=1.7 examples_per_sec=322.0
 
 
 def test_last_progress_is_the_latest_progress_line():
-    assert deploy_pods.last_progress(LOG) == "step=20/100 epoch=0 loss=1.7 examples_per_sec=322.0"
-    assert deploy_pods.last_progress("no progress here\n") is None
+    assert observe.last_progress(LOG) == "step=20/100 epoch=0 loss=1.7 examples_per_sec=322.0"
+    assert observe.last_progress("no progress here\n") is None
 
 
 @pytest.mark.parametrize(
@@ -312,14 +310,14 @@ def test_last_progress_is_the_latest_progress_line():
     ],
 )
 def test_completion_is_seen_in_done_or_completed_lines(line, expected):
-    assert deploy_pods.completion(LOG + line + "\n") == expected
-    assert deploy_pods.completion(LOG) is None
+    assert observe.completion(LOG + line + "\n") == expected
+    assert observe.completion(LOG) is None
 
 
 # ---------------------------------------------------------------- make status
 
-RELEASE = deploy_pods.ReleaseInfo("rel", "ml", 3, "deployed")
-CHART_WORKERS = deploy_pods.Workers(
+RELEASE = observe.ReleaseInfo("rel", "ml", 3, "deployed")
+CHART_WORKERS = observe.Workers(
     "rel-w", "ml", 2, "app=w", chart="tf-multiworker-0.1.0", run_id="r1", status_configmap="rel-w-status"
 )
 
@@ -339,7 +337,7 @@ def test_status_is_one_line_for_the_release_from_the_status_object_and_one_per_w
         lastCheckpointStep="20",
         startedAt="2026-11-30T07:02:07Z",
     )
-    lines = deploy_pods.status_lines(
+    lines = observe.status_lines(
         RELEASE, CHART_WORKERS, sts(2, 2), running, [report("rel-w-0"), report("rel-w-1", ready=False)]
     )
     assert lines == [
@@ -352,7 +350,7 @@ def test_status_is_one_line_for_the_release_from_the_status_object_and_one_per_w
 
 
 def test_status_of_a_finished_run_scaled_to_zero_has_no_worker_lines():
-    lines = deploy_pods.status_lines(
+    lines = observe.status_lines(
         RELEASE, CHART_WORKERS, sts(0, 0), {**SUCCEEDED, "data": {**SUCCEEDED["data"], "runId": "r1"}}, []
     )
     assert len(lines) == 1
@@ -362,14 +360,14 @@ def test_status_of_a_finished_run_scaled_to_zero_has_no_worker_lines():
 
 def test_status_of_a_pending_pod_says_why():
     unscheduled = WorkerReport(
-        deploy_pods.pod_state(pod("rel-w-0", phase="Pending", scheduled=False, unschedulable=NO_GPU))
+        observe.pod_state(pod("rel-w-0", phase="Pending", scheduled=False, unschedulable=NO_GPU))
     )
-    line = deploy_pods.status_lines(RELEASE, CHART_WORKERS, sts(2, 0), status_cm(), [unscheduled])[1]
+    line = observe.status_lines(RELEASE, CHART_WORKERS, sts(2, 0), status_cm(), [unscheduled])[1]
     assert line == f"worker rel-w-0: Pending (Unschedulable: {NO_GPU}), not ready, 0 restarts, node -"
 
 
 def test_status_without_a_status_object_falls_back_to_the_logs():
-    lines = deploy_pods.status_lines(
+    lines = observe.status_lines(
         RELEASE, CHART_WORKERS, sts(2, 2), None, [report("rel-w-0", "step=20/100 loss=1.7"), report("rel-w-1")]
     )
     assert lines[0].endswith(
@@ -377,11 +375,11 @@ def test_status_without_a_status_object_falls_back_to_the_logs():
         "1/2 workers reported progress, rel-w-0: step=20/100 loss=1.7; workers 2/2 ready"
     )
     assert lines[1] == "worker rel-w-0: Running, ready, 0 restarts, node node-1, last log: step=20/100 loss=1.7"
-    done = deploy_pods.status_lines(
+    done = observe.status_lines(
         RELEASE, CHART_WORKERS, sts(2, 2), None, [report("rel-w-0", finished="completed run=r1"), report("rel-w-1")]
     )
     assert "from the worker logs: this release records no status): completed (rel-w-0: completed run=r1)" in done[0]
-    before = deploy_pods.status_lines(RELEASE, CHART_WORKERS, sts(2, 0), None, [report("rel-w-0", ready=False)])
+    before = observe.status_lines(RELEASE, CHART_WORKERS, sts(2, 0), None, [report("rel-w-0", ready=False)])
     assert "not started yet (no progress lines in the worker logs)" in before[0]
 
 
@@ -397,8 +395,8 @@ STS = {
 
 
 def test_workers_come_from_the_statefulset():
-    workers = deploy_pods.workers_of([{"kind": "Service", "metadata": {"name": "s"}}, STS], "default")
-    assert workers == deploy_pods.Workers(
+    workers = observe.workers_of([{"kind": "Service", "metadata": {"name": "s"}}, STS], "default")
+    assert workers == observe.Workers(
         "rel-tf-multiworker",
         "ml",
         8,
@@ -410,16 +408,16 @@ def test_workers_come_from_the_statefulset():
 
 def test_release_without_statefulset_is_refused():
     with pytest.raises(ToolError, match="no StatefulSet of workers"):
-        deploy_pods.workers_of([{"kind": "Service", "metadata": {"name": "s"}}], "ml")
+        observe.workers_of([{"kind": "Service", "metadata": {"name": "s"}}], "ml")
 
 
 def test_logs_follow_every_worker_with_pod_prefix():
-    workers = deploy_pods.workers_of([STS], "ml")
-    args = deploy_pods.logs_args(workers)
+    workers = observe.workers_of([STS], "ml")
+    args = observe.logs_args(workers)
     assert args[:3] == ["logs", "--namespace", "ml"]
     assert "--prefix" in args and "--follow" in args and "--max-log-requests=8" in args
     assert "--tail=-1" in args
-    assert "--follow" not in deploy_pods.logs_args(workers, follow=False)
+    assert "--follow" not in observe.logs_args(workers, follow=False)
 
 
 def test_worker_statefulset_is_preferred_over_others():
@@ -429,14 +427,14 @@ def test_worker_statefulset_is_preferred_over_others():
         "spec": {"replicas": 1, "selector": {"matchLabels": {"x": "y"}}},
     }
     worker = {**STS, "metadata": {**STS["metadata"], "labels": {"app.kubernetes.io/component": "worker"}}}
-    assert deploy_pods.workers_of([other, worker], "ml").name == "rel-tf-multiworker"
+    assert observe.workers_of([other, worker], "ml").name == "rel-tf-multiworker"
 
 
 def test_real_chart_workers_selector_matches_its_pod_labels():
     from tfmw.chart import render
 
     objects = render.render("prod", release="rel", namespace="ml")
-    workers = deploy_pods.workers_of(objects, "default")
+    workers = observe.workers_of(objects, "default")
     sts = next(o for o in objects if o["kind"] == "StatefulSet")
     labels = sts["spec"]["template"]["metadata"]["labels"]
     assert workers.namespace == "ml" and workers.replicas == 4 and workers.name == "rel-tf-multiworker"
@@ -446,7 +444,7 @@ def test_real_chart_workers_selector_matches_its_pod_labels():
     assert workers.run_id == "rel"
     assert workers.status_configmap == "rel-tf-multiworker-status"
     assert any(o["kind"] == "ConfigMap" and o["metadata"]["name"] == workers.status_configmap for o in objects)
-    idle = deploy_pods.workers_of(
+    idle = observe.workers_of(
         render.render(
             "prod", ["completion.onSuccess=idle", "completion.onFailure=idle"], release="rel", namespace="ml"
         ),
@@ -463,13 +461,13 @@ def test_real_kubectl_accepts_the_arguments(unreachable_kubeconfig, monkeypatch)
 
     kubeconfig, _, server = unreachable_kubeconfig
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-    workers = deploy_pods.workers_of([STS], "ml")
+    workers = observe.workers_of([STS], "ml")
     with pytest.raises(subprocess.CalledProcessError) as err:
-        deploy_pods.list_pods(KUBECTL, None, workers)
+        observe.list_pods(KUBECTL, None, workers)
     assert "connection refused" in err.value.stderr and server.split("//")[1] in err.value.stderr
     for follow in (False, True):
         proc = subprocess.run(
-            [KUBECTL, *deploy_pods.logs_args(workers, follow=follow), "--request-timeout=5s"],
+            [KUBECTL, *observe.logs_args(workers, follow=follow), "--request-timeout=5s"],
             capture_output=True,
             text=True,
             timeout=60,
@@ -501,8 +499,8 @@ def test_deploy_progress_prints_a_line_only_when_counts_change(monkeypatch, caps
 
     import subprocess
 
-    monkeypatch.setattr(deploy_pods, "list_pods", scripted)
-    workers = deploy_pods.Workers("w", "ml", 2, "app=w")
+    monkeypatch.setattr(observe, "list_pods", scripted)
+    workers = observe.Workers("w", "ml", 2, "app=w")
 
     seen: list = []
 
@@ -545,11 +543,11 @@ def test_a_worker_image_missing_from_the_node_is_named_with_the_fix():
             ],
         },
     }
-    state = deploy_pods.pod_state(pod)
-    line = deploy_pods.worker_line(deploy_pods.WorkerReport(state))
+    state = observe.pod_state(pod)
+    line = observe.worker_line(observe.WorkerReport(state))
     assert "ErrImageNeverPull" in line and "0.0.0-missing" in line
     assert "`make image`" in line and "`make cluster-load`" in line and "\n" not in line
-    problems = deploy_pods.pod_problems([state])
+    problems = observe.pod_problems([state])
     assert len(problems) == 1 and "make cluster-load" in problems[0]
     crashing = dict(
         pod,
@@ -560,7 +558,7 @@ def test_a_worker_image_missing_from_the_node_is_named_with_the_fix():
             ],
         },
     )
-    assert deploy_pods.pod_state(crashing).hint == ""  # only image problems get the image fix
+    assert observe.pod_state(crashing).hint == ""  # only image problems get the image fix
 
 
 def _rendered_sts(*sets: str) -> dict:
@@ -572,7 +570,7 @@ def _rendered_sts(*sets: str) -> dict:
 
 def test_the_log_reader_pod_is_the_workers_image_and_claim_read_only_with_no_token():
     sts = _rendered_sts()
-    pod, where = deploy_pods.log_reader_pod(sts, "ops-tf-multiworker-logs-abc")
+    pod, where = observe.log_reader_pod(sts, "ops-tf-multiworker-logs-abc")
     worker = sts["spec"]["template"]["spec"]
     spec = pod["spec"]
     [container] = spec["containers"]
@@ -596,5 +594,5 @@ def test_no_log_reader_where_the_run_keeps_no_logs():
         (("logs.keepMiB=0",), "keeps no logs on shared storage"),
         (("storage.type=emptyDir",), "keeps no logs on shared storage"),
     ):
-        pod, where = deploy_pods.log_reader_pod(_rendered_sts(*sets), "x")
+        pod, where = observe.log_reader_pod(_rendered_sts(*sets), "x")
         assert pod is None and why in where, where
