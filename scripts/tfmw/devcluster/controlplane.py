@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -32,13 +31,15 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import psutil
+
 from tfmw import REPO
 from tfmw.devcluster import nodes as nodemod
 from tfmw.devcluster import pki
 from tfmw.devcluster.build import ensure_binaries, read_pins
 from tfmw.devcluster.build_coredns import ensure_coredns
 from tfmw.devcluster.images import pause_archive
-from tfmw.devcluster.nodes import cni_bin_dir, node_marker_for
+from tfmw.devcluster.nodes import cni_bin_dir
 from tfmw.iproute import ip_command
 from tfmw.k8s.api import Api, ApiError, Credentials
 
@@ -112,6 +113,7 @@ class ClusterState:
     nodes: list[str]
     gpus_per_node: int = 0
     pids: dict[str, int] = field(default_factory=dict)
+    created: dict[str, float] = field(default_factory=dict)  # each pid's start time (psutil)
     # kernel settings the kubelets change machine-wide, as they were before (put back by down)
     sysctls: dict[str, str] = field(default_factory=dict)
     # host folders made as mount points for the nodes (removed by down when still empty)
@@ -163,47 +165,34 @@ class ClusterState:
 # ---------------------------------------------------------------- processes
 
 
-def _cmdline(pid: int) -> list[str]:
+def started_at(pid: int) -> float | None:
+    """When process `pid` started (psutil's create_time), or None when there is none."""
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except OSError:
-        return []
+        return psutil.Process(pid).create_time() if pid > 0 else None
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
 
 
-def is_ours(pid: int, marker: str) -> bool:
-    """pid is alive and still the program we started (its command line names `marker`):
-    a recycled PID is never signalled."""
-    return pid > 0 and any(marker in part for part in _cmdline(pid))
+def is_ours(pid: int, created: float | None) -> bool:
+    """pid is alive and still the process we started: the same PID and the same start time,
+    so a recycled PID is never signalled."""
+    return created is not None and started_at(pid) == created
 
 
-def stop_pid(pid: int, marker: str, grace: float) -> bool:
+def stop_pid(pid: int, created: float | None, grace: float) -> bool:
     """SIGTERM, wait up to `grace`, SIGKILL. Returns whether the process was ours and alive."""
-    if not is_ours(pid, marker):
+    if not is_ours(pid, created):
         return False
+    process = psutil.Process(pid)
     try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
+        process.terminate()
+        process.wait(grace)
+    except psutil.TimeoutExpired:
+        process.kill()
+    except psutil.NoSuchProcess:
         return False
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if not is_ours(pid, marker) or _zombie(pid):
-            break
-        time.sleep(0.1)
-    else:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     _reap(pid)
     return True
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def _reap(pid: int) -> None:
@@ -498,22 +487,6 @@ def provisioner_args(state: ClusterState) -> list[str]:
     return [sys.executable, "-m", "tfmw.devcluster.provisioner", "--state", str(state.dir)]
 
 
-MARKERS = {
-    "etcd": "etcd",
-    "kube-apiserver": "kube-apiserver",
-    "kube-controller-manager": "kube-controller-manager",
-    "kube-scheduler": "kube-scheduler",
-    "coredns": "coredns",
-    "provisioner": "tfmw.devcluster.provisioner",
-}
-
-
-def marker(name: str) -> str:
-    """What a recorded process's command line names (nodes: their node.sh)."""
-
-    return MARKERS.get(name) or node_marker_for(name)
-
-
 # ---------------------------------------------------------------- bootstrap (pure objects)
 
 
@@ -648,7 +621,7 @@ def dns_objects(state: ClusterState) -> list[tuple[str, dict]]:
 
 
 def running(state: ClusterState | None) -> bool:
-    return bool(state) and is_ours(state.pids.get("kube-apiserver", 0), MARKERS["kube-apiserver"])
+    return bool(state) and is_ours(state.pids.get("kube-apiserver", 0), state.created.get("kube-apiserver"))
 
 
 def wait_until(
@@ -729,6 +702,7 @@ class Startup:
     def spawn(self, name: str, argv: list[str], log: str | None = None) -> None:
         self.procs[name] = _spawn(argv, self.logs / (log or f"{name}.log"))
         self.state.pids[name] = self.procs[name].pid
+        self.state.created[name] = started_at(self.procs[name].pid)  # what tells it from a recycled PID
         self.state.save()
 
     def wait(self, check, what: str, logs: list[str], alive: list[str] | None = None) -> None:
@@ -1008,7 +982,7 @@ def load_images(state: ClusterState, archives: list[Path], say=print) -> None:
 
     def one(name: str) -> None:
         pid = state.pids.get(name, 0)
-        if not is_ours(pid, marker(name)):
+        if not is_ours(pid, state.created.get(name)):
             raise ClusterError(f"{name} is not running; `make cluster-down` then `make cluster`", exit_code=3)
         present = nodemod.node_images(pid, ctr)
         for archive, (refs, image_id) in contents.items():
@@ -1064,7 +1038,7 @@ def down(directory: Path = DEFAULT_STATE, say=print) -> bool:
         ("etcd", 10.0),
     ]
     for name, grace in order:
-        if stop_pid(state.pids.get(name, 0), marker(name), grace):
+        if stop_pid(state.pids.get(name, 0), state.created.get(name), grace):
             stopped.append(name)
     left = [
         d

@@ -535,11 +535,6 @@ def node_argv(net: NodeNet, script: Path) -> list[str]:
     ]
 
 
-def node_marker_for(name: str) -> str:
-    """What a node's first process's command line names (prepare_node's script path)."""
-    return f"nodes/{name}/node.sh"
-
-
 def run_in_node(
     pid: int, argv: list[str], timeout: float = 600, input_path: Path | None = None
 ) -> subprocess.CompletedProcess:

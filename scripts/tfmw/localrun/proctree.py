@@ -1,4 +1,4 @@
-"""A process and everything below it, from /proc: what a container's PID namespace holds.
+"""A process and everything below it: what a container's PID namespace holds.
 
 A local pod has no PID namespace of its own, so stopping, freezing or killing "the container"
 means signalling its whole process tree. Used by `make local`'s kubelet (kubelet.py).
@@ -8,26 +8,15 @@ from __future__ import annotations
 
 import os
 
+import psutil
+
 
 def descendants(root: int) -> list[int]:
-    """root and every process below it, from /proc (children first found, root first)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read().decode(errors="replace")
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
-    return found
+    """root and every process below it (root first)."""
+    try:
+        return [root] + [child.pid for child in psutil.Process(root).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return [root]
 
 
 def signal_tree(root: int, sig: int) -> None:

@@ -98,7 +98,6 @@ def test_node_script_keeps_every_mount_private_and_stops_components_newest_first
     assert text.index("/usr/bin/containerd") < text.index("/k/kubelet") < text.index("/k/kube-proxy")
     argv = nodes.node_argv(net, tmp_path / "nodes" / net.name / "node.sh")
     assert argv[:2] == ["nsenter", f"--net=/run/netns/{net.netns}"] and "--mount" in argv
-    assert nodes.node_marker_for(net.name) in " ".join(argv)
 
 
 def test_sandbox_archive_is_a_docker_save_with_one_layer():
@@ -268,3 +267,21 @@ def test_old_builds_are_pruned_from_the_cache_but_current_images_kept():
     images = nodes.parse_image_labels(CTR_LS)
     assert nodes.stale_ids(images, {"sha256:new"}) == ["sha256:old"]
     assert nodes.stale_ids(images, {"sha256:old"}) == []  # an id still wanted is kept
+
+
+def test_a_recorded_process_is_ours_only_with_its_start_time():
+    """A PID alone is not enough: a recycled PID has another start time and is never signalled."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        created = controlplane.started_at(child.pid)
+        assert created is not None and controlplane.is_ours(child.pid, created)
+        assert not controlplane.is_ours(child.pid, created - 1.0)  # the same PID, started at another time
+        assert not controlplane.is_ours(child.pid, None)  # nothing recorded: never ours
+        assert controlplane.stop_pid(child.pid, created, grace=5)
+        assert child.wait(5) is not None and not controlplane.is_ours(child.pid, created)
+        assert not controlplane.stop_pid(child.pid, created, grace=1)  # gone: nothing to stop
+    finally:
+        child.kill()
