@@ -2,8 +2,8 @@
 what it was sent, and can answer 403/500/409 or not at all. It tests our client's behaviour;
 the real API server's answers are the cluster tests' business.
 
-TLS is real: a self-signed certificate made with the openssl CLI, which the client must trust
-through `ca.crt` in the API directory, as in a pod.
+TLS is real: a certificate from the dev cluster's PKI (tfmw.devcluster.pki), whose CA the
+client must trust through `ca.crt` in the API directory, as in a pod.
 """
 
 from __future__ import annotations
@@ -11,39 +11,18 @@ from __future__ import annotations
 import json
 import re
 import ssl
-import subprocess
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from tfmw.devcluster import pki
+
 
 def make_certificate(directory: Path, name: str = "server") -> tuple[Path, Path]:
-    cert, key = directory / f"{name}.crt", directory / f"{name}.key"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "2",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    return cert, key
+    """A serving certificate for 127.0.0.1 (its chain) and its key, made by the dev cluster's PKI."""
+    pair = pki.serving_pair(directory / f"{name}-pki", name, ["127.0.0.1"])
+    return pair.cert, pair.key
 
 
 @dataclass

@@ -1,10 +1,10 @@
 """The local control plane's certificates: one CA, every identity a client certificate.
 
-Made with the `openssl` CLI (no Python crypto dependency), ECDSA P-256 (fast to generate:
-a whole cluster's PKI takes well under a second). Nothing here is a stand-in: the API
-server checks these client certificates (`--client-ca-file`), authorizes the identities
-they carry with the Node and RBAC authorizers, and signs service-account tokens with the
-service-account key.
+Made with the `cryptography` library, ECDSA P-256 (fast to generate: a whole cluster's PKI
+takes well under a second). The tests' HTTPS servers get theirs here too (tests/support).
+Nothing here is a stand-in: the API server checks these client certificates
+(`--client-ca-file`), authorizes the identities they carry with the Node and RBAC
+authorizers, and signs service-account tokens with the service-account key.
 
 Identities (CN / O as Kubernetes reads them):
     admin                     tfmw-admin / system:masters         the kubeconfig `make cluster` writes
@@ -22,10 +22,15 @@ etcd (127.0.0.1), node-<name>-serving (the kubelet's HTTPS endpoint at the node'
 
 from __future__ import annotations
 
-import subprocess
-import tempfile
+import datetime
+import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 
 class PkiError(Exception):
@@ -38,55 +43,72 @@ class CertPair:
     key: Path
 
 
-def _openssl(*args: str, cwd: Path | None = None) -> None:
-    try:
-        proc = subprocess.run(["openssl", *args], capture_output=True, text=True, cwd=cwd)
-    except FileNotFoundError:
-        raise PkiError("openssl not found: install it (Debian: apt-get install openssl)") from None
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
-        raise PkiError(f"openssl {args[0]} failed: {last}")
-
-
-def _key(path: Path) -> None:
-    _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(path))
+def _new_key(path: Path) -> ec.EllipticCurvePrivateKey:
+    """An ECDSA P-256 key, written as PKCS#8 PEM readable by its owner only."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     path.chmod(0o600)
+    return key
 
 
-def subject(cn: str, org: str | None = None) -> str:
-    """An openssl -subj string; `/` and `=` in names are refused (they would split fields)."""
+def subject(cn: str, org: str | None = None) -> x509.Name:
+    """CN (and O): what Kubernetes reads as the user (and group). `/` and `=` are refused:
+    names that would read differently in another tool's subject syntax."""
     for part in (cn, org or ""):
         if "/" in part or "=" in part:
             raise PkiError(f"certificate name {part!r} may not contain '/' or '='")
-    return f"/CN={cn}" + (f"/O={org}" if org else "")
+    attributes = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+    if org:
+        attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+    return x509.Name(attributes)
 
 
-def san_line(dns: list[str], ips: list[str]) -> str:
-    """subjectAltName value for openssl's config: DNS:..., IP:..."""
-    return ",".join([f"DNS:{d}" for d in dns] + [f"IP:{i}" for i in ips])
+def alt_names(dns: list[str], ips: list[str]) -> x509.SubjectAlternativeName:
+    return x509.SubjectAlternativeName(
+        [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+    )
+
+
+def _certificate(name: x509.Name, issuer: x509.Name, public_key, days: int) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))  # clocks of the nodes may lag a little
+        .not_valid_after(now + datetime.timedelta(days=days))
+    )
 
 
 def make_ca(directory: Path, days: int = 3650) -> CertPair:
     pair = CertPair(directory / "ca.crt", directory / "ca.key")
-    _key(pair.key)
-    _openssl(
-        "req",
-        "-x509",
-        "-new",
-        "-key",
-        str(pair.key),
-        "-sha256",
-        "-days",
-        str(days),
-        "-subj",
-        subject("tf-multiworker local cluster CA"),
-        "-out",
-        str(pair.cert),
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+    key = _new_key(pair.key)
+    name = subject("tf-multiworker local cluster CA")
+    cert = (
+        _certificate(name, name, key.public_key(), days)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
     )
+    pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return pair
 
 
@@ -104,39 +126,39 @@ def issue(
     """A certificate signed by `ca`: a client certificate, and a serving one too when
     server_dns/server_ips are given."""
     pair = CertPair(directory / f"{name}.crt", directory / f"{name}.key")
-    _key(pair.key)
+    key = _new_key(pair.key)
+    ca_cert = x509.load_pem_x509_certificate(ca.cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(ca.key.read_bytes(), password=None)
     serving = bool(server_dns or server_ips)
-    usage = "serverAuth,clientAuth" if serving else "clientAuth"
-    ext = [
-        "basicConstraints=critical,CA:FALSE",
-        "keyUsage=critical,digitalSignature,keyEncipherment",
-        f"extendedKeyUsage={usage}",
-    ]
-    if serving:
-        ext.append(f"subjectAltName={san_line(server_dns or [], server_ips or [])}")
-    with tempfile.TemporaryDirectory() as tmp:
-        csr = Path(tmp) / "req.csr"
-        extfile = Path(tmp) / "ext.cnf"
-        extfile.write_text("\n".join(ext) + "\n")
-        _openssl("req", "-new", "-key", str(pair.key), "-subj", subject(cn, org), "-out", str(csr))
-        _openssl(
-            "x509",
-            "-req",
-            "-in",
-            str(csr),
-            "-CA",
-            str(ca.cert),
-            "-CAkey",
-            str(ca.key),
-            "-CAcreateserial",
-            "-sha256",
-            "-days",
-            str(days),
-            "-extfile",
-            str(extfile),
-            "-out",
-            str(pair.cert),
+    usages = (
+        [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+        if serving
+        else [ExtendedKeyUsageOID.CLIENT_AUTH]
+    )
+    builder = (
+        _certificate(subject(cn, org), ca_cert.subject, key.public_key(), days)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=True,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
         )
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()), critical=False)
+    )
+    if serving:
+        builder = builder.add_extension(alt_names(server_dns or [], server_ips or []), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
+    pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return pair
 
 
@@ -144,8 +166,21 @@ def service_account_keys(directory: Path) -> CertPair:
     """The key pair that signs (private) and verifies (public) service-account tokens;
     `cert` holds the public key here."""
     pair = CertPair(directory / "sa.pub", directory / "sa.key")
-    _key(pair.key)
-    _openssl("pkey", "-in", str(pair.key), "-pubout", "-out", str(pair.cert))
+    key = _new_key(pair.key)
+    pair.cert.write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    return pair
+
+
+def serving_pair(directory: Path, name: str, ips: list[str], days: int = 2) -> CertPair:
+    """A CA of its own and a serving certificate for `ips` (a test's HTTPS server): `cert`
+    holds the chain (the leaf, then the CA), so it is both what the server presents and
+    what a client trusts."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = make_ca(directory)
+    pair = issue(ca, directory, name, ips[0], server_ips=ips, days=days)
+    pair.cert.write_bytes(pair.cert.read_bytes() + ca.cert.read_bytes())
     return pair
 
 
