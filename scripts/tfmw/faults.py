@@ -52,7 +52,7 @@ from tfmw.chart import render
 from tfmw.chart.helmkit import ToolError, find_helm, find_kubectl, helm_error_line
 from tfmw.localrun.kubelet import LocalCluster
 from tfmw.localrun.podspec import LocalRunError, build_pods, find_workload
-from tfmw.localrun.run import DEFAULT_RUNS, choose_network, metrics_enabled
+from tfmw.localrun.run import DEFAULT_RUNS, base_env, choose_network, metrics_enabled
 from tfmw.table import markdown_table
 
 SCENARIOS = ("kill-worker", "kill-chief", "hang-worker", "partition-worker", "kill-during-checkpoint")
@@ -347,7 +347,7 @@ def run_scenario(
     if scenario == "partition-worker" and not hasattr(network, "bridge"):
         result.reason = "needs network namespaces (root)"
         return result
-    cluster = LocalCluster(pods, network, env, grace_seconds=20, out=out)
+    cluster = LocalCluster(pods, network, base_env() if env is None else env, grace_seconds=20, out=out)
     try:
         fault_and_recover(cluster, result, fault_after_step, partition_seconds, timeout)
         return result

@@ -54,7 +54,7 @@ def check_image_engine() -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfmw.devcluster.cluster", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tfmw.devcluster", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("up", "down", "status", "load"))
     parser.add_argument(
         "--state", type=Path, default=controlplane.DEFAULT_STATE, help="state folder (default: .cluster/ in the repo)"

@@ -592,7 +592,7 @@ def glob_escape(text: str) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tfmw.image.build", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tfmw.image", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--variant",
         default=os.environ.get("VARIANT") or "gpu",

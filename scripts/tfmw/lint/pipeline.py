@@ -1,6 +1,6 @@
 """`make lint`: every static check of the chart, the overlays and the image, one line each.
 
-    python -m tfmw.lint.pipeline [--root DIR] [--skip CHECK ...] [--only CHECK ...]
+    python -m tfmw.lint [--root DIR] [--skip CHECK ...] [--only CHECK ...]
 
 For the chart defaults and every overlay (values/*.yaml, plus tests/tfmw/chart/values-all-on.yaml
 when present):
@@ -395,7 +395,7 @@ def summary_line(results: Sequence[Result]) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tfmw.lint.pipeline", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tfmw.lint", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--root",
         type=Path,

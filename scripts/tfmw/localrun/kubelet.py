@@ -160,7 +160,15 @@ class LocalCluster:
             with self._lock:
                 if self._stopping.is_set():
                     return
-                state.proc = self._spawn(state)
+                try:
+                    state.proc = self._spawn(state)
+                except (OSError, TypeError, ValueError) as err:  # a pod that cannot start fails the run
+                    cannot_start = err
+                else:
+                    cannot_start = None
+            if cannot_start is not None:  # said outside the lock, which _emit takes too
+                self._cannot_start(state, cannot_start)
+                return
             if state.starts > 1:
                 self._emit(state, f"(local kubelet) container restarted, start #{state.starts}")
             started = time.monotonic()
@@ -193,6 +201,15 @@ class LocalCluster:
             if self._stopping.wait(backoff):
                 return
             backoff = min(backoff * 2, self.max_backoff)
+
+    def _cannot_start(self, state: PodProcess, err: Exception) -> None:
+        """The container could not be started at all: the pod fails with why, so the run ends
+        instead of waiting for a pod that will never print."""
+        self._emit(state, f"(local kubelet) cannot start the container: {type(err).__name__}: {err}")
+        with self._changed:
+            if state.failure is None:
+                state.failure = PodFailure(state.pod.name, 1, "ContainerCannotRun", f"{type(err).__name__}: {err}")
+            self._changed.notify_all()
 
     def _emit(self, state: PodProcess, line: str) -> None:
         with self._changed:

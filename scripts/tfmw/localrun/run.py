@@ -1,6 +1,6 @@
 """`make local`: the chart's rendered workers as local processes, training for real.
 
-    python -m tfmw.localrun.run [--env local] [--set k=v ...] [--set-file k=path ...]
+    python -m tfmw.localrun [--env local] [--set k=v ...] [--set-file k=path ...]
                                 [--network auto|netns|loopback]
                                 [--fresh] [--timeout SECONDS]
 

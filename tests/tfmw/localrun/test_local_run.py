@@ -91,6 +91,20 @@ def test_a_fatal_process_exit_ends_the_run_without_a_restart(tmp_path):
     assert cluster.states[0].starts == 1
 
 
+def test_a_container_that_cannot_start_fails_the_run_instead_of_hanging_it(tmp_path):
+    """A program that is not there: the pod fails with why, and the run ends within the wait."""
+    pods = pods_running(tmp_path, "echo 'tfmw completed run=r'" + IDLE)
+    pods[0].argv = [str(tmp_path / "no-such-program")]
+    cluster = LocalCluster(pods, NoNetwork(), {"PATH": "/usr/bin:/bin"}, grace_seconds=2, out=lambda line: None)
+    try:
+        cluster.start()
+        result = cluster.wait(20)
+    finally:
+        cluster.shutdown()
+    assert not result.ok and result.reason.startswith("w-0: ContainerCannotRun (failed): FileNotFoundError"), result
+    assert cluster.states[0].lines[-1].startswith("(local kubelet) cannot start the container: FileNotFoundError")
+
+
 def test_a_retryable_exit_is_restarted(tmp_path):
     marker = tmp_path / "started-once"
     again = f"if [ -e {marker} ]; then echo 'tfmw completed run=r'{IDLE}; else touch {marker}; exit 1; fi"
