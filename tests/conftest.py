@@ -6,10 +6,9 @@ import socket
 from pathlib import Path
 
 import pytest
+from repo import REPO
 
 from tfmw.chart.helmkit import ToolError, find_helm
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")

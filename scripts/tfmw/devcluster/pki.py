@@ -84,6 +84,22 @@ def _certificate(name: x509.Name, issuer: x509.Name, public_key, days: int) -> x
     )
 
 
+def _key_usage(*allowed: str) -> x509.KeyUsage:
+    """keyUsage with the named bits set and every other one clear."""
+    bits = (
+        "digital_signature",
+        "content_commitment",
+        "key_encipherment",
+        "data_encipherment",
+        "key_agreement",
+        "key_cert_sign",
+        "crl_sign",
+        "encipher_only",
+        "decipher_only",
+    )
+    return x509.KeyUsage(**{bit: bit in allowed for bit in bits})
+
+
 def make_ca(directory: Path, days: int = 3650) -> CertPair:
     pair = CertPair(directory / "ca.crt", directory / "ca.key")
     key = _new_key(pair.key)
@@ -92,17 +108,7 @@ def make_ca(directory: Path, days: int = 3650) -> CertPair:
         _certificate(name, name, key.public_key(), days)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
+            _key_usage("digital_signature", "key_cert_sign", "crl_sign"),
             critical=True,
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
@@ -139,17 +145,7 @@ def issue(
         _certificate(subject(cn, org), ca_cert.subject, key.public_key(), days)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=True,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
+            _key_usage("digital_signature", "key_encipherment"),
             critical=True,
         )
         .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
