@@ -3,7 +3,7 @@
 cli         the `tfmw` command: template, deploy, diff, status, logs, undeploy
 chart/      the one helm toolkit, rendering, the values table, the Pod Security oracle
 deploy/     helm install/upgrade, and what the run and its pods are doing (observe)
-k8s/        the host side's Kubernetes API client
+k8s/        the one host-side Kubernetes client (lightkube's auth and transport) and kubeconfig reader
 localrun/   `make local`: the rendered pods as local processes, as a kubelet would run them
 devcluster/ `make cluster`: a real control plane and real nodes built from pinned Go modules
 faults      the fault harness, locally and on the dev cluster

@@ -18,17 +18,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import secrets
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from tfmw.chart import helmkit, render
-from tfmw.chart.helmkit import ToolError, helm_error_line, stderr_text
+from tfmw.chart.helmkit import ToolError, stderr_text
 from tfmw.deploy import helm as deploy_helm
 from tfmw.deploy import observe
+from tfmw.k8s import kubeconfig
+from tfmw.k8s.api import Api, ApiError, ns_path
 
 
 def say(line: str) -> None:
@@ -40,20 +42,14 @@ def say(line: str) -> None:
 
 def _cluster_failure(stderr: str, context: str | None) -> ToolError | None:
     """The kube context is missing or the cluster does not answer: one line naming which, or None."""
-    import os
-
     no_file = deploy_helm.missing_kubeconfig_message(os.environ.get("KUBECONFIG"))
     if no_file and deploy_helm.is_unreachable(stderr):
         return ToolError(no_file, exit_code=3)
-    kubectl = _kubectl_or_none()
-    missing = deploy_helm.missing_context_message(
-        stderr, deploy_helm.kube_contexts(kubectl), deploy_helm._kubeconfig_in_use()
-    )
+    missing = deploy_helm.missing_context_message(stderr, deploy_helm.kube_contexts(), kubeconfig.in_use())
     if missing:
         return ToolError(missing, exit_code=3)
     if deploy_helm.is_unreachable(stderr):
-        target = deploy_helm.kube_target(kubectl, context)
-        return ToolError(deploy_helm.unreachable_message(stderr, target), exit_code=3)
+        return ToolError(deploy_helm.unreachable_message(stderr, deploy_helm.kube_target(context)), exit_code=3)
     return None
 
 
@@ -65,16 +61,31 @@ def _helm_failure(exc, what: str, context: str | None) -> ToolError:
     )
 
 
-def _kubectl_failure(exc: subprocess.CalledProcessError, what: str, context: str | None) -> ToolError:
-    stderr = stderr_text(exc.stderr)
-    return _cluster_failure(stderr, context) or ToolError(f"{what} failed: {helm_error_line(stderr)}", exit_code=4)
+# ---------------------------------------------------------------- the Kubernetes API (tfmw.k8s)
 
 
-def _kubectl_or_none() -> str | None:
+def _api(context: str | None) -> Api:
+    """The client for the kubeconfig in use at `context`; one line when there is none."""
     try:
-        return helmkit.find_kubectl()
-    except ToolError:
+        return Api.from_kubeconfig(context)
+    except kubeconfig.KubeconfigError as err:
+        no_file = deploy_helm.missing_kubeconfig_message(os.environ.get("KUBECONFIG"))
+        raise ToolError(no_file or str(err), exit_code=3) from None
+
+
+def _api_or_none(context: str | None) -> Api | None:
+    """The client when the kubeconfig allows one: for what only adds detail to a message."""
+    try:
+        return Api.from_kubeconfig(context)
+    except kubeconfig.KubeconfigError:
         return None
+
+
+def _api_failure(err: ApiError, what: str, api: Api) -> ToolError:
+    """One line for a failed API call: the cluster did not answer (exit 3), or it refused (4)."""
+    if err.status == 0:
+        return ToolError(deploy_helm.unreachable_message(str(err), api.target), exit_code=3)
+    return ToolError(f"{what} failed: {err}", exit_code=4)
 
 
 async def _release_status(cmd, release: str, namespace: str, context: str | None) -> dict | None:
@@ -109,9 +120,9 @@ def _not_installed(release: str, namespace: str) -> ToolError:
 
 def _namespace_missing(namespace: str, context: str | None) -> str | None:
     """'namespace x does not exist on <cluster>' when the API says so (None: it exists, or unknown)."""
-    kubectl = _kubectl_or_none()
-    if kubectl and observe.namespace_exists(kubectl, context, namespace) is False:
-        return f"namespace {namespace} does not exist on {deploy_helm.kube_target(kubectl, context)}"
+    api = _api_or_none(context)
+    if api and observe.namespace_exists(api, namespace) is False:
+        return f"namespace {namespace} does not exist on {api.target}"
     return None
 
 
@@ -168,8 +179,7 @@ def cmd_template(args) -> int:
 
 
 async def _watch_pods(
-    kubectl: str | None,
-    context: str | None,
+    api: Api | None,
     workers: observe.Workers,
     started: float,
     interval: float,
@@ -179,14 +189,14 @@ async def _watch_pods(
     not) change. `seen` keeps the latest pod list that says why a worker is not ready, for the
     failure report: by the time helm gives up and rolls back, the pods may be gone or replaced."""
     last = None
-    while kubectl:
+    while api:
         try:
-            items = await asyncio.to_thread(observe.list_pods, kubectl, context, workers)
+            items = await asyncio.to_thread(observe.list_pods, api, workers)
             states = [observe.pod_state(p) for p in items]
             line = observe.progress_line(states, workers.replicas)
             if seen is not None and (observe.pod_problems(states) or not seen):
                 seen[:] = states
-        except (subprocess.SubprocessError, OSError, ValueError):
+        except (ApiError, ValueError):
             line = None  # transient API hiccups: helm reports real failures
         if line and line != last:
             say(f"[{int(time.monotonic() - started):>5}s] {line}")
@@ -210,7 +220,7 @@ async def _deploy_failure(
     exc,
     args,
     cmd,
-    kubectl: str | None,
+    api: Api | None,
     rendered: render.Rendered,
     previous: dict | None,
     namespace_created: bool,
@@ -227,8 +237,8 @@ async def _deploy_failure(
     cause = deploy_helm.helm_failure_cause(deploy_helm.helm_error_text(stderr))
     refusal = deploy_helm.api_refusal(cause)
     parts, code = [_helm_failure_part(cause, refusal, args.timeout)], (2 if refusal and refusal[1] else 4)
-    pods_now, events = await _pods_and_events(kubectl, args, workers)
-    if kubectl and not refusal:
+    pods_now, events = await _pods_and_events(api, args, workers)
+    if api and not refusal:
         # The pods as last seen while helm waited: since then a rollback may have deleted them
         # or put the previous revision's back.
         live = [p for p in pods_now if p.phase != "Terminating"]
@@ -250,7 +260,7 @@ async def _deploy_failure(
             rollback=not args.no_rollback,
             namespace_created=namespace_created,
             pods_left=len(pods_now) if now is None else 0,
-            kept=await _claims_left(kubectl, args, rendered) if now is None else [],
+            kept=await _claims_left(api, args, rendered) if now is None else [],
         )
     )
     return ToolError("; ".join(parts), exit_code=code)
@@ -265,50 +275,41 @@ def _helm_failure_part(cause: str, refusal: tuple | None, timeout) -> str:
     return f"helm upgrade --install failed: {cause}"
 
 
-async def _pods_and_events(kubectl: str | None, args, workers: observe.Workers) -> tuple[list, list]:
+async def _pods_and_events(api: Api | None, args, workers: observe.Workers) -> tuple[list, list]:
     """The worker pods and the namespace's Events now; empty when they cannot be read."""
-    if not kubectl:
+    if not api:
         return [], []
     pods: list = []
     try:
-        pods = [
-            observe.pod_state(p)
-            for p in await asyncio.to_thread(observe.list_pods, kubectl, args.kube_context, workers)
-        ]
-        return pods, await asyncio.to_thread(observe.list_events, kubectl, args.kube_context, args.namespace)
-    except (subprocess.SubprocessError, OSError, ValueError):
+        pods = [observe.pod_state(p) for p in await asyncio.to_thread(observe.list_pods, api, workers)]
+        return pods, await asyncio.to_thread(observe.list_events, api, args.namespace)
+    except (ApiError, ValueError):
         return pods, []
 
 
-async def _claims_left(kubectl: str | None, args, rendered: render.Rendered) -> list[str]:
+async def _claims_left(api: Api | None, args, rendered: render.Rendered) -> list[str]:
     """The release's claims that outlive it (helm.sh/resource-policy: keep) and still exist."""
     claims = deploy_helm.kept_claims(rendered.objects)
-    if not kubectl or not claims:
+    if not api or not claims:
         return []
     try:
         found = await asyncio.to_thread(
-            observe.get_objects,
-            kubectl,
-            args.kube_context,
-            args.namespace,
-            [f"persistentvolumeclaim/{c}" for c in claims],
+            observe.get_objects, api, args.namespace, [f"persistentvolumeclaim/{c}" for c in claims]
         )
         return [ref.split("/", 1)[1] for ref in found]
-    except (subprocess.SubprocessError, OSError, ValueError):
+    except (ApiError, ValueError):
         return claims  # cannot look: say what helm keeps by policy
 
 
-def _run_after_deploy(
-    kubectl: str | None, context: str | None, workers: observe.Workers, release: str, revision
-) -> None:
+def _run_after_deploy(api: Api | None, workers: observe.Workers, release: str, revision) -> None:
     """Say where the run stands once helm is done (it may have finished during the wait, and
     its workers scaled to 0); refuse, exit 3, when this revision's run is recorded Failed."""
-    if not kubectl or not workers.status_configmap:
+    if not api or not workers.status_configmap:
         return
     refs = [f"statefulset/{workers.name}", f"configmap/{workers.status_configmap}"]
     try:
-        found = observe.get_objects(kubectl, context, workers.namespace, refs)
-    except (subprocess.SubprocessError, OSError, ValueError):
+        found = observe.get_objects(api, workers.namespace, refs)
+    except (ApiError, ValueError):
         return  # the deploy itself succeeded; `make status` will tell
     sts, record = found.get(refs[0]), observe.run_record(found.get(refs[1]))
     run = observe.run_summary(record, workers)
@@ -333,11 +334,9 @@ async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
     if current:
         deploy_helm.refuse_pending(args.release, args.namespace, current)
     workers = observe.workers_of(rendered.objects, args.namespace)
-    kubectl = _kubectl_or_none()
-    target = deploy_helm.kube_target(kubectl, args.kube_context)
-    namespace_created = bool(
-        not current and kubectl and observe.namespace_exists(kubectl, args.kube_context, args.namespace) is False
-    )
+    api = _api_or_none(args.kube_context)
+    target = api.target if api else deploy_helm.kube_target(args.kube_context)
+    namespace_created = bool(not current and api and observe.namespace_exists(api, args.namespace) is False)
     action = (
         f"upgrading {args.release} from revision {current.get('version')}" if current else f"installing {args.release}"
     )
@@ -355,15 +354,13 @@ async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
     helm_args = _upgrade_args(args, major)
     started, started_wall = time.monotonic(), time.time()
     seen: list = []
-    watcher = asyncio.create_task(
-        _watch_pods(None if args.no_wait else kubectl, args.kube_context, workers, started, args.poll_seconds, seen)
-    )
+    watcher = asyncio.create_task(_watch_pods(None if args.no_wait else api, workers, started, args.poll_seconds, seen))
     try:
         out = await cmd.run(helm_args, json.dumps(rendered.user_values).encode())
     except pyhelm3.errors.Error as exc:
         watcher.cancel()
         raise await _deploy_failure(
-            exc, args, cmd, kubectl, rendered, current, namespace_created, seen, started_wall
+            exc, args, cmd, api, rendered, current, namespace_created, seen, started_wall
         ) from None
     finally:
         watcher.cancel()
@@ -378,7 +375,7 @@ async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
         f"{(release.get('info') or {}).get('status', 'deployed')}, "
         f"{int(time.monotonic() - started)}s; follow with `make status` and `make logs`"
     )
-    _run_after_deploy(None if args.no_wait else kubectl, args.kube_context, workers, args.release, revision)
+    _run_after_deploy(None if args.no_wait else api, workers, args.release, revision)
     return 0
 
 
@@ -444,28 +441,28 @@ async def _workers_of_release(args, helm: str) -> tuple[dict, observe.Workers]:
     return status, observe.workers_of(objects, args.namespace)
 
 
-def _run_objects(kubectl: str, context: str | None, workers: observe.Workers) -> tuple[dict | None, dict | None]:
+def _run_objects(api: Api, workers: observe.Workers) -> tuple[dict | None, dict | None]:
     """(the worker StatefulSet, the status ConfigMap) as they are now; None for what does not exist
     (the ConfigMap also when the release records no status)."""
     refs = [f"statefulset/{workers.name}"] + (
         [f"configmap/{workers.status_configmap}"] if workers.status_configmap else []
     )
     try:
-        found = observe.get_objects(kubectl, context, workers.namespace, refs)
-    except subprocess.CalledProcessError as exc:
-        raise _kubectl_failure(exc, "kubectl get", context) from None
+        found = observe.get_objects(api, workers.namespace, refs)
+    except ApiError as err:
+        raise _api_failure(err, "reading the worker StatefulSet and status", api) from None
     return found.get(refs[0]), (found.get(refs[1]) if len(refs) > 1 else None)
 
 
 def cmd_status(args) -> int:
     helm = helmkit.find_helm(args.helm)
     status, workers = asyncio.run(_workers_of_release(args, helm))
-    kubectl = helmkit.find_kubectl()
-    sts, status_object = _run_objects(kubectl, args.kube_context, workers)
+    api = _api(args.kube_context)
+    sts, status_object = _run_objects(api, workers)
     try:
-        items = observe.list_pods(kubectl, args.kube_context, workers)
-    except subprocess.CalledProcessError as exc:
-        raise _kubectl_failure(exc, "kubectl get pods", args.kube_context) from None
+        items = observe.list_pods(api, workers)
+    except ApiError as err:
+        raise _api_failure(err, "listing the worker pods", api) from None
     reports = []
     for item in items:
         pod = observe.pod_state(item)
@@ -473,7 +470,7 @@ def cmd_status(args) -> int:
             reports.append(observe.WorkerReport(pod))
             continue
         # No status object (API access off): the logs are the only record of progress.
-        log = observe.pod_log(kubectl, args.kube_context, workers.namespace, pod.name)
+        log = observe.pod_log(api, workers.namespace, pod.name)
         reports.append(observe.WorkerReport(pod, observe.last_progress(log), observe.completion(log)))
     release = observe.ReleaseInfo(
         args.release, args.namespace, int(status.get("version", 0)), (status.get("info") or {}).get("status", "?")
@@ -486,13 +483,13 @@ def cmd_status(args) -> int:
 def cmd_logs(args) -> int:
     helm = helmkit.find_helm(args.helm)
     _, workers = asyncio.run(_workers_of_release(args, helm))
-    kubectl = helmkit.find_kubectl()
+    api = _api(args.kube_context)
     try:
-        pods = observe.list_pods(kubectl, args.kube_context, workers)
-    except subprocess.CalledProcessError as exc:
-        raise _kubectl_failure(exc, "kubectl get pods", args.kube_context) from None
+        pods = observe.list_pods(api, workers)
+    except ApiError as err:
+        raise _api_failure(err, "listing the worker pods", api) from None
     if not pods:
-        sts, status_object = _run_objects(kubectl, args.kube_context, workers)
+        sts, status_object = _run_objects(api, workers)
         record = observe.run_record(status_object)
         summary = observe.workers_summary(workers, sts, record)
         mine = observe.current_record(record, workers)
@@ -509,16 +506,13 @@ def cmd_logs(args) -> int:
                 f"no worker pods to follow: {summary}; {observe.run_summary(record, workers)}; "
                 f"their logs as the workers kept them ({where}, logs.keepMiB):"
             )
-            return _print_kept_logs(kubectl, args.kube_context, workers.namespace, reader)
+            return _print_kept_logs(api, workers.namespace, reader)
         raise ToolError(
             f"no worker pods of release {args.release} in namespace {args.namespace}: {summary}; see `make status`",
             exit_code=3,
         )
-    cmd = observe.kubectl_base(kubectl, args.kube_context) + observe.logs_args(
-        workers, follow=not args.no_follow, tail=args.tail
-    )
     try:
-        return subprocess.run(cmd).returncode
+        return observe.follow_logs(api, pods, follow=not args.no_follow, tail=args.tail, out=say)
     except KeyboardInterrupt:
         return 130
 
@@ -526,70 +520,46 @@ def cmd_logs(args) -> int:
 KEPT_LOGS_TIMEOUT_SECONDS = 180
 
 
-def _print_kept_logs(kubectl: str, context: str | None, namespace: str, reader: dict) -> int:
+def _print_kept_logs(api: Api, namespace: str, reader: dict) -> int:
     """Run the log reader pod (observe.log_reader_pod), print what it printed, delete it."""
-    base = observe.kubectl_base(kubectl, context)
     name = reader["metadata"]["name"]
-    created = subprocess.run(
-        base + ["create", "--namespace", namespace, "--filename", "-", "--request-timeout=20s"],
-        input=json.dumps(reader),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if created.returncode != 0:
-        raise ToolError(
-            f"cannot start pod {name} to read the kept logs: {' '.join(stderr_text(created.stderr).split())}",
-            exit_code=3,
-        )
     try:
-        deadline, phase, why = time.monotonic() + KEPT_LOGS_TIMEOUT_SECONDS, "", ""
-        while time.monotonic() < deadline:
-            pod = observe.get_objects(kubectl, context, namespace, [f"pod/{name}"]).get(f"pod/{name}") or {}
-            status = pod.get("status") or {}
-            phase = status.get("phase", "")
-            if phase in ("Succeeded", "Failed"):
-                break
-            waiting = [((c.get("state") or {}).get("waiting") or {}) for c in status.get("containerStatuses") or []]
-            conditions = [c for c in status.get("conditions") or [] if c.get("status") == "False" and c.get("message")]
-            why = "; ".join(w.get("message") or w.get("reason", "") for w in waiting if w) or "; ".join(
-                c["message"] for c in conditions
-            )
-            time.sleep(1)
-        else:
-            raise ToolError(
-                f"pod {name}, which reads the kept logs, did not finish in {KEPT_LOGS_TIMEOUT_SECONDS}s "
-                f"(phase {phase or '?'}{': ' + why if why else ''})",
-                exit_code=3,
-            )
-        logs = subprocess.run(
-            base + ["logs", name, "--namespace", namespace, "--request-timeout=20s"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        sys.stdout.write(logs.stdout)
+        api.create(ns_path(namespace, "pods"), reader)
+    except ApiError as err:
+        raise ToolError(f"cannot start pod {name} to read the kept logs: {err}", exit_code=3) from None
+    try:
+        phase = _wait_for_reader(api, namespace, name)
+        sys.stdout.write(api.log(namespace, name))
         sys.stdout.flush()
-        return 0 if phase == "Succeeded" and logs.returncode == 0 else 3
-    except subprocess.CalledProcessError as exc:
-        raise _kubectl_failure(exc, f"kubectl get pod {name}", context) from None
+        return 0 if phase == "Succeeded" else 3
+    except ApiError as err:
+        raise _api_failure(err, f"reading pod {name}", api) from None
     finally:
-        subprocess.run(
-            base
-            + [
-                "delete",
-                "pod",
-                name,
-                "--namespace",
-                namespace,
-                "--wait=false",
-                "--ignore-not-found",
-                "--request-timeout=20s",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
+        try:
+            api.delete(ns_path(namespace, "pods", name))
+        except ApiError:
+            pass  # best effort: the reader has ended and holds nothing; a later `make logs` names a new one
+
+
+def _wait_for_reader(api: Api, namespace: str, name: str) -> str:
+    """The log reader pod's end phase; ToolError (with why it is waiting) when it does not end."""
+    deadline, phase, why = time.monotonic() + KEPT_LOGS_TIMEOUT_SECONDS, "", ""
+    while time.monotonic() < deadline:
+        status = (api.get_or_none(ns_path(namespace, "pods", name)) or {}).get("status") or {}
+        phase = status.get("phase", "")
+        if phase in ("Succeeded", "Failed"):
+            return phase
+        waiting = [((c.get("state") or {}).get("waiting") or {}) for c in status.get("containerStatuses") or []]
+        conditions = [c for c in status.get("conditions") or [] if c.get("status") == "False" and c.get("message")]
+        why = "; ".join(w.get("message") or w.get("reason", "") for w in waiting if w) or "; ".join(
+            c["message"] for c in conditions
         )
+        time.sleep(1)
+    raise ToolError(
+        f"pod {name}, which reads the kept logs, did not finish in {KEPT_LOGS_TIMEOUT_SECONDS}s "
+        f"(phase {phase or '?'}{': ' + why if why else ''})",
+        exit_code=3,
+    )
 
 
 def cmd_undeploy(args) -> int:

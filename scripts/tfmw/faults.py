@@ -21,11 +21,11 @@ What a fault means there (each is what a cluster does to a pod or a node):
 On a Kubernetes cluster (`--cluster`: `make cluster`'s, or any a kubeconfig reaches), the
 chart is installed with helm (storage.type=createClaim: a ReadWriteMany claim from the
 default StorageClass, so checkpoints are shared) in a namespace of its own, and:
-  delete-worker / delete-chief   `kubectl delete pod` of pod 1 / pod 0 once a checkpoint is
+  delete-worker / delete-chief   pod 1 / pod 0 deleted through the API once a checkpoint is
                              published and training passed step 50: the pod gets SIGTERM and
                              its grace period, the StatefulSet controller recreates it under
                              the same name, and the group resumes from the checkpoint.
-Logs come from `kubectl logs -f` of every pod incarnation (kept after a finished run scales
+Logs are followed through the API for every pod incarnation (kept after a finished run scales
 its StatefulSet to 0); the chief's COMPLETED marker is read from the claim's volume when that
 is a hostPath on this machine, and its weights digest must match every worker's.
 """
@@ -49,7 +49,9 @@ from entrypoint import loglines
 from entrypoint.goodput import read_line_fields
 from entrypoint.loglines import LogLine, progress_step
 from tfmw.chart import render
-from tfmw.chart.helmkit import ToolError, find_helm, find_kubectl, helm_error_line
+from tfmw.chart.helmkit import ToolError, find_helm, helm_error_line
+from tfmw.k8s.api import Api, ApiError, LogStream, ns_path
+from tfmw.k8s.kubeconfig import KubeconfigError
 from tfmw.localrun.kubelet import LocalCluster
 from tfmw.localrun.podspec import LocalRunError, build_pods, find_workload
 from tfmw.localrun.run import DEFAULT_RUNS, base_env, choose_network, metrics_enabled
@@ -359,7 +361,7 @@ def run_scenario(
 #
 # The same measurements on a Kubernetes cluster (the local control plane of `make cluster`,
 # or any cluster a kubeconfig reaches): the chart installed with helm, the fault done through
-# the API server, the pods' logs read with `kubectl logs -f`. Nothing here knows how the
+# the API server, the pods' logs followed through it (tfmw.k8s.Api). Nothing here knows how the
 # cluster runs its pods.
 
 CLUSTER_SCENARIOS = ("delete-worker", "delete-chief")
@@ -378,37 +380,60 @@ class FaultError(Exception):
 
 
 class Kube:
-    """kubectl and helm against one kubeconfig."""
+    """helm and the Kubernetes API (tfmw.k8s.Api) against one kubeconfig. API calls that fail
+    raise FaultError, one line."""
 
-    def __init__(self, kubeconfig: Path, kubectl: str | None = None, helm: str | None = None):
+    def __init__(self, kubeconfig: Path, helm: str | None = None):
         self.kubeconfig = Path(kubeconfig)
-        self.kubectl_bin = find_kubectl(kubectl)
         self.helm_bin = find_helm(helm)
         self.env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
-
-    def run(self, argv: list[str], check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-        proc = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=timeout)
-        if check and proc.returncode != 0:
-            raise FaultError(
-                f"`{Path(argv[0]).name} {' '.join(argv[1:4])} ...` exited {proc.returncode}: "
-                f"{helm_error_line(proc.stderr)}"
-            )
-        return proc
-
-    def kubectl(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-        return self.run([self.kubectl_bin, *args], check=check, timeout=timeout)
+        try:
+            self.api = Api.from_kubeconfig(kubeconfig_env=str(self.kubeconfig), timeout=30)
+        except KubeconfigError as err:
+            raise FaultError(f"--kubeconfig {kubeconfig}: {err}", exit_code=2) from None
 
     def helm(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
-        return self.run([self.helm_bin, *args], check=check, timeout=timeout)
+        proc = subprocess.run([self.helm_bin, *args], capture_output=True, text=True, env=self.env, timeout=timeout)
+        if check and proc.returncode != 0:
+            why = helm_error_line(proc.stderr)
+            raise FaultError(f"`helm {' '.join(args[:3])} ...` exited {proc.returncode}: {why}")
+        return proc
 
-    def get(self, *args: str) -> dict | None:
-        """`kubectl get ... -o json`, or None when the object does not exist."""
-        proc = self.kubectl("get", *args, "-o", "json", check=False)
-        if proc.returncode != 0:
-            if "NotFound" in proc.stderr or "not found" in proc.stderr:
-                return None
-            raise FaultError(f"kubectl get {' '.join(args)}: {helm_error_line(proc.stderr)}")
-        return json.loads(proc.stdout)
+    def call(self, method: str, path: str, body: dict | None = None, **query):
+        """One API call; FaultError naming it when the server refuses or does not answer."""
+        try:
+            if method == "GET":
+                return self.api.get(path, **query)
+            return self.api.request(method, path, body)
+        except ApiError as err:
+            raise FaultError(f"{method} {path}: {err}") from None
+
+    def get(self, path: str) -> dict | None:
+        """The object at `path`, or None when it does not exist."""
+        try:
+            return self.api.get_or_none(path)
+        except ApiError as err:
+            raise FaultError(f"GET {path}: {err}") from None
+
+    def items(self, path: str, selector: str) -> list[dict]:
+        return (self.call("GET", path, labelSelector=selector) or {}).get("items") or []
+
+    def delete(self, path: str) -> None:
+        try:
+            self.api.delete(path)
+        except ApiError as err:
+            raise FaultError(f"DELETE {path}: {err}") from None
+
+    def delete_namespace(self, namespace: str, timeout: float = 180) -> None:
+        """Delete the namespace and wait until it is gone (best effort: the harness's cleanup)."""
+        path = f"/api/v1/namespaces/{namespace}"
+        deadline = time.monotonic() + timeout
+        try:
+            self.api.delete(path)
+            while time.monotonic() < deadline and self.api.get_or_none(path) is not None:
+                time.sleep(1)
+        except ApiError:
+            pass
 
 
 @dataclass
@@ -423,7 +448,7 @@ class Incarnation:
     running_since: float = float("nan")
     lines: list[str] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
-    follow: subprocess.Popen | None = None
+    follow: LogStream | None = None
     ended: bool = False
 
 
@@ -460,7 +485,7 @@ def pod_ordinal(name: str, statefulset: str) -> int | None:
 
 class PodLogs:
     """Follows every incarnation of a StatefulSet's pods: a poll of the pod list every
-    `interval` seconds, and one `kubectl logs -f` per container start, line by line with the
+    `interval` seconds, and one followed log per container start, line by line with the
     time each line arrived. Logs are kept after the pods are gone (a finished run scales its
     StatefulSet to 0)."""
 
@@ -483,20 +508,15 @@ class PodLogs:
         self.stopping.set()
         self.thread.join(10)
         for inc in list(self.incarnations.values()):
-            if inc.follow is not None and inc.follow.poll() is None:
-                inc.follow.terminate()
-                try:
-                    inc.follow.wait(5)
-                except subprocess.TimeoutExpired:
-                    inc.follow.kill()
-                    inc.follow.wait()
+            if inc.follow is not None:
+                inc.follow.close()
 
     def _poll(self) -> None:
         while not self.stopping.is_set():
             try:
-                listed = self.kube.get("pods", "-n", self.namespace, "-l", self.selector) or {"items": []}
+                listed = {"items": self.kube.items(ns_path(self.namespace, "pods"), self.selector)}
                 self.last_error = ""
-            except (FaultError, subprocess.TimeoutExpired, ValueError) as err:
+            except (FaultError, ValueError) as err:
                 self.last_error = str(err)
                 self.stopping.wait(self.interval)
                 continue
@@ -530,25 +550,21 @@ class PodLogs:
     def _follow(self, inc: Incarnation, container: str) -> None:
         skip = len(inc.lines)
         inc.ended = False
-        inc.follow = subprocess.Popen(
-            [self.kube.kubectl_bin, "logs", "-f", "-n", self.namespace, inc.name, "-c", container],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=self.kube.env,
-        )
+        try:
+            inc.follow = self.kube.api.follow_log(self.namespace, inc.name, container=container)
+        except ApiError as err:
+            self.last_error, inc.ended = f"log of {inc.name}: {err}", True  # tried again at the next poll
+            return
         threading.Thread(target=self._read, args=(inc, inc.follow, skip), daemon=True, name=f"logs-{inc.name}").start()
 
-    def _read(self, inc: Incarnation, proc: subprocess.Popen, skip: int) -> None:
-        for number, line in enumerate(proc.stdout):
+    def _read(self, inc: Incarnation, stream: LogStream, skip: int) -> None:
+        for number, line in enumerate(stream):
             if number < skip:
                 continue
-            line = line.rstrip("\n")
             with self.lock:
                 inc.times.append(time.monotonic())
                 inc.lines.append(line)
             self.out(f"[{inc.name}] {line}")
-        proc.wait()
         inc.ended = True
 
     # -- reading ------------------------------------------------------------------
@@ -590,9 +606,9 @@ def completed_marker(kube: Kube, namespace: str, statefulset: dict) -> dict | No
     run_id = env.get("TFMW_RUN_ID")
     if not claims or not run_id:
         return None
-    claim = kube.get("pvc", "-n", namespace, claims[0])
+    claim = kube.get(ns_path(namespace, "persistentvolumeclaims", claims[0]))
     volume = (claim or {}).get("spec", {}).get("volumeName")
-    pv = kube.get("pv", volume) if volume else None
+    pv = kube.get(f"/api/v1/persistentvolumes/{volume}") if volume else None
     host_path = ((pv or {}).get("spec", {}).get("hostPath") or {}).get("path")
     marker = Path(host_path, run_id, "COMPLETED") if host_path else None
     if marker is None or not marker.is_file():
@@ -648,7 +664,7 @@ def run_cluster_scenario(
     own_namespace = namespace is None
     if own_namespace:
         namespace = f"tfmw-faults-{os.getpid()}-{scenario}"[:63]
-        kube.kubectl("create", "namespace", namespace)
+        kube.call("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
     logs = None
     started = time.monotonic()
     try:
@@ -670,7 +686,7 @@ def run_cluster_scenario(
         if logs is not None:
             logs.stop()
         if own_namespace:
-            kube.kubectl("delete", "namespace", namespace, "--timeout=180s", check=False, timeout=200)
+            kube.delete_namespace(namespace)
         else:
             kube.helm("uninstall", release, "-n", namespace, check=False)
 
@@ -682,7 +698,7 @@ def _install_run(kube: Kube, release: str, namespace: str, sets: list[str]) -> d
         args += ["--set", item]
     kube.helm(*args)
     selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
-    statefulsets = (kube.get("statefulsets", "-n", namespace, "-l", selector) or {}).get("items") or []
+    statefulsets = kube.items(ns_path(namespace, "statefulsets", group="apps/v1"), selector)
     if len(statefulsets) != 1:
         raise FaultError(f"expected one worker StatefulSet for release {release}, found {len(statefulsets)}")
     return statefulsets[0]
@@ -691,8 +707,8 @@ def _install_run(kube: Kube, release: str, namespace: str, sets: list[str]) -> d
 def _delete_once_ready(
     kube: Kube, logs: PodLogs, namespace: str, victim: str, fault_after_step: int, timeout: float
 ) -> tuple[set[str], float]:
-    """Once the chief saved a checkpoint and passed `fault_after_step`: `kubectl delete pod`
-    of the victim. Returns the victim's pod UIDs before the fault, and the fault's time."""
+    """Once the chief saved a checkpoint and passed `fault_after_step`: the victim pod is
+    deleted through the API server. Returns the victim's pod UIDs before the fault, and the fault's time."""
 
     def checkpoint_and_step(pl: PodLogs):
         return ready_for_fault(merge_incarnations(pl.snapshot()).get(0, Stream()), fault_after_step)
@@ -704,7 +720,7 @@ def _delete_once_ready(
         )
     before = {inc.uid for inc in logs.snapshot() if inc.name == victim}
     fault_time = time.monotonic()
-    kube.kubectl("delete", "pod", "-n", namespace, victim, "--wait=false")
+    kube.delete(ns_path(namespace, "pods", victim))
     return before, fault_time
 
 
@@ -730,7 +746,7 @@ def _record_recovery(
     if new:
         result.recreated_pod = new[0].name
         result.seconds_to_pod_running = new[0].running_since - fault_time
-    status = kube.get("configmap", "-n", namespace, f"{sts['metadata']['name']}-status")
+    status = kube.get(ns_path(namespace, "configmaps", f"{sts['metadata']['name']}-status"))
     phase = ((status or {}).get("data") or {}).get("phase", "")
     time.sleep(1.0)  # a launcher's last lines (after `tfmw done`) arrive before the streams are read
     result.seconds_total = time.monotonic() - started
@@ -761,12 +777,12 @@ def check_cluster(kubeconfig: Path) -> Kube:
         kube = Kube(kubeconfig)
     except ToolError as err:
         raise FaultError(str(err), exit_code=err.exit_code) from None
-    proc = kube.kubectl("get", "--raw", "/readyz", check=False, timeout=30)
-    if proc.returncode != 0 or proc.stdout.strip() != "ok":
-        raise FaultError(
-            f"the cluster of {kubeconfig} does not answer: "
-            f"{helm_error_line(proc.stderr) if proc.stderr.strip() else proc.stdout.strip()}"
-        )
+    try:
+        ready = kube.api.request("GET", "/readyz", raw=True).decode(errors="replace").strip()
+    except ApiError as err:
+        ready = str(err)
+    if ready != "ok":
+        raise FaultError(f"the cluster of {kubeconfig} does not answer: {ready}")
     return kube
 
 
@@ -880,7 +896,7 @@ def parse_args(argv):
     parser.add_argument(
         "--cluster",
         action="store_true",
-        help="run on a Kubernetes cluster (helm install, kubectl delete pod) instead of make local's runner",
+        help="run on a Kubernetes cluster (helm install, a pod deleted through the API) instead of make local's runner",
     )
     parser.add_argument(
         "--kubeconfig",

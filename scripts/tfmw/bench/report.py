@@ -567,8 +567,8 @@ def fig_cluster(s, table_rows, headers, load: str) -> str:
 
     if s.fault_rounds:
         faults = (
-            f"A deleted worker pod costs {s.fault_cluster_resumed:.1f} s from `kubectl delete pod` to the group's "
-            f"first step after it resumed, against {s.fault_local_resumed:.1f} s for `make local`'s "
+            f"A deleted worker pod costs {s.fault_cluster_resumed:.1f} s from its deletion through the API "
+            f"to the group's first step after it resumed, against {s.fault_local_resumed:.1f} s for `make local`'s "
             f"`{fc.LOCAL_FAULT}`: a median ratio of {s.fault_ratio:.2f}x "
             f"({_judged(s.fault_ratio_min, s.fault_ratio_max, s.fault_ratio)}). The two faults are not the "
             "same event: the deleted pod gets SIGTERM and its grace period, so the group stops "
@@ -617,9 +617,9 @@ def fig_cluster(s, table_rows, headers, load: str) -> str:
                 f"harness (`scripts/tfmw/faults.py`: {fc.FAULT_STEPS} steps, a checkpoint every "
                 f"{fc.FAULT_CHECKPOINT_EVERY}, "
                 f"the fault once the chief is past step {fc.FAULT_AFTER_STEP}): `{fc.CLUSTER_FAULT}` on the cluster "
-                "(`kubectl delete pod` of pod 1, in a fresh namespace) and `" + fc.LOCAL_FAULT + "` on `make "
+                "(pod 1 deleted through the API server, in a fresh namespace) and `" + fc.LOCAL_FAULT + "` on `make "
                 "local` (SIGKILL of pod 1), fault → resumed being the fault to the chief's first progress line "
-                "after the restart (on the cluster read with `kubectl logs -f`, the pod list polled every 0.5 s). "
+                "after the restart (on the cluster followed through the API, the pod list polled every 0.5 s). "
                 f"{s.rounds} round(s), alternating which goes first; medians, the ratios paired per round. The "
                 "first step includes importing TensorFlow, the peer wait and building the model in both.",
                 load,

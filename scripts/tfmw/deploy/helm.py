@@ -1,6 +1,6 @@
 """Helm-side pieces of `tfmw deploy/status/diff/undeploy`: version-aware arguments, release state,
 and one-line explanations of cluster failures. Pure functions where possible (tested for Helm 3
-and Helm 4 without a cluster); the few that run helm/kubectl say so. The helm major version
+and Helm 4 without a cluster); the few that read the kubeconfig say so. The helm major version
 they take comes from helmkit.helm_major.
 
 Helm 3 vs Helm 4 (checked against `helm upgrade --help` of 3.17.2 and 4.1.4):
@@ -15,12 +15,11 @@ Helm 3 vs Helm 4 (checked against `helm upgrade --help` of 3.17.2 and 4.1.4):
 from __future__ import annotations
 
 import difflib
-import json
 import re
-import subprocess
 from pathlib import Path
 
 from tfmw.chart.helmkit import SUPPORTED_HELM_MAJORS, ToolError, helm_error_line, stderr_text
+from tfmw.k8s import kubeconfig
 
 PENDING_STATES = ("pending-install", "pending-upgrade", "pending-rollback", "uninstalling")
 
@@ -126,45 +125,24 @@ def is_unreachable(stderr: str) -> bool:
     return bool(_UNREACHABLE.search(stderr))
 
 
-def _kubeconfig_in_use() -> str:
-    import os
-
-    return f"KUBECONFIG={os.environ['KUBECONFIG']}" if os.environ.get("KUBECONFIG") else "~/.kube/config"
-
-
-def kube_contexts(kubectl: str | None) -> list[str]:
-    """The context names of the kubeconfig in use, read offline by kubectl ([] if unknown)."""
-    if not kubectl:
-        return []
+def kube_contexts() -> list[str]:
+    """The context names of the kubeconfig in use, read offline ([] if it cannot be read)."""
     try:
-        proc = subprocess.run(
-            [kubectl, "config", "get-contexts", "--output", "name"], capture_output=True, text=True, timeout=30
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        return kubeconfig.contexts(kubeconfig.load())
+    except kubeconfig.KubeconfigError:
         return []
-    return proc.stdout.split() if proc.returncode == 0 else []
 
 
-def kube_target(kubectl: str | None, context: str | None = None) -> str:
-    """ "kube context 'X', server Y" for the kubeconfig in use, read offline by kubectl."""
-    if not kubectl:
-        return f"kube context '{context}'" if context else "the current kube context"
-    cmd = [kubectl, "config", "view", "--minify", "--output", "json"]
-    if context:
-        cmd += ["--context", context]
+def kube_target(context: str | None = None) -> str:
+    """ "kube context 'X', server Y" for the kubeconfig in use, read offline."""
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-        config = json.loads(proc.stdout) if proc.returncode == 0 else None
-    except (OSError, ValueError, subprocess.TimeoutExpired):
+        config = kubeconfig.load()
+    except kubeconfig.KubeconfigError:
         config = None
-    if not config:
-        where = _kubeconfig_in_use()
-        return (
-            f"kube context '{context}', which is not in {where}" if context else f"no current kube context in {where}"
-        )
-    ctx = (config.get("contexts") or [{}])[0].get("name", "?")
-    server = ((config.get("clusters") or [{}])[0].get("cluster") or {}).get("server", "?")
-    return f"kube context '{ctx}', server {server}"
+    if config is not None and (context in config.contexts if context else config.current_context in config.contexts):
+        return kubeconfig.describe(kubeconfig.select(config, context))
+    where = kubeconfig.in_use()
+    return f"kube context '{context}', which is not in {where}" if context else f"no current kube context in {where}"
 
 
 def missing_kubeconfig_message(kubeconfig_env: str | None, exists=None) -> str | None:

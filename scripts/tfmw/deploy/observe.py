@@ -1,22 +1,23 @@
-"""Worker-pod side of `tfmw deploy/status/logs`: what the run and its pods are doing, read with kubectl.
+"""Worker-pod side of `tfmw deploy/status/logs`: what the run and its pods are doing, read
+through the host's Kubernetes client (tfmw.k8s.Api).
 
-Pure functions turn API objects (`kubectl get ... -o json`: pods, Events, the worker StatefulSet,
-the run's status ConfigMap) and log text into the lines operators read: deploy progress, why
-workers are not ready, the status lines, the run's outcome. The `kubectl`-running helpers are at
-the end. The status ConfigMap's keys are the launcher's (entrypoint/lifecycle.py STATUS_KEYS);
+Pure functions turn API objects (pods, Events, the worker StatefulSet, the run's status
+ConfigMap, as the API serves them) and log text into the lines operators read: deploy
+progress, why workers are not ready, the status lines, the run's outcome. The helpers that
+read the cluster are near the end. The status ConfigMap's keys are the launcher's (entrypoint/lifecycle.py STATUS_KEYS);
 log line formats are the contract in docs/contracts.md ("Log lines"), read only when a release
 has no status object (API access off: completion.* = idle or rbac.create=false).
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
+import threading
 from dataclasses import dataclass
 
 from entrypoint import loglines
 from entrypoint.goodput import Accounting
 from tfmw.chart.helmkit import ToolError
+from tfmw.k8s.api import Api, ApiError, ns_path
 
 # ---------------------------------------------------------------- workload identity
 
@@ -464,116 +465,102 @@ def status_lines(
     return [head] + [worker_line(r) for r in reports]
 
 
-# ---------------------------------------------------------------- kubectl
+# ---------------------------------------------------------------- reading the cluster (tfmw.k8s.Api)
+
+# kind (as in a "kind/name" ref) -> (API group/version, resource)
+_RESOURCES = {
+    "pod": ("", "pods"),
+    "configmap": ("", "configmaps"),
+    "persistentvolumeclaim": ("", "persistentvolumeclaims"),
+    "statefulset": ("apps/v1", "statefulsets"),
+}
 
 
-def kubectl_base(kubectl: str, context: str | None) -> list[str]:
-    return [kubectl] + (["--context", context] if context else [])
+def pod_ordinal(pod: dict) -> int:
+    """A StatefulSet pod's ordinal from its name; other pods sort last (pure)."""
+    tail = pod["metadata"]["name"].rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 1 << 30
 
 
-def list_pods(kubectl: str, context: str | None, workers: Workers) -> list[dict]:
-    """Worker pods (raw JSON items), sorted by ordinal; raises the kubectl error as one line."""
-    cmd = kubectl_base(kubectl, context) + [
-        "get",
-        "pods",
-        "--namespace",
-        workers.namespace,
-        "--selector",
-        workers.selector,
-        "--output",
-        "json",
-        "--request-timeout=20s",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    if proc.returncode != 0:
-        raise subprocess.CalledProcessError(proc.returncode, cmd, proc.stdout, proc.stderr)
-    items = json.loads(proc.stdout).get("items", [])
-
-    def ordinal(pod: dict) -> int:
-        tail = pod["metadata"]["name"].rsplit("-", 1)[-1]
-        return int(tail) if tail.isdigit() else 1 << 30
-
-    return sorted(items, key=ordinal)
+def list_pods(api: Api, workers: Workers) -> list[dict]:
+    """Worker pods (raw JSON items), sorted by ordinal; ApiError when they cannot be listed."""
+    items = api.items(ns_path(workers.namespace, "pods"), labelSelector=workers.selector)
+    return sorted(items, key=pod_ordinal)
 
 
-def pod_log(kubectl: str, context: str | None, namespace: str, pod: str, tail: int = 2000) -> str:
+def pod_log(api: Api, namespace: str, pod: str, tail: int = 2000) -> str:
     """The current container's last `tail` log lines ("" if there is no log yet)."""
-    cmd = kubectl_base(kubectl, context) + [
-        "logs",
-        pod,
-        "--namespace",
-        namespace,
-        f"--tail={tail}",
-        "--request-timeout=20s",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    return proc.stdout if proc.returncode == 0 else ""
+    try:
+        return api.log(namespace, pod, tail=tail)
+    except ApiError:
+        return ""
 
 
-def logs_args(workers: Workers, *, follow: bool = True, tail: int = -1) -> list[str]:
-    """`kubectl logs` of every worker, each line prefixed with [pod/<name>/<container>]."""
-    args = [
-        "logs",
-        "--namespace",
-        workers.namespace,
-        "--selector",
-        workers.selector,
-        "--prefix",
-        f"--tail={tail}",
-        f"--max-log-requests={max(workers.replicas, 5)}",
-    ]
-    if follow:
-        # Keep following the other workers when one pod's stream breaks (e.g. it restarts).
-        args += ["--follow", "--ignore-errors"]
-    return args
-
-
-def _kubectl_json(kubectl: str, context: str | None, args: list[str]) -> str:
-    """Run `kubectl <args>` (20 s request timeout); its stdout, or CalledProcessError with stderr."""
-    cmd = kubectl_base(kubectl, context) + args + ["--request-timeout=20s"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    if proc.returncode != 0:
-        raise subprocess.CalledProcessError(proc.returncode, cmd, proc.stdout, proc.stderr)
-    return proc.stdout
-
-
-def get_objects(kubectl: str, context: str | None, namespace: str, refs: list[str]) -> dict[str, dict]:
-    """The named objects ("statefulset/x", "configmap/y") that exist, keyed by their ref; one request."""
-    refs = [r for r in refs if r and not r.endswith("/")]
-    if not refs:
-        return {}
-    out = _kubectl_json(
-        kubectl, context, ["get", *refs, "--namespace", namespace, "--output", "json", "--ignore-not-found"]
-    )
-    if not out.strip():
-        return {}
-    doc = json.loads(out)
-    items = doc.get("items", []) if doc.get("kind") == "List" else [doc]
+def get_objects(api: Api, namespace: str, refs: list[str]) -> dict[str, dict]:
+    """The named objects ("statefulset/x", "configmap/y") that exist, keyed by their ref."""
     found = {}
-    for item in items:
-        ref = f"{item.get('kind', '').lower()}/{(item.get('metadata') or {}).get('name', '')}"
-        found[ref] = item
+    for ref in refs:
+        kind, _, name = (ref or "").partition("/")
+        if not name:
+            continue
+        group, resource = _RESOURCES[kind]
+        obj = api.get_or_none(ns_path(namespace, resource, name, group=group))
+        if obj is not None:
+            found[ref] = obj
     return found
 
 
-def list_events(kubectl: str, context: str | None, namespace: str) -> list[dict]:
+def list_events(api: Api, namespace: str) -> list[dict]:
     """The namespace's core/v1 Events (raw items)."""
-    return json.loads(
-        _kubectl_json(kubectl, context, ["get", "events", "--namespace", namespace, "--output", "json"])
-    ).get("items", [])
+    return api.items(ns_path(namespace, "events"))
 
 
-def namespace_exists(kubectl: str, context: str | None, namespace: str) -> bool | None:
+def namespace_exists(api: Api, namespace: str) -> bool | None:
     """Whether the namespace exists; None when that cannot be told (no permission to read
     namespaces, or the API did not answer): callers then carry on as if it did."""
-    cmd = kubectl_base(kubectl, context) + ["get", "namespace", namespace, "--output", "name", "--request-timeout=20s"]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if proc.returncode == 0:
-        return True
-    return False if "NotFound" in proc.stderr or "not found" in proc.stderr else None
+        api.get(f"/api/v1/namespaces/{namespace}")
+    except ApiError as err:
+        return False if err.status == 404 else None
+    return True
+
+
+def follow_logs(api: Api, pods: list[dict], *, follow: bool, tail: int, out) -> int:
+    """Every pod's log (each container), each line prefixed with [pod/<name>/<container>], as
+    `kubectl logs --prefix` does; followed until every container stops (a broken stream ends
+    that pod's follow only). Lines go to `out` whole, one at a time. 0, or 1 when a pod's log
+    could not be read at all."""
+    lock, failed = threading.Lock(), []
+
+    def emit(line: str) -> None:
+        with lock:
+            out(line)
+
+    def one(namespace: str, name: str, container: str) -> None:
+        prefix = f"[pod/{name}/{container}] "
+        try:
+            if follow:
+                for line in api.follow_log(namespace, name, container=container, tail=tail):
+                    emit(prefix + line)
+            else:
+                for line in api.log(namespace, name, container=container, tail=tail).splitlines():
+                    emit(prefix + line)
+        except ApiError as err:
+            failed.append(f"{name}/{container}: {err}")
+
+    threads = [
+        threading.Thread(target=one, args=(p["metadata"]["namespace"], p["metadata"]["name"], c["name"]), daemon=True)
+        for p in pods
+        for c in (p.get("spec") or {}).get("containers") or []
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.5)  # short joins: Ctrl-C reaches the main thread
+    for why in failed:
+        emit(f"error: cannot read the log of {why}")
+    return 1 if failed else 0
 
 
 # ---------------------------------------------------------------- a finished run's kept logs

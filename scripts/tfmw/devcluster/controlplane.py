@@ -145,7 +145,7 @@ class ClusterState:
         )
 
     def api(self, name: str = "admin", timeout: float = 10.0) -> Api:
-        return Api(self.credentials(name), timeout=timeout)
+        return Api.from_credentials(self.credentials(name), timeout=timeout)
 
     def save(self) -> None:
         path = self.dir / "state.json"

@@ -112,10 +112,12 @@ def test_settled_release_may_be_upgraded(state):
 def test_kube_target_names_context_and_server(unreachable_kubeconfig, monkeypatch):
     kubeconfig, context, server = unreachable_kubeconfig
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-    from deploykit import KUBECTL
-
-    assert deploy_helm.kube_target(KUBECTL) == f"kube context '{context}', server {server}"
-    assert "not in KUBECONFIG=" in deploy_helm.kube_target(KUBECTL, "missing-ctx")
+    assert deploy_helm.kube_target() == f"kube context '{context}', server {server}"
+    assert "not in KUBECONFIG=" in deploy_helm.kube_target("missing-ctx")
+    assert deploy_helm.kube_contexts() == [context]
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig.parent / "missing"))
+    assert deploy_helm.kube_target() == f"no current kube context in KUBECONFIG={kubeconfig.parent / 'missing'}"
+    assert deploy_helm.kube_contexts() == []
 
 
 def test_unreachable_message_is_one_line_with_the_target():

@@ -411,13 +411,60 @@ def test_release_without_statefulset_is_refused():
         observe.workers_of([{"kind": "Service", "metadata": {"name": "s"}}], "ml")
 
 
-def test_logs_follow_every_worker_with_pod_prefix():
-    workers = observe.workers_of([STS], "ml")
-    args = observe.logs_args(workers)
-    assert args[:3] == ["logs", "--namespace", "ml"]
-    assert "--prefix" in args and "--follow" in args and "--max-log-requests=8" in args
-    assert "--tail=-1" in args
-    assert "--follow" not in observe.logs_args(workers, follow=False)
+class ScriptedLogs:
+    """Stands in for tfmw.k8s.Api's two log calls: each pod's lines, or an ApiError."""
+
+    def __init__(self, logs: dict):
+        self.logs, self.calls = logs, []
+
+    def _lines(self, namespace, pod, container, tail):
+        self.calls.append((namespace, pod, container, tail))
+        lines = self.logs[(pod, container)]
+        if isinstance(lines, Exception):
+            raise lines
+        return lines
+
+    def follow_log(self, namespace, pod, *, container=None, tail=None):
+        return iter(self._lines(namespace, pod, container, tail))
+
+    def log(self, namespace, pod, *, container=None, tail=None):
+        return "".join(line + "\n" for line in self._lines(namespace, pod, container, tail))
+
+
+def _worker_pod(name: str, *containers: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "ml"}, "spec": {"containers": [{"name": c} for c in containers]}}
+
+
+@pytest.mark.parametrize("follow", [True, False])
+def test_logs_of_every_worker_container_carry_its_pod_prefix(follow):
+    from tfmw.k8s.api import ApiError
+
+    api = ScriptedLogs(
+        {
+            ("w-0", "worker"): ["step 1", "step 2"],
+            ("w-0", "sidecar"): ["up"],
+            ("w-1", "worker"): ["step 1"],
+            ("w-2", "worker"): ApiError(403, 'pods "w-2" is forbidden'),
+        }
+    )
+    out: list[str] = []
+    pods = [_worker_pod("w-0", "worker", "sidecar"), _worker_pod("w-1", "worker"), _worker_pod("w-2", "worker")]
+    code = observe.follow_logs(api, pods, follow=follow, tail=5, out=out.append)
+    assert code == 1  # w-2's log could not be read at all
+    assert [line for line in out if line.startswith("[pod/w-0/worker]")] == [
+        "[pod/w-0/worker] step 1",
+        "[pod/w-0/worker] step 2",
+    ]
+    assert "[pod/w-0/sidecar] up" in out and "[pod/w-1/worker] step 1" in out
+    assert out[-1] == 'error: cannot read the log of w-2/worker: HTTP 403: pods "w-2" is forbidden'
+    assert sorted(api.calls) == sorted(
+        [
+            ("ml", "w-0", "worker", 5),
+            ("ml", "w-0", "sidecar", 5),
+            ("ml", "w-1", "worker", 5),
+            ("ml", "w-2", "worker", 5),
+        ]
+    )
 
 
 def test_worker_statefulset_is_preferred_over_others():
@@ -453,30 +500,24 @@ def test_real_chart_workers_selector_matches_its_pod_labels():
     assert idle.status_configmap == ""  # API access off: status falls back to the logs
 
 
-def test_real_kubectl_accepts_the_arguments(unreachable_kubeconfig, monkeypatch):
-    """Flags parse: kubectl gets as far as dialling the (closed) server for get, logs and logs -f."""
-    import subprocess
-
-    from deploykit import KUBECTL
+def test_unreachable_cluster_is_named_by_the_client(unreachable_kubeconfig, monkeypatch):
+    """The real client against the kubeconfig's (closed) server: status 0, naming the server."""
+    from tfmw.k8s.api import Api, ApiError
 
     kubeconfig, _, server = unreachable_kubeconfig
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     workers = observe.workers_of([STS], "ml")
-    with pytest.raises(subprocess.CalledProcessError) as err:
-        observe.list_pods(KUBECTL, None, workers)
-    assert "connection refused" in err.value.stderr and server.split("//")[1] in err.value.stderr
-    for follow in (False, True):
-        proc = subprocess.run(
-            [KUBECTL, *observe.logs_args(workers, follow=follow), "--request-timeout=5s"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert proc.returncode != 0 and "connection refused" in proc.stderr, proc.stderr
+    api = Api.from_kubeconfig(timeout=5)
+    with pytest.raises(ApiError) as err:
+        observe.list_pods(api, workers)
+    assert err.value.status == 0 and f"{server}/api/v1/namespaces/ml/pods" in str(err.value)
+    assert "refused" in str(err.value).lower()
+    assert observe.namespace_exists(api, "ml") is None  # cannot tell: callers carry on
+    assert observe.pod_log(api, "ml", "w-0") == ""
 
 
 def test_deploy_progress_prints_a_line_only_when_counts_change(monkeypatch, capsys):
-    """The watch loop of `tfmw deploy` (kubectl replaced by a scripted sequence of pod lists)."""
+    """The watch loop of `tfmw deploy` (the pod list replaced by a scripted sequence)."""
     import asyncio
     import time
 
@@ -491,13 +532,13 @@ def test_deploy_progress_prints_a_line_only_when_counts_change(monkeypatch, caps
         ]
     )
 
-    def scripted(kubectl, context, workers):
+    def scripted(api, workers):
         try:
             return next(snapshots)
         except StopIteration:
-            raise subprocess.CalledProcessError(1, "kubectl") from None  # later polls fail: ignored
+            raise ApiError(0, "GET /api/v1/namespaces/ml/pods: timed out") from None  # later polls fail: ignored
 
-    import subprocess
+    from tfmw.k8s.api import ApiError
 
     monkeypatch.setattr(observe, "list_pods", scripted)
     workers = observe.Workers("w", "ml", 2, "app=w")
@@ -505,7 +546,7 @@ def test_deploy_progress_prints_a_line_only_when_counts_change(monkeypatch, caps
     seen: list = []
 
     async def watch_briefly():
-        task = asyncio.create_task(tfmw._watch_pods("kubectl", None, workers, time.monotonic(), 0.01, seen))
+        task = asyncio.create_task(tfmw._watch_pods(object(), workers, time.monotonic(), 0.01, seen))
         await asyncio.sleep(0.3)
         task.cancel()
 
