@@ -6,7 +6,7 @@ deploy/     helm install/upgrade, and what the run and its pods are doing (obser
 k8s/        the one host-side Kubernetes client (lightkube's auth and transport) and kubeconfig reader
 localrun/   `make local`: the rendered pods as local processes, as a kubelet would run them
 devcluster/ `make cluster`: a real control plane and real nodes built from pinned Go modules
-faults      the fault harness, locally and on the dev cluster
+faults/     the fault harness, locally and on the dev cluster
 bench/      `make bench`
 lint/       `make lint`
 image/      `make image`

@@ -19,7 +19,7 @@ built once beforehand and not timed), what issue 19's "Speed and budget" asks:
   server every 0.1 s);
 - in the same round, `make local` (`python -m tfmw.localrun.run`, the same values and --set
   items) from process start to the first step, figure 2's machinery (`time_to_first_step`);
-- in the same round, a fault pair from the fault harness (scripts/tfmw/faults.py), the same steps,
+- in the same round, a fault pair from the fault harness (scripts/tfmw/faults/), the same steps,
   checkpoint interval and fault step for both: on the cluster `delete-worker` (the worker pod
   deleted through the API server, recreated by the StatefulSet controller), on `make local`
   `kill-worker` (SIGKILL of the worker, restarted by make local's kubelet): fault -> the
@@ -45,10 +45,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from entrypoint.loglines import progress_step
-from tfmw import faults
 from tfmw.chart.helmkit import ToolError, find_helm, helm_error_line
 from tfmw.devcluster import controlplane
 from tfmw.devcluster.build import KubeBuildError, ensure_binaries
+from tfmw.faults import cluster as fault_cluster
+from tfmw.faults import local as fault_local
 from tfmw.image import build as image
 from tfmw.k8s.api import ApiError, ns_path
 from tfmw.localrun.podspec import LocalRunError
@@ -63,7 +64,7 @@ READY_TARGET_S = 20.0  # issues 10 and 19: `make cluster` ready within 20 s once
 RUNNING_TARGET_S = 5.0  # issues 10 and 19: both pods Running within 5 s of helm install returning, image present
 WORKERS = 2
 POLL = 0.1
-# The fault pair (scripts/tfmw/faults.py's defaults, as figure 3 runs them): the same for both sides.
+# The fault pair (scripts/tfmw/faults' defaults, as figure 3 runs them): the same for both sides.
 FAULT_STEPS = 120
 FAULT_CHECKPOINT_EVERY = 20
 FAULT_AFTER_STEP = 50
@@ -182,7 +183,7 @@ def _failure(side: str, result) -> str:
 
 
 def fault_pair(cluster, local) -> FaultPair:
-    """A FaultPair from the harness's two FaultResults (scripts/tfmw/faults.py) (pure)."""
+    """A FaultPair from the harness's two FaultResults (scripts/tfmw/faults/) (pure)."""
     problem = "; ".join(p for p in (_failure("cluster", cluster), _failure("make local", local)) if p)
     return FaultPair(
         cluster_resumed=cluster.seconds_to_resume,
@@ -458,11 +459,11 @@ def measure_cluster_fault(state, round_index: int, log=print):
     its FaultResult."""
 
     namespace = f"bench-fault-{round_index}-{os.getpid()}"
-    log(f"  figure 6: round {round_index + 1}: {CLUSTER_FAULT} on the cluster (scripts/tfmw/faults.py --cluster)")
+    log(f"  figure 6: round {round_index + 1}: {CLUSTER_FAULT} on the cluster (scripts/tfmw/faults --cluster)")
     last_lines = collections.deque(maxlen=40)  # the pods' last lines, shown if the run fails
     with _namespace(state, namespace, log):
         try:
-            result = faults.run_cluster_scenario(
+            result = fault_cluster.run_cluster_scenario(
                 CLUSTER_FAULT,
                 Path(state.kubeconfig),
                 namespace=namespace,
@@ -500,9 +501,9 @@ def _pods_line(state, namespace: str) -> str:
 def measure_local_fault(runs_dir, round_index: int, log=print):
     """The fault harness's `kill-worker` on `make local`'s runner; its FaultResult."""
 
-    log(f"  figure 6: round {round_index + 1}: {LOCAL_FAULT} on make local (scripts/tfmw/faults.py)")
+    log(f"  figure 6: round {round_index + 1}: {LOCAL_FAULT} on make local (scripts/tfmw/faults/)")
     try:
-        result = faults.run_scenario(
+        result = fault_local.run_scenario(
             LOCAL_FAULT,
             runs_dir=Path(runs_dir),
             steps=FAULT_STEPS,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from entrypoint import loglines
 from entrypoint.goodput import CAUSES, read_line_fields
-from tfmw import faults
+from tfmw.faults import local as fault_local
 from tfmw.localrun.kubelet import EXIT_TIMED_OUT, LocalCluster
 from tfmw.localrun.run import base_env, choose_network
 
@@ -58,7 +58,9 @@ def run(
     steps = steps_for(minutes)
     result = GoodputRun(label, steps)
     sets = [f"training.config.steps={steps}"]
-    workload, pods = faults.scenario_pods("kill-worker", sets, runs_dir, f"goodput-{'f' if every_seconds else 'n'}")
+    workload, pods = fault_local.scenario_pods(
+        "kill-worker", sets, runs_dir, f"goodput-{'f' if every_seconds else 'n'}"
+    )
     network, _ = choose_network("loopback", 2222, len(pods), metrics=True)  # the host reaches /metrics
     cluster = LocalCluster(pods, network, dict(base_env(), **ONE_THREAD), grace_seconds=20, out=lambda line: None)
     stop = threading.Event()

@@ -1,6 +1,6 @@
 """Figure 3: recovery — time from a fault to training resumed, and steps lost.
 
-Measured by the fault harness (`scripts/tfmw/faults.py`), called here: every fault at the chart's
+Measured by the fault harness (`scripts/tfmw/faults/`), called here: every fault at the chart's
 defaults (quick mode: one), then the faults a setting decides with that setting changed
 (VARIANTS: the warm standby off, static hang detection, both), and a plot of fault → resumed
 per fault and configuration. Every number is a field of the harness's FaultResults.
@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from tfmw import faults
 from tfmw.chart.helmkit import ToolError
+from tfmw.faults import analysis as fault_analysis
+from tfmw.faults import local as fault_local
+from tfmw.faults import tables as fault_tables
 from tfmw.localrun.podspec import LocalRunError
 
 from . import plots
@@ -70,7 +72,7 @@ def defaults(quick: bool) -> Config:
 @dataclass
 class Run:
     config: Config
-    results: list[faults.FaultResult] = field(default_factory=list)
+    results: list[fault_analysis.FaultResult] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -84,20 +86,20 @@ def pods_env() -> dict[str, str]:
 
 
 def run(config: Config, log=print) -> Run:
-    """Every fault of `config`, one real 2-worker run each (scripts/tfmw/faults.py)."""
+    """Every fault of `config`, one real 2-worker run each (scripts/tfmw/faults/)."""
     log(f"  figure 3: {config.label}: {config.command()}")
     done = Run(config)
-    for scenario in config.scenarios or faults.SCENARIOS:
+    for scenario in config.scenarios or fault_local.SCENARIOS:
         log(f"  figure 3: {config.label}: {scenario}")
         try:
             done.results.append(
-                faults.run_scenario(
+                fault_local.run_scenario(
                     scenario, extra_sets=config.sets, hang_timeout_seconds=config.hang_timeout, env=pods_env()
                 )
             )
         except (ToolError, LocalRunError) as err:
             raise BenchError(f"figure 3: {scenario}: {err}") from None
-    log(f"\nFigure 3, {config.label}: {done.status}\n" + "\n".join(faults.table(done.results)) + "\n")
+    log(f"\nFigure 3, {config.label}: {done.status}\n" + "\n".join(fault_tables.table(done.results)) + "\n")
     return done
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from tfmw.bench import fig_cluster as fc
-from tfmw.faults import parts_table
-from tfmw.faults import table as fault_table
+from tfmw.faults.tables import parts_table
+from tfmw.faults.tables import table as fault_table
 from tfmw.table import fmt, markdown_table
 
 from . import fig_goodput
@@ -295,7 +295,7 @@ def fig_recovery(
     lines += [
         f"*Command:* `{defaults.config.command()}` — **{defaults.status}**.",
         "",
-        "Method (the harness, `scripts/tfmw/faults.py`, issue 4): each row is a real 2-worker MWMS run of the rendered "
+        "Method (the harness, `scripts/tfmw/faults/`, issue 4): each row is a real 2-worker MWMS run of the rendered "
         "chart by `make local`'s runner with the chart's defaults (`values/local.yaml`; nothing about detection or "
         "restarts is tuned: `training.hangTimeoutSeconds` 600 with `training.hangDetection: adaptive`, TensorFlow's "
         "coordination heartbeat, the warm standby on for the built-in trainer); the fault is injected mid-training "
@@ -306,7 +306,7 @@ def fig_recovery(
         "",
         *fault_table(defaults.results),
         "",
-        "**Where fault → resumed goes**, at the chief's milestones (`scripts/tfmw/faults.py` recovery_parts): "
+        "**Where fault → resumed goes**, at the chief's milestones (`scripts/tfmw/faults/analysis.py` recovery_parts): "
         "detection (the fault to the first line that shows it), trainer exit (to the chief's launcher seeing its "
         "trainer gone), restart (back-off, peer wait; a killed chief's pod restart), process start (the new "
         "trainer's imports: none with the warm standby), group re-form (until every worker joined the coordination "
@@ -614,7 +614,7 @@ def fig_cluster(s, table_rows, headers, load: str) -> str:
                 "one `helm install` (no --wait) in a fresh namespace, pods and the chief's log polled through the "
                 "API server every 0.1 s, then the namespace deleted and its pods gone; one `make local` run from "
                 "process start to its first `tfmw progress step=1/..` line; then a fault pair from the fault "
-                f"harness (`scripts/tfmw/faults.py`: {fc.FAULT_STEPS} steps, a checkpoint every "
+                f"harness (`scripts/tfmw/faults/`: {fc.FAULT_STEPS} steps, a checkpoint every "
                 f"{fc.FAULT_CHECKPOINT_EVERY}, "
                 f"the fault once the chief is past step {fc.FAULT_AFTER_STEP}): `{fc.CLUSTER_FAULT}` on the cluster "
                 "(pod 1 deleted through the API server, in a fresh namespace) and `" + fc.LOCAL_FAULT + "` on `make "

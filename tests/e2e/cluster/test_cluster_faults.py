@@ -2,7 +2,7 @@
 controller recreates the pod under the same name, a real kubelet runs it in a container, and the group
 resumes from the checkpoint on the shared claim and finishes with identical weights.
 
-The fault harness (scripts/tfmw/faults.py, cluster mode) does the run and the measuring; this
+The fault harness (scripts/tfmw/faults/cluster.py) does the run and the measuring; this
 test asserts what it found, and checks the controller's own record (Events) beside it.
 About a minute and a half on 2 cores.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfmw.faults import run_cluster_scenario
+from tfmw.faults.cluster import run_cluster_scenario
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 STEPS, EVERY = 100, 20

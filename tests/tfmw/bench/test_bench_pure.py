@@ -11,12 +11,14 @@ import types
 
 import pytest
 
-from tfmw import faults
 from tfmw.bench import fig_control, fig_launcher, fig_overhead, fig_pipeline, fig_recovery, report, stats
 from tfmw.bench.__main__ import one_measurement, parse_figures
 from tfmw.bench.machine import cpu_model, memory_gib
 from tfmw.bench.parse import bench_cases
 from tfmw.bench.procs import BenchError
+from tfmw.faults import analysis as fault_analysis
+from tfmw.faults import cli as fault_cli
+from tfmw.faults import local as fault_local
 from tfmw.table import console_table, fmt, markdown_table
 
 # ---------------------------------------------------------------- parsing
@@ -141,8 +143,8 @@ def test_delayed_resolver_answers_from_ready_time():
     assert resolve("a") is True and slept == [0.002, 0.002]
 
 
-def resumed(scenario: str, seconds: float, completed: bool = True) -> faults.FaultResult:
-    return faults.FaultResult(
+def resumed(scenario: str, seconds: float, completed: bool = True) -> fault_analysis.FaultResult:
+    return fault_analysis.FaultResult(
         scenario,
         completed,
         "" if completed else "timeout",
@@ -158,14 +160,14 @@ def resumed(scenario: str, seconds: float, completed: bool = True) -> faults.Fau
 @pytest.mark.parametrize("config", [fig_recovery.DEFAULTS, fig_recovery.defaults(quick=True), *fig_recovery.VARIANTS])
 def test_recovery_command_is_what_the_harness_runs(config):
     # The command the figure prints must reproduce its runs from a shell.
-    args = faults.parse_args(shlex.split(config.command())[3:])
-    assert args.scenarios == list(config.scenarios or faults.SCENARIOS)
+    args = fault_cli.parse_args(shlex.split(config.command())[3:])
+    assert args.scenarios == list(config.scenarios or fault_local.SCENARIOS)
     assert tuple(args.sets) == config.sets and args.hang_timeout == config.hang_timeout
 
 
 def test_recovery_variants_each_change_one_setting_for_the_faults_it_decides():
     assert fig_recovery.defaults(quick=True).scenarios == (fig_recovery.QUICK_SCENARIO,)
-    assert all(c.sets and set(c.scenarios) <= set(faults.SCENARIOS) for c in fig_recovery.VARIANTS)
+    assert all(c.sets and set(c.scenarios) <= set(fault_local.SCENARIOS) for c in fig_recovery.VARIANTS)
     assert any(f"{fig_recovery.STANDBY_VALUE}=false" in c.sets for c in fig_recovery.VARIANTS)
 
 

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from tfmw import faults
 from tfmw.bench import fig_cluster, report
+from tfmw.faults import analysis as fault_analysis
 
 R = fig_cluster.ClusterRound
 IMPORTED = fig_cluster.Up(40.5, 41.0, "imported", 24.2, 2)
@@ -23,8 +23,8 @@ def fault_result(
     running=float("nan"),
     at: int = 60,
     resume_step: int = 60,
-) -> faults.FaultResult:
-    result = faults.FaultResult(
+) -> fault_analysis.FaultResult:
+    result = fault_analysis.FaultResult(
         scenario, completed, reason, 120, 20, step_at_fault=at, resume_step=resume_step, seconds_to_resume=resumed
     )
     result.seconds_to_pod_running = running

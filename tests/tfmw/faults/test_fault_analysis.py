@@ -10,8 +10,12 @@ import sys
 
 import pytest
 
-from tfmw import faults
-from tfmw.faults import FaultResult, Incarnation, Stream
+from tfmw.faults import analysis as fault_analysis
+from tfmw.faults import cluster as fault_cluster
+from tfmw.faults import local as fault_local
+from tfmw.faults import tables as fault_tables
+from tfmw.faults.analysis import FaultResult
+from tfmw.faults.cluster import Incarnation, Stream
 
 DONE = "tfmw done steps=100 final_loss=0.1 examples_per_sec=9 model=/m weights_digest={}"
 
@@ -45,7 +49,7 @@ def test_fill_result_measures_from_the_chiefs_restart():
         [1, 9, 10.5, 21, 40],
     )
     result = FaultResult("delete-worker", False, "", 100, 20)
-    faults.fill_result(result, {0: chief, 1: worker}, {0: 2, 1: 2}, fault_time=10.0)
+    fault_analysis.fill_result(result, {0: chief, 1: worker}, {0: 2, 1: 2}, fault_time=10.0)
     assert (result.step_at_fault, result.resume_step, result.steps_lost) == (60, 60, 0)
     assert result.seconds_to_resume == pytest.approx(13.0)
     assert result.seconds_to_detect == pytest.approx(0.5)
@@ -74,8 +78,8 @@ def test_recovery_parts_split_fault_to_resumed_at_the_chiefs_milestones():
     )
     worker = Stream([start(0), progress(50), start(40), DONE.format("d")], [1, 9, 14.5, 40])
     result = FaultResult("kill-worker", False, "", 100, 20)
-    faults.fill_result(result, {0: chief, 1: worker}, {0: 2, 1: 2}, fault_time=10.0)
-    assert list(result.parts) == list(faults.RECOVERY_PARTS)
+    fault_analysis.fill_result(result, {0: chief, 1: worker}, {0: 2, 1: 2}, fault_time=10.0)
+    assert list(result.parts) == list(fault_analysis.RECOVERY_PARTS)
     assert result.parts == pytest.approx(
         {
             "detection": 0.1,
@@ -108,7 +112,7 @@ def test_recovery_parts_of_a_killed_chief_merge_what_it_never_printed():
     )
     worker = Stream([start(0), progress(50), "tfmw error retryable=true worker=1 UnavailableError: x"], [1, 9, 10.2])
     result = FaultResult("kill-chief", False, "", 100, 20)
-    faults.fill_result(result, {0: chief, 1: worker}, {0: 2, 1: 2}, fault_time=10.0)
+    fault_analysis.fill_result(result, {0: chief, 1: worker}, {0: 2, 1: 2}, fault_time=10.0)
     assert "trainer exit" not in result.parts
     assert result.parts == pytest.approx(
         {
@@ -134,7 +138,7 @@ def test_the_parts_table_shows_each_part_the_cold_start_and_the_ratio():
         goodput=0.71,
         parts={"detection": 0.1, "group re-form": 4.9, "first step": 1.0},
     )
-    header, rule, row = faults.parts_table([result])
+    header, rule, row = fault_tables.parts_table([result])
     assert header.startswith("| fault | detection (s) | trainer exit (s) |") and "resumed / cold start" in header
     assert row.startswith("| kill-worker | 0.1 | - | - | - | 4.9 | - | 1.0 | 6.0 | 8.0 | 0.75x | 71.0% |")
 
@@ -143,7 +147,7 @@ def test_fill_result_without_a_restart_leaves_the_resume_unmeasured():
     chief = Stream([start(0), progress(50), DONE.format("a")], [1, 9, 30])
     worker = Stream([start(0), DONE.format("b")], [1, 30])
     result = FaultResult("kill-worker", False, "", 100, 20)
-    faults.fill_result(result, {0: chief, 1: worker}, {0: 2, 1: 1}, fault_time=10.0)
+    fault_analysis.fill_result(result, {0: chief, 1: worker}, {0: 2, 1: 1}, fault_time=10.0)
     assert result.resume_step == -1 and result.steps_lost == -1 and math.isnan(result.seconds_to_resume)
     assert not result.identical_weights  # two digests
 
@@ -159,29 +163,29 @@ def test_incarnations_merge_per_ordinal_in_arrival_order():
     old = Incarnation("w-1", 1, "uid-a", 0, first_seen=0, lines=["a1", "a2"], times=[1, 5])
     new = Incarnation("w-1", 1, "uid-b", 0, first_seen=6, lines=["b1", "b2"], times=[7, 8])
     chief = Incarnation("w-0", 0, "uid-c", 0, first_seen=0, lines=["c1"], times=[2])
-    streams = faults.merge_incarnations([new, chief, old])
+    streams = fault_cluster.merge_incarnations([new, chief, old])
     assert streams[1].lines == ["a1", "a2", "b1", "b2"] and streams[1].times == [1, 5, 7, 8]
     assert streams[0].lines == ["c1"]
-    assert faults.first_index_after(streams[1].times, 6) == 2
-    assert faults.first_index_after(streams[1].times, 99) == 4
+    assert fault_cluster.first_index_after(streams[1].times, 6) == 2
+    assert fault_cluster.first_index_after(streams[1].times, 99) == 4
 
 
 def test_pod_ordinal_only_for_the_statefulsets_pods():
-    assert faults.pod_ordinal("rel-tf-multiworker-1", "rel-tf-multiworker") == 1
-    assert faults.pod_ordinal("rel-tf-multiworker-test-peers", "rel-tf-multiworker") is None
-    assert faults.pod_ordinal("other-0", "rel-tf-multiworker") is None
+    assert fault_cluster.pod_ordinal("rel-tf-multiworker-1", "rel-tf-multiworker") == 1
+    assert fault_cluster.pod_ordinal("rel-tf-multiworker-test-peers", "rel-tf-multiworker") is None
+    assert fault_cluster.pod_ordinal("other-0", "rel-tf-multiworker") is None
 
 
 def test_the_watchdog_is_the_charts_unless_asked():
-    assert faults.hang_sets(None) == []
-    assert faults.hang_sets(10) == ["training.hangTimeoutSeconds=10"]
-    assert not any("hangTimeoutSeconds" in item for item in faults.run_sets(100, 20, None))
-    assert faults.run_sets(100, 20, 10, ("a=b",))[-2:] == ["training.hangTimeoutSeconds=10", "a=b"]
-    assert "training.config.logEverySteps=1" in faults.run_sets(100, 20, None)  # every step is seen
+    assert fault_local.hang_sets(None) == []
+    assert fault_local.hang_sets(10) == ["training.hangTimeoutSeconds=10"]
+    assert not any("hangTimeoutSeconds" in item for item in fault_local.run_sets(100, 20, None))
+    assert fault_local.run_sets(100, 20, 10, ("a=b",))[-2:] == ["training.hangTimeoutSeconds=10", "a=b"]
+    assert "training.config.logEverySteps=1" in fault_local.run_sets(100, 20, None)  # every step is seen
 
 
 def test_cluster_install_uses_a_shared_claim():
-    sets = faults.install_sets(100, 20, 20, ("training.runId=x",))
+    sets = fault_cluster.install_sets(100, 20, 20, ("training.runId=x",))
     assert "storage.type=createClaim" in sets and "training.config.steps=100" in sets
     assert "training.config.checkpoint.everySteps=20" in sets and sets[-1] == "training.runId=x"
 
@@ -201,10 +205,10 @@ def test_cluster_table_says_what_the_controller_did():
         seconds_total=80.0,
     )
     lost = FaultResult("delete-chief", False, "x", 100, 20, digests={"d"}, victim="w-0")
-    rows = faults.cluster_table([ok, lost])
+    rows = fault_tables.cluster_table([ok, lost])
     assert rows[2] == "| delete-worker | w-1 | w-1 | 4.2 | matches | 80.0 |"
     assert "NOT recreated" in rows[3] and "not read" in rows[3]
-    assert len(faults.table([ok, lost])) == 4
+    assert len(fault_tables.table([ok, lost])) == 4
 
 
 @pytest.mark.parametrize(
@@ -250,38 +254,38 @@ def test_cli_refuses_an_unreachable_cluster(repo, tmp_path):
 
 
 def test_detection_is_an_error_the_watchdog_a_sigterm_or_a_stop():
-    assert faults.shows_detection("tfmw error retryable=true worker=1 UnavailableError: peer gone")
-    assert faults.shows_detection("tfmw launcher watchdog: no training progress for 30.0s")
-    assert faults.shows_detection("tfmw sigterm: will checkpoint and stop")
-    assert faults.shows_detection("tfmw stopped step=60/100 reason=sigterm")
-    assert not faults.shows_detection("tfmw launcher restarting training in place in 1s: x")
-    assert not faults.shows_detection(progress(50)) and not faults.shows_detection("error: not ours")
+    assert fault_analysis.shows_detection("tfmw error retryable=true worker=1 UnavailableError: peer gone")
+    assert fault_analysis.shows_detection("tfmw launcher watchdog: no training progress for 30.0s")
+    assert fault_analysis.shows_detection("tfmw sigterm: will checkpoint and stop")
+    assert fault_analysis.shows_detection("tfmw stopped step=60/100 reason=sigterm")
+    assert not fault_analysis.shows_detection("tfmw launcher restarting training in place in 1s: x")
+    assert not fault_analysis.shows_detection(progress(50)) and not fault_analysis.shows_detection("error: not ours")
 
 
 def test_the_fault_waits_for_its_trigger_line():
-    past = faults.fault_trigger("kill-worker", 50)
+    past = fault_local.fault_trigger("kill-worker", 50)
     assert past(progress(50)) and not past(progress(49)) and not past("tfmw checkpoint writing step=60")
-    mid_write = faults.fault_trigger("kill-during-checkpoint", 50)
+    mid_write = fault_local.fault_trigger("kill-during-checkpoint", 50)
     assert mid_write("tfmw checkpoint writing step=60") and not mid_write("tfmw checkpoint writing step=40")
     assert not mid_write("tfmw checkpoint saved step=60 path=/c") and not mid_write(progress(60))
 
 
 def test_cluster_fault_waits_for_a_published_checkpoint_and_the_step():
     saved = "tfmw checkpoint saved step=40 path=/c/ckpt-40"
-    assert faults.ready_for_fault(Stream([saved, progress(50)], [1, 2]), 50)
-    assert not faults.ready_for_fault(Stream(["tfmw checkpoint writing step=40", progress(50)], [1, 2]), 50)
-    assert not faults.ready_for_fault(Stream([saved, progress(49)], [1, 2]), 50)
+    assert fault_cluster.ready_for_fault(Stream([saved, progress(50)], [1, 2]), 50)
+    assert not fault_cluster.ready_for_fault(Stream(["tfmw checkpoint writing step=40", progress(50)], [1, 2]), 50)
+    assert not fault_cluster.ready_for_fault(Stream([saved, progress(49)], [1, 2]), 50)
 
 
 def test_cluster_run_ends_when_every_pod_is_done_after_the_fault_or_one_failed():
     done = DONE.format("d")
     before = Stream([done], [5])  # a `tfmw done` from before the fault does not count
     after = Stream([progress(60), done], [11, 20])
-    assert faults.run_end({0: after, 1: after}, fault_time=10) == "done"
-    assert faults.run_end({0: after, 1: before}, fault_time=10) is None
-    assert faults.run_end({0: after}, fault_time=10) is None
+    assert fault_cluster.run_end({0: after, 1: after}, fault_time=10) == "done"
+    assert fault_cluster.run_end({0: after, 1: before}, fault_time=10) is None
+    assert fault_cluster.run_end({0: after}, fault_time=10) is None
     failed = Stream(["tfmw failed reason=RestartLimit exit_code=5"], [12])
-    assert faults.run_end({0: after, 1: failed}, fault_time=10) == "tfmw failed reason=RestartLimit exit_code=5"
+    assert fault_cluster.run_end({0: after, 1: failed}, fault_time=10) == "tfmw failed reason=RestartLimit exit_code=5"
 
 
 def test_table_says_what_each_fault_cost():
@@ -298,7 +302,7 @@ def test_table_says_what_each_fault_cost():
         trainer_restarts=1,
         digests={"d"},
     )
-    rows = faults.table([ok, FaultResult("hang-worker", False, "timeout", 120, 20)])
+    rows = fault_tables.table([ok, FaultResult("hang-worker", False, "timeout", 120, 20)])
     assert rows[0].startswith("| fault | completed | fault at step |") and rows[1].startswith("|---|")
     assert rows[2] == "| kill-worker | yes | 50 | 40 | 10 (≤ 20) | 0.1 | 12.2 | 1 | yes |"
     assert rows[3].startswith("| hang-worker | NO: timeout | -1 | -1 | -1 (≤ 20) | nan | nan | 0 | NO |")
@@ -306,5 +310,5 @@ def test_table_says_what_each_fault_cost():
 
 def test_unknown_scenario_is_refused_before_anything_runs(tmp_path):
     with pytest.raises(ValueError, match="unknown scenario 'melt-worker'"):
-        faults.run_scenario("melt-worker", runs_dir=tmp_path)
+        fault_local.run_scenario("melt-worker", runs_dir=tmp_path)
     assert not any(tmp_path.iterdir())

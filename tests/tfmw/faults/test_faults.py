@@ -19,7 +19,8 @@ from repo import REPO
 
 from entrypoint import loglines
 from tfmw.chart import render
-from tfmw.faults import SCENARIOS, run_scenario, said
+from tfmw.faults.analysis import said
+from tfmw.faults.local import SCENARIOS, run_scenario
 from tfmw.localrun.kubelet import LocalCluster
 from tfmw.localrun.podspec import build_pods, find_workload
 from tfmw.localrun.run import base_env, choose_network

@@ -1,0 +1,450 @@
+"""The faults on a Kubernetes cluster (`make cluster`'s, or any a kubeconfig reaches): the
+chart installed with helm, a pod deleted through the API server, every pod incarnation's log
+followed through it (tfmw.k8s.Api)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from entrypoint import loglines
+from entrypoint.loglines import progress_step
+from tfmw.chart import render
+from tfmw.chart.helmkit import ToolError, find_helm, helm_error_line
+from tfmw.faults.analysis import FaultResult, fill_result, said
+from tfmw.faults.local import run_sets
+from tfmw.k8s.api import Api, ApiError, LogStream, ns_path
+from tfmw.k8s.kubeconfig import KubeconfigError
+
+# ---------------------------------------------------------------- real-cluster mode
+#
+# The same measurements on a Kubernetes cluster (the local control plane of `make cluster`,
+# or any cluster a kubeconfig reaches): the chart installed with helm, the fault done through
+# the API server, the pods' logs followed through it (tfmw.k8s.Api). Nothing here knows how the
+# cluster runs its pods.
+
+CLUSTER_SCENARIOS = ("delete-worker", "delete-chief")
+VICTIM = {"delete-worker": 1, "delete-chief": 0}
+CHART = Path(render.CHART_DIR)
+VALUES_LOCAL = Path(render.VALUES_DIR) / "local.yaml"
+DEFAULT_KUBECONFIG = Path(render.REPO) / ".cluster" / "kubeconfig"  # what `make cluster` writes
+
+
+class FaultError(Exception):
+    """One-line, operator-facing reason the harness could not run; exit 2 bad input, 3 cluster state."""
+
+    def __init__(self, message: str, exit_code: int = 3):
+        super().__init__(" ".join(message.split()))
+        self.exit_code = exit_code
+
+
+class Kube:
+    """helm and the Kubernetes API (tfmw.k8s.Api) against one kubeconfig. API calls that fail
+    raise FaultError, one line."""
+
+    def __init__(self, kubeconfig: Path, helm: str | None = None):
+        self.kubeconfig = Path(kubeconfig)
+        self.helm_bin = find_helm(helm)
+        self.env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
+        try:
+            self.api = Api.from_kubeconfig(kubeconfig_env=str(self.kubeconfig), timeout=30)
+        except KubeconfigError as err:
+            raise FaultError(f"--kubeconfig {kubeconfig}: {err}", exit_code=2) from None
+
+    def helm(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+        proc = subprocess.run([self.helm_bin, *args], capture_output=True, text=True, env=self.env, timeout=timeout)
+        if check and proc.returncode != 0:
+            why = helm_error_line(proc.stderr)
+            raise FaultError(f"`helm {' '.join(args[:3])} ...` exited {proc.returncode}: {why}")
+        return proc
+
+    def call(self, method: str, path: str, body: dict | None = None, **query):
+        """One API call; FaultError naming it when the server refuses or does not answer."""
+        try:
+            if method == "GET":
+                return self.api.get(path, **query)
+            return self.api.request(method, path, body)
+        except ApiError as err:
+            raise FaultError(f"{method} {path}: {err}") from None
+
+    def get(self, path: str) -> dict | None:
+        """The object at `path`, or None when it does not exist."""
+        try:
+            return self.api.get_or_none(path)
+        except ApiError as err:
+            raise FaultError(f"GET {path}: {err}") from None
+
+    def items(self, path: str, selector: str) -> list[dict]:
+        return (self.call("GET", path, labelSelector=selector) or {}).get("items") or []
+
+    def delete(self, path: str) -> None:
+        try:
+            self.api.delete(path)
+        except ApiError as err:
+            raise FaultError(f"DELETE {path}: {err}") from None
+
+    def delete_namespace(self, namespace: str, timeout: float = 180) -> None:
+        """Delete the namespace and wait until it is gone (best effort: the harness's cleanup)."""
+        path = f"/api/v1/namespaces/{namespace}"
+        deadline = time.monotonic() + timeout
+        try:
+            self.api.delete(path)
+            while time.monotonic() < deadline and self.api.get_or_none(path) is not None:
+                time.sleep(1)
+        except ApiError:
+            pass
+
+
+@dataclass
+class Incarnation:
+    """One pod (one UID) and one container start of it: its log as it arrived."""
+
+    name: str
+    ordinal: int
+    uid: str
+    restart: int
+    first_seen: float
+    running_since: float = float("nan")
+    lines: list[str] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    follow: LogStream | None = None
+    ended: bool = False
+
+
+@dataclass
+class Stream:
+    lines: list[str] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+
+
+def merge_incarnations(incarnations: list[Incarnation]) -> dict[int, Stream]:
+    """One stream per ordinal: every incarnation's lines, in arrival order (pure)."""
+    merged: dict[int, list[tuple[float, int, str]]] = {}
+    for inc in incarnations:
+        merged.setdefault(inc.ordinal, []).extend(
+            (when, i, line) for i, (when, line) in enumerate(zip(inc.times, inc.lines, strict=True))
+        )
+    streams = {}
+    for ordinal, items in merged.items():
+        items.sort(key=lambda item: item[:2])
+        streams[ordinal] = Stream([line for _, _, line in items], [when for when, _, _ in items])
+    return streams
+
+
+def first_index_after(times: list[float], moment: float) -> int:
+    """Index of the first time at or after `moment` (len(times) if none) (pure)."""
+    return next((i for i, when in enumerate(times) if when >= moment), len(times))
+
+
+def pod_ordinal(name: str, statefulset: str) -> int | None:
+    """`<statefulset>-<n>` -> n; None for any other pod (pure)."""
+    head, _, tail = name.rpartition("-")
+    return int(tail) if head == statefulset and tail.isdigit() else None
+
+
+class PodLogs:
+    """Follows every incarnation of a StatefulSet's pods: a poll of the pod list every
+    `interval` seconds, and one followed log per container start, line by line with the
+    time each line arrived. Logs are kept after the pods are gone (a finished run scales its
+    StatefulSet to 0)."""
+
+    def __init__(
+        self, kube: Kube, namespace: str, statefulset: str, selector: str, out=lambda line: None, interval: float = 0.5
+    ):
+        self.kube, self.namespace, self.statefulset, self.selector = kube, namespace, statefulset, selector
+        self.out, self.interval = out, interval
+        self.incarnations: dict[tuple[str, int], Incarnation] = {}
+        self.current: dict[str, dict] = {}  # pod name -> its object in the last poll
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.last_error = ""
+        self.thread = threading.Thread(target=self._poll, name="pod-logs", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(10)
+        for inc in list(self.incarnations.values()):
+            if inc.follow is not None:
+                inc.follow.close()
+
+    def _poll(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                listed = {"items": self.kube.items(ns_path(self.namespace, "pods"), self.selector)}
+                self.last_error = ""
+            except (FaultError, ValueError) as err:
+                self.last_error = str(err)
+                self.stopping.wait(self.interval)
+                continue
+            now = time.monotonic()
+            current = {}
+            for pod in listed["items"]:
+                name = pod["metadata"]["name"]
+                ordinal = pod_ordinal(name, self.statefulset)
+                if ordinal is None:
+                    continue
+                current[name] = pod
+                statuses = (pod.get("status") or {}).get("containerStatuses") or []
+                status = statuses[0] if statuses else {}
+                key = (pod["metadata"]["uid"], int(status.get("restartCount", 0)))
+                state = status.get("state") or {}
+                with self.lock:
+                    inc = self.incarnations.get(key)
+                    if inc is None:
+                        inc = self.incarnations[key] = Incarnation(name, ordinal, key[0], key[1], first_seen=now)
+                    running = "running" in state and (pod.get("status") or {}).get("phase") == "Running"
+                    if running and inc.running_since != inc.running_since:  # NaN: not yet
+                        inc.running_since = now
+                    # Follow once the container has started; follow again (skipping what was
+                    # read) if a stream broke while the container still runs.
+                    started = "running" in state or "terminated" in state
+                    if started and (inc.follow is None or (inc.ended and "running" in state)):
+                        self._follow(inc, pod["spec"]["containers"][0]["name"])
+            self.current = current
+            self.stopping.wait(self.interval)
+
+    def _follow(self, inc: Incarnation, container: str) -> None:
+        skip = len(inc.lines)
+        inc.ended = False
+        try:
+            inc.follow = self.kube.api.follow_log(self.namespace, inc.name, container=container)
+        except ApiError as err:
+            self.last_error, inc.ended = f"log of {inc.name}: {err}", True  # tried again at the next poll
+            return
+        threading.Thread(target=self._read, args=(inc, inc.follow, skip), daemon=True, name=f"logs-{inc.name}").start()
+
+    def _read(self, inc: Incarnation, stream: LogStream, skip: int) -> None:
+        for number, line in enumerate(stream):
+            if number < skip:
+                continue
+            with self.lock:
+                inc.times.append(time.monotonic())
+                inc.lines.append(line)
+            self.out(f"[{inc.name}] {line}")
+        inc.ended = True
+
+    # -- reading ------------------------------------------------------------------
+    def snapshot(self) -> list[Incarnation]:
+        with self.lock:
+            return sorted(self.incarnations.values(), key=lambda inc: (inc.ordinal, inc.first_seen))
+
+    def wait_for(self, predicate, timeout: float, interval: float = 0.2):
+        """Poll predicate(self) until truthy (returned) or `timeout` (None)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate(self)
+            if value:
+                return value
+            time.sleep(interval)
+        return None
+
+
+def install_sets(
+    steps: int, checkpoint_every: int, hang_timeout_seconds: int | None, extra_sets: tuple[str, ...] = ()
+) -> list[str]:
+    """The harness's --set items for a cluster run: shared storage from the cluster's default
+    StorageClass (a ReadWriteMany claim), so a recreated pod finds the group's checkpoints (pure)."""
+    return [
+        "storage.type=createClaim",
+        "storage.createClaim.size=1Gi",
+        *run_sets(steps, checkpoint_every, hang_timeout_seconds, extra_sets),
+    ]
+
+
+def completed_marker(kube: Kube, namespace: str, statefulset: dict) -> dict | None:
+    """The chief's COMPLETED marker, read from the shared claim's PersistentVolume when that
+    is a hostPath on this machine (the local cluster's StorageClass); None otherwise."""
+    spec = statefulset["spec"]["template"]["spec"]
+    claims = [
+        v["persistentVolumeClaim"]["claimName"] for v in spec.get("volumes") or [] if "persistentVolumeClaim" in v
+    ]
+    env = {e["name"]: e.get("value") for e in spec["containers"][0].get("env") or []}
+    run_id = env.get("TFMW_RUN_ID")
+    if not claims or not run_id:
+        return None
+    claim = kube.get(ns_path(namespace, "persistentvolumeclaims", claims[0]))
+    volume = (claim or {}).get("spec", {}).get("volumeName")
+    pv = kube.get(f"/api/v1/persistentvolumes/{volume}") if volume else None
+    host_path = ((pv or {}).get("spec", {}).get("hostPath") or {}).get("path")
+    marker = Path(host_path, run_id, "COMPLETED") if host_path else None
+    if marker is None or not marker.is_file():
+        return None
+    try:
+        return json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def ready_for_fault(chief: Stream, fault_after_step: int) -> bool:
+    """The chief has published a checkpoint and trained past `fault_after_step` (pure)."""
+    saved = any(said(line, loglines.CHECKPOINT, "saved") for line in chief.lines)
+    return saved and any((progress_step(line) or 0) >= fault_after_step for line in chief.lines)
+
+
+def run_end(streams: dict[int, Stream], fault_time: float) -> str | None:
+    """ "done" once every pod (two at least) logged `tfmw done` after the fault; else the first
+    `tfmw failed` line, the run's end too; else None: still running (pure)."""
+    if len(streams) < 2:
+        return None
+    if all(
+        loglines.find(st.lines[first_index_after(st.times, fault_time) :], loglines.DONE) for st in streams.values()
+    ):
+        return "done"
+    return next((line for st in streams.values() for line in st.lines if said(line, loglines.FAILED)), None)
+
+
+def run_cluster_scenario(
+    scenario: str,
+    kubeconfig: Path,
+    namespace: str | None = None,
+    steps: int = 120,
+    checkpoint_every: int = 20,
+    fault_after_step: int = 50,
+    hang_timeout_seconds: int | None = None,
+    extra_sets: tuple[str, ...] = (),
+    timeout: float = 300,
+    release: str | None = None,
+    kube: Kube | None = None,
+    out=lambda line: None,
+) -> FaultResult:
+    """One real 2-worker run of the chart installed with helm on a cluster, with one pod
+    deleted through the API server once a checkpoint exists and training passed
+    `fault_after_step`. The StatefulSet controller recreates the pod under the same name;
+    the group resumes from the shared checkpoint. In `namespace` (default: a new one, deleted
+    afterwards). Never raises on a failed recovery: the result says what happened."""
+    if scenario not in CLUSTER_SCENARIOS:
+        raise FaultError(f"unknown cluster scenario {scenario!r}; known: {', '.join(CLUSTER_SCENARIOS)}", 2)
+    kube = kube or Kube(kubeconfig)
+    release = release or f"fault-{scenario}"[:40]
+    result = FaultResult(scenario, False, "", steps, checkpoint_every)
+    own_namespace = namespace is None
+    if own_namespace:
+        namespace = f"tfmw-faults-{os.getpid()}-{scenario}"[:63]
+        kube.call("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    logs = None
+    started = time.monotonic()
+    try:
+        sts = _install_run(
+            kube, release, namespace, install_sets(steps, checkpoint_every, hang_timeout_seconds, extra_sets)
+        )
+        selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
+        logs = PodLogs(kube, namespace, sts["metadata"]["name"], selector, out=out)
+        logs.start()
+        result.victim = f"{sts['metadata']['name']}-{VICTIM[scenario]}"
+        before, fault_time = _delete_once_ready(kube, logs, namespace, result.victim, fault_after_step, timeout)
+        outcome = logs.wait_for(lambda pl: run_end(merge_incarnations(pl.snapshot()), fault_time), timeout)
+        _record_recovery(result, kube, logs, namespace, sts, (started, before, fault_time), outcome, timeout)
+        return result
+    except FaultError as err:
+        result.reason = str(err)
+        return result
+    finally:
+        if logs is not None:
+            logs.stop()
+        if own_namespace:
+            kube.delete_namespace(namespace)
+        else:
+            kube.helm("uninstall", release, "-n", namespace, check=False)
+
+
+def _install_run(kube: Kube, release: str, namespace: str, sets: list[str]) -> dict:
+    """`helm install` of the chart with the local overlay and `sets`; its worker StatefulSet."""
+    args = ["install", release, str(CHART), "-n", namespace, "-f", str(VALUES_LOCAL)]
+    for item in sets:
+        args += ["--set", item]
+    kube.helm(*args)
+    selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
+    statefulsets = kube.items(ns_path(namespace, "statefulsets", group="apps/v1"), selector)
+    if len(statefulsets) != 1:
+        raise FaultError(f"expected one worker StatefulSet for release {release}, found {len(statefulsets)}")
+    return statefulsets[0]
+
+
+def _delete_once_ready(
+    kube: Kube, logs: PodLogs, namespace: str, victim: str, fault_after_step: int, timeout: float
+) -> tuple[set[str], float]:
+    """Once the chief saved a checkpoint and passed `fault_after_step`: the victim pod is
+    deleted through the API server. Returns the victim's pod UIDs before the fault, and the fault's time."""
+
+    def checkpoint_and_step(pl: PodLogs):
+        return ready_for_fault(merge_incarnations(pl.snapshot()).get(0, Stream()), fault_after_step)
+
+    if logs.wait_for(checkpoint_and_step, timeout) is None:
+        raise FaultError(
+            f"never reached a checkpoint and step {fault_after_step} before the fault"
+            + (f" ({logs.last_error})" if logs.last_error else "")
+        )
+    before = {inc.uid for inc in logs.snapshot() if inc.name == victim}
+    fault_time = time.monotonic()
+    kube.delete(ns_path(namespace, "pods", victim))
+    return before, fault_time
+
+
+def _record_recovery(
+    result: FaultResult,
+    kube: Kube,
+    logs: PodLogs,
+    namespace: str,
+    sts: dict,
+    fault: tuple[float, set[str], float],
+    outcome: str | None,
+    timeout: float,
+) -> None:
+    """What the logs, the status ConfigMap and the COMPLETED marker say about the recovery.
+    `fault`: when the run started, the victim's pod UIDs before the fault, the fault's time."""
+    started, before, fault_time = fault
+    victim = result.victim
+    new = [
+        inc
+        for inc in logs.snapshot()
+        if inc.name == victim and inc.uid not in before and inc.running_since == inc.running_since
+    ]
+    if new:
+        result.recreated_pod = new[0].name
+        result.seconds_to_pod_running = new[0].running_since - fault_time
+    status = kube.get(ns_path(namespace, "configmaps", f"{sts['metadata']['name']}-status"))
+    phase = ((status or {}).get("data") or {}).get("phase", "")
+    time.sleep(1.0)  # a launcher's last lines (after `tfmw done`) arrive before the streams are read
+    result.seconds_total = time.monotonic() - started
+    streams = merge_incarnations(logs.snapshot())
+    if 0 in streams:
+        marks = {o: first_index_after(st.times, fault_time) for o, st in streams.items()}
+        fill_result(result, streams, marks, fault_time)
+    result.marker_digest = (completed_marker(kube, namespace, sts) or {}).get("weightsDigest", "")
+    if outcome == "done" and not new:
+        result.reason = f"pod {victim} was not recreated"
+    elif outcome == "done":
+        result.completed = True
+        result.reason = f"status phase {phase}" if phase else "every worker logged tfmw done"
+    else:
+        result.reason = outcome or f"no `tfmw done` from every worker within {timeout:g}s (status phase {phase or '-'})"
+    result.log_tail = [f"[{inc.name} {inc.uid[:8]}] {line}" for inc in logs.snapshot() for line in inc.lines[-12:]]
+
+
+def check_cluster(kubeconfig: Path) -> Kube:
+    """A Kube for `kubeconfig` after checking the API server answers; FaultError otherwise."""
+    if not Path(kubeconfig).is_file():
+        raise FaultError(
+            f"--kubeconfig {kubeconfig}: no such file; start a cluster with `make cluster` "
+            "or pass the kubeconfig of one",
+            exit_code=2,
+        )
+    try:
+        kube = Kube(kubeconfig)
+    except ToolError as err:
+        raise FaultError(str(err), exit_code=err.exit_code) from None
+    try:
+        ready = kube.api.request("GET", "/readyz", raw=True).decode(errors="replace").strip()
+    except ApiError as err:
+        ready = str(err)
+    if ready != "ok":
+        raise FaultError(f"the cluster of {kubeconfig} does not answer: {ready}")
+    return kube
