@@ -4,10 +4,11 @@
 # missing and this is root; otherwise one line saying which are missing and how to get them.
 #   containerd runc containernetworking-plugins catatonit  a node's runtime, CNI, the pod sandbox
 #   nftables conntrack iproute2 util-linux                 kube-proxy's rules, namespaces (nsenter/unshare)
+#   iptables ipset                                         kube-router's NetworkPolicy rules and address sets
 #   podman buildah debootstrap debian-archive-keyring      the worker image and its Debian-made base
 set -euo pipefail
 PACKAGES=(containerd runc containernetworking-plugins catatonit nftables conntrack iproute2 util-linux
-          podman buildah debootstrap debian-archive-keyring ca-certificates)
+          iptables ipset podman buildah debootstrap debian-archive-keyring ca-certificates)
 missing=()
 for pkg in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -1,14 +1,15 @@
 """Build the pinned Kubernetes binaries once: etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler, and the node parts kubelet and kube-proxy.
+kube-scheduler, the node parts kubelet and kube-proxy, and kube-router (whose network policy
+controller enforces the nodes' NetworkPolicies).
 
-Sources come from the Go module proxy through the two wrapper modules in
+Sources come from the Go module proxy through the three wrapper modules in
 scripts/tfmw/devcluster/gomod/ (their go.mod pins the versions, their go.sum is the checksum;
 `-mod=readonly` means a build never rewrites either). The five Kubernetes commands
-are built in one `go build` (shared compile, parallel link), etcd in a second. Output
-goes to a temporary directory beside the target, is checked (`--version` must report
-the pinned release, not v0.0.0) and renamed into
+are built in one `go build` (shared compile, parallel link), etcd in a second, kube-router in
+a third. Output goes to a temporary directory beside the target, is checked (`--version`
+must report the pinned release, not v0.0.0) and renamed into
 
-    .tools/kube/<kubernetes version>-etcd<etcd version>/bin/
+    .tools/kube/<kubernetes version>-etcd<etcd version>-kube-router<version>/bin/
 
 with a stamp recording the versions and the sha256 of the go.mod/go.sum files, so a
 complete build is reused without running Go at all. Compiled packages go to the
@@ -39,17 +40,20 @@ from tfmw import REPO
 GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
 KUBE_GOMOD = GOMOD_DIR / "kubernetes"
 ETCD_GOMOD = GOMOD_DIR / "etcd"
+KUBE_ROUTER_GOMOD = GOMOD_DIR / "kube-router"
 DEFAULT_DEST = REPO / ".tools" / "kube"
 
 KUBE_MODULE = "k8s.io/kubernetes"
 ETCD_MODULE = "go.etcd.io/etcd/server/v3"  # this package is etcd's main
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
-BINARIES = ("etcd",) + KUBE_COMMANDS
+KUBE_ROUTER_MODULE = "github.com/cloudnativelabs/kube-router/v2"
+BINARIES = ("etcd",) + KUBE_COMMANDS + ("kube-router",)
 
 # Where the version strings live. -X on a variable the binary lacks is silently ignored
 # by the linker, so each is checked against the downloaded source before it is set.
 KUBE_VERSION_PACKAGES = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
 ETCD_VERSION_PACKAGE = "go.etcd.io/etcd/api/v3/version"
+KUBE_ROUTER_VERSION_PACKAGE = f"{KUBE_ROUTER_MODULE}/pkg/version"  # its Makefile sets Version, BuildDate
 
 # Every build runs with these, whatever GOFLAGS the environment or `go env -w` holds:
 # readonly so go.sum stays the checksum; no VCS stamping (the wrapper modules sit inside
@@ -60,6 +64,7 @@ GO_BUILD_FLAGS = ("-trimpath", "-mod=readonly", "-buildvcs=false")
 # Kubernetes control plane: build": 7m16s and 1m44s); only tells the user what to expect.
 FIRST_KUBE_BUILD_MINUTES = 11
 FIRST_ETCD_BUILD_MINUTES = 2
+FIRST_KUBE_ROUTER_BUILD_MINUTES = 2  # 1m10s after the Kubernetes build (shared client-go)
 HEARTBEAT_SECONDS = 180  # a quiet 20-minute step would look hung in a CI log
 
 STAMP_NAME = "stamp.json"
@@ -147,7 +152,7 @@ def gomod_digest(files: Iterable[Path]) -> str:
 
 
 def pinned_files() -> tuple[Path, ...]:
-    return (KUBE_GOMOD / "go.mod", KUBE_GOMOD / "go.sum", ETCD_GOMOD / "go.mod", ETCD_GOMOD / "go.sum")
+    return tuple(d / name for d in (KUBE_GOMOD, ETCD_GOMOD, KUBE_ROUTER_GOMOD) for name in ("go.mod", "go.sum"))
 
 
 # ---------------------------------------------------------------- versions and flags
@@ -237,15 +242,24 @@ def etcd_ldflags(git_sha: str, declared: Iterable[str]) -> str:
     return " ".join(["-s", "-w"] + x_flags(ETCD_VERSION_PACKAGE, {"GitSHA": git_sha}, declared))
 
 
+def kube_router_ldflags(version: str, build_date: str, declared: Iterable[str]) -> str:
+    values = {"Version": version, "BuildDate": build_date}
+    return " ".join(["-s", "-w"] + x_flags(KUBE_ROUTER_VERSION_PACKAGE, values, declared))
+
+
 def check_version_output(name: str, output: str, expected: str) -> None:
     """Refuse a binary whose --version does not name the pinned release."""
     first = (output.strip().splitlines() or ["(no output)"])[0]
     if name == "etcd":
         ok = re.search(rf"\betcd Version: {re.escape(expected.lstrip('v'))}\s*$", output, re.M)
+        want = f"etcd Version: {expected.lstrip('v')}"
+    elif name == "kube-router":  # "Running ./kube-router version v2.1.0, built on <date>, go1.26.8"
+        ok = re.search(rf"\bkube-router version {re.escape(expected)}, ", output)
+        want = f"kube-router version {expected}"
     else:
         ok = re.fullmatch(rf"Kubernetes {re.escape(expected)}", output.strip())
+        want = f"Kubernetes {expected}"
     if not ok:
-        want = f"etcd Version: {expected.lstrip('v')}" if name == "etcd" else f"Kubernetes {expected}"
         raise KubeBuildError(f"built {name} reports {first!r}, not {want!r}; refusing to install it")
 
 
@@ -256,26 +270,27 @@ def check_version_output(name: str, output: str, expected: str) -> None:
 class Pins:
     kubernetes: str  # e.g. v1.35.4
     etcd: str  # e.g. v3.6.16
-    go_required: str  # newest go directive of the two wrapper modules
+    kube_router: str  # e.g. v2.1.0
+    go_required: str  # newest go directive of the wrapper modules
     gomod_sha256: str
 
     @property
     def install_name(self) -> str:
-        return f"{self.kubernetes.lstrip('v')}-etcd{self.etcd.lstrip('v')}"
+        return f"{self.kubernetes.lstrip('v')}-etcd{self.etcd.lstrip('v')}-kube-router{self.kube_router.lstrip('v')}"
 
 
 def read_pins(files: tuple[Path, ...] | None = None) -> Pins:
     files = files or pinned_files()
-    kube_mod, _, etcd_mod, _ = files
-    kube = parse_gomod(kube_mod.read_text())
-    etcd = parse_gomod(etcd_mod.read_text())
+    kube_mod, _, etcd_mod, _, router_mod, _ = files
+    kube, etcd, router = (parse_gomod(f.read_text()) for f in (kube_mod, etcd_mod, router_mod))
     try:
-        kube_version, etcd_version = kube.requires[KUBE_MODULE], etcd.requires[ETCD_MODULE]
+        versions = kube.requires[KUBE_MODULE], etcd.requires[ETCD_MODULE], router.requires[KUBE_ROUTER_MODULE]
     except KeyError as missing:
         raise KubeBuildError(f"wrapper go.mod does not require {missing.args[0]}") from None
-    semver_parts(kube_version), semver_parts(etcd_version)
-    go_required = max((kube.go_version, etcd.go_version), key=go_version_tuple)
-    return Pins(kube_version, etcd_version, go_required, gomod_digest(files))
+    for version in versions:
+        semver_parts(version)
+    go_required = max((kube.go_version, etcd.go_version, router.go_version), key=go_version_tuple)
+    return Pins(*versions, go_required, gomod_digest(files))
 
 
 def stamp_record(pins: Pins, sizes: Mapping[str, int]) -> dict:
@@ -283,6 +298,7 @@ def stamp_record(pins: Pins, sizes: Mapping[str, int]) -> dict:
     return {
         "kubernetes": pins.kubernetes,
         "etcd": pins.etcd,
+        "kube_router": pins.kube_router,
         "gomod_sha256": pins.gomod_sha256,
         "go_build_flags": list(GO_BUILD_FLAGS),
         # the ldflags recipe with every variable present; a change to it rebuilds
@@ -518,9 +534,32 @@ def build(pins: Pins, dest_root: Path, progress: Progress) -> Path:
         )
         progress(f"kube: built etcd in {format_duration(took)}")
 
+        router_info = module_download(go, KUBE_ROUTER_GOMOD, [KUBE_ROUTER_MODULE], log)[KUBE_ROUTER_MODULE]
+        router_declared = declared_vars(go, KUBE_ROUTER_GOMOD, [KUBE_ROUTER_VERSION_PACKAGE], log)
+        progress(
+            f"kube: building kube-router {pins.kube_router} (its network policy controller) from the Go "
+            f"module proxy (one-time, ~{FIRST_KUBE_ROUTER_BUILD_MINUTES} min on 2 cores)…"
+        )
+        took = go_build(
+            go,
+            KUBE_ROUTER_GOMOD,
+            kube_router_ldflags(
+                pins.kube_router,
+                json.loads(Path(router_info["Info"]).read_text())["Time"],
+                router_declared[KUBE_ROUTER_VERSION_PACKAGE],
+            ),
+            str(bin_dir / "kube-router"),
+            [f"{KUBE_ROUTER_MODULE}/cmd/kube-router"],
+            "kube-router",
+            log,
+            progress,
+        )
+        progress(f"kube: built kube-router in {format_duration(took)}")
+
         for name in KUBE_COMMANDS:
             verify_binary(bin_dir / name, pins.kubernetes)
         verify_binary(bin_dir / "etcd", pins.etcd)
+        verify_binary(bin_dir / "kube-router", pins.kube_router)
         if gomod_digest(pinned_files()) != pins.gomod_sha256:
             raise KubeBuildError("go.mod/go.sum changed during the build; run it again")
         sizes = {name: (bin_dir / name).stat().st_size for name in BINARIES}
@@ -529,14 +568,14 @@ def build(pins: Pins, dest_root: Path, progress: Progress) -> Path:
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     progress(
-        f"kube: etcd {pins.etcd}, {', '.join(KUBE_COMMANDS)} {pins.kubernetes} installed in "
-        f"{target}/bin (total {format_duration(time.monotonic() - started)})"
+        f"kube: etcd {pins.etcd}, {', '.join(KUBE_COMMANDS)} {pins.kubernetes}, kube-router "
+        f"{pins.kube_router} installed in {target}/bin (total {format_duration(time.monotonic() - started)})"
     )
     return target
 
 
 def ensure_binaries(dest_root: Path = DEFAULT_DEST, progress: Progress = print) -> dict[str, Path]:
-    """Paths of etcd, kube-apiserver, kube-controller-manager, kube-scheduler; built on first use.
+    """Paths of every binary in BINARIES; built on first use.
 
     A complete build for the pinned versions is reused without running Go. Raises
     KubeBuildError (one line) when Go is missing or too old, or the build fails.
@@ -585,8 +624,8 @@ def main(argv: list[str] | None = None) -> int:
         print(paths[args.print_path])
     elif reused:
         print(
-            f"kube: etcd {pins.etcd}, {', '.join(KUBE_COMMANDS)} {pins.kubernetes} "
-            f"already built in {paths['etcd'].parent}"
+            f"kube: etcd {pins.etcd}, {', '.join(KUBE_COMMANDS)} {pins.kubernetes}, kube-router "
+            f"{pins.kube_router} already built in {paths['etcd'].parent}"
         )
     return 0
 

@@ -1,8 +1,9 @@
 """A real Kubernetes cluster on this machine: etcd, kube-apiserver, kube-controller-manager
 and kube-scheduler (built from their upstream Go modules by scripts/tfmw/devcluster/build.py), CoreDNS
 (scripts/tfmw/devcluster/build_coredns.py), a hostPath volume provisioner (scripts/tfmw/devcluster/provisioner.py),
-and real nodes: a kubelet, containerd (+ runc, CNI) and kube-proxy each, every node in its own
-network and mount namespace (scripts/tfmw/devcluster/nodes.py), running the project's own image.
+and real nodes: a kubelet, containerd (+ runc, CNI), kube-proxy and kube-router's network
+policy controller each (NetworkPolicies are enforced, ingress and egress), every node in its
+own network and mount namespace (scripts/tfmw/devcluster/nodes.py), running the project's own image.
 
 Network: each cluster takes a free "slot" s (0..15) and a Linux bridge `tfmwk<s>` with the
 host address 198.19.(16s).1/24 (RFC 2544's benchmarking range: nothing routes it). The API
@@ -65,6 +66,11 @@ NODE_PROGRAMS = {
     "unshare": "util-linux",
     "catatonit": "catatonit",
     "ip": "iproute2",
+    # kube-router's network policy controller runs these
+    "iptables": "iptables",
+    "iptables-save": "iptables",
+    "iptables-restore": "iptables",
+    "ipset": "ipset",
 }
 
 
@@ -553,6 +559,34 @@ def bootstrap_objects() -> list[tuple[str, dict]]:
             },
         ),
         user_binding("tfmw:cluster-services", "tfmw:cluster-services", "tfmw:cluster-services"),
+        *network_policy_rbac(),
+    ]
+
+
+def network_policy_rbac() -> list[tuple[str, dict]]:
+    """Read-only access for kube-router's network policy controller (tfmw:network-policy): the
+    policies, and the pods, namespaces and nodes they select; kube-router starts its informers
+    for Services and their endpoints too, and waits for them to sync."""
+    read = ["get", "list", "watch"]
+    return [
+        (
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": "tfmw:network-policy"},
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "resources": ["pods", "namespaces", "nodes", "services", "endpoints"],
+                        "verbs": read,
+                    },
+                    {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": read},
+                    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": read},
+                ],
+            },
+        ),
+        user_binding("tfmw:network-policy", "tfmw:network-policy", "tfmw:network-policy"),
     ]
 
 
@@ -812,6 +846,7 @@ def _write_credentials(start: Startup, api_port: int) -> None:
         ("controller-manager", "system:kube-controller-manager"),
         ("scheduler", "system:kube-scheduler"),
         ("kube-proxy", "system:kube-proxy"),
+        ("network-policy", "tfmw:network-policy"),
         ("coredns", "tfmw:coredns"),
         ("cluster-services", "tfmw:cluster-services"),
         *((f"node-{n}", f"system:node:{n}") for n in state.nodes),
@@ -826,7 +861,8 @@ def _start_api_server(start: Startup) -> None:
 
 
 def _start_nodes(start: Startup) -> None:
-    """Each node's namespaces, cgroups, folders and its kubelet, containerd and kube-proxy."""
+    """Each node's namespaces, cgroups, folders and its kubelet, containerd, kube-proxy and
+    network policy controller."""
     state = start.state
     for dir_name in ("/var/lib/kubelet", "/run/containerd"):
         if not Path(dir_name).exists():
@@ -846,6 +882,9 @@ def _start_nodes(start: Startup) -> None:
             state.dir / "kubeconfigs" / f"node-{node.name}",
             state.dir / "kubeconfigs" / "kube-proxy",
             CONTAINERD_CACHE,
+            nodemod.network_policy_argv(
+                start.bins, node, state.dir / "kubeconfigs" / "network-policy", start.net["service_cidr"]
+            ),
         )
         start.spawn(node.name, nodemod.node_argv(node, script))
 
@@ -868,7 +907,7 @@ def _start_controllers(start: Startup) -> None:
     state, nodes, gpus = start.state, len(start.state.nodes), start.state.gpus_per_node
     start.say(
         f"cluster: starting kube-controller-manager, kube-scheduler, CoreDNS, {nodes} node"
-        f"{'s' if nodes > 1 else ''} (kubelet, containerd, kube-proxy"
+        f"{'s' if nodes > 1 else ''} (kubelet, containerd, kube-proxy, kube-router's network policy controller"
         f"{f', {gpus} nvidia.com/gpu each' if gpus else ''})"
     )
     start.spawn("kube-controller-manager", controller_manager_args(start.bins, state))
@@ -917,6 +956,11 @@ def _wait_until_ready(start: Startup, admin: Api) -> None:
     )
     if state.gpus_per_node:
         advertise_gpus(admin, names, state.gpus_per_node)
+    start.wait(
+        lambda: all(_http_ok(n.address, nodemod.NETWORK_POLICY_HEALTH_PORT, "/healthz") for n in start.node_nets),
+        "the network policy controller on every node",
+        [f"{n}-kube-router.log" for n in names],
+    )
     start.wait(
         lambda: _http_ok(state.address, state.dns_ports["ready"], "/ready"), "CoreDNS", ["coredns.log"], ["coredns"]
     )

@@ -52,6 +52,9 @@ SANDBOX_IMAGE = "tfmw.local/pause:catatonit"
 CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
 KUBELET_MAX_OPEN_FILES = 16384  # at most the hard RLIMIT_NOFILE here (20000)
 NODE_PORT = 10250
+# kube-router's /healthz in each node's network namespace (its own default port), reached from
+# the host at the node's address: `make cluster` waits for it before it says ready.
+NETWORK_POLICY_HEALTH_PORT = 20244
 
 
 class NodeError(Exception):
@@ -246,12 +249,41 @@ def kube_proxy_config(net: NodeNet, kubeconfig: Path, cluster_cidr: str) -> str:
     )
 
 
+def network_policy_argv(bins: dict, net: NodeNet, kubeconfig: Path, service_cidr: str) -> list[str]:
+    """kube-router with only its network policy controller: it programs the node's iptables
+    (FORWARD, INPUT, OUTPUT, with ipsets) so that the NetworkPolicies of the pods on this node
+    hold, ingress and egress. Pod networking stays the CNI bridge's, Services kube-proxy's."""
+    return [
+        str(bins["kube-router"]),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--hostname-override",
+        net.name,
+        "--run-firewall=true",
+        "--run-router=false",
+        "--run-service-proxy=false",
+        "--enable-cni=false",
+        "--enable-pod-egress=false",
+        f"--service-cluster-ip-range={service_cidr}",
+        f"--health-port={NETWORK_POLICY_HEALTH_PORT}",
+        "--metrics-port=0",
+        "--v=1",
+    ]
+
+
 def node_script(
-    net: NodeNet, node_dir: Path, log_dir: Path, bins: dict, kubeconfig: Path, proxy_kubeconfig: Path
+    net: NodeNet,
+    node_dir: Path,
+    log_dir: Path,
+    bins: dict,
+    kubeconfig: Path,
+    proxy_kubeconfig: Path,
+    policy: list[str],
 ) -> str:
     """The node's first process (run as `unshare --mount ... bash node.sh` inside the node's
-    network namespace): private mounts, then containerd, kubelet, kube-proxy; SIGTERM stops
-    them newest first, and the containers with them."""
+    network namespace): private mounts, then containerd, kubelet, kube-proxy and the network
+    policy controller (`policy`, its argv); SIGTERM stops them newest first, and the
+    containers with them."""
     q = shlex.quote
     kubelet = [
         str(bins["kubelet"]),
@@ -291,9 +323,9 @@ export PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 pids=()
 stop() {{
   trap - TERM INT
-  # kube-proxy and the kubelet first (a stopped kubelet leaves its containers running) ...
-  for i in 2 1; do [ -n "${{pids[i]:-}}" ] && kill -TERM "${{pids[i]}}" 2>/dev/null; done
-  for i in 2 1; do [ -n "${{pids[i]:-}}" ] && wait "${{pids[i]}}" 2>/dev/null; done
+  # kube-router, kube-proxy and the kubelet first (a stopped kubelet leaves its containers running) ...
+  for i in 3 2 1; do [ -n "${{pids[i]:-}}" ] && kill -TERM "${{pids[i]}}" 2>/dev/null; done
+  for i in 3 2 1; do [ -n "${{pids[i]:-}}" ] && wait "${{pids[i]}}" 2>/dev/null; done
   # ... then every container (the cgroups below the node's) ...
   for dir in $(find {top} -mindepth 1 -type d | sort -r); do
     while read -r pid; do kill -KILL "$pid" 2>/dev/null; done < "$dir/cgroup.procs"
@@ -316,6 +348,19 @@ for _ in $(seq 1200); do [ -e {q(str(node_dir / "images.ready"))} ] && break; sl
 {" ".join(q(a) for a in kubelet)} >> {q(str(log_dir / f"{net.name}-kubelet.log"))} 2>&1 &
 pids+=($!)
 {" ".join(q(a) for a in proxy)} >> {q(str(log_dir / f"{net.name}-kube-proxy.log"))} 2>&1 &
+pids+=($!)
+# kube-router reads its Node at start, which the kubelet registers only now: like a kubelet
+# restarting a DaemonSet pod, restart it (after 1 s) whenever it exits.
+supervise() {{
+  local child
+  trap 'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 0' TERM
+  while :; do
+    "$@" & child=$!
+    wait "$child"; echo "{net.name}: $1 exited ($?); restarting it in 1s" >&2
+    sleep 1
+  done
+}}
+supervise {" ".join(q(a) for a in policy)} >> {q(str(log_dir / f"{net.name}-kube-router.log"))} 2>&1 &
 pids+=($!)
 while :; do
   for pid in "${{pids[@]}}"; do
@@ -494,6 +539,7 @@ def prepare_node(
     kubeconfig: Path,
     proxy_kubeconfig: Path,
     image_cache: Path,
+    policy: list[str],
 ) -> Path:
     """Write the node's folder: configs, resolv.conf, node.sh. Returns node.sh's path."""
     node_dir = state_dir / "nodes" / net.name
@@ -514,7 +560,7 @@ def prepare_node(
     # Upstream resolver for dnsPolicy Default pods; ClusterFirst pods get the cluster DNS.
     (node_dir / "resolv.conf").write_text(f"nameserver {net.gateway}\n")
     script = node_dir / "node.sh"
-    script.write_text(node_script(net, node_dir, state_dir / "logs", bins, kubeconfig, proxy_kubeconfig))
+    script.write_text(node_script(net, node_dir, state_dir / "logs", bins, kubeconfig, proxy_kubeconfig, policy))
     return script
 
 

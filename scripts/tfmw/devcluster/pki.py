@@ -193,6 +193,7 @@ class ClusterPki:
     scheduler: CertPair
     cluster_services: CertPair
     kube_proxy: CertPair
+    network_policy: CertPair  # kube-router's network policy controller on every node
     coredns: CertPair
     nodes: dict[str, CertPair]  # kubelet client identity per node
     node_serving: dict[str, CertPair]  # kubelet HTTPS endpoint per node
@@ -236,6 +237,7 @@ def make_cluster_pki(
         scheduler=issue(ca, directory, "scheduler", "system:kube-scheduler"),
         cluster_services=issue(ca, directory, "cluster-services", "tfmw:cluster-services"),
         kube_proxy=issue(ca, directory, "kube-proxy", "system:kube-proxy"),
+        network_policy=issue(ca, directory, "network-policy", "tfmw:network-policy"),
         coredns=issue(ca, directory, "coredns", "tfmw:coredns"),
         nodes={n: issue(ca, directory, f"node-{n}", f"system:node:{n}", "system:nodes") for n in nodes},
         node_serving={

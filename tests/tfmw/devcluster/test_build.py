@@ -33,8 +33,10 @@ def test_pins_come_from_the_wrapper_modules():
     assert pins.kubernetes == build.parse_gomod(KUBE_GOMOD_TEXT).requires["k8s.io/kubernetes"]
     etcd_mod = build.parse_gomod((build.ETCD_GOMOD / "go.mod").read_text())
     assert pins.etcd == etcd_mod.requires["go.etcd.io/etcd/server/v3"]
-    assert pins.install_name == f"{pins.kubernetes[1:]}-etcd{pins.etcd[1:]}"
-    assert pins.kubernetes.startswith("v1.35.") and pins.etcd.startswith("v3.6.")
+    router_mod = build.parse_gomod((build.KUBE_ROUTER_GOMOD / "go.mod").read_text())
+    assert pins.kube_router == router_mod.requires["github.com/cloudnativelabs/kube-router/v2"]
+    assert pins.install_name == f"{pins.kubernetes[1:]}-etcd{pins.etcd[1:]}-kube-router{pins.kube_router[1:]}"
+    assert pins.kubernetes.startswith("v1.35.") and pins.etcd.startswith("v3.6.") and pins.kube_router == "v2.1.0"
 
 
 def test_every_staging_replace_points_at_the_matching_real_release():
@@ -188,6 +190,7 @@ def test_check_go_version_refuses_an_older_toolchain():
         ("kube-apiserver", "Kubernetes v1.35.4\n", "v1.35.4"),
         ("kube-scheduler", "Kubernetes v1.35.4", "v1.35.4"),
         ("etcd", "etcd Version: 3.6.16\nGit SHA: x\nGo Version: go1.26.8\n", "v3.6.16"),
+        ("kube-router", "Running /x/kube-router version v2.1.0, built on 2024-03-29T16:05:10Z, go1.26.8\n", "v2.1.0"),
     ],
 )
 def test_version_output_of_the_pinned_release_is_accepted(name, output, expected):
@@ -201,6 +204,8 @@ def test_version_output_of_the_pinned_release_is_accepted(name, output, expected
         ("kube-apiserver", "Kubernetes v1.35.40\n", "v1.35.4"),
         ("kube-controller-manager", "", "v1.35.4"),
         ("etcd", "etcd Version: 3.6.1\nGit SHA: x\n", "v3.6.16"),
+        ("kube-router", "Running ./kube-router version , built on , go1.26.8\n", "v2.1.0"),
+        ("kube-router", "Running ./kube-router version v2.1.01, built on x, go1.26.8\n", "v2.1.0"),
     ],
 )
 def test_version_output_of_another_release_is_refused(name, output, expected):
@@ -222,7 +227,7 @@ def test_go_env_ignores_goflags_and_toolchain_switching_from_the_environment(mon
 
 
 def fake_pins(digest: str = "d" * 64) -> build.Pins:
-    return build.Pins("v1.35.4", "v3.6.16", "1.26.0", digest)
+    return build.Pins("v1.35.4", "v3.6.16", "v2.1.0", "1.26.0", digest)
 
 
 def install(tmp_path: Path, pins: build.Pins) -> Path:
@@ -251,7 +256,7 @@ def test_stamp_of_other_gomod_files_is_not_complete(tmp_path):
 
 def test_stamp_of_another_kubernetes_version_is_not_complete(tmp_path):
     target = install(tmp_path, fake_pins())
-    other = build.Pins("v1.35.5", "v3.6.16", "1.26.0", "d" * 64)
+    other = build.Pins("v1.35.5", "v3.6.16", "v2.1.0", "1.26.0", "d" * 64)
     assert not build.is_complete(target, other)
 
 
@@ -335,12 +340,15 @@ def test_real_binaries_report_the_pinned_versions():
         "kube-scheduler",
         "kubelet",
         "kube-proxy",
+        "kube-router",
     }
     for name in build.KUBE_COMMANDS:
         out = subprocess.run([str(paths[name]), "--version"], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0 and out.stdout.strip() == f"Kubernetes {pins.kubernetes}", out
     out = subprocess.run([str(paths["etcd"]), "--version"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and f"etcd Version: {pins.etcd[1:]}" in out.stdout, out
+    out = subprocess.run([str(paths["kube-router"]), "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and f"kube-router version {pins.kube_router}, built on 20" in out.stdout, out
     # a second call reuses the install: same files, untouched
     mtimes = {name: path.stat().st_mtime_ns for name, path in paths.items()}
     assert build.ensure_binaries(progress=lambda line: None) == paths

@@ -251,7 +251,7 @@ def test_damaged_install_is_not_complete(tmp_path, damage):
         stamp.write_text(
             json.dumps(
                 build.stamp_record(
-                    build.Pins("v1.35.4", "v3.6.16", "1.26.0", "d" * 64), {"coredns": binary.stat().st_size}
+                    build.Pins("v1.35.4", "v3.6.16", "v2.1.0", "1.26.0", "d" * 64), {"coredns": binary.stat().st_size}
                 )
             )
         )

@@ -90,12 +90,41 @@ def test_cni_gives_pods_the_node_subnet(tmp_path):
 
 def test_node_script_keeps_every_mount_private_and_stops_components_newest_first(tmp_path):
     net = nodes.node_net(0, 1)
-    bins = {"kubelet": "/k/kubelet", "kube-proxy": "/k/kube-proxy", "containerd": "/usr/bin/containerd"}
-    text = nodes.node_script(net, tmp_path, tmp_path / "logs", bins, tmp_path / "kc", tmp_path / "pc")
+    bins = {
+        "kubelet": "/k/kubelet",
+        "kube-proxy": "/k/kube-proxy",
+        "containerd": "/usr/bin/containerd",
+        "kube-router": "/k/kube-router",
+    }
+    policy = nodes.network_policy_argv(bins, net, tmp_path / "np", "198.19.8.0/21")
+    text = nodes.node_script(net, tmp_path, tmp_path / "logs", bins, tmp_path / "kc", tmp_path / "pc", policy)
     for mount in ("/run/containerd", "/run/netns", "/var/lib/kubelet", "/var/log"):
         assert mount in text
     assert "trap stop TERM INT" in text
-    assert text.index("/usr/bin/containerd") < text.index("/k/kubelet") < text.index("/k/kube-proxy")
+    assert (
+        text.index("/usr/bin/containerd")
+        < text.index("/k/kubelet")
+        < text.index("/k/kube-proxy")
+        < text.index("/k/kube-router")
+    )
+    assert "for i in 3 2 1; do" in text  # kube-router (pids[3]) stops first, containerd (pids[0]) last
+
+
+def test_the_network_policy_controller_enforces_policies_and_nothing_else(tmp_path):
+    """kube-router runs only its firewall: pod networking stays the CNI bridge's, Services kube-proxy's."""
+    net = nodes.node_net(0, 1)
+    argv = nodes.network_policy_argv({"kube-router": "/k/kube-router"}, net, tmp_path / "np", "198.19.8.0/21")
+    assert argv[0] == "/k/kube-router" and argv[argv.index("--hostname-override") + 1] == net.name
+    for flag in (
+        "--run-firewall=true",
+        "--run-router=false",
+        "--run-service-proxy=false",
+        "--enable-cni=false",
+        "--enable-pod-egress=false",
+        "--service-cluster-ip-range=198.19.8.0/21",
+        f"--health-port={nodes.NETWORK_POLICY_HEALTH_PORT}",
+    ):
+        assert flag in argv
     argv = nodes.node_argv(net, tmp_path / "nodes" / net.name / "node.sh")
     assert argv[:2] == ["nsenter", f"--net=/run/netns/{net.netns}"] and "--mount" in argv
 
@@ -135,14 +164,27 @@ def test_provisioned_volume_is_prebound_to_its_claim(tmp_path):
 
 
 def test_bootstrap_rbac_is_least_privilege():
-    objects = dict((obj["kind"], obj) for _, obj in controlplane.bootstrap_objects())
-    rules = objects["ClusterRole"]["rules"]
+    objects = {(obj["kind"], obj["metadata"]["name"]): obj for _, obj in controlplane.bootstrap_objects()}
+    rules = objects[("ClusterRole", "tfmw:cluster-services")]["rules"]
     verbs = {(g, r): set(rule["verbs"]) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
     assert verbs[("", "persistentvolumes")] >= {"create", "delete"}
     assert ("", "pods") not in verbs and ("", "secrets") not in verbs
     assert all("*" not in rule["verbs"] for rule in rules)
-    sc = objects["StorageClass"]
+    sc = next(obj for (kind, _), obj in objects.items() if kind == "StorageClass")
     assert sc["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"] == "true"
+
+
+def test_the_network_policy_controller_only_reads():
+    objects = {(obj["kind"], obj["metadata"]["name"]): obj for _, obj in controlplane.bootstrap_objects()}
+    rules = objects[("ClusterRole", "tfmw:network-policy")]["rules"]
+    granted = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
+    assert {("networking.k8s.io", "networkpolicies"), ("", "pods"), ("", "namespaces")} <= granted
+    assert all(set(rule["verbs"]) == {"get", "list", "watch"} for rule in rules)
+    assert ("", "secrets") not in granted
+    binding = objects[("ClusterRoleBinding", "tfmw:network-policy")]
+    assert binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "tfmw:network-policy"}
+    ]
 
 
 def test_cluster_dns_is_a_service_whose_endpoint_is_coredns_on_the_bridge(tmp_path):

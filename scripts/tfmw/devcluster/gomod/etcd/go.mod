@@ -1,5 +1,5 @@
 // Wrapper module that builds etcd (the package go.etcd.io/etcd/server/v3 is
-// etcd's main) for the local control plane (scripts/kube/build.py; see tools.go).
+// etcd's main) for the local control plane (scripts/tfmw/devcluster/build.py; see tools.go).
 // go.sum is the checksum of every source that goes into the binary.
 module tfmw.local/etcdbuild
 

@@ -1,5 +1,5 @@
 // Wrapper module that builds kube-apiserver, kube-controller-manager, kube-scheduler,
-// kubelet and kube-proxy from k8s.io/kubernetes (scripts/kube/build.py; see tools.go).
+// kubelet and kube-proxy from k8s.io/kubernetes (scripts/tfmw/devcluster/build.py; see tools.go).
 // go.sum is the checksum of every source that goes into the binaries.
 module tfmw.local/kubebuild
 
