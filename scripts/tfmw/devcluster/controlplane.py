@@ -240,8 +240,12 @@ def _stop_started(procs: dict[str, subprocess.Popen], grace: float = 10.0) -> No
 
 
 def free_port(host: str = "127.0.0.1", preferred: int = 0) -> int:
+    """`preferred` when nothing listens there, else a free port. SO_REUSEADDR as the servers
+    set it: the connections of a cluster stopped a moment ago (TIME_WAIT) must not move the
+    API server off 6443, the port the chart's egress rule opens for it."""
     for candidate in ([preferred] if preferred else []) + [0]:
         with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind((host, candidate))
             except OSError:

@@ -327,3 +327,26 @@ def test_a_recorded_process_is_ours_only_with_its_start_time():
         assert not controlplane.stop_pid(child.pid, created, grace=1)  # gone: nothing to stop
     finally:
         child.kill()
+
+
+def test_a_port_left_in_time_wait_is_still_preferred_but_a_listening_one_is_not():
+    """A cluster stopped a moment ago leaves its API server's connections in TIME_WAIT: the next
+    one still gets 6443 (the port the chart's egress rule opens), not a random one."""
+    import socket
+
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Go's net.Listen, kube-apiserver's
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = server.accept()
+    accepted.close()  # the server side closes first: its end of the connection is in TIME_WAIT
+    server.close()
+    client.close()
+    assert controlplane.free_port("127.0.0.1", port) == port
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        assert controlplane.free_port("127.0.0.1", taken) != taken
