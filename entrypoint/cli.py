@@ -19,8 +19,9 @@ from collections.abc import Mapping, Sequence
 
 from . import podlog
 from .cluster import check_tf_config_size
-from .errors import EXIT_OK, LauncherError
-from .launcher import Launcher, resolve_tf_config
+from .errors import EXIT_OK, ConfigError, LauncherError
+from .kubeapi import APIError
+from .launcher import Launcher, OutsideGroup, resolve_tf_config, statefulset_replicas
 from .peers import dns_resolves, port_accepts, wait_for_peers
 
 CHECK_PEERS_HINT = (
@@ -30,7 +31,19 @@ CHECK_PEERS_HINT = (
 
 
 def cmd_tf_config(env: Mapping[str, str]) -> int:
-    tf_config, _, _ = resolve_tf_config(env)
+    def group_size(settings) -> int:  # one read, no retry: this is a check, not a run
+        try:
+            return statefulset_replicas(env, settings)
+        except APIError as err:
+            raise ConfigError(f"cannot read the group's size from statefulset {settings.statefulset}: {err}") from None
+
+    try:
+        tf_config, _, _ = resolve_tf_config(env, group_size=group_size)
+    except OutsideGroup as outside:
+        raise ConfigError(
+            f"TFMW_POD_NAME={env.get('TFMW_POD_NAME')!r}: ordinal {outside.ordinal} is not below the group's "
+            f"size {outside.size} (statefulset {env.get('TFMW_STATEFULSET')}'s spec.replicas)"
+        ) from None
     encoded = json.dumps(tf_config, separators=(",", ":"))
     check_tf_config_size(encoded)  # what `run` would refuse, this refuses too
     print(encoded)

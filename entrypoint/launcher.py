@@ -3,7 +3,9 @@
 1. identity and TF_CONFIG (a StatefulSet pod, an Indexed Job pod, or a platform's TF_CONFIG);
 2. the run's record: the chief's COMPLETED marker and the status ConfigMap decide whether
    to train at all (a redeployed finished or failed run does not train again);
-3. peers, then supervision (entrypoint.supervisor), with the activeDeadlineSeconds;
+3. peers, then supervision (entrypoint.supervisor), with the activeDeadlineSeconds; where the
+   group's size is its StatefulSet's spec.replicas (read through the API), a change of it
+   stops the group at a checkpoint and re-forms it at the new size (a resize);
 4. the end: where a platform owns the lifecycle (TF_CONFIG preset, an Indexed Job or a
    JobSet) exit 0 or a permanent non-zero code; in the chart's StatefulSet record the
    terminal state, scale the StatefulSet to 0 if the policy says so, and idle until the pod
@@ -23,7 +25,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import loglines, metrics
@@ -34,12 +36,13 @@ from .identity import (
     INDEXED_JOB,
     PRESET_TF_CONFIG,
     STATEFULSET,
+    PodIdentity,
     parse_indexed_hostname,
     parse_pod_name,
     platform_owns_lifecycle,
     pod_kind,
 )
-from .kubeapi import KubeAPI
+from .kubeapi import APIError, KubeAPI
 from .lifecycle import (
     FAILED_ALREADY,
     SUCCEEDED_ALREADY,
@@ -79,14 +82,50 @@ DEFAULT_TRAINING_COMMAND = ("python", "-m", "entrypoint.training")
 FLUSH_SECONDS = 30.0  # at the end: how long the status, Events and scale may take
 MARKER_RETRY_SECONDS = 60.0  # a user command finished: how long writing COMPLETED may be retried
 IDLE_RETRY_SECONDS = (10.0, 300.0)  # while idle: retry a failed terminal write / scale, backing off
+RESIZE_POLL_SECONDS = 5.0  # a resizable group's launchers read their StatefulSet's replicas this often
 
 IDENTITY = {STATEFULSET: "statefulset", PRESET_TF_CONFIG: "preset", INDEXED_JOB: "indexed-job"}
 
 
-def resolve_tf_config(env: Mapping[str, str], hostname: str | None = None) -> tuple[dict, LauncherSettings, str]:
+class OutsideGroup(Exception):
+    """This StatefulSet pod's ordinal is not below the group's size: it is being scaled away."""
+
+    def __init__(self, ordinal: int, size: int):
+        super().__init__(f"worker {ordinal} is outside the group of {size}")
+        self.ordinal, self.size = ordinal, size
+
+
+def statefulset_replicas(env: Mapping[str, str], settings: LauncherSettings, timeout: float = 5.0) -> int:
+    """The pod's StatefulSet's spec.replicas, read through its scale subresource (the chart's
+    Role allows `get` on it). ConfigError without API credentials or when the API refuses
+    (401/403/404: no retry changes that); APIError for what may pass (a timeout)."""
+    api = KubeAPI.from_env(env, settings.api_dir, timeout=timeout)
+    if api is None or not settings.namespace or not settings.statefulset:
+        raise ConfigError("no API access (TFMW_API_DIR) to read the group's size; set TFMW_REPLICAS")
+    where = f"statefulset {settings.statefulset}'s scale"
+    try:
+        replicas = (api.get_scale(settings.namespace, settings.statefulset).get("spec") or {}).get("replicas")
+    except APIError as err:
+        if err.status in (401, 403, 404):
+            raise ConfigError(
+                f"cannot read the group's size from {where}: {err}; the chart's Role allows it "
+                "(rbac.create), or set TFMW_REPLICAS"
+            ) from None
+        raise
+    if not isinstance(replicas, int) or replicas < 0:
+        raise APIError("bad answer", f"{where} has spec.replicas {replicas!r}")
+    return replicas
+
+
+def resolve_tf_config(
+    env: Mapping[str, str],
+    hostname: str | None = None,
+    group_size: Callable[[LauncherSettings], int] | None = None,
+) -> tuple[dict, LauncherSettings, str]:
     """(TF_CONFIG, settings, pod kind) — a platform's TF_CONFIG is validated and kept; an
     Indexed Job pod's is derived from its hostname and JOB_COMPLETION_INDEX; a StatefulSet
-    pod's from its name."""
+    pod's from its name, and from `group_size` (the StatefulSet's replicas, read through the
+    API) where the settings are resizable."""
     kind = pod_kind(env)
     if kind == PRESET_TF_CONFIG:
         return parse_tf_config(env["TF_CONFIG"].strip()), load_settings(env, need_derivation=False), kind
@@ -97,6 +136,14 @@ def resolve_tf_config(env: Mapping[str, str], hostname: str | None = None) -> tu
         identity = parse_indexed_hostname(host, env["JOB_COMPLETION_INDEX"], settings.replicas)
         return build_tf_config(settings, identity), settings, kind
     settings = load_settings(env)
+    if settings.resizable:
+        if group_size is None:
+            raise ConfigError("TFMW_REPLICAS not set; the chart sets it, or the launcher reads the group's size")
+        size = group_size(settings)
+        ordinal = parse_pod_name(settings.pod_name, 1 << 30, settings.statefulset).ordinal
+        if ordinal >= size:
+            raise OutsideGroup(ordinal, size)
+        settings = replace(settings, replicas=size)
     identity = parse_pod_name(settings.pod_name, settings.replicas, settings.statefulset)
     return build_tf_config(settings, identity), settings, kind
 
@@ -139,11 +186,22 @@ class _Run:
     child_env: dict[str, str]  # the training command's environment (with TF_CONFIG)
     deadline: float | None  # epoch seconds of training.activeDeadlineSeconds
     hosts: list[str]  # the peers' host names
+    workers: int  # the group's size (TF_CONFIG's tasks)
+    identity: PodIdentity | None  # a StatefulSet pod's: its TF_CONFIG is rebuilt at a new size
     heartbeat: Path | None = None  # the trainer's heartbeat file, chosen before training
+    resize_to: int | None = None  # the size a resize was asked for, until the group re-forms
 
 
 class _Stopped(Exception):
     """SIGTERM while waiting (for peers): the pod is going away."""
+
+
+class _SizeChanged(Exception):
+    """The group's size changed while waiting for its peers: wait for the new group instead."""
+
+    def __init__(self, size: int):
+        super().__init__(size)
+        self.size = size
 
 
 class _Failure(Exception):
@@ -229,17 +287,22 @@ class Launcher:
         self._install_signals()
         platform = platform_owns_lifecycle(pod_kind(self.env))
         try:
-            tf_config, settings, kind = resolve_tf_config(self.env, self.hostname)
+            tf_config, settings, kind = resolve_tf_config(self.env, self.hostname, self._group_size_at_start)
             encoded = json.dumps(tf_config, separators=(",", ":"))
             check_tf_config_size(encoded)  # refuse now, not as an exec error of the training command
         except ConfigError as err:
             if platform:
                 raise  # one line and exit 2: the platform's failure policy takes it from here
             return self._refused(err)
+        except OutsideGroup as outside:
+            return self._outside(outside)
+        except _Stopped:
+            self._say("stopped by signal while reading the group's size")
+            return EXIT_SIGTERM
         self._announce(tf_config, kind, platform)
         if is_evaluator(tf_config):
             return self._evaluate(encoded)
-        run = self._open_run(tf_config, encoded, settings, platform)
+        run = self._open_run(tf_config, encoded, settings, platform, kind)
         if run.plan.action in (SUCCEEDED_ALREADY, FAILED_ALREADY):
             return self._ended_already(run)
         try:
@@ -271,7 +334,7 @@ class Launcher:
             )
         )
 
-    def _open_run(self, tf_config: dict, encoded: str, settings: LauncherSettings, platform: bool) -> _Run:
+    def _open_run(self, tf_config: dict, encoded: str, settings: LauncherSettings, platform: bool, kind: str) -> _Run:
         """The run's record and COMPLETED marker read, the start planned (plan_start), the
         tracker and the /metrics endpoint up."""
         task = tf_config["task"]
@@ -316,6 +379,12 @@ class Launcher:
             child_env=dict(self.env, TF_CONFIG=encoded),
             deadline=deadline_epoch(plan.state.started_at, settings.active_deadline_seconds, launched),
             hosts=cluster_hosts(tf_config),
+            workers=sum(len(v) for v in tf_config["cluster"].values()),
+            identity=(
+                parse_pod_name(settings.pod_name, settings.replicas, settings.statefulset)
+                if kind == STATEFULSET
+                else None
+            ),
         )
 
     def _ended_already(self, run: _Run) -> int:
@@ -376,17 +445,20 @@ class Launcher:
             else None
         )
         self.supervisor = Supervisor(self._supervisor_config(run))
+        watching = self._watch_size(run) if run.settings.resizable and not run.platform else None
         try:
-            self._wait_for_peers(run.hosts, run.settings, run.deadline, run.tracker)
+            if self._wait_for_group(run):
+                self.supervisor.cfg.env = run.child_env
             if self.stopping.is_set():
                 return Ending(None, None, "", EXIT_SIGTERM)
             return self.supervisor.run()
         finally:
+            if watching is not None:
+                watching.set()
             run.heartbeat.unlink(missing_ok=True)
 
     def _supervisor_config(self, run: _Run) -> SupervisorConfig:
         settings, tracker = run.settings, run.tracker
-        workers = sum(len(v) for v in run.tf_config["cluster"].values())
         preload, why = standby_plan(settings.warm_standby, self.command)
         self._say(f"warm standby: {why}")
         return SupervisorConfig(
@@ -400,11 +472,11 @@ class Launcher:
             hang_detection=settings.hang_detection,
             is_chief=tracker.is_chief,
             log=self.log,
-            regroup=lambda: self._regroup(run.hosts, settings, run.deadline, tracker, run.recorder),
+            regroup=lambda: self._regroup(run),
             deadline=run.deadline,
             deadline_seconds=settings.active_deadline_seconds,
-            on_attempt=lambda attempt: self._attempt(tracker, attempt, workers),
-            on_restart=lambda cause: self._restarting(tracker, cause),
+            on_attempt=lambda attempt: self._attempt(tracker, attempt, run.workers),
+            on_restart=lambda cause: self._restarting(run, cause),
             on_output=tracker.on_line,
             on_beat=tracker.beat,
             standby_preload=preload,
@@ -439,8 +511,17 @@ class Launcher:
         if metrics.serve(port, collector, self._say) is not None:
             self._say(f"metrics: serving /metrics on port {port}")
 
-    @staticmethod
-    def _restarting(tracker: RunTracker, cause: str) -> None:
+    def _restarting(self, run: _Run, cause: str) -> None:
+        """An attempt ended and training restarts in place; when the group's size changed
+        (a peer's pod was scaled away and the group stopped with it), that is a resize."""
+        tracker = run.tracker
+        if tracker.state.phase is not Phase.RESIZING and run.settings.resizable:
+            size = self._read_size(run.settings)
+            if size and size != run.workers:
+                self._resizing(run, size)
+        if tracker.state.phase is Phase.RESIZING:
+            tracker.group_stopped()
+            return
         tracker.restart_counted(restart_kind(cause))
         tracker.transition(Phase.RESTARTING, message=tracker.restart_message(cause))
 
@@ -451,24 +532,145 @@ class Launcher:
             tracker.transition(Phase.RUNNING, message=f"run {tracker.state.run_id}: {workers} workers training")
         elif phase is Phase.RESTARTING:
             tracker.transition(Phase.RUNNING, message=f"attempt {attempt}")
+        elif phase is Phase.RESIZING:
+            step = tracker.state.last_checkpoint_step or 0
+            tracker.transition(Phase.RUNNING, message=f"{workers} workers training, resumed from step {step}")
+
+    # -- the group's size: a resize ------------------------------------------------------
+    def _read_size(self, settings: LauncherSettings) -> int | None:
+        """The StatefulSet's spec.replicas now; None when it cannot be read (kept as it was)."""
+        try:
+            return statefulset_replicas(self.env, settings, self.api_timeout)
+        except (APIError, ConfigError):
+            return None
+
+    def _group_size_at_start(self, settings: LauncherSettings) -> int:
+        """The group's size to start with: the StatefulSet's replicas, retried with back-off
+        for peers.timeoutSeconds (an API server that is restarting); ConfigError after that,
+        or at once for what no retry changes. 0 (scaled to 0: the run ended, or is being
+        stopped) counts as not readable yet."""
+        deadline, delay, why = time.monotonic() + settings.peer_timeout_seconds, 0.5, ""
+        while True:
+            try:
+                replicas = statefulset_replicas(self.env, settings, self.api_timeout)
+                if replicas > 0:
+                    return replicas
+                why = "spec.replicas is 0"
+            except APIError as err:
+                why = str(err)
+            if time.monotonic() >= deadline:
+                raise ConfigError(
+                    f"cannot read the group's size from statefulset {settings.statefulset}'s scale "
+                    f"within peers.timeoutSeconds={settings.peer_timeout_seconds}: {why}"
+                )
+            if self.stopping.wait(delay):
+                raise _Stopped()
+            delay = min(delay * 2, 10.0)
+
+    def _outside(self, outside: OutsideGroup) -> int:
+        """This pod is beyond the group's size (workers.replicas was lowered): the StatefulSet
+        controller is deleting it. Nothing to train and nothing to record: wait for SIGTERM."""
+        self._say(
+            f"worker {outside.ordinal} is outside the group of {outside.size} workers (workers.replicas): "
+            "the StatefulSet controller is removing this pod; not training"
+        )
+        self.stopping.wait()
+        return EXIT_OK
+
+    def _watch_size(self, run: _Run) -> threading.Event:
+        """Every RESIZE_POLL_SECONDS while the group trains: has the StatefulSet's replicas
+        changed? Then stop the group at a checkpoint to re-form it (the supervisor restarts it
+        through _regroup). Set the returned Event to stop watching."""
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(RESIZE_POLL_SECONDS) and not self.stopping.is_set():
+                size = self._read_size(run.settings)
+                if size and size != run.workers and size != run.resize_to and self.supervisor is not None:
+                    self._resizing(run, size)
+                    self.supervisor.request_regroup(f"workers.replicas {run.workers} -> {size}")
+
+        threading.Thread(target=watch, name="tfmw-size", daemon=True).start()
+        return done
+
+    def _resizing(self, run: _Run, size: int) -> None:
+        run.resize_to = size
+        self._say(
+            f"resizing: workers.replicas {run.workers} -> {size}: the group stops at its next "
+            f"checkpoint and re-forms at {size} workers"
+        )
+        if run.tracker.state.phase in (Phase.RUNNING, Phase.RESTARTING):
+            run.tracker.transition(
+                Phase.RESIZING,
+                message=f"workers.replicas {run.workers} -> {size}: stopping at the next checkpoint to re-form "
+                f"the group at {size} workers",
+            )
+
+    def _reform(self, run: _Run, size: int) -> None:
+        """The group's TF_CONFIG at `size` workers (this pod's ordinal unchanged)."""
+        if run.identity is None:
+            return
+        if run.identity.ordinal >= size:
+            self._say(
+                f"worker {run.identity.ordinal} is outside the group of {size} workers (workers.replicas): "
+                "the StatefulSet controller is removing this pod; not training again"
+            )
+            self.stopping.wait()
+            raise _Stopped()
+        settings = replace(run.settings, replicas=size)
+        tf_config = build_tf_config(settings, run.identity)
+        encoded = json.dumps(tf_config, separators=(",", ":"))
+        check_tf_config_size(encoded)
+        if run.tracker.state.phase is not Phase.RESIZING:
+            self._resizing(run, size)
+        run.settings, run.tf_config, run.hosts, run.workers = settings, tf_config, cluster_hosts(tf_config), size
+        run.child_env = dict(run.child_env, TF_CONFIG=encoded)
+        self._say(f"re-forming the group at {size} workers")
+
+    def _wait_for_group(self, run: _Run) -> bool:
+        """Wait for the group's peers. A resizable group whose size changes meanwhile (a grow
+        undone before its new worker could be scheduled, say) is re-formed at the new size and
+        waited for instead. Returns whether the TF_CONFIG changed."""
+        changed = False
+        while True:
+            try:
+                self._wait_for_peers(run.hosts, run.settings, run.deadline, run.tracker, run)
+                return changed
+            except _SizeChanged as new:
+                self._reform(run, new.size)
+                changed = True
 
     def _wait_for_peers(
-        self, hosts: list[str], settings: LauncherSettings, deadline: float | None, tracker: RunTracker
+        self,
+        hosts: list[str],
+        settings: LauncherSettings,
+        deadline: float | None,
+        tracker: RunTracker,
+        run: _Run | None = None,
     ) -> None:
         tracker.peer_wait()
         try:
-            self._wait_for_peers_until(hosts, settings, deadline)
+            self._wait_for_peers_until(hosts, settings, deadline, run)
         finally:
             tracker.peers_found()
 
-    def _wait_for_peers_until(self, hosts: list[str], settings: LauncherSettings, deadline: float | None) -> None:
+    def _wait_for_peers_until(
+        self, hosts: list[str], settings: LauncherSettings, deadline: float | None, run: _Run | None = None
+    ) -> None:
         timeout, bounded = float(settings.peer_timeout_seconds), False
         if deadline is not None and deadline - time.time() < timeout:
             timeout, bounded = max(deadline - time.time(), 0.0), True
+        checked = time.monotonic()
 
         def sleep(seconds: float) -> None:
+            nonlocal checked
             if self.stopping.wait(seconds):
                 raise _Stopped()
+            if run is not None and run.settings.resizable and time.monotonic() - checked >= RESIZE_POLL_SECONDS:
+                checked = time.monotonic()
+                size = self._read_size(run.settings)
+                if size and size != run.workers:
+                    raise _SizeChanged(size)
 
         try:
             wait_for_peers(hosts, timeout, log=self.log, sleep=sleep)
@@ -481,13 +683,23 @@ class Launcher:
                 ) from None
             raise _Failure(Reason.PEERS_NOT_FOUND, str(err)) from None
 
-    def _regroup(self, hosts, settings, deadline, tracker: RunTracker, recorder: StatusRecorder) -> None:
+    def _regroup(self, run: _Run) -> dict | None:
         """Before a restart in place: has the run ended elsewhere (a peer recorded Failed)?
-        Then stop, do not wait for a group that will never form. Else wait for the peers."""
-        recorded = recorder.read()
-        if recorded_final(recorded, tracker.state):
+        Then stop, do not wait for a group that will never form. Has the group's size changed
+        (resizable)? Then re-form it at the new size. Then wait for the peers. Returns the
+        training command's new environment when the TF_CONFIG changed, else None."""
+        recorded = run.recorder.read()
+        if recorded_final(recorded, run.tracker.state):
             raise _EndedElsewhere(recorded)
-        self._wait_for_peers(hosts, settings, deadline, tracker)
+        changed = False
+        if run.settings.resizable:
+            size = self._read_size(run.settings)
+            if size and size != run.workers:
+                self._reform(run, size)
+                changed = True
+        changed = self._wait_for_group(run) or changed
+        run.resize_to = None
+        return run.child_env if changed else None
 
     # -- the end -------------------------------------------------------------------------
     def _recorder(self, settings: LauncherSettings | None) -> StatusRecorder:

@@ -5,8 +5,10 @@ status recorder writes its states to the status ConfigMap, and the Kubernetes Ev
 named after its transitions.
 
     Pending -> Running <-> Restarting            (in place, from the last checkpoint)
-    Pending | Running | Restarting -> Succeeded  (the chief's COMPLETED marker)
-    Pending | Running | Restarting -> Failed     (a terminal reason below)
+    Running | Restarting -> Resizing -> Running  (workers.replicas changed: the group stops at a
+                                                  checkpoint and re-forms at the new size)
+    Pending | Running | Restarting | Resizing -> Succeeded  (the chief's COMPLETED marker)
+    Pending | Running | Restarting | Resizing -> Failed     (a terminal reason below)
 
 A run is identified by its run id and its `startedAt`: a new training.runId, or a retry
 after a Failed run whose pod template changed (a new `revision`), starts a new attempt
@@ -35,6 +37,7 @@ class Phase(StrEnum):
     PENDING = "Pending"  # launcher started: checking the run's record, waiting for peers
     RUNNING = "Running"  # the training command runs
     RESTARTING = "Restarting"  # it failed retryably (or the chief's pod restarted): restarting in place
+    RESIZING = "Resizing"  # the StatefulSet's replicas changed: re-forming the group at the new size
     SUCCEEDED = "Succeeded"  # terminal
     FAILED = "Failed"  # terminal
 
@@ -72,6 +75,14 @@ EDGES: dict[tuple[Phase, Phase], tuple[Reason, ...]] = {
     (Phase.RESTARTING, Phase.SUCCEEDED): (Reason.COMPLETED,),
     # BadConfig: a restarted chief pod whose training command cannot be run (a new image)
     (Phase.RESTARTING, Phase.FAILED): (Reason.BAD_CONFIG, Reason.PEERS_NOT_FOUND, Reason.DEADLINE_EXCEEDED),
+    (Phase.RUNNING, Phase.RESIZING): (),
+    (Phase.RESTARTING, Phase.RESIZING): (),
+    (Phase.RESIZING, Phase.RUNNING): (),
+    (Phase.RESIZING, Phase.RESTARTING): (),
+    (Phase.RESIZING, Phase.SUCCEEDED): (Reason.COMPLETED,),
+    # the new workers never appear (PeersNotFound: e.g. a new worker that cannot be scheduled
+    # for peers.timeoutSeconds), or the deadline passes while the group re-forms
+    (Phase.RESIZING, Phase.FAILED): (Reason.PEERS_NOT_FOUND, Reason.DEADLINE_EXCEEDED, Reason.RESTART_LIMIT),
 }
 
 # The launcher's exit code for a terminal reason, where a platform owns the lifecycle
@@ -93,8 +104,17 @@ EXIT_CODE = {
 EVENTS = {
     (Phase.PENDING, Phase.RUNNING): ("Started", "Normal"),
     (Phase.RUNNING, Phase.RESTARTING): ("Restarted", "Warning"),
-    **{(src, Phase.SUCCEEDED): ("Succeeded", "Normal") for src in (Phase.PENDING, Phase.RUNNING, Phase.RESTARTING)},
-    **{(src, Phase.FAILED): ("Failed", "Warning") for src in (Phase.PENDING, Phase.RUNNING, Phase.RESTARTING)},
+    (Phase.RUNNING, Phase.RESIZING): ("Resizing", "Normal"),
+    (Phase.RESTARTING, Phase.RESIZING): ("Resizing", "Normal"),
+    (Phase.RESIZING, Phase.RUNNING): ("Resized", "Normal"),
+    **{
+        (src, Phase.SUCCEEDED): ("Succeeded", "Normal")
+        for src in (Phase.PENDING, Phase.RUNNING, Phase.RESTARTING, Phase.RESIZING)
+    },
+    **{
+        (src, Phase.FAILED): ("Failed", "Warning")
+        for src in (Phase.PENDING, Phase.RUNNING, Phase.RESTARTING, Phase.RESIZING)
+    },
 }
 
 # The status ConfigMap's data keys (all string values), in the order documented.
@@ -296,7 +316,7 @@ def plan_start(recorded: RunState | None, run_id: str, revision: str, completed:
     - the status says Succeeded for this run id: Succeeded again (runs without shared storage);
     - the status says Failed for this run id at this same pod-template revision: Failed again,
       no retry (nothing that could fix it changed); an empty revision never matches;
-    - the status says Pending/Running/Restarting for this run id: a pod restart, continue the
+    - the status says Pending/Running/Restarting/Resizing for this run id: a pod restart, continue the
       same attempt (startedAt kept, so the deadline is not reset; a restart mid-training counts);
     - otherwise (no status, another run id, Failed at another revision): a new attempt.
     """
@@ -328,7 +348,7 @@ def plan_start(recorded: RunState | None, run_id: str, revision: str, completed:
             f"revision {revision or '-'} trains again",
         )
     if same_run:
-        resumed = recorded.phase in (Phase.RUNNING, Phase.RESTARTING)
+        resumed = recorded.phase in (Phase.RUNNING, Phase.RESTARTING, Phase.RESIZING)
         state = replace(
             recorded,
             phase=Phase.RESTARTING if resumed else Phase.PENDING,

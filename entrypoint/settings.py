@@ -30,7 +30,10 @@ _NO_CONTROL = r"^[^\x00-\x1f\x7f]*\Z"
 POLICIES = ("scaleToZero", "idle")
 
 # Only the variables the launcher derives TF_CONFIG from are "required"; they are not
-# needed when the platform (TFJob, Volcano, Run:ai) already injected TF_CONFIG.
+# needed when the platform (TFJob, Volcano, Run:ai) already injected TF_CONFIG. TFMW_REPLICAS
+# is not needed either where the launcher reads the group's size from its StatefulSet through
+# the API (TFMW_API_DIR and TFMW_STATEFULSET set: the chart with API access), so that a change
+# of workers.replicas is a resize, not a new pod template.
 DERIVE_REQUIRED = ("TFMW_POD_NAME", "TFMW_NAMESPACE", "TFMW_SERVICE", "TFMW_REPLICAS")
 # An Indexed Job pod: the index and hostname come from the Job controller, the rest from the
 # manifest (examples/indexed-job.yaml).
@@ -119,6 +122,9 @@ class LauncherSettings:
     pod_revision: str  # controller-revision-hash of the pod ("" unknown)
     api_dir: str | None  # token, ca.crt, namespace; None: no API access
     status_configmap: str | None
+    # The group's size is the StatefulSet's spec.replicas, read through the API (no
+    # TFMW_REPLICAS): a change re-forms the group at the new size (a resize, entrypoint.launcher).
+    resizable: bool = False
 
 
 def _truthy(value: str) -> bool:
@@ -166,8 +172,11 @@ def load_settings(
     """Validate the pod environment. `need_derivation`: TF_CONFIG is not preset, so the
     variables it is derived from (`required`, default: a StatefulSet pod's) must all be there."""
     _check_schema(env)
+    resizable = not env.get("TFMW_REPLICAS") and bool(env.get("TFMW_API_DIR") and env.get("TFMW_STATEFULSET"))
     if need_derivation:
         missing = [k for k in (DERIVE_REQUIRED if required is None else required) if not env.get(k)]
+        if resizable and "TFMW_REPLICAS" in missing:
+            missing.remove("TFMW_REPLICAS")  # read from the StatefulSet through the API
         if missing:
             raise ConfigError(f"{', '.join(missing)} not set; the chart sets them (or preset TF_CONFIG)")
     replicas = int(env["TFMW_REPLICAS"]) if env.get("TFMW_REPLICAS") else None
@@ -208,4 +217,5 @@ def load_settings(
         pod_revision=env.get("TFMW_POD_REVISION") or "",
         api_dir=env.get("TFMW_API_DIR") or None,
         status_configmap=env.get("TFMW_STATUS_CONFIGMAP") or None,
+        resizable=resizable and need_derivation,
     )

@@ -120,7 +120,9 @@ class SupervisorConfig:
     hang_floor_seconds: float = FLOOR_SECONDS  # the adaptive bound's floor (tests lower it)
     poll_seconds: float = 0.5
     backoff_first_seconds: float = 1.0
-    regroup: Callable[[], None] = lambda: None  # before a restart: peers, the run's record (may raise)
+    # before a restart: the run's record, the group's size, the peers (may raise); returns the
+    # training command's new environment when the group changed size (a new TF_CONFIG), else None
+    regroup: Callable[[], dict | None] = lambda: None
     is_chief: bool = False  # the chief records completion if the command did not
     log: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
     # activeDeadlineSeconds: a wall-clock time (epoch seconds) after which training is stopped
@@ -257,6 +259,7 @@ class Supervisor:
         self._env: dict | None = None
         self._standby: Standby | None = None
         self._standby_lock = threading.Lock()
+        self._regroup_why: str | None = None  # a resize asked the group to stop and re-form
 
     def _say(self, text: str) -> None:
         """One `tfmw launcher <text>` line."""
@@ -274,6 +277,25 @@ class Supervisor:
                 os.killpg(child.pid, signum)
             except ProcessLookupError:
                 pass
+
+    def request_regroup(self, why: str) -> None:
+        """The group must re-form (its size changed): SIGTERM the training command, so the
+        whole group stops at its next checkpoint boundary, then start it again through
+        `regroup` (the new TF_CONFIG). Not a failure: no back-off, no restart counted."""
+        self._regroup_why = why
+        self._discard_standby()  # it holds the old TF_CONFIG
+        child = self._child
+        if child is not None and child.poll() is None:
+            _signal_group(child, signal.SIGTERM)
+
+    def _regroup(self) -> None:
+        env = self.cfg.regroup()
+        # A resize asked for while regroup waited is one regroup has seen (it re-reads the size
+        # while it waits for the peers); one asked for after this comes again.
+        self._regroup_why = None
+        if env is not None:
+            self.cfg.env = env
+            self._discard_standby()  # it holds the old TF_CONFIG
 
     def _deadline_passed(self) -> bool:
         return self.cfg.deadline is not None and self.cfg.wall_clock() >= self.cfg.deadline
@@ -338,6 +360,12 @@ class Supervisor:
                 )
             if result.deadline_hit:
                 return self._deadline_ending(f"training stopped (exit {returncode})")
+            if outcome == RETRY and self._regroup_why is not None:
+                why = self._regroup_why
+                self.cfg.on_restart(f"resize: {why}")
+                self._say(f"training stopped (exit {returncode}) for the group to re-form: {why}")
+                self._regroup()
+                continue  # not a failure: no back-off, nothing counted against training.maxRestarts
             if outcome == PERMANENT:
                 reason = PERMANENT_REASONS[returncode]
                 what = (
@@ -371,7 +399,7 @@ class Supervisor:
                 break
             if self._deadline_passed():
                 return self._deadline_ending("not restarting training")
-            self.cfg.regroup()
+            self._regroup()
         return Ending(None, returncode=EXIT_SIGTERM)
 
     def _record_completion(self, run: RunDir) -> Ending | None:
@@ -430,6 +458,8 @@ class Supervisor:
         child = self._child = self._start_attempt(self._env)
         if self._stop.is_set():  # a SIGTERM between the check and the start: pass it on
             self.request_stop()
+        elif self._regroup_why is not None:  # a resize asked for while it started: stop it again
+            _signal_group(child, signal.SIGTERM)
         self._last_activity = time.monotonic()
         pump = threading.Thread(target=self._pump_output, args=(child,), daemon=True)
         pump.start()

@@ -175,6 +175,12 @@ class RunTracker:
             now = self.clock()
             self.ledger.beat(min(written, now) if written is not None else now, phase)
 
+    def group_stopped(self) -> None:
+        """The training command stopped for the group to re-form (a resize): until the next
+        attempt trains, the time is the restart's, as after a failure."""
+        with self._lock:
+            self.ledger.failed(self.clock())
+
     def restart_counted(self, kind: str) -> None:
         with self._lock:
             self.observed.restarts[kind] += 1

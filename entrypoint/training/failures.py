@@ -17,6 +17,10 @@ from ..errors import EXIT_RETRYABLE, EXIT_TRAINING_FAILED
 _RETRYABLE = {"UnavailableError", "DeadlineExceededError", "CancelledError", "AbortedError"}
 # InternalError is retryable only when it comes from the collective/coordination machinery.
 _GROUP_WORDS = ("collective", "coordination", "coordinator", "heartbeat", "peer", "rendezvous")
+# A worker of a resized group that reached the chief while the chief's coordination service
+# still served the group's old size: "Unexpected task registered with task_name=...". The
+# group re-forms at the new size moments later; retrying joins it.
+_STALE_GROUP_WORDS = ("unexpected task registered",)
 
 
 def _class_names(err: BaseException) -> set[str]:
@@ -30,6 +34,9 @@ def is_retryable(err: BaseException) -> bool:
     if "InternalError" in names:
         text = str(err).lower()
         return any(word in text for word in _GROUP_WORDS)
+    if "InvalidArgumentError" in names:
+        text = str(err).lower()
+        return any(word in text for word in _STALE_GROUP_WORDS)
     return False
 
 

@@ -53,9 +53,14 @@ def test_the_machine_is_the_designs():
         (Phase.PENDING, Phase.RUNNING),
         (Phase.RUNNING, Phase.RESTARTING),
         (Phase.RESTARTING, Phase.RUNNING),
+        # a resize: the group stops at a checkpoint and re-forms at the new size
+        (Phase.RUNNING, Phase.RESIZING),
+        (Phase.RESTARTING, Phase.RESIZING),
+        (Phase.RESIZING, Phase.RUNNING),
+        (Phase.RESIZING, Phase.RESTARTING),
         *{
             (src, end)
-            for src in (Phase.PENDING, Phase.RUNNING, Phase.RESTARTING)
+            for src in (Phase.PENDING, Phase.RUNNING, Phase.RESTARTING, Phase.RESIZING)
             for end in (Phase.SUCCEEDED, Phase.FAILED)
         },
     }
@@ -90,6 +95,24 @@ def test_a_whole_run():
     state = advance(state, Phase.SUCCEEDED, now=T2, reason=Reason.COMPLETED)
     assert (state.reason, state.finished_at, state.started_at, state.restarts) == ("Completed", T2, T0, 1)
     assert state.terminal and exit_code(state) == 0
+
+
+def test_a_resize_is_no_restart_and_never_a_failure_of_its_own():
+    state = advance(advance(fresh("r1", "rev-a", T0), Phase.RUNNING, now=T0), Phase.RESIZING, now=T1)
+    assert (state.phase, state.restarts, state.reason) == (Phase.RESIZING, 0, "")
+    state = advance(state, Phase.RUNNING, now=T1, message="3 workers training, resumed from step 40")
+    assert state.restarts == 0 and not state.terminal
+    # what can end a resize: new workers that never appear, the deadline, the restart limit
+    assert set(EDGES[(Phase.RESIZING, Phase.FAILED)]) == {
+        Reason.PEERS_NOT_FOUND,
+        Reason.DEADLINE_EXCEEDED,
+        Reason.RESTART_LIMIT,
+    }
+    assert event_for(Phase.RUNNING, Phase.RESIZING) == ("Resizing", "Normal")
+    assert event_for(Phase.RESIZING, Phase.RUNNING) == ("Resized", "Normal")
+    # a pod restarted mid-resize continues the same attempt
+    plan = plan_start(RunState("r1", phase=Phase.RESIZING, started_at=T0), "r1", "rev-a", False, T2)
+    assert plan.resumed and plan.state.started_at == T0
 
 
 def test_events_name_the_transitions():

@@ -352,3 +352,54 @@ def test_attempt_and_output_hooks_see_every_attempt_and_line(tmp_path):
     assert sup.run().phase is Phase.SUCCEEDED
     assert seen == [1, 2]
     assert lines == ["tfmw progress step=1/2 loss=0.5"] * 2
+
+
+# Trains until SIGTERM (then "checkpoints" and exits 143, as the trainer does), three times;
+# each attempt records the TFMW_GROUP it was started with; the fourth finishes.
+TRAINS_UNTIL_SIGTERM = """
+    import os, pathlib, signal, sys, time
+    here = pathlib.Path(sys.argv[0]).parent
+    counter = here / "attempts"
+    n = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(n + 1))
+    with open(here / "groups", "a") as groups:
+        groups.write(os.environ.get("TFMW_GROUP", "-") + "\\n")
+    if n >= 3:
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(143))
+    (here / f"training-{n}").write_text("")
+    time.sleep(30)
+    sys.exit(1)
+"""
+
+
+def test_a_regroup_restarts_with_the_new_environment_and_is_never_counted_as_a_failure(tmp_path):
+    """max_restarts=0: a single failure would end the run; three resizes in a row do not."""
+    causes, groups = [], iter(["b", "c", "d"])
+    holder = {}
+
+    def regroup():
+        return dict(holder["sup"].cfg.env, TFMW_GROUP=next(groups))
+
+    sup, logs = make(
+        tmp_path,
+        script(tmp_path, TRAINS_UNTIL_SIGTERM),
+        max_restarts=0,
+        regroup=regroup,
+        on_restart=causes.append,
+    )
+    sup.cfg.env["TFMW_GROUP"] = "a"
+    holder["sup"] = sup
+
+    def resize_three_times():
+        for n in range(3):
+            while not (tmp_path / f"training-{n}").exists():
+                threading.Event().wait(0.02)
+            sup.request_regroup(f"workers.replicas change {n}")
+
+    threading.Thread(target=resize_three_times, daemon=True).start()
+    assert sup.run().phase is Phase.SUCCEEDED
+    assert (tmp_path / "groups").read_text().split() == ["a", "b", "c", "d"]
+    assert causes == [f"resize: workers.replicas change {n}" for n in range(3)]
+    assert not any("restarting training in place" in line for line in logs)
+    assert sum("for the group to re-form" in line for line in logs) == 3

@@ -323,7 +323,7 @@ def run_summary(record: RunRecord | None, workers: Workers) -> str:
     parts = [f"run {run_id} {mine.phase}"]
     if mine.phase == "Failed" or (mine.reason and mine.reason != "Completed"):
         parts[0] += f" ({mine.reason or '?'}{': ' + shorten(mine.message, 200) if mine.message else ''})"
-    elif mine.phase == "Restarting" and mine.message:
+    elif mine.phase in ("Restarting", "Resizing") and mine.message:
         parts[0] += f" ({shorten(mine.message, 200)})"
     if mine.step:
         parts.append(f"step {mine.step}/{mine.total_steps or '?'}")

@@ -609,10 +609,25 @@ def ctr_images(
     return proc.stdout.decode() if proc.returncode == 0 else ""
 
 
+# containerd's garbage collector, started with containerd on a cache whose older image was
+# removed last time, can delete a layer snapshot while an import is unpacking onto it ("parent
+# snapshot ... does not exist"). The import is whole or nothing: once the collector is done, a
+# second one succeeds. Seen once in ~20 cluster starts here.
+IMPORT_TRIES = 2
+IMPORT_RETRY_SECONDS = 3.0
+
+
 def import_image(pid: int, ctr: str, archive: Path, refs: list[str], image_id: str) -> None:
     """Import a docker-save archive (holding `refs`, image `image_id`) into the node, and label
     each ref with the id: what has_image reads back next time."""
-    ctr_images(pid, ctr, "import", "--all-platforms", "-", input_path=archive, what=f"importing {archive.name}")
+    for attempt in range(1, IMPORT_TRIES + 1):
+        try:
+            ctr_images(pid, ctr, "import", "--all-platforms", "-", input_path=archive, what=f"importing {archive.name}")
+            break
+        except NodeError as err:
+            if attempt == IMPORT_TRIES or "snapshot" not in str(err):
+                raise
+            time.sleep(IMPORT_RETRY_SECONDS)
     for ref in refs:
         ctr_images(pid, ctr, "label", ref, f"{IMAGE_ID_LABEL}={image_id}", timeout=60, what=f"labelling {ref}")
 

@@ -222,6 +222,10 @@ def _local_pod(
             raise LocalRunError(f"env {item['name']} reads a Kubernetes Secret; the local run cannot provide one")
         else:
             env[item["name"]] = ""
+    if pod_spec is workload.pod_spec and not env.get("TFMW_REPLICAS"):
+        # The chart leaves TFMW_REPLICAS out when the workers read their group's size from the
+        # StatefulSet through the API; here there is no API server: the rendered size it is.
+        env["TFMW_REPLICAS"] = str(workload.replicas)
     for mount_path, local in mounts:
         if mount_path == "/tmp":
             env["TMPDIR"] = str(local)

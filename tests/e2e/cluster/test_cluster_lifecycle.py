@@ -151,15 +151,26 @@ def test_new_run_id_rolls_the_workers(cluster, namespace):
     assert env["TFMW_RUN_ID"] == "run-2"
 
 
-def test_replicas_change_reaches_every_worker(cluster, namespace):
+def test_replicas_change_reaches_every_worker_without_replacing_any(cluster, namespace):
+    """A resize adds (or removes) pods and leaves the template alone: the running workers are
+    not rolled; their launchers read the new size and re-form the group at it."""
     _install(cluster, namespace, "scale")
-    _wait_workers(cluster, namespace, "scale", 2)
+    before = _uids(_wait_workers(cluster, namespace, "scale", 2))
     _install(cluster, namespace, "scale", "workers.replicas=3")
     pods = _wait_workers(cluster, namespace, "scale", 3)
     assert [p["metadata"]["name"] for p in pods] == [f"scale-tf-multiworker-{i}" for i in range(3)]
-    for pod in pods:  # every worker knows the new group size (the rollout replaced the old ones)
+    assert {name: uid for name, uid in _uids(pods).items() if name in before} == before  # not rolled
+    for pod in pods:
         env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
-        assert env["TFMW_REPLICAS"] == "3"
+        assert "TFMW_REPLICAS" not in env  # the size is the StatefulSet's, read by the launcher
+    for name in before:  # every worker knows the new group size
+        wait_for(
+            lambda name=name: "re-forming the group at 3 workers" in cluster.logs(namespace, name),
+            60,
+            f"{name} to re-form the group at 3 workers",
+            describe=lambda name=name: cluster.logs(namespace, name),
+        )
+    assert "workers=3" in cluster.logs(namespace, "scale-tf-multiworker-2")
     hosts = cluster.api.items(ns_path(namespace, "endpointslices", group="discovery.k8s.io/v1"))
     names = {e.get("hostname") for s in hosts for e in s.get("endpoints") or []}
     assert names == {f"scale-tf-multiworker-{i}" for i in range(3)}

@@ -84,6 +84,10 @@ class InternalError(Exception):
     pass
 
 
+class InvalidArgumentError(Exception):
+    pass
+
+
 class SubUnavailable(UnavailableError):
     pass
 
@@ -99,6 +103,12 @@ class SubUnavailable(UnavailableError):
         (InternalError("Collective ops is aborted by: task 1 heartbeat timeout"), EXIT_RETRYABLE),
         (InternalError("Coordination service error"), EXIT_RETRYABLE),
         (InternalError("cuDNN launch failure"), EXIT_TRAINING_FAILED),
+        # a new worker of a resized group that reached the old group's coordination service
+        (
+            InvalidArgumentError("Unexpected task registered with task_name=/job:worker/replica:0/task:2"),
+            EXIT_RETRYABLE,
+        ),
+        (InvalidArgumentError("Incompatible shapes: [32,10] vs. [16,10]"), EXIT_TRAINING_FAILED),
         (ValueError("shapes differ"), EXIT_TRAINING_FAILED),
         (MemoryError(), EXIT_TRAINING_FAILED),
         (TrainingError("data.path: a.npz is corrupt or truncated"), EXIT_TRAINING_FAILED),
@@ -121,6 +131,8 @@ def test_error_mapping_matches_real_tensorflow_classes():
 
     assert exit_code_for(errors.UnavailableError(None, None, "peer down")) == EXIT_RETRYABLE
     assert exit_code_for(errors.InvalidArgumentError(None, None, "bad shape")) == EXIT_TRAINING_FAILED
+    stale = "Unexpected task registered with task_name=/job:worker/replica:0/task:2"
+    assert exit_code_for(errors.InvalidArgumentError(None, None, stale)) == EXIT_RETRYABLE
     assert exit_code_for(errors.DataLossError(None, None, "corrupted record at 12")) == EXIT_TRAINING_FAILED
 
 

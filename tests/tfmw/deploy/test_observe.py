@@ -207,6 +207,22 @@ def test_run_summary_of_a_succeeded_run():
     )
 
 
+def test_run_summary_of_a_resizing_run_says_what_changed():
+    resizing = status_cm(
+        **{
+            **SUCCEEDED["data"],
+            "phase": "Resizing",
+            "reason": "",
+            "finishedAt": "",
+            "message": "workers.replicas 2 -> 3: stopping at the next checkpoint to re-form the group at 3 workers",
+        }
+    )
+    assert observe.run_summary(observe.run_record(resizing), WORKERS).startswith(
+        "run r1 Resizing (workers.replicas 2 -> 3: stopping at the next checkpoint to re-form the group at 3 "
+        "workers), step 40/40"
+    )
+
+
 def test_run_summary_shows_the_evaluators_latest_result():
     evaluated = status_cm(
         **SUCCEEDED["data"],

@@ -350,3 +350,33 @@ def test_a_port_left_in_time_wait_is_still_preferred_but_a_listening_one_is_not(
         busy.listen()
         taken = busy.getsockname()[1]
         assert controlplane.free_port("127.0.0.1", taken) != taken
+
+
+@pytest.mark.parametrize(
+    "failures,calls,raises",
+    [
+        # the garbage collector's race: a second import succeeds
+        (['failed to prepare extraction snapshot "x": parent snapshot sha256:1 does not exist'], 2, False),
+        # anything else is not retried
+        (["archive is not a docker-save tarball"], 1, True),
+        # nor a race that persists
+        (["parent snapshot does not exist", "parent snapshot does not exist"], 2, True),
+    ],
+)
+def test_an_import_is_retried_once_only_after_a_snapshot_race(monkeypatch, tmp_path, failures, calls, raises):
+    seen = []
+
+    def ctr_images(pid, ctr, *args, **kw):
+        seen.append(args[0])
+        if args[0] == "import" and len([a for a in seen if a == "import"]) <= len(failures):
+            raise nodes.NodeError(f"importing a.tar in the node's containerd failed: {failures[len(seen) - 1]}")
+
+    monkeypatch.setattr(nodes, "ctr_images", ctr_images)
+    monkeypatch.setattr(nodes, "IMPORT_RETRY_SECONDS", 0)
+    if raises:
+        with pytest.raises(nodes.NodeError):
+            nodes.import_image(1, "ctr", tmp_path / "a.tar", ["r:1"], "sha256:x")
+    else:
+        nodes.import_image(1, "ctr", tmp_path / "a.tar", ["r:1"], "sha256:x")
+    assert seen.count("import") == calls
+    assert ("label" in seen) is not raises

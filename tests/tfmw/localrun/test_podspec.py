@@ -159,3 +159,14 @@ def test_a_projected_volume_other_than_api_access_is_still_refused(workload, tmp
     other = type(workload)(sts, workload.service, workload.configmaps, workload.namespace)
     with pytest.raises(LocalRunError, match="volume 'creds' needs a Kubernetes Secret"):
         build_pods(other, tmp_path)
+
+
+def test_the_workers_get_the_group_size_the_api_would_give_them(tmp_path):
+    """The chart leaves TFMW_REPLICAS out when the workers have API access (they read the size
+    from the StatefulSet); make local has no API server, so the rendered size is theirs."""
+    objects = render.render("local", ["workers.replicas=3"], release="t", namespace="ns")
+    sts = next(o for o in objects if o["kind"] == "StatefulSet")
+    assert not any(e["name"] == "TFMW_REPLICAS" for e in sts["spec"]["template"]["spec"]["containers"][0]["env"])
+    pods = build_pods(find_workload(objects, "ns"), tmp_path, python="/venv/python")
+    assert [p.env["TFMW_REPLICAS"] for p in pods] == ["3", "3", "3"]
+    assert not any("TFMW_API_DIR" in p.env for p in pods)  # no API: the launchers' API-off path
