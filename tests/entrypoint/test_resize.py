@@ -14,7 +14,8 @@ import entrypoint.launcher as launcher_module
 # Each attempt appends its group size (TF_CONFIG's workers) to "sizes". The first trains until
 # SIGTERM, then saves at "the boundary" (step 20) and exits 143, as the trainer does; the
 # second resumes from step 20 and finishes.
-STOPS_ON_SIGTERM_THEN_FINISHES = """
+# Every attempt: count itself in "attempts", append its group size to "sizes".
+ATTEMPT = """
     import json, os, pathlib, signal, sys, time
     here = pathlib.Path(sys.argv[0]).parent
     counter = here / "attempts"
@@ -23,6 +24,11 @@ STOPS_ON_SIGTERM_THEN_FINISHES = """
     workers = len(json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"])
     with open(here / "sizes", "a") as sizes:
         sizes.write(f"{workers}\\n")
+"""
+
+STOPS_ON_SIGTERM_THEN_FINISHES = (
+    ATTEMPT
+    + """
     if n == 0:
         def stop(*_):
             print("tfmw checkpoint saved step=20 path=/x/ckpt-20", flush=True)
@@ -38,6 +44,7 @@ STOPS_ON_SIGTERM_THEN_FINISHES = """
     print("tfmw checkpoint saved step=40 path=/x/ckpt-40", flush=True)
     print("tfmw done steps=40 final_loss=0.2500 examples_per_sec=10.0 model=- weights_digest=abc", flush=True)
 """
+)
 
 
 @pytest.fixture(autouse=True)
@@ -119,15 +126,9 @@ def test_a_size_that_cannot_be_read_is_a_refusal_naming_the_statefulset(fake_api
 
 # The group stops by itself (a peer's pod was scaled away and got SIGTERM: every worker saved at
 # the boundary and exited 143) before this launcher's next read of the size.
-STOPPED_BY_THE_GROUP_THEN_FINISHES = """
-    import json, os, pathlib, sys, time
-    here = pathlib.Path(sys.argv[0]).parent
-    counter = here / "attempts"
-    n = int(counter.read_text()) if counter.exists() else 0
-    counter.write_text(str(n + 1))
-    workers = len(json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"])
-    with open(here / "sizes", "a") as sizes:
-        sizes.write(f"{workers}\\n")
+STOPPED_BY_THE_GROUP_THEN_FINISHES = (
+    ATTEMPT
+    + """
     if n == 0:
         print(f"tfmw start run=r1 worker=0/{workers} replicas={workers} resume_step=0 steps=40", flush=True)
         while not (here / "scaled").exists():
@@ -138,6 +139,7 @@ STOPPED_BY_THE_GROUP_THEN_FINISHES = """
     print("tfmw checkpoint saved step=40 path=/x/ckpt-40", flush=True)
     print("tfmw done steps=40 final_loss=0.2500 examples_per_sec=10.0 model=- weights_digest=abc", flush=True)
 """
+)
 
 
 def test_a_group_stopped_by_a_removed_peer_re_forms_at_the_new_size(fake_api, tmp_path, monkeypatch):
