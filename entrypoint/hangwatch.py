@@ -84,14 +84,19 @@ class HangWatch:
         self._samples = deque(maxlen=self.window)
 
     def observe(self, step: int, phase: str | None, now: float) -> None:
-        """A heartbeat change seen at `now`. Arms the adaptive bound only on a step advance
-        within the train phase; anything else (another phase, a repeated or lower step, no
-        phase at all) disarms it until the next such advance."""
+        """A heartbeat change seen at `now`. A train beat at a higher step than the last beat
+        arms the adaptive bound; a sample is taken only between two train beats. Anything else
+        (another phase, a repeated or lower step, no phase at all) disarms it until the next
+        such beat."""
         last, self._last = self._last, (step, phase, now)
-        steady = last is not None and phase == STEP_PHASE and last[1] == STEP_PHASE and step > last[0]
-        if steady:
+        stepped = last is not None and phase == STEP_PHASE and step > last[0]
+        if stepped and last[1] == STEP_PHASE:
             self._samples.append((now - last[2]) / (step - last[0]))
-        self._armed = steady
+        # A train beat is written after its step: the first one after another phase says the
+        # step that waited in its all-reduce for the slowest peer (to leave its checkpoint or
+        # its restore) is done, so the steps from here on are steady again. That interval is
+        # no sample: it holds the other phase's time.
+        self._armed = stepped
 
     @property
     def samples(self) -> int:
