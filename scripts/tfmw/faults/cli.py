@@ -39,7 +39,7 @@ from pathlib import Path
 
 from tfmw.chart.helmkit import ToolError
 from tfmw.faults.cluster import CLUSTER_SCENARIOS, DEFAULT_KUBECONFIG, FaultError, check_cluster, run_cluster_scenario
-from tfmw.faults.local import SCENARIOS, run_scenario
+from tfmw.faults.local import DEFAULT_FAULT_AFTER_STEP, SCENARIOS, fault_after, run_scenario
 from tfmw.faults.tables import cluster_table, parts_table, table
 from tfmw.localrun.podspec import LocalRunError
 
@@ -85,9 +85,12 @@ def parse_args(argv):
                 + ("" if args.cluster else f" (or --cluster for {', '.join(CLUSTER_SCENARIOS)})")
                 + "\n",
             )
-    if args.steps < 60:
-        parser.exit(2, f"faults: --steps {args.steps}: the fault lands after step 50, so at least 60\n")
     args.scenarios = args.scenario or list(known)
+    last_fault = max(DEFAULT_FAULT_AFTER_STEP if args.cluster else fault_after(s) for s in args.scenarios)
+    if args.steps < last_fault + 10:
+        parser.exit(
+            2, f"faults: --steps {args.steps}: the fault lands after step {last_fault}, so at least {last_fault + 10}\n"
+        )
     return args
 
 

@@ -20,6 +20,18 @@ from tfmw.localrun.run import DEFAULT_RUNS, base_env, choose_network, metrics_en
 
 SCENARIOS = ("kill-worker", "kill-chief", "hang-worker", "partition-worker", "kill-during-checkpoint")
 
+# The chief's step after which each fault lands. A hang is caught in seconds only once the
+# adaptive watchdog has its 5 samples (entrypoint/hangwatch.py: one heartbeat a second at
+# most); by step 50 the cnn model's ~0.1 s steps may have given fewer, and a hang there waits
+# for the static training.hangTimeoutSeconds (600 s), as documented.
+FAULT_AFTER_STEP = {"hang-worker": 90}
+DEFAULT_FAULT_AFTER_STEP = 50
+
+
+def fault_after(scenario: str) -> int:
+    """The step `scenario`'s fault lands after by default (pure)."""
+    return FAULT_AFTER_STEP.get(scenario, DEFAULT_FAULT_AFTER_STEP)
+
 
 def _inject(cluster: LocalCluster, scenario: str, partition_seconds: float) -> None:
     if scenario == "kill-worker":
@@ -116,7 +128,7 @@ def run_scenario(
     runs_dir: Path = DEFAULT_RUNS,
     steps: int = 120,
     checkpoint_every: int = 20,
-    fault_after_step: int = 50,
+    fault_after_step: int | None = None,
     hang_timeout_seconds: int | None = None,
     partition_seconds: float = 15.0,
     extra_sets: tuple[str, ...] = (),
@@ -125,7 +137,8 @@ def run_scenario(
     env: dict | None = None,
 ) -> FaultResult:
     """One real 2-worker run with one fault; returns the measurements (never raises on a
-    failed recovery: the result says what happened). `hang_timeout_seconds` None: the chart's
+    failed recovery: the result says what happened). `fault_after_step` None: the
+    scenario's (fault_after). `hang_timeout_seconds` None: the chart's
     default watchdog (training.hangTimeoutSeconds, training.hangDetection), as a user gets it.
     `env`: the pods' environment (default: make local's). Raises ToolError or
     LocalRunError when the chart cannot be run at all."""
@@ -143,7 +156,8 @@ def run_scenario(
         return result
     cluster = LocalCluster(pods, network, base_env() if env is None else env, grace_seconds=20, out=out)
     try:
-        fault_and_recover(cluster, result, fault_after_step, partition_seconds, timeout)
+        fault_step = fault_after(scenario) if fault_after_step is None else fault_after_step
+        fault_and_recover(cluster, result, fault_step, partition_seconds, timeout)
         return result
     finally:
         cluster.shutdown()

@@ -216,7 +216,9 @@ def test_cluster_table_says_what_the_controller_did():
     [
         (["--scenario", "delete-worker"], "--scenario delete-worker: not a local scenario", 2),
         (["--cluster", "--scenario", "kill-worker"], "--scenario kill-worker: not a cluster scenario", 2),
-        (["--steps", "30"], "--steps 30: the fault lands after step 50", 2),
+        (["--scenario", "kill-worker", "--steps", "30"], "--steps 30: the fault lands after step 50, so at least", 2),
+        (["--steps", "80"], "--steps 80: the fault lands after step 90, so at least 100", 2),  # hang-worker's
+        (["--cluster", "--steps", "30"], "--steps 30: the fault lands after step 50, so at least 60", 2),
         (
             ["--cluster", "--kubeconfig", "/nonexistent/kubeconfig"],
             "--kubeconfig /nonexistent/kubeconfig: no such file; start a cluster with `make cluster`",

@@ -45,8 +45,8 @@ def test_training_survives_fault(scenario, tmp_path):
     if scenario == "partition-worker" and os.geteuid() != 0:
         pytest.skip("cutting a worker's network needs network namespaces: run the tests as root (CI does)")
     result = run_scenario(
-        scenario, runs_dir=tmp_path, steps=STEPS, checkpoint_every=EVERY, fault_after_step=50
-    )  # the chart's watchdog defaults (adaptive)
+        scenario, runs_dir=tmp_path, steps=STEPS, checkpoint_every=EVERY
+    )  # the chart's watchdog defaults (adaptive), the scenario's fault step
     context = "\n".join(result.log_tail)
     assert result.completed, f"{result.reason}\n{context}"
     assert result.final_steps == {STEPS}, context
