@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,31 +187,51 @@ class Api:
 
 
 class LogStream:
-    """A followed log: its lines, without line ends, until the container stops or close()."""
+    """A followed log: its lines, without line ends, until the container stops or close().
+
+    The thread that iterates owns the connection and closes it. close() from another thread
+    only shuts the socket down, which wakes that reader: closing it under a reader blocked in
+    OpenSSL's read frees the descriptor while OpenSSL still holds its number, and the next
+    pipe or socket opened gets it (a helm's stdout once received a TLS alert that way)."""
 
     def __init__(self, resp: httpx.Response):
         self._resp = resp
         stream = resp.extensions.get("network_stream")
         self._socket = stream.get_extra_info("socket") if stream is not None else None
+        self._lock = threading.Lock()
+        self._reading = False
+        self._done = False  # the response is closed, or close() asked the reader to close it
 
     def __iter__(self) -> Iterator[str]:
+        with self._lock:
+            if self._done:
+                return
+            self._reading = True
         try:
             for line in self._resp.iter_lines():
                 yield line.rstrip("\r\n")
         except (httpx.HTTPError, OSError, ValueError):
             return  # closed from another thread, or the connection broke: the stream ends
         finally:
+            with self._lock:
+                self._reading, self._done = False, True
             self._resp.close()
 
     def close(self) -> None:
-        # Closing the response alone leaves a reader blocked in recv() until the server writes:
-        # shutting the socket down wakes it at once.
-        if self._socket is not None:
-            try:
-                self._socket.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed
-        self._resp.close()
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            if not self._reading:
+                self._resp.close()
+                return
+            # A reader is blocked in recv() until the server writes: shutting the socket down
+            # wakes it at once, and it closes the response itself.
+            if self._socket is not None:
+                try:
+                    self._socket.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # the connection broke already: the reader is on its way out
 
 
 def ns_path(namespace: str, resource: str, name: str | None = None, group: str = "") -> str:

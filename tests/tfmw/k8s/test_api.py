@@ -204,6 +204,10 @@ def test_log_and_a_followed_log_closed_from_another_thread(server):
     stream.close()
     reader.join(10)
     assert not reader.is_alive()
+    assert stream._socket.fileno() == -1  # the reader closed the connection on its way out
+    unread = api.follow_log("ml", "w-0")
+    unread.close()  # no reader: close() closes the connection itself
+    assert unread._socket.fileno() == -1 and list(unread) == []
     with pytest.raises(ApiError) as err:
         api.follow_log("ml", "w-9")
     assert err.value.status == 404
