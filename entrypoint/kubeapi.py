@@ -1,7 +1,8 @@
 """A minimal in-cluster Kubernetes API client: the standard library only (http.client + ssl).
 
-The launcher needs five calls (docs/lifecycle.md): get/patch its status ConfigMap, get/patch
-its StatefulSet's `scale` subresource, create an Event. Each request re-reads the projected
+The launcher needs six calls (docs/lifecycle.md): get/patch its status ConfigMap, get/patch
+its StatefulSet's `scale` subresource, create an Event, and get a peer's pod (why a new worker
+of a resize is not running yet). Each request re-reads the projected
 service-account token (the kubelet rotates it), verifies the API server against the mounted
 `ca.crt`, and gives up after a short timeout: status is never worth stalled training.
 Every failure is an APIError whose `kind` (e.g. "HTTP 403", "timeout", "connection refused")
@@ -101,7 +102,7 @@ class KubeAPI:
         except ValueError:
             raise APIError("bad response", f"{method} {path}: not JSON") from None
 
-    # -- the five calls the launcher makes --------------------------------------------
+    # -- the six calls the launcher makes ---------------------------------------------
     def get_configmap(self, namespace: str, name: str) -> dict:
         return self.request("GET", f"/api/v1/namespaces/{quote(namespace)}/configmaps/{quote(name)}")
 
@@ -122,6 +123,9 @@ class KubeAPI:
 
     def patch_scale(self, namespace: str, statefulset: str, replicas: int) -> dict:
         return self.request("PATCH", _scale_path(namespace, statefulset), {"spec": {"replicas": replicas}}, MERGE_PATCH)
+
+    def get_pod(self, namespace: str, name: str) -> dict:
+        return self.request("GET", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}")
 
     def create_event(self, namespace: str, event: dict) -> dict:
         return self.request("POST", f"/api/v1/namespaces/{quote(namespace)}/events", event)

@@ -117,6 +117,23 @@ def statefulset_replicas(env: Mapping[str, str], settings: LauncherSettings, tim
     return replicas
 
 
+def pod_waiting_reason(pod: dict) -> str | None:
+    """Why a pod is not running yet, as the scheduler or the kubelet says it (pure): the
+    PodScheduled condition's message ("0/2 nodes are available: 2 Insufficient cpu."), a
+    container's waiting reason (ImagePullBackOff: ...); None when nothing says."""
+    status = pod.get("status") or {}
+    if status.get("phase") not in (None, "Pending"):
+        return None
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return " ".join(f"{condition.get('reason', '')}: {condition.get('message', '')}".split())
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") and waiting.get("reason") != "ContainerCreating":
+            return " ".join(f"{waiting['reason']}: {waiting.get('message', '')}".split()).rstrip(": ")
+    return None
+
+
 def resolve_tf_config(
     env: Mapping[str, str],
     hostname: str | None = None,
@@ -190,6 +207,7 @@ class _Run:
     identity: PodIdentity | None  # a StatefulSet pod's: its TF_CONFIG is rebuilt at a new size
     heartbeat: Path | None = None  # the trainer's heartbeat file, chosen before training
     resize_to: int | None = None  # the size a resize was asked for, until the group re-forms
+    resized_from: int | None = None  # the size before the last resize (its new workers: from there up)
 
 
 class _Stopped(Exception):
@@ -593,8 +611,37 @@ class Launcher:
         threading.Thread(target=watch, name="tfmw-size", daemon=True).start()
         return done
 
+    def _new_workers_waiting(self, run: _Run) -> None:
+        """The chief, while a grown group waits for its new workers: why they are not running
+        yet (their pods' PodScheduled condition, the scheduler's reason), in the Resizing
+        status. The Role allows `get` on the release's pods by name; without it, nothing."""
+        old = run.resized_from
+        tracker, settings = run.tracker, run.settings
+        if not tracker.is_chief or tracker.state.phase is not Phase.RESIZING or run.identity is None or old is None:
+            return
+        api = KubeAPI.from_env(self.env, settings.api_dir, timeout=self.api_timeout)
+        if api is None or not settings.namespace:
+            return
+        reasons = []
+        for ordinal in range(old, run.workers)[:5]:
+            name = f"{run.identity.host_prefix}-{ordinal}"
+            try:
+                why = pod_waiting_reason(api.get_pod(settings.namespace, name))
+            except APIError as err:
+                if err.status != 404:
+                    return  # no permission, or no answer: the message stays as it is
+                why = "not created yet"
+            if why:
+                reasons.append(f"{name}: {why}")
+        if reasons:
+            tracker.note(
+                f"workers.replicas {old} -> {run.workers}: waiting for the new workers ({'; '.join(reasons)}); "
+                f"after peers.timeoutSeconds={settings.peer_timeout_seconds} the run fails (PeersNotFound), "
+                f"unless workers.replicas goes back to {old}"
+            )
+
     def _resizing(self, run: _Run, size: int) -> None:
-        run.resize_to = size
+        run.resize_to, run.resized_from = size, run.workers
         self._say(
             f"resizing: workers.replicas {run.workers} -> {size}: the group stops at its next "
             f"checkpoint and re-forms at {size} workers"
@@ -671,6 +718,7 @@ class Launcher:
                 size = self._read_size(run.settings)
                 if size and size != run.workers:
                     raise _SizeChanged(size)
+                self._new_workers_waiting(run)
 
         try:
             wait_for_peers(hosts, timeout, log=self.log, sleep=sleep)

@@ -19,7 +19,17 @@ from dataclasses import dataclass, field, replace
 
 from . import loglines
 from .goodput import Accounting, Ledger
-from .lifecycle import TERMINAL, TERMINAL_KEYS, Phase, Reason, RunState, advance, event_for, rfc3339
+from .lifecycle import (
+    TERMINAL,
+    TERMINAL_KEYS,
+    Phase,
+    Reason,
+    RunState,
+    advance,
+    event_for,
+    rfc3339,
+    status_message,
+)
 from .loglines import CHECKPOINT, DONE, ERROR, PROGRESS, START, LogLine
 
 _TASK = re.compile(r"/job:worker(?:/replica:\d+)?/task:(\d+)")
@@ -148,6 +158,16 @@ class RunTracker:
                 message=recorded.message,
             )
         )
+
+    def note(self, message: str) -> None:
+        """A new message for the current phase (what a resize waits for), recorded by the chief;
+        no transition, no Event."""
+        with self._lock:
+            if self._state.message == status_message(message):
+                return
+            self._state = self._stamped(replace(self._state, message=status_message(message), updated_at=self.now()))
+            if self.is_chief:
+                self.recorder.record(self._state, None)
 
     def record_now(self, event: tuple[str, str, str] | None = None) -> None:
         """The chief writes the current state (start of a launcher), optionally with an Event."""

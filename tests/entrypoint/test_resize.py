@@ -58,6 +58,32 @@ def resizable_env(fake_api, tmp_path, pod="train-0") -> dict:
     return env
 
 
+UNSCHEDULABLE = {
+    "kind": "Pod",
+    "metadata": {"name": "train-2"},
+    "status": {
+        "phase": "Pending",
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/2 nodes are available: 2 Insufficient cpu.",
+            }
+        ],
+    },
+}
+
+
+def wait_for_status(fake_api, holds, timeout: float = 20) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not holds(fake_api.status("train-status")):
+        assert time.monotonic() < deadline, fake_api.status("train-status")
+        time.sleep(0.02)
+
+
 def sizes(tmp_path) -> list[int]:
     return [int(line) for line in (tmp_path / "sizes").read_text().split()]
 
@@ -183,11 +209,52 @@ def test_a_grow_undone_while_its_new_worker_is_missing_re_forms_at_the_old_size(
     run = Run(env, command(tmp_path, STOPS_ON_SIGTERM_THEN_FINISHES))
     run.until("tfmw launcher starting training (attempt 1)")
     wait_for_file(tmp_path / "training", run)
+    fake_api.pods["train-2"] = UNSCHEDULABLE
     fake_api.replicas["train"] = 3
     run.until("tfmw launcher re-forming the group at 3 workers")
+    # while it waits, the chief's status says why the new worker is not there
+    wait_for_status(
+        fake_api,
+        lambda status: (
+            "train-2: Unschedulable: 0/2 nodes are available: 2 Insufficient cpu." in status.get("message", "")
+        ),
+    )
+    assert fake_api.status("train-status")["phase"] == "Resizing"
     fake_api.replicas["train"] = 2  # helm upgrade back to 2: worker 2 is removed
     run.until("tfmw launcher idle:")
     assert waited == [2, 3, 2] and sizes(tmp_path) == [2, 2]
     assert fake_api.status("train-status")["phase"] == "Succeeded"
     assert [e["reason"] for e in fake_api.events] == ["Started", "Resizing", "Resized", "Succeeded"]
     run.stop()
+
+
+@pytest.mark.parametrize(
+    "pod,why",
+    [
+        (UNSCHEDULABLE, "Unschedulable: 0/2 nodes are available: 2 Insufficient cpu."),
+        (
+            {
+                "status": {
+                    "phase": "Pending",
+                    "conditions": [{"type": "PodScheduled", "status": "True"}],
+                    "containerStatuses": [
+                        {"state": {"waiting": {"reason": "ErrImageNeverPull", "message": "image is not present"}}}
+                    ],
+                }
+            },
+            "ErrImageNeverPull: image is not present",
+        ),
+        (
+            {
+                "status": {
+                    "phase": "Pending",
+                    "containerStatuses": [{"state": {"waiting": {"reason": "ContainerCreating"}}}],
+                }
+            },
+            None,
+        ),
+        ({"status": {"phase": "Running"}}, None),
+    ],
+)
+def test_why_a_pod_is_not_running_is_the_schedulers_or_the_kubelets_word(pod, why):
+    assert launcher_module.pod_waiting_reason(pod) == why

@@ -1,4 +1,4 @@
-"""A small HTTPS server on 127.0.0.1 that answers the five API calls the launcher makes, keeps
+"""A small HTTPS server on 127.0.0.1 that answers the six API calls the launcher makes, keeps
 what it was sent, and can answer 403/500/409 or not at all. It tests our client's behaviour;
 the real API server's answers are the cluster tests' business.
 
@@ -52,6 +52,7 @@ class FakeAPI:
     namespace: str = "ml"
     configmaps: dict = field(default_factory=dict)  # name -> {"data": {...}, "rv": int}
     replicas: dict = field(default_factory=dict)  # statefulset -> int
+    pods: dict = field(default_factory=dict)  # name -> the Pod object a GET returns
     uid: str = "0b5e5a1c-sts-uid"
     events: list = field(default_factory=list)
     requests: list = field(default_factory=list)
@@ -204,6 +205,11 @@ class FakeAPI:
                 "metadata": {"name": name, "namespace": self.namespace, "uid": self.uid},
                 "spec": {"replicas": self.replicas[name]},
             }
+        m = re.fullmatch(rf"/api/v1/namespaces/{ns}/pods/([-a-z0-9.]+)", request.path)
+        if m and request.method == "GET":
+            if m.group(1) not in self.pods:
+                return 404, {"kind": "Status", "code": 404, "message": f'pods "{m.group(1)}" not found'}
+            return 200, self.pods[m.group(1)]
         if request.method == "POST" and request.path == f"/api/v1/namespaces/{self.namespace}/events":
             self.events.append(request.body)
             return 201, request.body

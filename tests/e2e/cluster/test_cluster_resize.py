@@ -125,3 +125,45 @@ def test_grow_to_3_and_shrink_to_2_resume_exactly_from_the_group_checkpoint(clus
         if line.startswith("tfmw done ")
     }
     assert len(digests) == 1, digests
+
+
+def test_a_grow_that_cannot_be_scheduled_says_why_and_is_undone_by_scaling_back(cluster, namespace):
+    """workers.replicas=12 on two 2-CPU nodes: the new workers beyond the nodes' CPU stay
+    Pending. The chief's status says Resizing with the scheduler's reason; `helm upgrade`
+    back to 2 re-forms the group at 2 from its checkpoint, no Failed."""
+    ns = namespace
+    chief = f"{RELEASE}-tf-multiworker-0"
+
+    def describe():
+        return cluster.kubectl("get", "pods,sts,events,cm", "-n", ns, "-o", "wide", check=False).stdout + (
+            "\n" + cluster.logs(ns, chief)[-3000:]
+        )
+
+    _upgrade(cluster, ns, 2)
+    wait_for(lambda: int(_status(cluster, ns).get("lastCheckpointStep") or 0) >= 100, 300, "a checkpoint", 1, describe)
+    _upgrade(cluster, ns, 12)
+
+    def pending_reason() -> str | None:
+        status = _status(cluster, ns)
+        resizing = status.get("phase") == "Resizing" and "Insufficient cpu" in status.get("message", "")
+        return status["message"] if resizing else None
+
+    message = wait_for(
+        pending_reason,
+        300,
+        "the Resizing status to say why a new worker is Pending",
+        2,
+        describe,
+    )
+    assert "workers.replicas 2 -> 12: waiting for the new workers (" in message and "Unschedulable" in message
+    _upgrade(cluster, ns, 2)  # back: the Pending workers go, the group re-forms at 2
+    wait_for(
+        lambda: "2 workers training, resumed from step" in _status(cluster, ns).get("message", ""),
+        300,
+        "the group re-formed at 2 workers",
+        1,
+        describe,
+    )
+    assert _status(cluster, ns)["phase"] == "Running"
+    reasons = _events(cluster, ns)
+    assert "Failed" not in reasons and "Resized" in reasons, reasons
