@@ -1,8 +1,9 @@
 """A minimal in-cluster Kubernetes API client: the standard library only (http.client + ssl).
 
-The launcher needs six calls (docs/lifecycle.md): get/patch its status ConfigMap, get/patch
-its StatefulSet's `scale` subresource, create an Event, and get a peer's pod (why a new worker
-of a resize is not running yet). Each request re-reads the projected
+The launcher needs seven calls (docs/lifecycle.md): get/patch its status ConfigMap, get/patch
+its StatefulSet's `scale` subresource, create an Event, get a peer's pod (why a new worker
+of a resize is not running yet; whether a peer was lost with its node) and force-delete a
+peer's pod lost with its node (entrypoint/nodeloss.py). Each request re-reads the projected
 service-account token (the kubelet rotates it), verifies the API server against the mounted
 `ca.crt`, and gives up after a short timeout: status is never worth stalled training.
 Every failure is an APIError whose `kind` (e.g. "HTTP 403", "timeout", "connection refused")
@@ -102,7 +103,7 @@ class KubeAPI:
         except ValueError:
             raise APIError("bad response", f"{method} {path}: not JSON") from None
 
-    # -- the six calls the launcher makes ---------------------------------------------
+    # -- the calls the launcher makes ---------------------------------------------
     def get_configmap(self, namespace: str, name: str) -> dict:
         return self.request("GET", f"/api/v1/namespaces/{quote(namespace)}/configmaps/{quote(name)}")
 
@@ -126,6 +127,11 @@ class KubeAPI:
 
     def get_pod(self, namespace: str, name: str) -> dict:
         return self.request("GET", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}")
+
+    def force_delete_pod(self, namespace: str, name: str, uid: str) -> dict:
+        """Delete now (grace 0), and only the pod with this UID: never its replacement."""
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
+        return self.request("DELETE", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}", body)
 
     def create_event(self, namespace: str, event: dict) -> dict:
         return self.request("POST", f"/api/v1/namespaces/{quote(namespace)}/events", event)

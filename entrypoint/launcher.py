@@ -59,6 +59,7 @@ from .lifecycle import (
     rfc3339,
     status_message,
 )
+from .nodeloss import lost_with_node, pod_address
 from .peers import wait_for_peers
 from .podlog import PodLog, log_path
 from .settings import INDEXED_JOB_REQUIRED, POLICIES, LauncherSettings, load_settings
@@ -82,6 +83,12 @@ DEFAULT_TRAINING_COMMAND = ("python", "-m", "entrypoint.training")
 FLUSH_SECONDS = 30.0  # at the end: how long the status, Events and scale may take
 MARKER_RETRY_SECONDS = 60.0  # a user command finished: how long writing COMPLETED may be retried
 IDLE_RETRY_SECONDS = (10.0, 300.0)  # while idle: retry a failed terminal write / scale, backing off
+WAITING_PODS_CHECKED = 20  # the new workers' pods read per resize poll, for why they are not running
+# A peer lost with its node (entrypoint/nodeloss.py): looked for this often, and only once
+# the group has made no progress for STALLED_SECONDS (no API reads while training goes on).
+NODE_LOSS_POLL_SECONDS = 5.0
+STALLED_SECONDS = 10.0
+PEER_PROBE_SECONDS = 2.0  # a lost peer's TF port must not take a connection within this
 RESIZE_POLL_SECONDS = 5.0  # a resizable group's launchers read their StatefulSet's replicas this often
 
 IDENTITY = {STATEFULSET: "statefulset", PRESET_TF_CONFIG: "preset", INDEXED_JOB: "indexed-job"}
@@ -233,6 +240,16 @@ class _EndedElsewhere(Exception):
     def __init__(self, state: RunState):
         super().__init__(state.phase)
         self.state = state
+
+
+def _answers(address: str, port: int) -> bool:
+    """Does anything take a TCP connection on address:port within PEER_PROBE_SECONDS? A pod
+    whose processes run does, however slow its training; a lost or cut-off one does not."""
+    try:
+        with socket.create_connection((address, port), timeout=PEER_PROBE_SECONDS):
+            return True
+    except OSError:
+        return False
 
 
 def _env_name(env: Mapping[str, str], key: str) -> str | None:
@@ -464,6 +481,12 @@ class Launcher:
         )
         self.supervisor = Supervisor(self._supervisor_config(run))
         watching = self._watch_size(run) if run.settings.resizable and not run.platform else None
+        api = KubeAPI.from_env(self.env, run.settings.api_dir, timeout=self.api_timeout)
+        lost_peers = (
+            self._watch_for_lost_peers(run, api)
+            if api is not None and run.identity is not None and run.settings.namespace and not run.platform
+            else None
+        )
         try:
             if self._wait_for_group(run):
                 self.supervisor.cfg.env = run.child_env
@@ -471,8 +494,9 @@ class Launcher:
                 return Ending(None, None, "", EXIT_SIGTERM)
             return self.supervisor.run()
         finally:
-            if watching is not None:
-                watching.set()
+            for watcher in (watching, lost_peers):
+                if watcher is not None:
+                    watcher.set()
             run.heartbeat.unlink(missing_ok=True)
 
     def _supervisor_config(self, run: _Run) -> SupervisorConfig:
@@ -611,6 +635,67 @@ class Launcher:
         threading.Thread(target=watch, name="tfmw-size", daemon=True).start()
         return done
 
+    def _watch_for_lost_peers(self, run: _Run, api: KubeAPI) -> threading.Event:
+        """While the group makes no progress: is a peer's pod lost with its node? Then force-
+        delete it, so the StatefulSet controller replaces it on a node that answers. The chief
+        watches every peer, the others watch the chief: a lost chief is replaced by them, and
+        the new chief then sees to the rest. Set the returned Event to stop watching."""
+        done = threading.Event()
+        refused: list[str] = []  # why deleting is not allowed, once known: said once, never retried
+
+        def watch() -> None:
+            while not done.wait(NODE_LOSS_POLL_SECONDS) and not self.stopping.is_set():
+                supervisor = self.supervisor
+                if supervisor is None or supervisor.seconds_without_progress() < STALLED_SECONDS:
+                    continue
+                mine = run.identity.ordinal
+                for ordinal in range(1, run.workers) if mine == 0 else [0]:
+                    self._replace_if_lost(run, api, f"{run.identity.host_prefix}-{ordinal}", refused)
+
+        threading.Thread(target=watch, name="tfmw-lost-peers", daemon=True).start()
+        return done
+
+    def _replace_if_lost(self, run: _Run, api: KubeAPI, name: str, refused: list[str]) -> None:
+        namespace = run.settings.namespace
+        try:
+            pod = api.get_pod(namespace, name)
+        except APIError as err:
+            if err.status == 403 and not refused:
+                refused.append(err.detail)
+                self._say(
+                    f"cannot read peer {name}'s pod to see whether it was lost with its node: {err.kind}: "
+                    f"{err.detail}; a peer on a lost node then waits for an admin's "
+                    f"`kubectl delete pod --force --grace-period=0`"
+                )
+            return  # gone already (404), not allowed, or no answer: nothing to decide on
+        why = lost_with_node(pod)
+        if why is None:
+            return
+        address = pod_address(pod)
+        if address and _answers(address, run.settings.port):
+            return  # its processes run (a not-ready node whose kubelet stops them): not lost
+        if refused:
+            return
+        uid = (pod.get("metadata") or {}).get("uid") or ""
+        try:
+            api.force_delete_pod(namespace, name, uid)
+        except APIError as err:
+            if err.status in (404, 409):
+                return  # deleted, or replaced, meanwhile
+            refused.append(err.detail)
+            self._say(
+                f"peer {name} is lost with its node ({why}) but cannot be force-deleted: {err.kind}: "
+                f"{err.detail}; the Role needs `delete` on the release's pods (rbac.create), else an admin "
+                f"runs `kubectl delete pod {name} -n {namespace} --force --grace-period=0`"
+            )
+            return
+        message = (
+            f"peer {name} was lost with its node: {why}; its TF port {address}:{run.settings.port} does not "
+            f"answer. Force-deleted it, so the StatefulSet controller replaces it on a node that answers"
+        )
+        self._say(message)
+        run.recorder.event("PeerLost", "Warning", message)
+
     def _new_workers_waiting(self, run: _Run) -> None:
         """The chief, while a grown group waits for its new workers: why they are not running
         yet (their pods' PodScheduled condition, the scheduler's reason), in the Resizing
@@ -623,7 +708,12 @@ class Launcher:
         if api is None or not settings.namespace:
             return
         reasons = []
-        for ordinal in range(old, run.workers)[:5]:
+        # The scheduler places the new pods in the order they were created, so the last are
+        # the ones left Pending: look from the highest ordinal down, a bounded number of GETs
+        # every RESIZE_POLL_SECONDS, and name at most five.
+        for ordinal in list(reversed(range(old, run.workers)))[:WAITING_PODS_CHECKED]:
+            if len(reasons) == 5:
+                break
             name = f"{run.identity.host_prefix}-{ordinal}"
             try:
                 why = pod_waiting_reason(api.get_pod(settings.namespace, name))
@@ -634,8 +724,9 @@ class Launcher:
             if why:
                 reasons.append(f"{name}: {why}")
         if reasons:
+            named = "; ".join(reversed(reasons))  # ascending ordinals
             tracker.note(
-                f"workers.replicas {old} -> {run.workers}: waiting for the new workers ({'; '.join(reasons)}); "
+                f"workers.replicas {old} -> {run.workers}: waiting for the new workers ({named}); "
                 f"after peers.timeoutSeconds={settings.peer_timeout_seconds} the run fails (PeersNotFound), "
                 f"unless workers.replicas goes back to {old}"
             )

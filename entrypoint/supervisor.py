@@ -253,6 +253,7 @@ class Supervisor:
         self._stop = threading.Event()
         self._child: subprocess.Popen | None = None
         self._last_activity = time.monotonic()
+        self._progress_at = time.monotonic()  # the last heartbeat change (training progress)
         self._last_line = ""
         self._last_error = ""
         self._output_error = False
@@ -277,6 +278,11 @@ class Supervisor:
                 os.killpg(child.pid, signum)
             except ProcessLookupError:
                 pass
+
+    def seconds_without_progress(self) -> float:
+        """Since the trainer's heartbeat last changed (restarts and peer waits included): how
+        long the group has not trained."""
+        return time.monotonic() - self._progress_at
 
     def request_regroup(self, why: str) -> None:
         """The group must re-form (its size changed): SIGTERM the training command, so the
@@ -512,7 +518,7 @@ class Supervisor:
             return
         seen.progressed = seen.progressed or seen.last_beat is not None or beat[0] > 0
         seen.last_beat = beat
-        self._last_activity = time.monotonic()
+        self._last_activity = self._progress_at = time.monotonic()
         seen.watch.observe(beat[0], beat[1], self._last_activity)
         seen.beats += 1
         try:  # when the trainer wrote it (wall clock), not when this poll saw it

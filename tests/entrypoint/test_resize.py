@@ -194,13 +194,15 @@ def test_without_a_size_change_a_stopped_group_is_an_ordinary_restart(fake_api, 
 
 
 def test_a_grow_undone_while_its_new_worker_is_missing_re_forms_at_the_old_size(fake_api, tmp_path, monkeypatch):
-    """Worker 2 never resolves (it cannot be scheduled, say); the user scales back to 2 before
-    peers.timeoutSeconds: the group re-forms at 2 instead of failing PeersNotFound."""
+    """A grow from 2 to 9: workers 2-7 are scheduled, worker 8 never is (no CPU left), so it
+    never resolves. The chief's status names worker 8 and the scheduler's reason; the user
+    scales back to 2 before peers.timeoutSeconds: the group re-forms at 2 instead of failing
+    PeersNotFound."""
     waited = []
 
     def peers_wait(hosts, timeout, log, sleep):  # the launcher's own sleep: it looks at the size
         waited.append(len(hosts))
-        while len(hosts) == 3:
+        while len(hosts) == 9:
             sleep(0.05)
 
     monkeypatch.setattr(launcher_module, "wait_for_peers", peers_wait)
@@ -209,20 +211,27 @@ def test_a_grow_undone_while_its_new_worker_is_missing_re_forms_at_the_old_size(
     run = Run(env, command(tmp_path, STOPS_ON_SIGTERM_THEN_FINISHES))
     run.until("tfmw launcher starting training (attempt 1)")
     wait_for_file(tmp_path / "training", run)
-    fake_api.pods["train-2"] = UNSCHEDULABLE
-    fake_api.replicas["train"] = 3
-    run.until("tfmw launcher re-forming the group at 3 workers")
-    # while it waits, the chief's status says why the new worker is not there
+    for ordinal in range(2, 8):
+        fake_api.pods[f"train-{ordinal}"] = {
+            "kind": "Pod",
+            "metadata": {"name": f"train-{ordinal}"},
+            "status": {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]},
+        }
+    fake_api.pods["train-8"] = dict(UNSCHEDULABLE, metadata={"name": "train-8"})
+    fake_api.replicas["train"] = 9
+    run.until("tfmw launcher re-forming the group at 9 workers")
+    # while it waits, the chief's status says why the new worker is not there: the last one
     wait_for_status(
         fake_api,
         lambda status: (
-            "train-2: Unschedulable: 0/2 nodes are available: 2 Insufficient cpu." in status.get("message", "")
+            "waiting for the new workers (train-8: Unschedulable: 0/2 nodes are available: 2 Insufficient cpu.)"
+            in status.get("message", "")
         ),
     )
     assert fake_api.status("train-status")["phase"] == "Resizing"
-    fake_api.replicas["train"] = 2  # helm upgrade back to 2: worker 2 is removed
+    fake_api.replicas["train"] = 2  # helm upgrade back to 2: the new workers are removed
     run.until("tfmw launcher idle:")
-    assert waited == [2, 3, 2] and sizes(tmp_path) == [2, 2]
+    assert waited == [2, 9, 2] and sizes(tmp_path) == [2, 2]
     assert fake_api.status("train-status")["phase"] == "Succeeded"
     assert [e["reason"] for e in fake_api.events] == ["Started", "Resizing", "Resized", "Succeeded"]
     run.stop()

@@ -53,6 +53,7 @@ class FakeAPI:
     configmaps: dict = field(default_factory=dict)  # name -> {"data": {...}, "rv": int}
     replicas: dict = field(default_factory=dict)  # statefulset -> int
     pods: dict = field(default_factory=dict)  # name -> the Pod object a GET returns
+    deleted_pods: list = field(default_factory=list)  # (name, gracePeriodSeconds) of each DELETE
     uid: str = "0b5e5a1c-sts-uid"
     events: list = field(default_factory=list)
     requests: list = field(default_factory=list)
@@ -89,7 +90,7 @@ class FakeAPI:
                 except OSError:
                     pass  # the client gave up (timeout)
 
-            do_GET = do_PATCH = do_POST = _serve
+            do_GET = do_PATCH = do_POST = do_DELETE = _serve
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -206,10 +207,19 @@ class FakeAPI:
                 "spec": {"replicas": self.replicas[name]},
             }
         m = re.fullmatch(rf"/api/v1/namespaces/{ns}/pods/([-a-z0-9.]+)", request.path)
-        if m and request.method == "GET":
-            if m.group(1) not in self.pods:
-                return 404, {"kind": "Status", "code": 404, "message": f'pods "{m.group(1)}" not found'}
-            return 200, self.pods[m.group(1)]
+        if m and request.method in ("GET", "DELETE"):
+            name = m.group(1)
+            if name not in self.pods:
+                return 404, {"kind": "Status", "code": 404, "message": f'pods "{name}" not found'}
+            pod = self.pods[name]
+            if request.method == "DELETE":
+                wanted = ((request.body or {}).get("preconditions") or {}).get("uid")
+                if wanted is not None and wanted != pod.get("metadata", {}).get("uid"):
+                    return 409, {"kind": "Status", "code": 409, "message": "Precondition failed: UID in precondition"}
+                self.deleted_pods.append((name, (request.body or {}).get("gracePeriodSeconds")))
+                del self.pods[name]
+                request.applied = True
+            return 200, pod
         if request.method == "POST" and request.path == f"/api/v1/namespaces/{self.namespace}/events":
             self.events.append(request.body)
             return 201, request.body

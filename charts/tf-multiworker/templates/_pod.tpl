@@ -178,3 +178,22 @@ one of these paths would collide with them.
 {{- define "tf-multiworker.kubeletMounts" -}}
 /etc/hosts /etc/hostname /etc/resolv.conf /dev/termination-log
 {{- end }}
+
+{{/* The workers' tolerations: workers.tolerations, then a short NoExecute toleration for an
+unreachable node (workers.nodeLossTolerationSeconds) unless the user's list has one for that
+key: a lost node's worker is evicted in seconds, not Kubernetes' 300. A not-ready node (its
+kubelet answers and stops its pods itself) keeps the cluster's default. */}}
+{{- define "tf-multiworker.workerTolerations" -}}
+{{- $tolerations := .Values.workers.tolerations | default list }}
+{{- $keys := list }}
+{{- range $tolerations }}
+{{- $keys = append $keys (.key | default "") }}
+{{- end }}
+{{- $seconds := .Values.workers.nodeLossTolerationSeconds }}
+{{- if not (kindIs "invalid" $seconds) }}
+{{- if not (has "node.kubernetes.io/unreachable" $keys) }}
+{{- $tolerations = append $tolerations (dict "key" "node.kubernetes.io/unreachable" "operator" "Exists" "effect" "NoExecute" "tolerationSeconds" (int $seconds)) }}
+{{- end }}
+{{- end }}
+{{- toYaml $tolerations }}
+{{- end }}

@@ -1063,6 +1063,36 @@ def load_images(state: ClusterState, archives: list[Path], say=print) -> None:
         )
 
 
+def _node(state: ClusterState, name: str) -> nodemod.NodeNet:
+    if name not in state.nodes:
+        raise ClusterError(f"no node {name!r} in the cluster of {state.dir}; its nodes: {', '.join(state.nodes)}")
+    return nodemod.node_net(state.slot, state.nodes.index(name) + 1)
+
+
+def lose_node(directory: Path, name: str) -> None:
+    """A node lost as a machine is lost: every process on it killed at once (kubelet,
+    containerd, every container; no Terminating, no status update) and its link cut. The
+    control plane learns it only from the missing heartbeats. `down` removes the rest."""
+    state = _load(directory)
+    net = _node(state, name)
+    nodemod.kill_cgroup(net.cgroup)
+    nodemod.set_node_link(net, up=False)
+
+
+def partition_node(directory: Path, name: str, cut: bool = True) -> None:
+    """Cut (cut=False: restore) a node's network and nothing else: its kubelet and pods run
+    on, unheard, as on the far side of a network partition."""
+    net = _node(_load(directory), name)
+    nodemod.set_node_link(net, up=not cut)
+
+
+def _load(directory: Path) -> ClusterState:
+    state = ClusterState.load(Path(directory).resolve())
+    if state is None:
+        raise ClusterError(f"no cluster in {directory}: start one with `make cluster`")
+    return state
+
+
 def down(directory: Path = DEFAULT_STATE, say=print) -> bool:
     """Stop the cluster in `directory`: the nodes first (kubelet, kube-proxy, every container,
     containerd), then CoreDNS, the provisioner and the control plane; then the nodes'

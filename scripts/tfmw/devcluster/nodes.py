@@ -452,6 +452,31 @@ def remove_cgroups(name: str, timeout: float = 10.0) -> list[str]:
     return left
 
 
+def kill_cgroup(name: str, timeout: float = 10.0) -> int:
+    """SIGKILL everything below the node's cgroup (node.sh, the kubelet, containerd, its
+    shims, every container) until nothing is left; the directories stay for `down`. Returns
+    how many processes were killed. With them goes the node's mount namespace."""
+    killed: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while (pids := cgroup_pids(name)) and time.monotonic() < deadline:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+    if cgroup_pids(name):
+        raise NodeError(f"cgroup {name}: processes left after {timeout:g}s of SIGKILL")
+    return len(killed)
+
+
+def set_node_link(net: NodeNet, up: bool) -> None:
+    """Cut (or restore) the node's only link, its veth on the cluster bridge: nothing reaches
+    the node or its pods, and they reach nothing."""
+    _ip("link", "set", net.host_veth, "up" if up else "down")
+
+
 def leftover_cgroups(prefix: str) -> list[str]:
     return [str(p) for h in cgroup_cleanup_roots() for p in h.glob(f"{prefix}*")]
 

@@ -69,8 +69,14 @@ def test_grow_to_3_and_shrink_to_2_resume_exactly_from_the_group_checkpoint(clus
     chief = f"{RELEASE}-tf-multiworker-0"
 
     def describe():
+        story = [
+            f"[{pod}] {line}"
+            for pod in (chief, f"{RELEASE}-tf-multiworker-1")
+            for line in cluster.logs(ns, pod).splitlines()
+            if line.startswith(("tfmw launcher", "tfmw lifecycle", "tfmw error"))
+        ]
         return cluster.kubectl("get", "pods,sts,events,cm", "-n", ns, "-o", "wide", check=False).stdout + (
-            "\n" + cluster.logs(ns, chief)[-3000:]
+            "\n" + "\n".join(story[-80:])
         )
 
     _upgrade(cluster, ns, 2)
@@ -107,7 +113,7 @@ def test_grow_to_3_and_shrink_to_2_resume_exactly_from_the_group_checkpoint(clus
     wait_for(lambda: _status(cluster, ns).get("phase") == "Succeeded", 600, "the run to succeed", 2, describe)
 
     status = _status(cluster, ns)
-    assert (status["step"], status["restarts"]) == (str(STEPS), "0")  # a resize is no restart
+    assert (status["step"], status["restarts"]) == (str(STEPS), "0"), describe()  # a resize is no restart
     reasons = _events(cluster, ns)
     assert reasons.count("Resizing") == 2 and reasons.count("Resized") == 2, reasons
     assert "Failed" not in reasons and "Restarted" not in reasons, reasons

@@ -50,6 +50,12 @@ BAD_VALUES = {
     "port-zero": Bad(("workers.port=0",), "workers.port"),
     "gpus-negative": Bad(("workers.gpus=-1",), "workers.gpus"),
     "gpus-fraction": Bad(("workers.gpus=0.5",), "workers.gpus"),
+    "node-loss-toleration-negative": Bad(
+        ("workers.nodeLossTolerationSeconds=-1",), "workers.nodeLossTolerationSeconds"
+    ),
+    "node-loss-toleration-fraction": Bad(
+        ("workers.nodeLossTolerationSeconds=0.5",), "workers.nodeLossTolerationSeconds"
+    ),
     "fullname-uppercase": Bad(("fullnameOverride=Trainer",), "fullnameOverride"),
     "fullname-digit-first": Bad(("fullnameOverride=1trainer",), "fullnameOverride"),
     "fullname-too-long": Bad((f"fullnameOverride={'a' * 53}",), "fullnameOverride"),

@@ -27,7 +27,12 @@ EXPECTED_RULES = [
     {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [STATUS], "verbs": ["get", "patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     # the release's own pods by name, read only: why a new worker of a resize is not running
-    {"apiGroups": [""], "resources": ["pods"], "resourceNames": [f"{FULLNAME}-0", f"{FULLNAME}-1"], "verbs": ["get"]},
+    {
+        "apiGroups": [""],
+        "resources": ["pods"],
+        "resourceNames": [f"{FULLNAME}-0", f"{FULLNAME}-1"],
+        "verbs": ["get", "delete"],
+    },
 ]
 
 

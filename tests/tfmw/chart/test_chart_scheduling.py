@@ -167,3 +167,24 @@ def test_pod_disruption_budget(helm, render):
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels(one(objects, "StatefulSet")).items()
     assert one(render(helm, ALL_ON), "PodDisruptionBudget")["spec"]["maxUnavailable"] == 0
     assert not find(render(helm, sets=("podDisruptionBudget.enabled=false",)), "PodDisruptionBudget")
+
+
+UNREACHABLE = "node.kubernetes.io/unreachable"
+
+
+def test_a_lost_nodes_worker_is_evicted_after_node_loss_toleration_seconds(helm, render):
+    """The chart's NoExecute toleration for an unreachable node: seconds, not Kubernetes' 300
+    (docs/failure-model.md, "A lost node"); none with null; the user's own one for that key
+    wins; the user's other tolerations stay."""
+    spec = worker(render(helm))["spec"]
+    assert spec["tolerations"] == [
+        {"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 10}
+    ]
+    spec = worker(render(helm, sets=("workers.nodeLossTolerationSeconds=0",)))["spec"]
+    assert spec["tolerations"][0]["tolerationSeconds"] == 0
+    assert "tolerations" not in worker(render(helm, sets=("workers.nodeLossTolerationSeconds=null",)))["spec"]
+    own = ("workers.tolerations[0].key=" + UNREACHABLE, "workers.tolerations[0].operator=Exists")
+    assert worker(render(helm, sets=own))["spec"]["tolerations"] == [{"key": UNREACHABLE, "operator": "Exists"}]
+    gpu = ("workers.tolerations[0].key=nvidia.com/gpu", "workers.tolerations[0].operator=Exists")
+    keys = [t["key"] for t in worker(render(helm, sets=gpu))["spec"]["tolerations"]]
+    assert keys == ["nvidia.com/gpu", UNREACHABLE]

@@ -1,0 +1,170 @@
+"""A lost node on a real cluster, with real TensorFlow: a 2-worker run, one worker per node,
+and then one node is lost as a machine is lost (every process on it killed, its link cut:
+tfmw.devcluster.controlplane.lose_node). No admin acts. The node lifecycle controller taints
+the node unreachable, the taint manager deletes the pod once its toleration (the chart's
+workers.nodeLossToleration.seconds) runs out, and the pod stays Terminating, since no kubelet
+confirms. A surviving launcher sees the pod lost (entrypoint/nodeloss.py) and force-deletes
+it; the StatefulSet controller creates it again on a node that answers; the group re-forms
+and resumes from its last checkpoint, and the run completes with identical weights.
+
+These tests lose nodes, so they run on a cluster of their own (three nodes: each test loses
+one, and the workers keep two to spread over)."""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import datetime
+
+import pytest
+import yaml
+from clusterkit import CHART, REPO, Cluster, all_running, delete_namespace, new_namespace, wait_for
+
+from tfmw.devcluster import controlplane
+from tfmw.devcluster.build import ensure_binaries
+from tfmw.k8s.api import ns_path
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+RELEASE = "lost"
+STEPS = 3000  # mlp: ~50 steps/s here; the fault lands after the first checkpoints
+SETS = (
+    "training.config.model.name=mlp",
+    f"training.config.steps={STEPS}",
+    "training.config.logEverySteps=50",
+    "training.config.checkpoint.everySteps=100",
+    "completion.onSuccess=idle",  # the pods stay, with their logs
+)
+# One worker per node while the nodes answer; a node the pods do not tolerate (the lost one's
+# NoSchedule taint) does not count (nodeTaintsPolicy Honor), so the replacement may join the
+# survivor on its node.
+SPREAD = {
+    "workers": {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "nodeTaintsPolicy": "Honor",
+            }
+        ]
+    }
+}
+
+
+@pytest.fixture(scope="module")
+def lossy(tmp_path_factory, worker_image) -> Cluster:
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("the local cluster needs root (network and mount namespaces, a bridge)")
+    ref, archive = worker_image
+    state = controlplane.up(
+        tmp_path_factory.mktemp("lossy") / "state", nodes=3, bins=ensure_binaries(), say=print, images=[archive]
+    )
+    try:
+        yield Cluster(state, image=ref)
+    finally:
+        import shutil
+
+        shutil.copytree(state.dir / "logs", tmp_path_factory.getbasetemp() / "lossy-logs", dirs_exist_ok=True)
+        controlplane.down(state.dir, say=print)
+
+
+@pytest.fixture
+def ns(lossy, request) -> str:
+    name = new_namespace(lossy, request.node.name.replace("test_", "t-"))
+    yield name
+    delete_namespace(lossy, name)
+
+
+def _status(cluster: Cluster, ns: str) -> dict:
+    cm = cluster.api.get_or_none(ns_path(ns, "configmaps", f"{RELEASE}-tf-multiworker-status"))
+    return (cm or {}).get("data") or {}
+
+
+def _node_of(cluster: Cluster, ns: str, pod: str) -> str:
+    return cluster.api.get(ns_path(ns, "pods", pod))["spec"].get("nodeName") or ""
+
+
+def _lose_a_node_and_recover(cluster: Cluster, ns: str, tmp_path, victim_ordinal: int) -> None:
+    values = tmp_path / "spread.yaml"
+    values.write_text(yaml.safe_dump(SPREAD))
+    args = ["install", RELEASE, str(CHART), "-n", ns, "-f", str(REPO / "values" / "local.yaml"), "-f", str(values)]
+    for item in SETS:
+        args += ["--set", item]
+    cluster.helm(*args)
+    chief, victim = f"{RELEASE}-tf-multiworker-0", f"{RELEASE}-tf-multiworker-{victim_ordinal}"
+    survivor = f"{RELEASE}-tf-multiworker-{1 - victim_ordinal}"
+
+    def describe() -> str:
+        story = [
+            f"[{pod}] {line}"
+            for pod in (chief, f"{RELEASE}-tf-multiworker-1")
+            for line in cluster.logs(ns, pod).splitlines()
+            if line.startswith(("tfmw launcher", "tfmw lifecycle", "tfmw error"))
+        ]
+        return cluster.kubectl("get", "pods,events,cm", "-n", ns, "-o", "wide", check=False).stdout + (
+            "\n" + "\n".join(story[-60:])
+        )
+
+    wait_for(lambda: int(_status(cluster, ns).get("lastCheckpointStep") or 0) >= 300, 300, "a checkpoint", 1, describe)
+    pods = cluster.workers(ns, RELEASE)
+    assert all_running(pods, 2)
+    nodes = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+    assert len(set(nodes.values())) == 2, nodes  # one per node: the spread constraint
+    old_uid = next(p["metadata"]["uid"] for p in pods if p["metadata"]["name"] == victim)
+    lost = nodes[victim]
+
+    published = int(_status(cluster, ns)["lastCheckpointStep"])
+    faulted = time.time()
+    controlplane.lose_node(cluster.state.dir, lost)
+
+    def replaced() -> bool:
+        pod = cluster.api.get_or_none(ns_path(ns, "pods", victim))
+        return bool(
+            pod
+            and pod["metadata"]["uid"] != old_uid
+            and pod["spec"].get("nodeName") not in (None, "", lost)
+            and pod["status"].get("phase") == "Running"
+        )
+
+    wait_for(replaced, 300, f"{victim} replaced on a node that answers (no admin)", 1, describe)
+    replaced_after = time.time() - faulted
+    wait_for(lambda: _status(cluster, ns).get("phase") == "Succeeded", 600, "the run to succeed", 2, describe)
+
+    # fault -> resumed: the replacement's first step, by its log's own clock
+    stamped = cluster.kubectl("logs", "--timestamps", "-n", ns, victim).stdout
+    first_step = next(line.split()[0] for line in stamped.splitlines() if " tfmw progress " in line)
+    resumed_after = datetime.fromisoformat(first_step.replace("Z", "+00:00")).timestamp() - faulted
+    print(f"node loss of {lost} ({victim}): replaced after {replaced_after:.0f}s, resumed after {resumed_after:.0f}s")
+
+    status = _status(cluster, ns)
+    assert status["step"] == str(STEPS), describe()
+    events = [e for e in cluster.events(ns) if e.get("involvedObject", {}).get("kind") == "StatefulSet"]
+    lost_events = [e["message"] for e in events if e["reason"] == "PeerLost"]
+    assert lost_events and all(victim in m and lost in m for m in lost_events), describe()
+    assert "Failed" not in [e["reason"] for e in events], describe()
+    # Exact resume: the re-formed group started, on both workers, from a checkpoint at least as
+    # new as the one published before the fault (at most one interval lost); when the chief
+    # survived, from one its log saved. Then identical weights.
+    survivor_log, new_log = cluster.logs(ns, survivor), cluster.logs(ns, victim)
+    new_starts = [int(m) for m in re.findall(r"^tfmw start .* resume_step=(\d+)", new_log, re.M)]
+    survivor_starts = [int(m) for m in re.findall(r"^tfmw start .* resume_step=(\d+)", survivor_log, re.M)]
+    assert new_starts and new_starts[0] >= published > 0 and new_starts[0] % 100 == 0, (new_starts, published)
+    assert survivor_starts[-1] == new_starts[-1], (survivor_starts, new_starts)
+    if survivor == chief:
+        saved = [int(m) for m in re.findall(r"^tfmw checkpoint saved step=(\d+)", survivor_log, re.M)]
+        assert new_starts[0] in saved, (new_starts, saved)
+    digests = {
+        m for log in (survivor_log, new_log) for m in re.findall(r"^tfmw done .*weights_digest=(\S+)", log, re.M)
+    }
+    assert len(digests) == 1, digests
+
+
+def test_a_workers_node_is_lost_and_the_group_resumes_without_an_admin(lossy, ns, tmp_path):
+    _lose_a_node_and_recover(lossy, ns, tmp_path, victim_ordinal=1)
+
+
+def test_the_chiefs_node_is_lost_and_the_group_resumes_without_an_admin(lossy, ns, tmp_path):
+    _lose_a_node_and_recover(lossy, ns, tmp_path, victim_ordinal=0)
