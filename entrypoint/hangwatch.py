@@ -15,15 +15,15 @@ Two bounds:
   steps ("<step> train" beats following "<step> train" beats), since the last heartbeat change,
       timeout = min(static, max(FLOOR_SECONDS, MULTIPLIER x p95 of the recent per-step times))
   Per-step time = time between two observed train beats / the steps between them (the trainer
-  writes at most one beat a second, so a fast model's beats cover many steps).
+  writes at most one beat every 0.5 s, so a fast model's beats cover many steps).
 
 Why these numbers (docs/failure-model.md):
 - MULTIPLIER 10: a step 5x slower than usual must never fire. The observed silence during
-  such a step is at most the slow step, plus the steps before it that the 1 s write throttle
+  such a step is at most the slow step, plus the steps before it that the 0.5 s write throttle
   did not report, plus one poll; with a 10x bound that is a 2x margin over the p95 itself
   (and more over the median the 5x is measured against).
 - FLOOR_SECONDS 6: a fast step (cnn: ~0.07 s) would give under a second; the floor must cover
-  the heartbeat's 1 s write interval, the supervisor's 0.5 s poll and a scheduling stall on a
+  the heartbeat's 0.5 s write interval, the supervisor's 0.5 s poll and a scheduling stall on a
   loaded node (2 shared CPUs here) with margin, and still leave room for the restart
   (~6-7 s here: back-off, import TensorFlow, re-form the group) within the 15 s goal from a
   hang to training resumed.
@@ -117,6 +117,15 @@ class HangWatch:
             return None
         return min(self.static_seconds, max(self.floor_seconds, self.multiplier * step))
 
+    def adaptive_basis(self) -> str:
+        """How the adaptive bound is set now, for the launcher's lines and the Restarted Event."""
+        step = self.step_seconds()
+        return (
+            f"adaptive: max({self.floor_seconds:g}s, {self.multiplier:g} x p{self.q * 100:.0f} "
+            f"step {step if step is not None else float('nan'):.3g}s), "
+            f"at most training.hangTimeoutSeconds={self.static_seconds:g}"
+        )
+
     def timeout(self) -> float:
         """The bound that applies now (0: off)."""
         adaptive = self.adaptive_timeout()
@@ -130,13 +139,7 @@ class HangWatch:
             return None
         adaptive = self.adaptive_timeout()
         if adaptive is not None and self._last is not None and now - self._last[2] > adaptive:
-            step = self.step_seconds()
-            return Verdict(
-                now - self._last[2],
-                adaptive,
-                f"adaptive: max({self.floor_seconds:g}s, {self.multiplier:g} x p{self.q * 100:.0f} "
-                f"step {step:.3g}s), at most training.hangTimeoutSeconds={self.static_seconds:g}",
-            )
+            return Verdict(now - self._last[2], adaptive, self.adaptive_basis())
         if now - last_activity > self.static_seconds:
             return Verdict(
                 now - last_activity, self.static_seconds, f"training.hangTimeoutSeconds={self.static_seconds:g}"

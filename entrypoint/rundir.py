@@ -191,7 +191,7 @@ class Heartbeat:
     times only "train" beats by the observed step time; any other phase ("start": restore and
     the first, traced step; "checkpoint"; "finish": export) gets the static timeout."""
 
-    def __init__(self, path: str | None, interval: float = 1.0, clock=time.monotonic):
+    def __init__(self, path: str | None, interval: float = 0.5, clock=time.monotonic):
         self.path = path
         self.interval = interval
         self.clock = clock

@@ -104,6 +104,7 @@ class _AttemptWatch:
     last_beat: tuple | None = None
     progressed: bool = False
     hung: Verdict | None = None  # the watchdog's verdict, once it killed the attempt
+    bound_said: bool = False  # the adaptive hang bound was announced (once an attempt)
     deadline_hit: bool = False
     term_sent: float = 0.0
 
@@ -521,6 +522,12 @@ class Supervisor:
         self._last_activity = self._progress_at = time.monotonic()
         seen.watch.observe(beat[0], beat[1], self._last_activity)
         seen.beats += 1
+        bound = seen.watch.adaptive_timeout()
+        if bound is not None and not seen.bound_said:
+            # From here a hang is caught in seconds, not training.hangTimeoutSeconds: an
+            # operator reading the log (and the fault harness) can tell which bound holds.
+            seen.bound_said = True
+            self._say(f"hang bound {bound:.3g}s from step {beat[0]} ({seen.watch.adaptive_basis()})")
         try:  # when the trainer wrote it (wall clock), not when this poll saw it
             written = hb.stat().st_mtime
         except OSError:

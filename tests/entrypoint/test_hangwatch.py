@@ -76,7 +76,7 @@ def test_static_until_enough_steady_steps():
 def test_floor_for_fast_steps_and_per_step_time_from_throttled_beats():
     watch = HangWatch(600)
     watch.observe(0, "start", 0.0)
-    # 70 ms steps, the trainer writes about once a second: 14 steps per beat
+    # 70 ms steps, the trainer writes at most one beat every 0.5 s (the test beats each 14 steps)
     steady(watch, 0.07, 20, start=5.0, per_beat=14)
     assert watch.step_seconds() == pytest.approx(0.07)
     assert watch.timeout() == FLOOR_SECONDS
@@ -266,6 +266,11 @@ def test_supervisor_a_stopped_trainer_fires_within_the_adaptive_bound(tmp_path):
     # the bound from its last beat (one step before it stopped: ~0), plus polls and slack
     assert ADAPTIVE_BOUND - 0.5 <= after <= ADAPTIVE_BOUND + 1.5, (after, fired)
     assert any("restarting training in place" in line and "hang: no progress" in line for _, line in logs)
+    # the launcher said once which bound holds, from the step the 5th sample came with (step 1
+    # follows the "start" beat: no sample), before anything fired
+    said = [(when, line) for when, line in logs if "launcher hang bound" in line]
+    assert len(said) == 1 and " from step 6 (adaptive: " in said[0][1], said
+    assert said[0][0] < fired[0][0]
 
 
 def test_supervisor_explicit_static_wins(tmp_path):
@@ -275,6 +280,7 @@ def test_supervisor_explicit_static_wins(tmp_path):
     assert sup.run().phase is Phase.SUCCEEDED
     fired = watchdog_lines(logs)
     assert len(fired) == 1 and "training.hangTimeoutSeconds=5" in fired[0][1], logs
+    assert not [line for _, line in logs if "hang bound" in line], logs
     after = fired[0][0] - float((tmp_path / "stopped_at").read_text())
     assert 5 <= after <= 6.5, after
 

@@ -21,6 +21,7 @@ class FaultResult:
     step_at_fault: int = -1
     resume_step: int = -1
     seconds_to_detect: float = float("nan")  # fault -> a worker's collective fails / watchdog fires
+    watchdog: str = ""  # the first hang watchdog line after the fault (its bound and basis)
     seconds_to_resume: float = float("nan")
     seconds_total: float = float("nan")
     final_steps: set = field(default_factory=set)
@@ -154,6 +155,14 @@ def fill_result(result: FaultResult, streams: dict, marks: dict[int, int], fault
     ]
     if detected:
         result.seconds_to_detect = min(detected) - fault_time
+    fired = [
+        parsed.text
+        for o, st in streams.items()
+        for line in st.lines[marks[o] :]
+        if (parsed := said(line, loglines.LAUNCHER, "watchdog")) is not None
+    ]
+    if fired:
+        result.watchdog = fired[0]
     first = [i for i in range(marks[0]) if said(chief.lines[i], loglines.LAUNCHER, "starting training (attempt 1)")]
     stepped = [i for i in range(first[0], marks[0]) if progress_step(chief.lines[i]) is not None] if first else []
     if stepped:

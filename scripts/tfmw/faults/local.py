@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 
 from entrypoint import loglines
+from entrypoint.hangwatch import STEP_PHASE
 from entrypoint.loglines import progress_step
+from entrypoint.rundir import read_beat
 from tfmw.chart import render
 from tfmw.faults.analysis import FaultResult, fill_result, said
 from tfmw.localrun.kubelet import LocalCluster
@@ -20,17 +22,15 @@ from tfmw.localrun.run import DEFAULT_RUNS, base_env, choose_network, metrics_en
 
 SCENARIOS = ("kill-worker", "kill-chief", "hang-worker", "partition-worker", "kill-during-checkpoint")
 
-# The chief's step after which each fault lands. A hang is caught in seconds only once the
-# adaptive watchdog has its 5 samples (entrypoint/hangwatch.py: one heartbeat a second at
-# most); by step 50 the cnn model's ~0.1 s steps may have given fewer, and a hang there waits
-# for the static training.hangTimeoutSeconds (600 s), as documented.
-FAULT_AFTER_STEP = {"hang-worker": 90}
+# The chief's step after which the fault lands.
 DEFAULT_FAULT_AFTER_STEP = 50
-
-
-def fault_after(scenario: str) -> int:
-    """The step `scenario`'s fault lands after by default (pure)."""
-    return FAULT_AFTER_STEP.get(scenario, DEFAULT_FAULT_AFTER_STEP)
+HANG_VICTIM = 1
+# A stopped trainer is caught in seconds only while the launcher holds the adaptive bound: it
+# says so (`tfmw launcher hang bound ...`) once it has 5 step samples, and the bound drops back
+# to the static training.hangTimeoutSeconds (600 s) in every non-step phase. With a fast
+# model and a checkpoint every 20 steps those phases are much of the run, so the harness
+# checks the heartbeat the stopped trainer left and stops it again later when it was not a step.
+HEARTBEAT_SETTLE_SECONDS = 1.0  # two of the launcher's 0.5 s polls of the heartbeat file
 
 
 def _inject(cluster: LocalCluster, scenario: str, partition_seconds: float) -> None:
@@ -38,16 +38,57 @@ def _inject(cluster: LocalCluster, scenario: str, partition_seconds: float) -> N
         cluster.signal_pod(1, signal.SIGKILL)
     elif scenario in ("kill-chief", "kill-during-checkpoint"):
         cluster.signal_pod(0, signal.SIGKILL)
-    elif scenario == "hang-worker":
-        for pid in cluster.training_pids(1):
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except ProcessLookupError:
-                pass
     elif scenario == "partition-worker":
         cluster.set_link(1, up=False)
         time.sleep(partition_seconds)
         cluster.set_link(1, up=True)
+
+
+def _signal_pids(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def heartbeat_file_of(pids: list[int]) -> str | None:
+    """The TFMW_HEARTBEAT_FILE the launcher gave its training command (from /proc)."""
+    for pid in pids:
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for item in environ:
+            if item.startswith(b"TFMW_HEARTBEAT_FILE="):
+                return item.split(b"=", 1)[1].decode()
+    return None
+
+
+def stop_while_stepping(cluster: LocalCluster, fault_after_step: int, timeout: float) -> tuple[float, dict] | str:
+    """SIGSTOP the victim's training once its launcher holds the adaptive hang bound and its
+    heartbeat says it is stepping; (when, each pod's line count then), else why not."""
+    victim = cluster.states[HANG_VICTIM]
+    deadline = time.monotonic() + timeout
+    bound = cluster.wait_for_line(HANG_VICTIM, lambda raw: bool(said(raw, loglines.LAUNCHER, "hang bound")), timeout)
+    if bound is None:
+        return f"worker {HANG_VICTIM}'s launcher never said its adaptive hang bound within {timeout:g}s"
+    tries = 0
+    while (left := deadline - time.monotonic()) > 0:
+        past = lambda raw: (progress_step(raw) or 0) >= fault_after_step  # noqa: E731
+        if cluster.wait_for_line(HANG_VICTIM, past, left, len(victim.lines)) is None:
+            break
+        pids = cluster.training_pids(HANG_VICTIM)
+        fault_time, marks = time.monotonic(), {o: len(s.lines) for o, s in cluster.states.items()}
+        _signal_pids(pids, signal.SIGSTOP)
+        tries += 1
+        time.sleep(HEARTBEAT_SETTLE_SECONDS)
+        path = heartbeat_file_of(pids)
+        beat = read_beat(path) if path else None
+        if beat is not None and beat[1] == STEP_PHASE:
+            return fault_time, marks
+        _signal_pids(pids, signal.SIGCONT)  # stopped in a checkpoint or between phases: again later
+    return f"worker {HANG_VICTIM} was never stopped while stepping ({tries} tries) within {timeout:g}s"
 
 
 def hang_sets(hang_timeout_seconds: int | None) -> list[str]:
@@ -109,9 +150,16 @@ def fault_and_recover(
     if cluster.wait_for_line(0, fault_trigger(result.scenario, fault_after_step), timeout=timeout) is None:
         result.reason = f"never reached step {fault_after_step} before the fault"
         return
-    fault_time = time.monotonic()
-    marks = {o: len(s.lines) for o, s in cluster.states.items()}
-    _inject(cluster, result.scenario, partition_seconds)
+    if result.scenario == "hang-worker":
+        stopped = stop_while_stepping(cluster, fault_after_step, timeout)
+        if isinstance(stopped, str):
+            result.reason = stopped
+            return
+        fault_time, marks = stopped
+    else:
+        fault_time = time.monotonic()
+        marks = {o: len(s.lines) for o, s in cluster.states.items()}
+        _inject(cluster, result.scenario, partition_seconds)
     outcome = cluster.wait(timeout)
     result.completed, result.reason = outcome.ok, outcome.reason
     result.seconds_total = time.monotonic() - started
@@ -137,8 +185,8 @@ def run_scenario(
     env: dict | None = None,
 ) -> FaultResult:
     """One real 2-worker run with one fault; returns the measurements (never raises on a
-    failed recovery: the result says what happened). `fault_after_step` None: the
-    scenario's (fault_after). `hang_timeout_seconds` None: the chart's
+    failed recovery: the result says what happened). `fault_after_step` None: 50 (a hang also waits
+    for the adaptive bound: stop_while_stepping). `hang_timeout_seconds` None: the chart's
     default watchdog (training.hangTimeoutSeconds, training.hangDetection), as a user gets it.
     `env`: the pods' environment (default: make local's). Raises ToolError or
     LocalRunError when the chart cannot be run at all."""
@@ -156,7 +204,7 @@ def run_scenario(
         return result
     cluster = LocalCluster(pods, network, base_env() if env is None else env, grace_seconds=20, out=out)
     try:
-        fault_step = fault_after(scenario) if fault_after_step is None else fault_after_step
+        fault_step = DEFAULT_FAULT_AFTER_STEP if fault_after_step is None else fault_after_step
         fault_and_recover(cluster, result, fault_step, partition_seconds, timeout)
         return result
     finally:

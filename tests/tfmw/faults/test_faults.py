@@ -57,6 +57,10 @@ def test_training_survives_fault(scenario, tmp_path):
     assert 0 <= result.steps_lost <= EVERY, (result.step_at_fault, result.resume_step)
     if scenario in ("kill-chief", "kill-during-checkpoint"):
         assert reloads_and_predicts(result.model)
+    if scenario == "hang-worker":
+        # stopped while stepping, after its launcher said its adaptive bound: caught by that
+        # bound, not by the static 600 s
+        assert ", adaptive: " in result.watchdog, result.watchdog
     if scenario in ("kill-worker", "hang-worker", "partition-worker"):
         # The chief's launcher lived through the whole run: its time account (entrypoint.goodput)
         # covers the harness's own wall time, and the fault shows up where it belongs.
