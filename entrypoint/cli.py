@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from . import podlog
+from . import podlog, stopsignal
 from .cluster import check_tf_config_size
 from .errors import EXIT_OK, ConfigError, LauncherError
 from .kubeapi import APIError
@@ -116,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     env = dict(os.environ if env is None else env)
+    if args.command != "run":
+        stopsignal.exit_on_signal()  # the launcher takes the stop signals over itself
     try:
         if args.command == "tf-config":
             return cmd_tf_config(env)

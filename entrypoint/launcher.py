@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import loglines, metrics
+from . import loglines, metrics, stopsignal
 from .cluster import build_tf_config, check_tf_config_size, cluster_hosts, is_chief, is_evaluator, parse_tf_config
 from .errors import EXIT_OK, EXIT_SIGTERM, ConfigError, PeersNotFound
 from .goodput import Accounting, Ledger
@@ -312,8 +312,7 @@ class Launcher:
 
     def _install_signals(self) -> None:
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, self._on_signal)
+            stopsignal.hand_over(self._on_signal)  # with one that came during the imports
 
     # -- the run -------------------------------------------------------------------------
     def run(self) -> int:
