@@ -850,6 +850,7 @@ class Launcher:
             statefulset=settings.statefulset,
             pod_name=settings.pod_name,
             log=self.log,
+            pod_uid=settings.pod_uid,
         )
 
     def _refused(self, err: ConfigError) -> int:
@@ -864,6 +865,7 @@ class Launcher:
             statefulset=_env_name(env, "TFMW_STATEFULSET"),
             pod_name=_env_name(env, "TFMW_POD_NAME"),
             log=self.log,
+            pod_uid=env.get("TFMW_POD_UID", "")[:64],
         )
         run_id = _env_name(env, "TFMW_RUN_ID") or "default"
         now = rfc3339(time.time())

@@ -43,6 +43,7 @@ ENV_SCHEMA = {
     "type": "object",
     "properties": {
         "TFMW_POD_NAME": {"type": "string", "maxLength": 253, "pattern": _DNS1123_SUBDOMAIN},
+        "TFMW_POD_UID": {"type": "string", "maxLength": 64, "pattern": "^[0-9a-fA-F-]*$"},
         "TFMW_NAMESPACE": {"type": "string", "maxLength": 63, "pattern": _DNS1123_LABEL},
         "TFMW_STATEFULSET": {"type": "string", "maxLength": 63, "pattern": _DNS1123_LABEL},
         "TFMW_SERVICE": {"type": "string", "maxLength": 63, "pattern": _DNS1123_LABEL},
@@ -71,6 +72,7 @@ ENV_SCHEMA = {
 
 _WHAT = {
     "TFMW_POD_NAME": "a DNS-1123 name '<statefulset>-<n>'",
+    "TFMW_POD_UID": "the pod's metadata.uid (hex digits and dashes)",
     "TFMW_NAMESPACE": "a DNS-1123 label",
     "TFMW_STATEFULSET": "a DNS-1123 label",
     "TFMW_SERVICE": "a DNS-1123 label",
@@ -125,6 +127,7 @@ class LauncherSettings:
     # The group's size is the StatefulSet's spec.replicas, read through the API (no
     # TFMW_REPLICAS): a change re-forms the group at the new size (a resize, entrypoint.launcher).
     resizable: bool = False
+    pod_uid: str | None = None  # metadata.uid: the status writes are fenced by it (entrypoint.status)
 
 
 def _truthy(value: str) -> bool:
@@ -218,4 +221,5 @@ def load_settings(
         api_dir=env.get("TFMW_API_DIR") or None,
         status_configmap=env.get("TFMW_STATUS_CONFIGMAP") or None,
         resizable=resizable and need_derivation,
+        pod_uid=env.get("TFMW_POD_UID") or None,
     )

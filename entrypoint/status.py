@@ -9,6 +9,14 @@
 Everything goes through one background thread fed by a coalescing queue: the newest status
 wins, at most one request is in flight, each request has a short timeout. An API error is
 logged once per kind and never reaches training.
+
+Fenced: before each batch of writes the recorder reads its own pod (when it knows its UID,
+TFMW_POD_UID). A pod that is gone, or that has another UID, was force-deleted and replaced
+(its node was lost or cut off: docs/failure-model.md), and its replacement owns the run: this
+launcher then writes nothing more, ever. Without that check a launcher cut off from the API
+would send its queued "Failed" and its scale to 0 once the network heals, and stop the
+replacement's group. A pod that cannot be read (403: an older Role; the API unreachable) is
+not fenced: the write itself says what is wrong.
 """
 
 from __future__ import annotations
@@ -37,12 +45,15 @@ class StatusRecorder:
         pod_name: str | None,
         log: Callable[[str], None],
         clock: Callable[[], float] = time.time,
+        pod_uid: str | None = None,
     ):
         self.api = api
         self.namespace = namespace or ""
         self.configmap = configmap
         self.statefulset = statefulset
         self.pod_name = pod_name or ""
+        self.pod_uid = pod_uid or ""
+        self.fenced = False  # this pod was replaced: no write from here on
         self.log = log
         self.clock = clock
         self._cond = threading.Condition()
@@ -154,6 +165,10 @@ class StatusRecorder:
                 scale, self._scale = self._scale, False
                 if scale:
                     self._scale_wanted = True
+            if (data is not None or events or scale) and self._replaced():
+                data, events, scale = None, [], False
+                with self._cond:
+                    self._unsent, self._scale_wanted = {}, False
             if data is not None and state is not None:
                 self._write_status(data, state)
             for event in events:
@@ -165,6 +180,31 @@ class StatusRecorder:
                 self._cond.notify_all()
 
     # -- the requests (background thread only) ------------------------------------------
+    def _replaced(self) -> bool:
+        """Fenced: this pod no longer exists under its UID (see the module docstring)."""
+        if self.fenced:
+            return True
+        if not (self.pod_uid and self.pod_name and self.namespace):
+            return False
+        try:
+            uid = (self.api.get_pod(self.namespace, self.pod_name).get("metadata") or {}).get("uid", "")
+        except APIError as err:
+            if err.status != 404:
+                return False
+            uid = ""
+        if uid == self.pod_uid:
+            return False
+        self.fenced = True
+        now = f"has uid {uid}" if uid else "is gone"
+        self.log(
+            loglines.line(
+                loglines.LAUNCHER,
+                text=f"fenced: pod {self.pod_name} {now}, not this pod's {self.pod_uid} (force-deleted and "
+                "replaced: its node was lost or cut off); no status, Event or scale from this launcher again",
+            )
+        )
+        return True
+
     def _write_status(self, data: dict[str, str], state: RunState) -> None:
         try:
             for attempt in range(3):

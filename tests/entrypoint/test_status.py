@@ -285,3 +285,74 @@ def test_without_api_access_nothing_is_sent_and_a_release_says_why():
         "tfmw launcher status: cannot scale statefulset/train to 0 (no API access: TFMW_API_DIR is "
         "not set (rbac.create=false?)); training goes on"
     ]
+
+
+# -- fenced: the pod was force-deleted and replaced -------------------------------------------
+MY_UID = "5f0c3a52-0000-4000-8000-000000000001"
+
+
+def own_pod(fake, uid: str) -> None:
+    fake.pods["train-0"] = {"metadata": {"name": "train-0", "namespace": "ml", "uid": uid}}
+
+
+def writes(fake) -> list[tuple[str, str]]:
+    return [(r.method, r.path) for r in fake.requests if r.method != "GET"]
+
+
+def failed_and_scaled(rec) -> None:
+    rec.record(advance(running(), Phase.FAILED, now=T0, reason=Reason.TRAINING_FAILED, message="x"))
+    rec.event("Failed", "Warning", "peers not found")
+    rec.scale_to_zero()
+    assert rec.flush(10)
+
+
+@pytest.mark.parametrize("replacement", [None, "5f0c3a52-0000-4000-8000-000000000002"])
+def test_a_replaced_pod_writes_no_status_event_or_scale_again(fake_api, replacement):
+    """A launcher cut off with its node, back once the network heals: its pod is gone
+    (force-deleted) or is the replacement (same name, new UID). Its queued Failed and scale to 0
+    would stop the replacement's group: none of them is sent, then or later."""
+    if replacement:
+        own_pod(fake_api, replacement)
+    fake_api.replicas["train"] = 2
+    logs = []
+    rec = recorder(fake_api, logs, pod_uid=MY_UID)
+    failed_and_scaled(rec)
+    rec.retry_unsent()
+    rec.record(running(step=9))
+    assert rec.flush(10)
+    assert writes(fake_api) == [] and fake_api.replicas["train"] == 2 and fake_api.events == []
+    assert rec.fenced
+    now = f"has uid {replacement}" if replacement else "is gone"
+    assert [line for line in logs if "fenced" in line] == [
+        f"tfmw launcher fenced: pod train-0 {now}, not this pod's {MY_UID} (force-deleted and replaced: its node "
+        "was lost or cut off); no status, Event or scale from this launcher again"
+    ]
+    assert [r.path for r in fake_api.requests].count("/api/v1/namespaces/ml/pods/train-0") == 1  # read once
+
+
+def test_the_same_pod_writes_as_before(fake_api):
+    own_pod(fake_api, MY_UID)
+    fake_api.replicas["train"] = 2
+    rec = recorder(fake_api, [], pod_uid=MY_UID)
+    failed_and_scaled(rec)
+    assert not rec.fenced
+    assert fake_api.status("train-status")["phase"] == "Failed" and fake_api.replicas["train"] == 0
+    assert [e["reason"] for e in fake_api.events] == ["Failed"]
+
+
+@pytest.mark.parametrize("status", [403, 503])
+def test_a_pod_that_cannot_be_read_is_not_fenced(fake_api, status):
+    """403: a Role from before the fence (no get on pods); 503: the API server restarting."""
+    fake_api.replicas["train"] = 2
+    fake_api.fail("GET", "pods", status=status, times=10)
+    rec = recorder(fake_api, [], pod_uid=MY_UID)
+    failed_and_scaled(rec)
+    assert not rec.fenced and fake_api.status("train-status")["phase"] == "Failed" and fake_api.replicas["train"] == 0
+
+
+def test_without_its_uid_the_recorder_never_reads_its_pod(fake_api):
+    fake_api.replicas["train"] = 2
+    rec = recorder(fake_api, [])
+    failed_and_scaled(rec)
+    assert not any("/pods/" in r.path for r in fake_api.requests)
+    assert fake_api.replicas["train"] == 0

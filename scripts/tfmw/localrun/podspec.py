@@ -3,7 +3,7 @@ argv, environment and directories.
 
 Pure (no processes, no I/O beyond the caller's paths): the local runner and its tests
 share it. What a kubelet would do and what we do instead:
-- downward API fields (metadata.name / metadata.namespace / status.podIP ...) -> filled in;
+- downward API fields (metadata.name / metadata.namespace / metadata.uid / status.podIP ...) -> filled in;
 - configMap volumes -> the rendered ConfigMap's files in a local folder;
 - the shared-storage volume (the one mounted at TFMW_SHARED_DIR) and PVCs -> one folder
   shared by every local pod; other emptyDirs -> a folder per pod;
@@ -19,6 +19,7 @@ Anything we cannot honour locally (Secrets, unknown fieldRefs) is refused with o
 from __future__ import annotations
 
 import sys
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -171,6 +172,7 @@ def _field_ref(path: str, pod: str, namespace: str, ip: str | None, workload: Wo
     values = {
         "metadata.name": pod,
         "metadata.namespace": namespace,
+        "metadata.uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"tfmw-local/{namespace}/{pod}")),  # stable per pod
         "status.podIP": ip or "127.0.0.1",
         "spec.nodeName": "localhost",
         "spec.serviceAccountName": workload.pod_spec.get("serviceAccountName", "default"),

@@ -36,6 +36,7 @@ def kubelet_env(container: dict, pod_name: str, namespace: str) -> dict[str, str
         env[item["name"]] = {
             "metadata.name": pod_name,
             "metadata.namespace": namespace,
+            "metadata.uid": "6c1f0d2e-2b7a-4c55-9d0e-3f4a5b6c7d8e",
             "metadata.labels['controller-revision-hash']": f"{statefulset}-5d4c7b9f8",
         }[field]
     return env
