@@ -695,22 +695,31 @@ class Launcher:
         self._say(message)
         run.recorder.event("PeerLost", "Warning", message)
 
-    def _new_workers_waiting(self, run: _Run) -> None:
-        """The chief, while a grown group waits for its new workers: why they are not running
-        yet (their pods' PodScheduled condition, the scheduler's reason), in the Resizing
-        status. The Role allows `get` on the release's pods by name; without it, nothing."""
+    def _workers_waiting(self, run: _Run) -> None:
+        """The chief, while its group waits for workers that are not running: why (their pods'
+        PodScheduled condition, the scheduler's reason; a container's waiting reason), in the
+        status message. Resizing: the new workers. Restarting: every other worker (after a
+        lost node, a replacement with no node that has room). The Role allows `get` on the
+        release's pods by name; without it, nothing."""
         old = run.resized_from
         tracker, settings = run.tracker, run.settings
-        if not tracker.is_chief or tracker.state.phase is not Phase.RESIZING or run.identity is None or old is None:
+        phase = tracker.state.phase
+        if not tracker.is_chief or run.identity is None:
+            return
+        if phase is Phase.RESIZING and old is not None:
+            ordinals = range(old, run.workers)
+        elif phase is Phase.RESTARTING:
+            ordinals = [o for o in range(run.workers) if o != run.identity.ordinal]
+        else:
             return
         api = KubeAPI.from_env(self.env, settings.api_dir, timeout=self.api_timeout)
         if api is None or not settings.namespace:
             return
         reasons = []
-        # The scheduler places the new pods in the order they were created, so the last are
-        # the ones left Pending: look from the highest ordinal down, a bounded number of GETs
+        # The scheduler places new pods in the order they were created, so the last are the
+        # ones left Pending: look from the highest ordinal down, a bounded number of GETs
         # every RESIZE_POLL_SECONDS, and name at most five.
-        for ordinal in list(reversed(range(old, run.workers)))[:WAITING_PODS_CHECKED]:
+        for ordinal in list(reversed(ordinals))[:WAITING_PODS_CHECKED]:
             if len(reasons) == 5:
                 break
             name = f"{run.identity.host_prefix}-{ordinal}"
@@ -722,12 +731,20 @@ class Launcher:
                 why = "not created yet"
             if why:
                 reasons.append(f"{name}: {why}")
-        if reasons:
-            named = "; ".join(reversed(reasons))  # ascending ordinals
+        if not reasons:
+            return
+        named = "; ".join(reversed(reasons))  # ascending ordinals
+        if phase is Phase.RESIZING:
             tracker.note(
                 f"workers.replicas {old} -> {run.workers}: waiting for the new workers ({named}); "
                 f"after peers.timeoutSeconds={settings.peer_timeout_seconds} the run fails (PeersNotFound), "
                 f"unless workers.replicas goes back to {old}"
+            )
+        else:
+            tracker.note(
+                f"waiting for workers that are not running ({named}); the group resumes from its last "
+                f"checkpoint once they run, or the run fails after peers.timeoutSeconds="
+                f"{settings.peer_timeout_seconds} (PeersNotFound)"
             )
 
     def _resizing(self, run: _Run, size: int) -> None:
@@ -808,7 +825,7 @@ class Launcher:
                 size = self._read_size(run.settings)
                 if size and size != run.workers:
                     raise _SizeChanged(size)
-                self._new_workers_waiting(run)
+                self._workers_waiting(run)
 
         try:
             wait_for_peers(hosts, timeout, log=self.log, sleep=sleep)

@@ -237,6 +237,41 @@ def test_a_grow_undone_while_its_new_worker_is_missing_re_forms_at_the_old_size(
     run.stop()
 
 
+def test_a_restart_waiting_for_a_peer_that_cannot_be_scheduled_says_why(fake_api, tmp_path, monkeypatch):
+    """After a lost node, worker 1's replacement finds no node with room: while the group waits,
+    the chief's Restarting status names the pod and the scheduler's reason. Once it is
+    scheduled, the group resumes from its checkpoint."""
+    scheduled = []
+
+    def peers_wait(hosts, timeout, log, sleep):  # the restart's wait lasts until it is scheduled
+        if (tmp_path / "scaled").exists():
+            while not scheduled:
+                sleep(0.05)
+
+    monkeypatch.setattr(launcher_module, "wait_for_peers", peers_wait)
+    env = resizable_env(fake_api, tmp_path)
+    del env["TFMW_LOOPBACK_PORTS"]
+    run = Run(env, command(tmp_path, STOPPED_BY_THE_GROUP_THEN_FINISHES))
+    run.until("tfmw launcher starting training (attempt 1)")
+    fake_api.pods["train-1"] = dict(UNSCHEDULABLE, metadata={"name": "train-1"})
+    (tmp_path / "scaled").write_text("")  # the group broke: worker 1 is gone
+    wait_for_status(
+        fake_api,
+        lambda status: (
+            (
+                "waiting for workers that are not running (train-1: Unschedulable: 0/2 nodes are available: "
+                "2 Insufficient cpu.); the group resumes from its last checkpoint once they run"
+            )
+            in status.get("message", "")
+        ),
+    )
+    assert fake_api.status("train-status")["phase"] == "Restarting"
+    scheduled.append(True)
+    run.until("tfmw launcher idle:")
+    assert fake_api.status("train-status")["phase"] == "Succeeded"
+    run.stop()
+
+
 @pytest.mark.parametrize(
     "pod,why",
     [
