@@ -1086,6 +1086,16 @@ def partition_node(directory: Path, name: str, cut: bool = True) -> None:
     nodemod.set_node_link(net, up=not cut)
 
 
+def node_pod_log(directory: Path, node: str, namespace: str, pod: str, uid: str) -> str:
+    """Pod `uid`'s container logs as its node's kubelet keeps them (read from the host side,
+    so also while the node is cut off); "" when there are none (not started, or removed)."""
+    found = sorted((_load(directory).dir / "nodes" / node / "log" / "pods").glob(f"{namespace}_{pod}_{uid}/*/*.log"))
+    try:
+        return "".join(path.read_text(errors="replace") for path in found)
+    except OSError:  # removed while read: the kubelet cleaned the pod up
+        return ""
+
+
 def _load(directory: Path) -> ClusterState:
     state = ClusterState.load(Path(directory).resolve())
     if state is None:

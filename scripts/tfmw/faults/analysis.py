@@ -45,6 +45,7 @@ class FaultResult:
     recreated_pod: str = ""
     seconds_to_pod_running: float = float("nan")
     marker_digest: str = ""
+    fenced_writes: str = ""  # node-partition: what the cut-off pod wrote after the heal ("none")
 
     @property
     def steps_lost(self) -> int:
@@ -169,8 +170,17 @@ def fill_result(result: FaultResult, streams: dict, marks: dict[int, int], fault
         result.seconds_cold_start = chief.times[stepped[0]] - chief.times[first[0]]
     if starts:
         result.parts = recovery_parts(chief, marks[0], starts[-1], fault_time, min(detected) if detected else None)
-    # Steps reached before the group broke can exceed the step at the fault moment.
-    broke = chief.times[starts[0]] if starts else None
+    # Steps reached before the group broke can exceed the step at the fault moment (a graceful
+    # stop trains on to the boundary). It broke at the first `tfmw start` after the fault on
+    # any worker: a replaced chief's own start arrives late (its new pod's log is followed
+    # from when the harness sees it), while a survivor already trains with it.
+    restarted = [
+        st.times[i]
+        for o, st in streams.items()
+        for i in range(marks[o], len(st.lines))
+        if said(st.lines[i], loglines.START)
+    ]
+    broke = min(restarted) if restarted else None
     result.step_at_fault = max(result.step_at_fault, _max_step(streams, until=broke))
     for ordinal, stream in streams.items():
         done = loglines.find(stream.lines, loglines.DONE)

@@ -25,6 +25,10 @@ default StorageClass, so checkpoints are shared) in a namespace of its own, and:
                              published and training passed step 50: the pod gets SIGTERM and
                              its grace period, the StatefulSet controller recreates it under
                              the same name, and the group resumes from the checkpoint.
+  node-partition / node-loss     only on `make cluster`'s own nodes (scripts/tfmw/faults/nodes.py):
+                             worker 1's node cut off (healed after the run; the old pod must
+                             write nothing), or lost for good (not run unless named). The
+                             workers are spread one per node.
 Logs are followed through the API for every pod incarnation (kept after a finished run scales
 its StatefulSet to 0); the chief's COMPLETED marker is read from the claim's volume when that
 is a hostPath on this machine, and its weights digest must match every worker's.
@@ -40,6 +44,7 @@ from pathlib import Path
 from tfmw.chart.helmkit import ToolError
 from tfmw.faults.cluster import CLUSTER_SCENARIOS, DEFAULT_KUBECONFIG, FaultError, check_cluster, run_cluster_scenario
 from tfmw.faults.local import DEFAULT_FAULT_AFTER_STEP, SCENARIOS, run_scenario
+from tfmw.faults.nodes import NODE_SCENARIOS, NodeFaultError, cluster_dir
 from tfmw.faults.tables import cluster_table, parts_table, table
 from tfmw.localrun.podspec import LocalRunError
 
@@ -86,6 +91,18 @@ def parse_args(argv):
                 + "\n",
             )
     args.scenarios = args.scenario or list(known)
+    if args.cluster:
+        try:
+            cluster_dir(args.kubeconfig)
+            own_nodes = True
+        except NodeFaultError as err:
+            own_nodes, why = False, err
+        if not args.scenario:
+            # By default: the node faults on make cluster's own nodes only, and never node-loss
+            # (its node stays lost until the cluster is made again): name it to run it.
+            args.scenarios = [s for s in known if s != "node-loss" and (own_nodes or s not in NODE_SCENARIOS)]
+        elif not own_nodes and set(args.scenarios) & set(NODE_SCENARIOS):
+            parser.exit(2, f"faults: {why}\n")
     if args.steps < DEFAULT_FAULT_AFTER_STEP + 10:
         parser.exit(
             2,
@@ -107,18 +124,22 @@ def main(argv=None) -> int:
             return err.exit_code
         for scenario in args.scenarios:
             print(f"running {scenario} on the cluster of {args.kubeconfig} ...", flush=True)
-            results.append(
-                run_cluster_scenario(
-                    scenario,
-                    args.kubeconfig,
-                    namespace=args.namespace,
-                    steps=args.steps,
-                    extra_sets=tuple(args.sets),
-                    hang_timeout_seconds=args.hang_timeout,
-                    kube=kube,
-                    out=out,
+            try:
+                results.append(
+                    run_cluster_scenario(
+                        scenario,
+                        args.kubeconfig,
+                        namespace=args.namespace,
+                        steps=args.steps,
+                        extra_sets=tuple(args.sets),
+                        hang_timeout_seconds=args.hang_timeout,
+                        kube=kube,
+                        out=out,
+                    )
                 )
-            )
+            except FaultError as err:  # it cannot be done on this cluster at all
+                print(f"faults: {err}", file=sys.stderr)
+                return err.exit_code
     else:
         for scenario in args.scenarios:
             print(f"running {scenario} ...", flush=True)

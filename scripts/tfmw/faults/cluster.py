@@ -18,6 +18,15 @@ from tfmw.chart import render
 from tfmw.chart.helmkit import ToolError, find_helm, helm_error_line
 from tfmw.faults.analysis import FaultResult, fill_result, said
 from tfmw.faults.local import run_sets
+from tfmw.faults.nodes import (
+    NODE_SCENARIOS,
+    VICTIM_ORDINAL,
+    NodeFaultError,
+    cluster_dir,
+    fault_node,
+    heal_and_check,
+    spread_values,
+)
 from tfmw.k8s.api import Api, ApiError, LogStream, ns_path
 from tfmw.k8s.kubeconfig import KubeconfigError
 
@@ -28,8 +37,8 @@ from tfmw.k8s.kubeconfig import KubeconfigError
 # the API server, the pods' logs followed through it (tfmw.k8s.Api). Nothing here knows how the
 # cluster runs its pods.
 
-CLUSTER_SCENARIOS = ("delete-worker", "delete-chief")
-VICTIM = {"delete-worker": 1, "delete-chief": 0}
+CLUSTER_SCENARIOS = ("delete-worker", "delete-chief", *NODE_SCENARIOS)  # node-loss last: it stays lost
+VICTIM = {"delete-worker": 1, "delete-chief": 0, **dict.fromkeys(NODE_SCENARIOS, VICTIM_ORDINAL)}
 CHART = Path(render.CHART_DIR)
 VALUES_LOCAL = Path(render.VALUES_DIR) / "local.yaml"
 DEFAULT_KUBECONFIG = Path(render.REPO) / ".cluster" / "kubeconfig"  # what `make cluster` writes
@@ -314,17 +323,25 @@ def run_cluster_scenario(
     release: str | None = None,
     kube: Kube | None = None,
     out=lambda line: None,
+    victim_ordinal: int | None = None,
 ) -> FaultResult:
     """One real 2-worker run of the chart installed with helm on a cluster, with one pod
     deleted through the API server once a checkpoint exists and training passed
     `fault_after_step`. The StatefulSet controller recreates the pod under the same name;
     the group resumes from the shared checkpoint. In `namespace` (default: a new one, deleted
-    afterwards). Never raises on a failed recovery: the result says what happened."""
+    afterwards). `victim_ordinal`: another pod than the scenario's (node faults: 1, the chief
+    0). Never raises on a failed recovery: the result says what happened."""
     if scenario not in CLUSTER_SCENARIOS:
         raise FaultError(f"unknown cluster scenario {scenario!r}; known: {', '.join(CLUSTER_SCENARIOS)}", 2)
     kube = kube or Kube(kubeconfig)
     release = release or f"fault-{scenario}"[:40]
     result = FaultResult(scenario, False, "", steps, checkpoint_every)
+    node_dir = None
+    if scenario in NODE_SCENARIOS:
+        try:
+            node_dir = cluster_dir(kubeconfig)
+        except NodeFaultError as err:
+            raise FaultError(str(err), 2) from None
     own_namespace = namespace is None
     if own_namespace:
         namespace = f"tfmw-faults-{os.getpid()}-{scenario}"[:63]
@@ -333,15 +350,28 @@ def run_cluster_scenario(
     started = time.monotonic()
     try:
         sts = _install_run(
-            kube, release, namespace, install_sets(steps, checkpoint_every, hang_timeout_seconds, extra_sets)
+            kube,
+            release,
+            namespace,
+            install_sets(steps, checkpoint_every, hang_timeout_seconds, extra_sets),
+            values=[spread_values(node_dir)] if node_dir else [],
         )
         selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
         logs = PodLogs(kube, namespace, sts["metadata"]["name"], selector, out=out)
         logs.start()
-        result.victim = f"{sts['metadata']['name']}-{VICTIM[scenario]}"
-        before, fault_time = _delete_once_ready(kube, logs, namespace, result.victim, fault_after_step, timeout)
+        ordinal = VICTIM[scenario] if victim_ordinal is None else victim_ordinal
+        result.victim = f"{sts['metadata']['name']}-{ordinal}"
+        before, fault_time, (node, old_uid) = _fault_once_ready(
+            kube, logs, namespace, result.victim, fault_after_step, timeout, scenario, node_dir
+        )
         outcome = logs.wait_for(lambda pl: run_end(merge_incarnations(pl.snapshot()), fault_time), timeout)
         _record_recovery(result, kube, logs, namespace, sts, (started, before, fault_time), outcome, timeout)
+        if scenario == "node-partition":
+            result.fenced_writes = heal_and_check(kube, node_dir, node, namespace, result.victim, old_uid, out)
+            if result.fenced_writes != "none":
+                result.completed, result.reason = False, f"the cut-off pod wrote after the heal: {result.fenced_writes}"
+        elif scenario == "node-loss":
+            result.reason += f"; node {node} stays lost (make cluster-down, then make cluster)"
         return result
     except FaultError as err:
         result.reason = str(err)
@@ -355,9 +385,12 @@ def run_cluster_scenario(
             kube.helm("uninstall", release, "-n", namespace, check=False)
 
 
-def _install_run(kube: Kube, release: str, namespace: str, sets: list[str]) -> dict:
-    """`helm install` of the chart with the local overlay and `sets`; its worker StatefulSet."""
+def _install_run(kube: Kube, release: str, namespace: str, sets: list[str], values: list[Path] = ()) -> dict:
+    """`helm install` of the chart with the local overlay, `values` files and `sets`; its
+    worker StatefulSet."""
     args = ["install", release, str(CHART), "-n", namespace, "-f", str(VALUES_LOCAL)]
+    for path in values:
+        args += ["-f", str(path)]
     for item in sets:
         args += ["--set", item]
     kube.helm(*args)
@@ -368,11 +401,19 @@ def _install_run(kube: Kube, release: str, namespace: str, sets: list[str]) -> d
     return statefulsets[0]
 
 
-def _delete_once_ready(
-    kube: Kube, logs: PodLogs, namespace: str, victim: str, fault_after_step: int, timeout: float
-) -> tuple[set[str], float]:
+def _fault_once_ready(
+    kube: Kube,
+    logs: PodLogs,
+    namespace: str,
+    victim: str,
+    fault_after_step: int,
+    timeout: float,
+    scenario: str,
+    node_dir: Path | None,
+) -> tuple[set[str], float, tuple[str, str]]:
     """Once the chief saved a checkpoint and passed `fault_after_step`: the victim pod is
-    deleted through the API server. Returns the victim's pod UIDs before the fault, and the fault's time."""
+    deleted through the API server, or its node lost or cut off. Returns the victim's pod UIDs
+    before the fault, the fault's time, and the victim's node and UID at the fault."""
 
     def checkpoint_and_step(pl: PodLogs):
         return ready_for_fault(merge_incarnations(pl.snapshot()).get(0, Stream()), fault_after_step)
@@ -383,9 +424,14 @@ def _delete_once_ready(
             + (f" ({logs.last_error})" if logs.last_error else "")
         )
     before = {inc.uid for inc in logs.snapshot() if inc.name == victim}
+    pod = kube.get(ns_path(namespace, "pods", victim)) or {}
+    node, uid = (pod.get("spec") or {}).get("nodeName", ""), (pod.get("metadata") or {}).get("uid", "")
     fault_time = time.monotonic()
-    kube.delete(ns_path(namespace, "pods", victim))
-    return before, fault_time
+    if node_dir is None:
+        kube.delete(ns_path(namespace, "pods", victim))
+    else:
+        fault_node(node_dir, scenario, node)
+    return before, fault_time, (node, uid)
 
 
 def _record_recovery(

@@ -59,6 +59,7 @@ CLUSTER_HEADERS = [
     "recreated as",
     "fault → recreated pod Running (s)",
     "COMPLETED marker digest",
+    "fenced side wrote",
     "total (s)",
 ]
 
@@ -85,7 +86,7 @@ def table(results: list[FaultResult]) -> list[str]:
 
 
 def cluster_table(results: list[FaultResult]) -> list[str]:
-    """What the cluster did about each deleted pod (cluster mode only; pure)."""
+    """What the cluster did about each deleted pod or lost node (cluster mode only; pure)."""
 
     def marker(r: FaultResult) -> str:
         return ("matches" if r.marker_digest in r.digests else "DIFFERS") if r.marker_digest else "not read"
@@ -99,6 +100,7 @@ def cluster_table(results: list[FaultResult]) -> list[str]:
                 r.recreated_pod or "NOT recreated",
                 f"{r.seconds_to_pod_running:.1f}",
                 marker(r),
+                r.fenced_writes or "-",
                 f"{r.seconds_total:.1f}",
             ]
             for r in results

@@ -7,8 +7,18 @@ confirms. A surviving launcher sees the pod lost (entrypoint/nodeloss.py) and fo
 it; the StatefulSet controller creates it again on a node that answers; the group re-forms
 and resumes from its last checkpoint, and the run completes with identical weights.
 
-These tests lose nodes, so they run on a cluster of their own (three nodes: each test loses
-one, and the workers keep two to spread over)."""
+A partitioned node (the fault harness's node-partition, scripts/tfmw/faults/nodes.py: its link
+cut, its kubelet and pods running on, unheard) goes the same way, and then the network heals
+while the old pod still runs: it must write nothing. Its launcher, cut off, has given up on
+its peers by then (peers.timeoutSeconds) and holds a Failed status, an Event and a scale to 0
+it could not send; the replacement's group finished meanwhile. After the heal its kubelet
+stops it, and its status writes are fenced by its pod UID (entrypoint/status.py). The run
+stays Succeeded and no Failed, Restarted or PeerLost Event appears. It cannot have written a checkpoint
+or the completion marker: those need the group, and it had none (docs/failure-model.md).
+
+These tests lose nodes, so they run on a cluster of their own (three nodes: the partitions
+first, since a healed node answers again; then each loss takes one node for good, and the
+workers keep two to spread over)."""
 
 from __future__ import annotations
 
@@ -22,11 +32,14 @@ from clusterkit import CHART, REPO, Cluster, all_running, delete_namespace, new_
 
 from tfmw.devcluster import controlplane
 from tfmw.devcluster.build import ensure_binaries
+from tfmw.faults.cluster import run_cluster_scenario
+from tfmw.faults.nodes import SPREAD
 from tfmw.k8s.api import ns_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 RELEASE = "lost"
+CUT_STEPS, CUT_EVERY = 300, 20  # the harness's model (values/local.yaml): the fault after step 50
 STEPS = 3000  # mlp: ~50 steps/s here; the fault lands after the first checkpoints
 SETS = (
     "training.config.model.name=mlp",
@@ -35,21 +48,6 @@ SETS = (
     "training.config.checkpoint.everySteps=100",
     "completion.onSuccess=idle",  # the pods stay, with their logs
 )
-# One worker per node while the nodes answer; a node the pods do not tolerate (the lost one's
-# NoSchedule taint) does not count (nodeTaintsPolicy Honor), so the replacement may join the
-# survivor on its node.
-SPREAD = {
-    "workers": {
-        "topologySpreadConstraints": [
-            {
-                "maxSkew": 1,
-                "topologyKey": "kubernetes.io/hostname",
-                "whenUnsatisfiable": "DoNotSchedule",
-                "nodeTaintsPolicy": "Honor",
-            }
-        ]
-    }
-}
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +160,38 @@ def _lose_a_node_and_recover(cluster: Cluster, ns: str, tmp_path, victim_ordinal
     assert len(digests) == 1, digests
 
 
+@pytest.mark.parametrize("victim", [1, 0], ids=["worker", "chief"])
+def test_a_node_cut_off_is_replaced_and_its_old_pod_writes_nothing_once_healed(lossy, ns, victim):
+    """The fault harness's node-partition (scripts/tfmw/faults/nodes.py): cut, replaced, the
+    run finished by the new group; then, once the old launcher gave up on its peers and holds
+    a Failed, an Event and a scale to 0 it could not send, the link heals."""
+    result = run_cluster_scenario(
+        "node-partition",
+        lossy.kubeconfig,
+        namespace=ns,
+        release="cut",
+        steps=CUT_STEPS,
+        checkpoint_every=CUT_EVERY,
+        fault_after_step=50,
+        timeout=600,
+        victim_ordinal=victim,
+        out=print,
+    )
+    context = "\n".join(result.log_tail)
+    print(
+        f"node-partition of {result.victim}'s node: pod Running again after {result.seconds_to_pod_running:.0f}s, "
+        f"resumed after {result.seconds_to_resume:.0f}s, fenced side wrote: {result.fenced_writes}"
+    )
+    assert result.completed, f"{result.reason}\n{context}"
+    assert result.recreated_pod == result.victim, context
+    assert result.fenced_writes == "none", context
+    assert 0 < result.resume_step <= result.step_at_fault and result.resume_step % CUT_EVERY == 0, context
+    assert 0 <= result.steps_lost <= CUT_EVERY
+    assert result.final_steps == {CUT_STEPS}, context
+    assert result.marker_digest and result.identical_weights, (result.digests, result.marker_digest)
+
+
+# Losses last: a lost node never comes back.
 def test_a_workers_node_is_lost_and_the_group_resumes_without_an_admin(lossy, ns, tmp_path):
     _lose_a_node_and_recover(lossy, ns, tmp_path, victim_ordinal=1)
 

@@ -13,6 +13,7 @@ import pytest
 from tfmw.faults import analysis as fault_analysis
 from tfmw.faults import cluster as fault_cluster
 from tfmw.faults import local as fault_local
+from tfmw.faults import nodes as fault_nodes
 from tfmw.faults import tables as fault_tables
 from tfmw.faults.analysis import FaultResult
 from tfmw.faults.cluster import Incarnation, Stream
@@ -55,6 +56,18 @@ def test_fill_result_measures_from_the_chiefs_restart():
     assert result.seconds_to_detect == pytest.approx(0.5)
     assert result.final_steps == {100} and result.digests == {"d"} and result.model == "/m"
     assert result.trainer_restarts == 1 and result.identical_weights
+
+
+def test_a_replaced_chiefs_late_start_does_not_count_the_survivors_new_steps_as_before_the_fault():
+    # The chief's node cut off at t=10 (step 52). Worker 1 restarts from 40 at t=20 and trains
+    # with the new chief; the new chief's log is followed late, so its start arrives at t=40.
+    chief = Stream([start(0), progress(52), start(40), progress(94), DONE.format("d")], [1, 9, 40, 41, 60])
+    worker = Stream(
+        [start(0), progress(52), start(40), progress(41), progress(94), DONE.format("d")], [1, 9, 20, 21, 39, 60]
+    )
+    result = FaultResult("node-partition", False, "", 100, 20)
+    fault_analysis.fill_result(result, {0: chief, 1: worker}, {0: 2, 1: 2}, fault_time=10.0)
+    assert (result.step_at_fault, result.resume_step, result.steps_lost) == (52, 40, 12)
 
 
 def test_fill_result_names_the_first_watchdog_after_the_fault():
@@ -225,10 +238,31 @@ def test_cluster_table_says_what_the_controller_did():
         seconds_total=80.0,
     )
     lost = FaultResult("delete-chief", False, "x", 100, 20, digests={"d"}, victim="w-0")
-    rows = fault_tables.cluster_table([ok, lost])
-    assert rows[2] == "| delete-worker | w-1 | w-1 | 4.2 | matches | 80.0 |"
+    cut = FaultResult("node-partition", True, "", 100, 20, victim="w-1", recreated_pod="w-1", fenced_writes="none")
+    rows = fault_tables.cluster_table([ok, lost, cut])
+    assert rows[2] == "| delete-worker | w-1 | w-1 | 4.2 | matches | - | 80.0 |"
     assert "NOT recreated" in rows[3] and "not read" in rows[3]
+    assert rows[4].startswith("| node-partition | w-1 | w-1 | nan | not read | none |"), rows[4]
     assert len(fault_tables.table([ok, lost])) == 4
+
+
+@pytest.mark.parametrize(
+    "before, status, after, wrote",
+    [
+        (["PeerLost"], {"phase": "Succeeded"}, ["PeerLost", "Succeeded"], "none"),
+        (["PeerLost"], {"phase": "Failed"}, ["PeerLost", "Failed"], "status phase Failed; Events Failed"),
+        (["Restarted"], {"phase": "Succeeded"}, ["Restarted", "Restarted"], "Events Restarted"),
+    ],
+)
+def test_what_the_fenced_side_wrote_is_read_from_the_status_and_new_events(before, status, after, wrote):
+    assert fault_nodes.writes_after_heal(before, status, after) == wrote
+
+
+def test_a_node_fault_needs_make_clusters_state_folder(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    with pytest.raises(fault_nodes.NodeFaultError, match="act on the nodes of `make cluster`"):
+        fault_nodes.cluster_dir(kubeconfig)
 
 
 @pytest.mark.parametrize(
@@ -244,6 +278,11 @@ def test_cluster_table_says_what_the_controller_did():
             2,
         ),
         (["--scenario", "kill-worker", "--set", "noequals"], "faults: bad --set 'noequals': expected key=value", 2),
+        (
+            ["--cluster", "--scenario", "node-loss", "--kubeconfig", "/nonexistent/kubeconfig"],
+            "--kubeconfig /nonexistent/kubeconfig: node-loss and node-partition act on the nodes of `make cluster`",
+            2,
+        ),
     ],
 )
 def test_cli_refusals_are_one_line(repo, args, message, code):
