@@ -25,7 +25,11 @@ built once beforehand and not timed), what issue 19's "Speed and budget" asks:
   `kill-worker` (SIGKILL of the worker, restarted by make local's kubelet): fault -> the
   group's first step after it resumed, and on the cluster fault -> the recreated pod Running;
 - the ratios cluster / `make local` per round (paired: measured back to back, alternating
-  which goes first), median and spread.
+  which goes first), median and spread;
+- once, after the rounds (issue 20): the fault harness's `node-partition`: worker 1's node cut
+  off with the chart's defaults (workers.nodeLossTolerationSeconds, the launcher's lost-peer
+  watch), fault -> the replacement pod Running and -> the group resumed (target <= 90 s),
+  steps lost, and what the cut-off pod wrote once the link healed (must be none).
 """
 
 from __future__ import annotations
@@ -73,6 +77,8 @@ FAULT_AFTER_STEP = 50
 FAULT_TIMEOUT = 600
 CLUSTER_FAULT = "delete-worker"
 LOCAL_FAULT = "kill-worker"
+NODE_FAULT = "node-partition"
+NODE_LOSS_TARGET_S = 90.0  # issue 20: a lost node -> the group resumed, with the chart's defaults
 NAN = float("nan")
 
 
@@ -221,6 +227,11 @@ class Summary:
     fault_pairs: tuple = ()  # (cluster, local) fault -> resumed seconds, per measured round
     fault_steps_lost: tuple = (-1, -1)  # (cluster, local): the most steps lost in any measured round
     fault_problems: tuple = ()  # why a round's pair is not measured
+    node_resumed: float = NAN  # node-partition: fault -> the group resumed
+    node_pod_running: float = NAN  # fault -> the replacement pod Running
+    node_steps_lost: int = -1
+    node_fenced: str = ""  # what the cut-off pod wrote after the heal ("none")
+    node_problem: str = ""  # why it is not measured ("" when it is, or was not run)
 
     @property
     def fault_rounds(self) -> int:
@@ -237,8 +248,27 @@ class Summary:
         return next((u for u in self.ups if u.image == "imported"), None)
 
 
+def node_fields(result) -> dict:
+    """The Summary's node-partition fields from the harness's FaultResult (None: not run) (pure)."""
+    if result is None:
+        return {}
+    problem = _failure("cluster", result)
+    if problem:
+        return {"node_problem": problem}
+    return dict(
+        node_resumed=result.seconds_to_resume,
+        node_pod_running=result.seconds_to_pod_running,
+        node_steps_lost=result.steps_lost,
+        node_fenced=result.fenced_writes or "-",
+    )
+
+
 def summarize(
-    ups: list[Up], down_seconds: float, rounds: list[ClusterRound], fault_pairs: list[FaultPair] = ()
+    ups: list[Up],
+    down_seconds: float,
+    rounds: list[ClusterRound],
+    fault_pairs: list[FaultPair] = (),
+    node=None,
 ) -> Summary:
     if not ups:
         raise ValueError("no `make cluster` measured")
@@ -283,6 +313,7 @@ def summarize(
         ups=tuple(ups),
         fault_problems=tuple(p.problem for p in fault_pairs if p.problem),
         **faults,
+        **node_fields(node),
     )
 
 
@@ -358,6 +389,18 @@ def table_rows(s: Summary) -> list[list]:
             else "NOT measured" + (f": {not_measured}" if not_measured else ""),
         ],
     ]
+    if s.node_problem or not math.isnan(s.node_resumed):
+        rows += [
+            [
+                f"worker 1's node cut off (`{NODE_FAULT}`, the chart's defaults) → group resumed",
+                s.node_resumed,
+                f"NOT measured: {s.node_problem}"
+                if s.node_problem
+                else f"{verdict(s.node_resumed, NODE_LOSS_TARGET_S)}; {s.node_steps_lost} step(s) lost "
+                f"(≤ {FAULT_CHECKPOINT_EVERY}); the cut-off pod wrote after the heal: {s.node_fenced}",
+            ],
+            ["of which: node cut off → the replacement pod Running", s.node_pod_running, "-"],
+        ]
     return rows
 
 
@@ -454,17 +497,17 @@ def _fault_line(where: str, result) -> str:
     )
 
 
-def measure_cluster_fault(state, round_index: int, log=print):
-    """The fault harness's `delete-worker` on the figure's cluster, in a namespace of its own;
-    its FaultResult."""
+def measure_cluster_fault(state, round_index: int, log=print, scenario: str = CLUSTER_FAULT):
+    """The fault harness's `delete-worker` (or `scenario`) on the figure's cluster, in a
+    namespace of its own; its FaultResult."""
 
     namespace = f"bench-fault-{round_index}-{os.getpid()}"
-    log(f"  figure 6: round {round_index + 1}: {CLUSTER_FAULT} on the cluster (scripts/tfmw/faults --cluster)")
+    log(f"  figure 6: round {round_index + 1}: {scenario} on the cluster (scripts/tfmw/faults --cluster)")
     last_lines = collections.deque(maxlen=40)  # the pods' last lines, shown if the run fails
     with _namespace(state, namespace, log):
         try:
             result = fault_cluster.run_cluster_scenario(
-                CLUSTER_FAULT,
+                scenario,
                 Path(state.kubeconfig),
                 namespace=namespace,
                 release="bench-fault",
@@ -474,8 +517,8 @@ def measure_cluster_fault(state, round_index: int, log=print):
                 timeout=FAULT_TIMEOUT,
                 out=last_lines.append,
             )
-        except ToolError as err:
-            raise BenchError(f"figure 6: {CLUSTER_FAULT}: {err}") from None
+        except (ToolError, fault_cluster.FaultError) as err:
+            raise BenchError(f"figure 6: {scenario}: {err}") from None
         if not result.completed:
             log("\n".join(last_lines) or "  figure 6: (no line from the pods)")
             log(_pods_line(state, namespace))
@@ -627,11 +670,13 @@ def measure(quick: bool, log=print) -> Summary:
                     cluster_fault = measure_cluster_fault(state, r, log)
                 results.append(ClusterRound(*cluster, local_first_step=local))
                 fault_pairs.append(fault_pair(cluster_fault, local_fault))
+            # Last: it taints, and for a while loses, one of the two nodes.
+            node = measure_cluster_fault(state, rounds, log, scenario=NODE_FAULT)
         finally:
             down_seconds = _down(controlplane, state_dir, log)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return summarize(ups, down_seconds, results, fault_pairs)
+    return summarize(ups, down_seconds, results, fault_pairs, node)
 
 
 def _bar_value(value: float) -> float:

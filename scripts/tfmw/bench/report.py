@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from tfmw.bench import fig_cluster as fc
@@ -589,6 +590,17 @@ def fig_cluster(s, table_rows, headers, load: str) -> str:
         )
     if s.fault_rounds and s.fault_problems:
         faults += " Not counted: " + "; ".join(s.fault_problems) + "."
+    if s.node_problem:
+        faults += f" The node partition was not measured: {s.node_problem}."
+    elif not math.isnan(s.node_resumed):
+        faults += (
+            f" A worker's node cut off (`{fc.NODE_FAULT}`, the chart's defaults, no admin) costs "
+            f"{s.node_resumed:.1f} s to the group's first step after it resumed (target ≤ "
+            f"{fc.NODE_LOSS_TARGET_S:g} s), the replacement pod Running after {s.node_pod_running:.1f} s: "
+            "the node lifecycle controller's grace (40 s here) and the toleration (10 s) come first, then "
+            "a survivor force-deletes the pod (docs/failure-model.md). Once the link healed, the cut-off "
+            f"pod wrote: {s.node_fenced}."
+        )
     return "\n".join(
         [
             "## Figure 6: the local Kubernetes cluster, and the chart on it beside `make local`",

@@ -101,6 +101,29 @@ def test_summary_without_a_measured_fault_pair_says_so():
         fig_cluster.summarize([], 1.0, [R(0.5, 1.0, 20.0, 10.0)])
 
 
+def test_a_node_partition_is_two_rows_with_the_target_and_what_the_fenced_side_wrote():
+    cut = fault_result("node-partition", 70.5, running=62.0, at=58, resume_step=40)
+    cut.fenced_writes = "none"
+    s = fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)], [pair(20.0, 10.0)], node=cut)
+    rows = fig_cluster.table_rows(s)
+    assert all(len(r) == len(fig_cluster.HEADERS) for r in rows)
+    resumed, running = rows[-2], rows[-1]
+    assert resumed[0].startswith("worker 1's node cut off (`node-partition`") and resumed[1] == 70.5
+    assert resumed[2] == "met (target ≤ 90 s); 18 step(s) lost (≤ 20); the cut-off pod wrote after the heal: none"
+    assert running[1] == 62.0
+    failed = fault_result("node-partition", float("nan"), completed=False, reason="pod x was not recreated")
+    s = fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)], node=failed)
+    assert fig_cluster.table_rows(s)[-2][2] == "NOT measured: cluster node-partition: pod x was not recreated"
+    text = report.fig_cluster(
+        fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)], node=cut), [], fig_cluster.HEADERS, "load 1"
+    )
+    assert "costs 70.5 s to the group's first step after it resumed (target ≤ 90 s)" in text
+    assert "the cut-off pod wrote: none." in text
+    # not run: no rows
+    s = fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)])
+    assert not any("node cut off" in r[0] for r in fig_cluster.table_rows(s))
+
+
 # ---------------------------------------------------------------- table and text
 
 
