@@ -621,26 +621,29 @@ class Supervisor:
         # Pass every line through unchanged (kubectl logs shows the trainer as is), treat
         # output as a sign of life for commands that do not write the heartbeat, and let the
         # run's tracker follow progress (it never blocks: recording is another thread's job).
+        # The tracker hears a line before it is passed on: what the log shows, /metrics
+        # already says (a scrape right after `tfmw checkpoint saved` found no checkpoint).
         out = sys.stdout.buffer
         for raw in iter(child.stdout.readline, b""):
             self._last_activity = time.monotonic()
+            line = raw.decode(errors="replace").strip()
+            if line:
+                self._last_line = line
+                error = loglines.parse_kind(line, loglines.ERROR)
+                if error is not None:
+                    self._last_error = loglines.error_text(error)
+                try:
+                    self.cfg.on_output(line)
+                except Exception as err:  # following progress must never stop the output
+                    if not self._output_error:
+                        self._output_error = True
+                        self._say(
+                            f"status: cannot follow training output ({type(err).__name__}: {err}); training goes on"
+                        )
             out.write(raw)
             out.flush()
             if self.cfg.tee is not None:
                 self.cfg.tee(raw if raw.endswith(b"\n") else raw + b"\n")
-            line = raw.decode(errors="replace").strip()
-            if not line:
-                continue
-            self._last_line = line
-            error = loglines.parse_kind(line, loglines.ERROR)
-            if error is not None:
-                self._last_error = loglines.error_text(error)
-            try:
-                self.cfg.on_output(line)
-            except Exception as err:  # following progress must never stop the output
-                if not self._output_error:
-                    self._output_error = True
-                    self._say(f"status: cannot follow training output ({type(err).__name__}: {err}); training goes on")
         child.stdout.close()
 
 
