@@ -522,7 +522,7 @@ def measure_cluster_fault(state, round_index: int, log=print, scenario: str = CL
         if not result.completed:
             log("\n".join(last_lines) or "  figure 6: (no line from the pods)")
             log(_pods_line(state, namespace))
-    log(_fault_line("cluster", result) + f", pod delete → recreated pod Running {result.seconds_to_pod_running:.1f} s")
+    log(_fault_line("cluster", result) + f", fault → the replacement pod Running {result.seconds_to_pod_running:.1f} s")
     return result
 
 
