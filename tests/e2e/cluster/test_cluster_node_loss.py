@@ -16,6 +16,11 @@ stops it, and its status writes are fenced by its pod UID (entrypoint/status.py)
 stays Succeeded and no Failed, Restarted or PeerLost Event appears. It cannot have written a checkpoint
 or the completion marker: those need the group, and it had none (docs/failure-model.md).
 
+The chief's node is lost while the chief writes a checkpoint: its files are written, the
+`checkpoint` state file does not name them yet (the test hook TFMW_FAULT_CHECKPOINT_PAUSE_SECONDS
+holds the chief there, given to the pods by a Helm post-renderer since the chart refuses TFMW_*
+names). The new group must resume from the last complete checkpoint, the one before.
+
 These tests lose nodes, so they run on a cluster of their own (three nodes: the partitions
 first, since a healed node answers again; then each loss takes one node for good, and the
 workers keep two to spread over)."""
@@ -23,6 +28,7 @@ workers keep two to spread over)."""
 from __future__ import annotations
 
 import re
+import sys
 import time
 from datetime import datetime
 
@@ -41,13 +47,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 RELEASE = "lost"
 CUT_STEPS, CUT_EVERY = 300, 20  # the harness's model (values/local.yaml): the fault after step 50
 STEPS = 3000  # mlp: ~50 steps/s here; the fault lands after the first checkpoints
+MID_WRITE_STEPS = 1500  # every save of that run pauses: fewer steps, the same length
+WRITE_PAUSE_S = 2  # the chief's pause between a checkpoint's files and its publication
+EVERY = 100
 SETS = (
     "training.config.model.name=mlp",
-    f"training.config.steps={STEPS}",
     "training.config.logEverySteps=50",
-    "training.config.checkpoint.everySteps=100",
+    f"training.config.checkpoint.everySteps={EVERY}",
     "completion.onSuccess=idle",  # the pods stay, with their logs
 )
+POST_RENDERER = REPO / "tests" / "support" / "postrender_env.py"
 
 
 @pytest.fixture(scope="module")
@@ -85,13 +94,42 @@ def _node_of(cluster: Cluster, ns: str, pod: str) -> str:
     return cluster.api.get(ns_path(ns, "pods", pod))["spec"].get("nodeName") or ""
 
 
-def _lose_a_node_and_recover(cluster: Cluster, ns: str, tmp_path, victim_ordinal: int) -> None:
+def _install(cluster: Cluster, ns: str, tmp_path, steps: int, mid_write: bool) -> None:
     values = tmp_path / "spread.yaml"
     values.write_text(yaml.safe_dump(SPREAD))
     args = ["install", RELEASE, str(CHART), "-n", ns, "-f", str(REPO / "values" / "local.yaml"), "-f", str(values)]
-    for item in SETS:
+    for item in (*SETS, f"training.config.steps={steps}"):
         args += ["--set", item]
-    cluster.helm(*args)
+    if not mid_write:
+        cluster.helm(*args)
+        return
+    # Helm 3 runs a post-renderer by path (Helm 4 only as a plugin).
+    script = tmp_path / "postrender"
+    script.write_text(
+        f'#!/bin/sh\nexec "{sys.executable}" "{POST_RENDERER}" TFMW_FAULT_CHECKPOINT_PAUSE_SECONDS={WRITE_PAUSE_S}\n'
+    )
+    script.chmod(0o755)
+    cluster.helm(*args, "--post-renderer", str(script), helm="helm3")
+
+
+def _lose_when_writing(cluster: Cluster, ns: str, chief: dict, after: int) -> int:
+    """Lose the chief's node the moment the chief says `tfmw checkpoint writing` of a step past
+    `after` (its log read host-side, as its kubelet writes it): the step being written."""
+    name, node, uid = chief["metadata"]["name"], chief["spec"]["nodeName"], chief["metadata"]["uid"]
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        log = controlplane.node_pod_log(cluster.state.dir, node, ns, name, uid)
+        writing = [int(m) for m in re.findall(r"tfmw checkpoint writing step=(\d+)", log)]
+        if writing and writing[-1] > after:
+            controlplane.lose_node(cluster.state.dir, node)
+            return writing[-1]
+        time.sleep(0.02)
+    raise AssertionError(f"the chief wrote no checkpoint past step {after} in 300 s")
+
+
+def _lose_a_node_and_recover(cluster: Cluster, ns: str, tmp_path, victim_ordinal: int, mid_write: bool = False) -> None:
+    steps = MID_WRITE_STEPS if mid_write else STEPS
+    _install(cluster, ns, tmp_path, steps, mid_write)
     chief, victim = f"{RELEASE}-tf-multiworker-0", f"{RELEASE}-tf-multiworker-{victim_ordinal}"
     survivor = f"{RELEASE}-tf-multiworker-{1 - victim_ordinal}"
 
@@ -115,8 +153,14 @@ def _lose_a_node_and_recover(cluster: Cluster, ns: str, tmp_path, victim_ordinal
     lost = nodes[victim]
 
     published = int(_status(cluster, ns)["lastCheckpointStep"])
-    faulted = time.time()
-    controlplane.lose_node(cluster.state.dir, lost)
+    writing = None
+    if mid_write:  # the chief's node, while the chief holds a written, unpublished checkpoint
+        writing = _lose_when_writing(cluster, ns, next(p for p in pods if p["metadata"]["name"] == chief), published)
+        faulted = time.time()
+        old_chief_log = controlplane.node_pod_log(cluster.state.dir, lost, ns, chief, old_uid)
+    else:
+        faulted = time.time()
+        controlplane.lose_node(cluster.state.dir, lost)
 
     def replaced() -> bool:
         pod = cluster.api.get_or_none(ns_path(ns, "pods", victim))
@@ -138,7 +182,7 @@ def _lose_a_node_and_recover(cluster: Cluster, ns: str, tmp_path, victim_ordinal
     print(f"node loss of {lost} ({victim}): replaced after {replaced_after:.0f}s, resumed after {resumed_after:.0f}s")
 
     status = _status(cluster, ns)
-    assert status["step"] == str(STEPS), describe()
+    assert status["step"] == str(steps), describe()
     events = [e for e in cluster.events(ns) if e.get("involvedObject", {}).get("kind") == "StatefulSet"]
     lost_events = [e["message"] for e in events if e["reason"] == "PeerLost"]
     assert lost_events and all(victim in m and lost in m for m in lost_events), describe()
@@ -149,7 +193,15 @@ def _lose_a_node_and_recover(cluster: Cluster, ns: str, tmp_path, victim_ordinal
     survivor_log, new_log = cluster.logs(ns, survivor), cluster.logs(ns, victim)
     new_starts = [int(m) for m in re.findall(r"^tfmw start .* resume_step=(\d+)", new_log, re.M)]
     survivor_starts = [int(m) for m in re.findall(r"^tfmw start .* resume_step=(\d+)", survivor_log, re.M)]
-    assert new_starts and new_starts[0] >= published > 0 and new_starts[0] % 100 == 0, (new_starts, published)
+    assert new_starts and new_starts[0] >= published > 0 and new_starts[0] % EVERY == 0, (new_starts, published)
+    if writing is not None:
+        # Lost mid-write: the step's files were written, never published. The group resumed
+        # from the last complete checkpoint, the one before, which the old chief saved.
+        assert f"tfmw checkpoint writing step={writing}" in old_chief_log
+        assert f"tfmw checkpoint saved step={writing}" not in old_chief_log, old_chief_log[-2000:]
+        assert f"tfmw checkpoint saved step={writing - EVERY}" in old_chief_log
+        assert new_starts[0] == writing - EVERY, (new_starts, writing)
+        print(f"the chief's node lost while it wrote step {writing}: resumed from step {new_starts[0]}")
     assert survivor_starts[-1] == new_starts[-1], (survivor_starts, new_starts)
     if survivor == chief:
         saved = [int(m) for m in re.findall(r"^tfmw checkpoint saved step=(\d+)", survivor_log, re.M)]
@@ -196,5 +248,5 @@ def test_a_workers_node_is_lost_and_the_group_resumes_without_an_admin(lossy, ns
     _lose_a_node_and_recover(lossy, ns, tmp_path, victim_ordinal=1)
 
 
-def test_the_chiefs_node_is_lost_and_the_group_resumes_without_an_admin(lossy, ns, tmp_path):
-    _lose_a_node_and_recover(lossy, ns, tmp_path, victim_ordinal=0)
+def test_the_chiefs_node_is_lost_mid_checkpoint_and_the_group_resumes_from_the_last_complete_one(lossy, ns, tmp_path):
+    _lose_a_node_and_recover(lossy, ns, tmp_path, victim_ordinal=0, mid_write=True)
