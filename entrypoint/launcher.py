@@ -94,6 +94,28 @@ RESIZE_POLL_SECONDS = 5.0  # a resizable group's launchers read their StatefulSe
 IDENTITY = {STATEFULSET: "statefulset", PRESET_TF_CONFIG: "preset", INDEXED_JOB: "indexed-job"}
 
 
+class _WaitingNote:
+    """The status message while a stalled group waits for workers that are not running, and
+    the message it replaced, put back once the group trains again (unless a transition has
+    replaced the note meanwhile)."""
+
+    def __init__(self, tracker: RunTracker):
+        self.tracker = tracker
+        self.replaced: str | None = None
+        self.said = ""
+
+    def say(self, message: str) -> None:
+        if self.replaced is None:
+            self.replaced = self.tracker.state.message
+        self.tracker.note(message)
+        self.said = self.tracker.state.message
+
+    def trains(self) -> None:
+        if self.replaced is not None and self.tracker.state.message == self.said:
+            self.tracker.note(self.replaced)
+        self.replaced = None
+
+
 class OutsideGroup(Exception):
     """This StatefulSet pod's ordinal is not below the group's size: it is being scaled away."""
 
@@ -641,20 +663,36 @@ class Launcher:
         the new chief then sees to the rest. Set the returned Event to stop watching."""
         done = threading.Event()
         refused: list[str] = []  # why deleting is not allowed, once known: said once, never retried
+        waiting = _WaitingNote(run.tracker)
 
         def watch() -> None:
             while not done.wait(NODE_LOSS_POLL_SECONDS) and not self.stopping.is_set():
                 supervisor = self.supervisor
                 if supervisor is None or supervisor.seconds_without_progress() < STALLED_SECONDS:
+                    waiting.trains()
                     continue
                 mine = run.identity.ordinal
+                reasons = []
                 for ordinal in range(1, run.workers) if mine == 0 else [0]:
-                    self._replace_if_lost(run, api, f"{run.identity.host_prefix}-{ordinal}", refused)
+                    name = f"{run.identity.host_prefix}-{ordinal}"
+                    pod = self._replace_if_lost(run, api, name, refused)
+                    why = pod_waiting_reason(pod) if pod is not None else None
+                    if why:
+                        reasons.append(f"{name}: {why}")
+                if reasons and run.tracker.is_chief:
+                    # A replacement with no node that has room: the group's attempt waits inside
+                    # TensorFlow for a worker that is not running; the status says which and why.
+                    waiting.say(
+                        f"waiting for workers that are not running ({'; '.join(reasons[:5])}); the group "
+                        "resumes from its last checkpoint once they run"
+                    )
 
         threading.Thread(target=watch, name="tfmw-lost-peers", daemon=True).start()
         return done
 
-    def _replace_if_lost(self, run: _Run, api: KubeAPI, name: str, refused: list[str]) -> None:
+    def _replace_if_lost(self, run: _Run, api: KubeAPI, name: str, refused: list[str]) -> dict | None:
+        """Force-delete peer `name` if its pod is lost with its node. The pod as read (None when
+        it could not be read)."""
         namespace = run.settings.namespace
         try:
             pod = api.get_pod(namespace, name)
@@ -666,34 +704,35 @@ class Launcher:
                     f"{err.detail}; a peer on a lost node then waits for an admin's "
                     f"`kubectl delete pod --force --grace-period=0`"
                 )
-            return  # gone already (404), not allowed, or no answer: nothing to decide on
+            return None  # gone already (404), not allowed, or no answer: nothing to decide on
         why = lost_with_node(pod)
         if why is None:
-            return
+            return pod
         address = pod_address(pod)
         if address and _answers(address, run.settings.port):
-            return  # its processes run (a not-ready node whose kubelet stops them): not lost
+            return pod  # its processes run (a not-ready node whose kubelet stops them): not lost
         if refused:
-            return
+            return pod
         uid = (pod.get("metadata") or {}).get("uid") or ""
         try:
             api.force_delete_pod(namespace, name, uid)
         except APIError as err:
             if err.status in (404, 409):
-                return  # deleted, or replaced, meanwhile
+                return pod  # deleted, or replaced, meanwhile
             refused.append(err.detail)
             self._say(
                 f"peer {name} is lost with its node ({why}) but cannot be force-deleted: {err.kind}: "
                 f"{err.detail}; the Role needs `delete` on the release's pods (rbac.create), else an admin "
                 f"runs `kubectl delete pod {name} -n {namespace} --force --grace-period=0`"
             )
-            return
+            return pod
         message = (
             f"peer {name} was lost with its node: {why}; its TF port {address}:{run.settings.port} does not "
             f"answer. Force-deleted it, so the StatefulSet controller replaces it on a node that answers"
         )
         self._say(message)
         run.recorder.event("PeerLost", "Warning", message)
+        return pod
 
     def _workers_waiting(self, run: _Run) -> None:
         """The chief, while its group waits for workers that are not running: why (their pods'

@@ -123,3 +123,52 @@ def test_without_delete_permission_it_says_why_once_and_training_goes_on(fake_ap
     assert len(said) == 1 and "HTTP 403" in said[0] and "--force --grace-period=0" in said[0]
     assert "train-1" in fake_api.pods and run.thread.is_alive()  # the run goes on, as before
     run.stop()
+
+
+STALLS_THEN_TRAINS = """
+    import os, pathlib, time
+    print("tfmw connecting worker=0/2", flush=True)
+    go = pathlib.Path(os.environ["GO_FILE"])
+    while not go.exists():  # the group waits inside TensorFlow for its missing worker
+        time.sleep(0.05)
+    for step in range(1, 600):  # then it trains: the heartbeat changes
+        pathlib.Path(os.environ["TFMW_HEARTBEAT_FILE"]).write_text(f"{step} train")
+        time.sleep(0.05)
+"""
+
+
+def test_a_stalled_group_whose_peer_cannot_be_scheduled_says_why_until_it_trains(fake_api, tmp_path):
+    """After a lost node the replacement finds no node with room, while the chief's attempt
+    waits for it inside TensorFlow (the peer's name resolved when the attempt began). The
+    chief's status names the pod and the scheduler's reason; once the group trains again, the
+    message it replaced is back. The phase stays the attempt's."""
+    fake_api.pods["train-1"] = {
+        "kind": "Pod",
+        "metadata": {"name": "train-1", "uid": "uid-new"},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/3 nodes are available: 1 Insufficient cpu.",
+                }
+            ],
+        },
+    }
+    go = tmp_path / "peer-running"
+    env = pod_env(fake_api, tmp_path, pod="train-0", replicas=2, TFMW_PORT=str(free_port()), GO_FILE=str(go))
+    run = Run(env, command(tmp_path, STALLS_THEN_TRAINS)).until("tfmw launcher starting training (attempt 1)")
+    waiting = (
+        "waiting for workers that are not running (train-1: Unschedulable: 0/3 nodes are available: "
+        "1 Insufficient cpu.); the group resumes from its last checkpoint once they run"
+    )
+    wait_until(lambda: fake_api.status("train-status").get("message") == waiting, run)
+    assert fake_api.status("train-status")["phase"] == "Running"
+    assert fake_api.deleted_pods == []  # Pending is not lost
+    fake_api.pods["train-1"]["status"] = {"phase": "Running"}
+    go.write_text("")
+    wait_until(lambda: fake_api.status("train-status").get("message") != waiting, run)
+    assert fake_api.status("train-status")["message"] == "run r1: 2 workers training"
+    run.stop()

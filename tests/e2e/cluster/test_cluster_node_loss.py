@@ -16,6 +16,10 @@ stops it, and its status writes are fenced by its pod UID (entrypoint/status.py)
 stays Succeeded and no Failed, Restarted or PeerLost Event appears. It cannot have written a checkpoint
 or the completion marker: those need the group, and it had none (docs/failure-model.md).
 
+When worker 1's node is lost, the one other node that answers is full (a pod there takes its
+CPU): the replacement stays Pending, the chief's status says which pod and the scheduler's
+reason while the run keeps its phase and checkpoint; once that pod is gone the group resumes.
+
 The chief's node is lost while the chief writes a checkpoint: its files are written, the
 `checkpoint` state file does not name them yet (the test hook TFMW_FAULT_CHECKPOINT_PAUSE_SECONDS
 holds the chief there, given to the pods by a Helm post-renderer since the chart refuses TFMW_*
@@ -127,7 +131,63 @@ def _lose_when_writing(cluster: Cluster, ns: str, chief: dict, after: int) -> in
     raise AssertionError(f"the chief wrote no checkpoint past step {after} in 300 s")
 
 
-def _lose_a_node_and_recover(cluster: Cluster, ns: str, tmp_path, victim_ordinal: int, mid_write: bool = False) -> None:
+def _fill_node(cluster: Cluster, ns: str, node: str) -> str:
+    """A pod that takes all but 100m of `node`'s free CPU (bound there by nodeName), so no
+    worker (500m) fits: a node without room. Its name."""
+    allocatable = _millicores(cluster.api.get(f"/api/v1/nodes/{node}")["status"]["allocatable"]["cpu"])
+    used = sum(
+        _millicores(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
+        for p in cluster.api.items("/api/v1/pods", fieldSelector=f"spec.nodeName={node}")
+        if p["status"].get("phase") not in ("Succeeded", "Failed")
+        for c in p["spec"]["containers"]
+    )
+    name = "ballast"
+    cluster.api.create(
+        ns_path(ns, "pods"),
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "nodeName": node,
+                "terminationGracePeriodSeconds": 0,
+                "securityContext": {
+                    "runAsNonRoot": True,
+                    "runAsUser": 1000,
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
+                "containers": [
+                    {
+                        "name": "ballast",
+                        "image": cluster.image,
+                        "imagePullPolicy": "Never",
+                        "command": ["python3", "-c", "import time; time.sleep(10**6)"],
+                        "resources": {"requests": {"cpu": f"{allocatable - used - 100}m", "memory": "16Mi"}},
+                        "securityContext": {
+                            "allowPrivilegeEscalation": False,
+                            "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
+                    }
+                ],
+            },
+        },
+    )
+    wait_for(
+        lambda: cluster.api.get(ns_path(ns, "pods", name))["status"].get("phase") == "Running",
+        60,
+        f"the ballast pod on {node}",
+    )
+    return name
+
+
+def _millicores(quantity: str) -> int:
+    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
+
+
+def _lose_a_node_and_recover(
+    cluster: Cluster, ns: str, tmp_path, victim_ordinal: int, mid_write: bool = False, no_room: bool = False
+) -> None:
     steps = MID_WRITE_STEPS if mid_write else STEPS
     _install(cluster, ns, tmp_path, steps, mid_write)
     chief, victim = f"{RELEASE}-tf-multiworker-0", f"{RELEASE}-tf-multiworker-{victim_ordinal}"
@@ -152,6 +212,15 @@ def _lose_a_node_and_recover(cluster: Cluster, ns: str, tmp_path, victim_ordinal
     old_uid = next(p["metadata"]["uid"] for p in pods if p["metadata"]["name"] == victim)
     lost = nodes[victim]
 
+    ballast = None
+    if no_room:  # the one other node that answers is full: the replacement has nowhere to go
+        spare = [
+            n["metadata"]["name"]
+            for n in cluster.api.items("/api/v1/nodes")
+            if n["metadata"]["name"] not in nodes.values() and not n["spec"].get("taints")
+        ]
+        assert len(spare) == 1, spare
+        ballast = _fill_node(cluster, ns, spare[0])
     published = int(_status(cluster, ns)["lastCheckpointStep"])
     writing = None
     if mid_write:  # the chief's node, while the chief holds a written, unpublished checkpoint
@@ -171,6 +240,21 @@ def _lose_a_node_and_recover(cluster: Cluster, ns: str, tmp_path, victim_ordinal
             and pod["status"].get("phase") == "Running"
         )
 
+    if ballast:
+        # No room: the chief says, while it waits, which pod and why; the run keeps its phase
+        # and its checkpoint. Then room is made and the group resumes.
+        waiting = f"waiting for workers that are not running ({victim}: Unschedulable: "
+        wait_for(lambda: waiting in _status(cluster, ns).get("message", ""), 300, "the reason", 1, describe)
+        status = _status(cluster, ns)
+        # Restarting while a restart waits for the pod's name; Running while an attempt that
+        # began before the loss was noticed waits for it inside TensorFlow. Never Failed.
+        assert status["phase"] in ("Restarting", "Running"), status
+        assert "Insufficient cpu" in status["message"], status["message"]
+        assert int(status["lastCheckpointStep"]) >= published, status
+        print(f"no room for {victim}: said after {time.time() - faulted:.0f}s: {status['message']}")
+        cluster.api.delete(
+            ns_path(ns, "pods", ballast), {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+        )
     wait_for(replaced, 300, f"{victim} replaced on a node that answers (no admin)", 1, describe)
     replaced_after = time.time() - faulted
     wait_for(lambda: _status(cluster, ns).get("phase") == "Succeeded", 600, "the run to succeed", 2, describe)
@@ -232,7 +316,8 @@ def test_a_node_cut_off_is_replaced_and_its_old_pod_writes_nothing_once_healed(l
     context = "\n".join(result.log_tail)
     print(
         f"node-partition of {result.victim}'s node: pod Running again after {result.seconds_to_pod_running:.0f}s, "
-        f"resumed after {result.seconds_to_resume:.0f}s, fenced side wrote: {result.fenced_writes}"
+        f"resumed after {result.seconds_to_resume:.0f}s, fenced side wrote: {result.fenced_writes}; "
+        f"in parts: {', '.join(f'{k} {v:.0f}s' for k, v in result.node_parts.items())}"
     )
     assert result.completed, f"{result.reason}\n{context}"
     assert result.recreated_pod == result.victim, context
@@ -244,8 +329,8 @@ def test_a_node_cut_off_is_replaced_and_its_old_pod_writes_nothing_once_healed(l
 
 
 # Losses last: a lost node never comes back.
-def test_a_workers_node_is_lost_and_the_group_resumes_without_an_admin(lossy, ns, tmp_path):
-    _lose_a_node_and_recover(lossy, ns, tmp_path, victim_ordinal=1)
+def test_a_workers_node_is_lost_with_no_room_elsewhere_says_why_and_resumes_once_there_is(lossy, ns, tmp_path):
+    _lose_a_node_and_recover(lossy, ns, tmp_path, victim_ordinal=1, no_room=True)
 
 
 def test_the_chiefs_node_is_lost_mid_checkpoint_and_the_group_resumes_from_the_last_complete_one(lossy, ns, tmp_path):
