@@ -26,7 +26,11 @@ built once beforehand and not timed), what issue 19's "Speed and budget" asks:
   group's first step after it resumed, and on the cluster fault -> the recreated pod Running;
 - the ratios cluster / `make local` per round (paired: measured back to back, alternating
   which goes first), median and spread;
-- once, after the rounds (issue 20): the fault harness's `node-partition`: worker 1's node cut
+- once, after the rounds (issue 20): a resize, 2 -> 3 -> 2 workers by `helm upgrade --set
+  workers.replicas=N` of a running release: upgrade started -> the chief re-forming the group
+  at the new size and -> the group's first step at it (the chief's log, stamped by its
+  kubelet), and whether it resumed from the step the old group stopped at;
+- then (issue 20): the fault harness's `node-partition`: worker 1's node cut
   off with the chart's defaults (workers.nodeLossTolerationSeconds, the launcher's lost-peer
   watch), fault -> the replacement pod Running and -> the group resumed (target <= 90 s),
   steps lost, and what the cut-off pod wrote once the link healed (must be none).
@@ -46,6 +50,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from entrypoint.loglines import progress_step
@@ -79,6 +84,14 @@ CLUSTER_FAULT = "delete-worker"
 LOCAL_FAULT = "kill-worker"
 NODE_FAULT = "node-partition"
 NODE_LOSS_TARGET_S = 90.0  # issue 20: a lost node -> the group resumed, with the chart's defaults
+RESIZES = (3, 2)  # issue 20: a 2-worker run grown to 3, then shrunk back, by helm upgrade
+RESIZE_EVERY = 50
+RESIZE_SETS = (
+    "training.config.model.name=mlp",  # ~50 steps/s here: the run outlasts both resizes
+    "training.config.steps=200000",
+    "training.config.logEverySteps=1",  # the first step at the new size is logged
+    f"training.config.checkpoint.everySteps={RESIZE_EVERY}",
+)
 NAN = float("nan")
 
 
@@ -202,6 +215,53 @@ def fault_pair(cluster, local) -> FaultPair:
 
 
 @dataclass(frozen=True)
+class Resize:
+    """One `helm upgrade --set workers.replicas=N` of a training release, by the chief's log
+    (its kubelet's timestamps; NaN where not seen)."""
+
+    workers: tuple  # (before, after)
+    reformed: float = NAN  # upgrade started -> the chief re-forming the group at the new size
+    resumed: float = NAN  # upgrade started -> the group's first step at the new size
+    stopped_at: int = -1  # the step the old group stopped (and saved) at
+    resumed_from: int = -1  # the step the new group resumed from
+    problem: str = ""
+
+    @property
+    def exact(self) -> bool:
+        return self.stopped_at == self.resumed_from >= 0
+
+
+def _stamp_seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def resize_marks(stamped_log: str, workers: tuple, upgraded_at: float) -> Resize | None:
+    """The Resize a chief's log shows (`kubectl logs --timestamps` lines): its last `tfmw stopped`
+    before `re-forming the group at N workers`, that line, the next attempt's `tfmw start`
+    and its first step; None until that step is there (pure)."""
+    stopped = reformed = resumed_from = None
+    for line in stamped_log.splitlines():
+        stamp, _, text = line.partition(" ")
+        if reformed is None:
+            if text.startswith("tfmw stopped ") and (m := re.search(r" step=(\d+)/", text)):
+                stopped = int(m.group(1))
+            elif f"re-forming the group at {workers[1]} workers" in text:
+                reformed = _stamp_seconds(stamp)
+        elif resumed_from is None:
+            if text.startswith("tfmw start ") and (m := re.search(r" resume_step=(\d+)", text)):
+                resumed_from = int(m.group(1))
+        elif progress_step(text) is not None:
+            return Resize(
+                workers,
+                reformed=reformed - upgraded_at,
+                resumed=_stamp_seconds(stamp) - upgraded_at,
+                stopped_at=-1 if stopped is None else stopped,
+                resumed_from=resumed_from,
+            )
+    return None
+
+
+@dataclass(frozen=True)
 class Summary:
     ready_seconds: float  # the last `up`'s (the cluster the rounds ran on)
     up_seconds: float
@@ -232,6 +292,8 @@ class Summary:
     node_steps_lost: int = -1
     node_fenced: str = ""  # what the cut-off pod wrote after the heal ("none")
     node_problem: str = ""  # why it is not measured ("" when it is, or was not run)
+    node_parts: tuple = ()  # (part, seconds): node cut off -> resumed by the harness's NODE_PARTS
+    resizes: tuple = ()  # every Resize, in order
 
     @property
     def fault_rounds(self) -> int:
@@ -260,6 +322,7 @@ def node_fields(result) -> dict:
         node_pod_running=result.seconds_to_pod_running,
         node_steps_lost=result.steps_lost,
         node_fenced=result.fenced_writes or "-",
+        node_parts=tuple(result.node_parts.items()),
     )
 
 
@@ -269,6 +332,7 @@ def summarize(
     rounds: list[ClusterRound],
     fault_pairs: list[FaultPair] = (),
     node=None,
+    resizes: list[Resize] = (),
 ) -> Summary:
     if not ups:
         raise ValueError("no `make cluster` measured")
@@ -314,6 +378,7 @@ def summarize(
         fault_problems=tuple(p.problem for p in fault_pairs if p.problem),
         **faults,
         **node_fields(node),
+        resizes=tuple(resizes),
     )
 
 
@@ -329,6 +394,11 @@ def up_label(up: Up, index: int, count: int) -> str:
         "cached": "the image already in both nodes' containerd cache",
     }.get(up.image, "the image import not reported")
     return f"`make cluster` ready ({which}{image}; controlplane.up's ready_seconds)"
+
+
+def parts_cell(parts) -> str:
+    """`detection 40 s, eviction 10 s, ...` (pure)."""
+    return ", ".join(f"{name} {seconds:.0f} s" for name, seconds in parts)
 
 
 def ratio_cell(value: float) -> str:
@@ -400,6 +470,31 @@ def table_rows(s: Summary) -> list[list]:
                 f"(≤ {FAULT_CHECKPOINT_EVERY}); the cut-off pod wrote after the heal: {s.node_fenced}",
             ],
             ["of which: node cut off → the replacement pod Running", s.node_pod_running, "-"],
+        ]
+        if s.node_parts:
+            rows.append(
+                [
+                    "node cut off → group resumed, in parts (Event times: 1 s resolution)",
+                    sum(seconds for _, seconds in s.node_parts),
+                    parts_cell(s.node_parts),
+                ]
+            )
+    for r in s.resizes:
+        before, after = r.workers
+        rows += [
+            [
+                f"`helm upgrade --set workers.replicas={after}` ({before} → {after} workers) → group resumed",
+                r.resumed,
+                f"NOT measured: {r.problem}"
+                if r.problem
+                else f"resumed from step {r.resumed_from}, "
+                + (
+                    "the step the group stopped at (no step lost)"
+                    if r.exact
+                    else f"NOT the step the group stopped at ({r.stopped_at})"
+                ),
+            ],
+            ["of which: upgrade → the chief re-forming the group", r.reformed, "-"],
         ]
     return rows
 
@@ -524,6 +619,79 @@ def measure_cluster_fault(state, round_index: int, log=print, scenario: str = CL
             log(_pods_line(state, namespace))
     log(_fault_line("cluster", result) + f", fault → the replacement pod Running {result.seconds_to_pod_running:.1f} s")
     return result
+
+
+def _resize_once(state, api, namespace: str, release: str, workers: tuple, log=print) -> Resize:
+    """`helm upgrade` of the running release to workers[1], then the chief's log until the
+    group's first step at that size."""
+    chief = f"{release}-tf-multiworker-0"
+    status = ns_path(namespace, "configmaps", f"{release}-tf-multiworker-status")
+    log(f"  figure 6: resize {workers[0]} -> {workers[1]} workers (helm upgrade)")
+    upgraded_at = time.time()
+    _helm(state, *_release_args("upgrade", release, namespace, workers[1]))
+
+    def resumed() -> Resize | None:
+        data = (api.get_or_none(status) or {}).get("data") or {}
+        if f"{workers[1]} workers training" not in data.get("message", ""):
+            return None
+        since = datetime.fromtimestamp(int(upgraded_at) - 1, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            text = api.request(
+                "GET",
+                ns_path(namespace, "pods", chief) + "/log",
+                query={"timestamps": "true", "sinceTime": since},
+                raw=True,
+            )
+        except ApiError:
+            return None
+        return resize_marks(text.decode(errors="replace"), workers, upgraded_at)
+
+    try:
+        result = _wait(resumed, 300, f"the group's first step at {workers[1]} workers")
+    except BenchError as err:
+        log(_pods_line(state, namespace))
+        return Resize(workers, problem=str(err).removeprefix("figure 6: "))
+    log(
+        f"  figure 6: resized to {workers[1]}: re-forming after {result.reformed:.1f} s, first step after "
+        f"{result.resumed:.1f} s, resumed from step {result.resumed_from} (stopped at {result.stopped_at})"
+    )
+    return result
+
+
+def _release_args(verb: str, release: str, namespace: str, workers: int) -> list[str]:
+    args = [verb, release, str(CHART), "-n", namespace, "-f", str(VALUES)]
+    for item in (*RESIZE_SETS, f"workers.replicas={workers}"):
+        args += ["--set", item]
+    return args
+
+
+def measure_resizes(state, log=print) -> list[Resize]:
+    """A 2-worker release grown and shrunk by `helm upgrade` once it has a checkpoint: one
+    Resize per size in RESIZES; the rest not measured once one fails."""
+    namespace, release = f"bench-resize-{os.getpid()}", "bench-resize"
+    status = ns_path(namespace, "configmaps", f"{release}-tf-multiworker-status")
+    results: list[Resize] = []
+    with _namespace(state, namespace, log) as api:
+        log(f"  figure 6: a {WORKERS}-worker run to resize (helm install)")
+        _helm(state, *_release_args("install", release, namespace, WORKERS))
+        try:
+            _wait(
+                lambda: (
+                    int(((api.get_or_none(status) or {}).get("data") or {}).get("lastCheckpointStep") or 0)
+                    >= 2 * RESIZE_EVERY
+                ),
+                300,
+                "the run's first checkpoints",
+            )
+        except BenchError as err:
+            return [Resize((WORKERS, RESIZES[0]), problem=str(err).removeprefix("figure 6: "))]
+        before = WORKERS
+        for after in RESIZES:
+            results.append(_resize_once(state, api, namespace, release, (before, after), log))
+            if results[-1].problem:
+                break
+            before = after
+    return results
 
 
 def _pods_line(state, namespace: str) -> str:
@@ -670,13 +838,14 @@ def measure(quick: bool, log=print) -> Summary:
                     cluster_fault = measure_cluster_fault(state, r, log)
                 results.append(ClusterRound(*cluster, local_first_step=local))
                 fault_pairs.append(fault_pair(cluster_fault, local_fault))
+            resizes = measure_resizes(state, log)  # three workers: before a node is cut off
             # Last: it taints, and for a while loses, one of the two nodes.
             node = measure_cluster_fault(state, rounds, log, scenario=NODE_FAULT)
         finally:
             down_seconds = _down(controlplane, state_dir, log)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return summarize(ups, down_seconds, results, fault_pairs, node)
+    return summarize(ups, down_seconds, results, fault_pairs, node, resizes)
 
 
 def _bar_value(value: float) -> float:

@@ -564,6 +564,31 @@ def _cluster_ready_text(s) -> str:
     )
 
 
+def resize_text(resizes) -> str:
+    """Figure 6's sentences on its resizes ("" when none ran) (pure)."""
+    if not resizes:
+        return ""
+    parts = []
+    for r in resizes:
+        before, after = r.workers
+        if r.problem:
+            parts.append(f"{before} → {after} workers was not measured: {r.problem}")
+            continue
+        exact = "the step the group stopped at" if r.exact else f"not the step the group stopped at ({r.stopped_at})"
+        parts.append(
+            f"{before} → {after} workers resumed {r.resumed:.1f} s after `helm upgrade` started (the chief re-formed "
+            f"the group after {r.reformed:.1f} s), from step {r.resumed_from}, {exact}"
+        )
+    return (
+        " A resize by `helm upgrade --set workers.replicas=N` of a running 2-worker release (the `mlp` model, "
+        f"a checkpoint every {fc.RESIZE_EVERY} steps) is one group restart: "
+        + "; ".join(parts)
+        + ". Re-forming waits for the launchers' look at the StatefulSet's size "
+        "(every 5 s) and the group's stop at its next checkpoint boundary; the rest is a new pod's start (when "
+        "growing) and the group's start and restore."
+    )
+
+
 def fig_cluster(s, table_rows, headers, load: str) -> str:
 
     if s.fault_rounds:
@@ -598,9 +623,11 @@ def fig_cluster(s, table_rows, headers, load: str) -> str:
             f"{s.node_resumed:.1f} s to the group's first step after it resumed (target ≤ "
             f"{fc.NODE_LOSS_TARGET_S:g} s), the replacement pod Running after {s.node_pod_running:.1f} s: "
             "the node lifecycle controller's grace (40 s here) and the toleration (10 s) come first, then "
-            "a survivor force-deletes the pod (docs/failure-model.md). Once the link healed, the cut-off "
-            f"pod wrote: {s.node_fenced}."
+            "a survivor force-deletes the pod (docs/failure-model.md)"
+            + (f"; measured in parts: {fc.parts_cell(s.node_parts)}" if s.node_parts else "")
+            + f". Once the link healed, the cut-off pod wrote: {s.node_fenced}."
         )
+    faults += resize_text(s.resizes)
     return "\n".join(
         [
             "## Figure 6: the local Kubernetes cluster, and the chart on it beside `make local`",

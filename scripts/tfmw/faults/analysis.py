@@ -46,6 +46,7 @@ class FaultResult:
     seconds_to_pod_running: float = float("nan")
     marker_digest: str = ""
     fenced_writes: str = ""  # node-partition: what the cut-off pod wrote after the heal ("none")
+    node_parts: dict = field(default_factory=dict)  # node faults: fault -> resumed by nodes.NODE_PARTS
 
     @property
     def steps_lost(self) -> int:

@@ -25,6 +25,7 @@ from tfmw.faults.nodes import (
     cluster_dir,
     fault_node,
     heal_and_check,
+    node_parts,
     spread_values,
 )
 from tfmw.k8s.api import Api, ApiError, LogStream, ns_path
@@ -366,6 +367,12 @@ def run_cluster_scenario(
         )
         outcome = logs.wait_for(lambda pl: run_end(merge_incarnations(pl.snapshot()), fault_time), timeout)
         _record_recovery(result, kube, logs, namespace, sts, (started, before, fault_time), outcome, timeout)
+        if node_dir is not None:  # before a heal: the Events of the cut are all there by now
+            fault_wall = time.time() - (time.monotonic() - fault_time)
+            events = (kube.get(ns_path(namespace, "events")) or {}).get("items") or []
+            result.node_parts = node_parts(
+                events, old_uid, fault_wall, result.seconds_to_pod_running, result.seconds_to_resume
+            )
         if scenario == "node-partition":
             result.fenced_writes = heal_and_check(kube, node_dir, node, namespace, result.victim, old_uid, out)
             if result.fenced_writes != "none":

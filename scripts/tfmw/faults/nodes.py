@@ -16,8 +16,10 @@ Both need a node with room for the replacement: the workers are spread one per n
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 import yaml
@@ -87,6 +89,53 @@ def fault_node(directory: Path, scenario: str, node: str) -> None:
         controlplane.partition_node(directory, node)
     else:
         raise ValueError(f"not a node scenario: {scenario!r}")
+
+
+# fault -> resumed on a lost or cut-off node, in parts, each ending at one mark: the node
+# lifecycle controller's NodeNotReady (its grace), the taint manager's eviction (the
+# toleration), a survivor's PeerLost (its next look and the port probe), the replacement
+# Running (scheduling and the pod's start), the group's first step (re-forming, restore).
+NODE_PARTS = ("detection", "eviction", "force delete", "pod start", "re-form and restore")
+
+
+def _event_time(event: dict) -> float | None:
+    stamp = event.get("eventTime") or event.get("firstTimestamp") or event.get("lastTimestamp")
+    if not stamp:
+        return None
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def node_parts(events: list[dict], victim_uid: str, fault_wall: float, pod_running: float, resumed: float) -> dict:
+    """fault -> resumed in NODE_PARTS (pure): `events` the namespace's Events, `victim_uid`
+    the cut-off or lost pod's UID, `fault_wall` the fault's wall-clock time, `pod_running` and
+    `resumed` seconds after it. A mark not found is left out and its time goes to the next
+    part. Event times have a resolution of one second."""
+
+    def first(reason: str, uid: str | None = None) -> float | None:
+        times = [
+            t
+            for e in events
+            if e.get("reason") == reason
+            and (uid is None or (e.get("involvedObject") or {}).get("uid") == uid)
+            and (t := _event_time(e)) is not None
+            and t >= fault_wall - 1
+        ]
+        return min(times) if times else None
+
+    marks = (
+        first("NodeNotReady", victim_uid),
+        first("TaintManagerEviction", victim_uid),
+        first("PeerLost"),
+        fault_wall + pod_running,
+        fault_wall + resumed,
+    )
+    parts, clock = {}, fault_wall
+    for name, when in zip(NODE_PARTS, marks, strict=True):
+        if when is None or math.isnan(when):
+            continue
+        parts[name] = max(when - clock, 0.0)
+        clock = max(when, clock)
+    return parts
 
 
 def writes_after_heal(events_before: list[str], status: dict, events_after: list[str]) -> str:

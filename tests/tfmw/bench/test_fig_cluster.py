@@ -119,9 +119,56 @@ def test_a_node_partition_is_two_rows_with_the_target_and_what_the_fenced_side_w
     )
     assert "costs 70.5 s to the group's first step after it resumed (target ≤ 90 s)" in text
     assert "the cut-off pod wrote: none." in text
+    # its parts, when the harness read them: one more row, and in the text
+    cut.node_parts = {"detection": 40.0, "eviction": 10.0, "force delete": 3.0, "pod start": 9.0}
+    s = fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)], node=cut)
+    parts = fig_cluster.table_rows(s)[-1]
+    assert parts[1:] == [62.0, "detection 40 s, eviction 10 s, force delete 3 s, pod start 9 s"]
+    text = report.fig_cluster(s, [], fig_cluster.HEADERS, "load 1")
+    assert "measured in parts: detection 40 s, eviction 10 s, force delete 3 s, pod start 9 s." in text
     # not run: no rows
     s = fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)])
     assert not any("node cut off" in r[0] for r in fig_cluster.table_rows(s))
+
+
+STAMPED_GROW = """\
+2026-12-03T10:00:01.000000000Z tfmw progress step=149/200000 loss=0.5
+2026-12-03T10:00:02.000000000Z tfmw checkpoint saved step=150 path=/x/ckpt-150 seconds=0.010
+2026-12-03T10:00:02.100000000Z tfmw stopped step=150/200000 reason=sigterm checkpoint=/x
+2026-12-03T10:00:04.500000000Z tfmw launcher re-forming the group at 3 workers
+2026-12-03T10:00:09.000000000Z tfmw start worker=0 workers=3 resume_step=150
+2026-12-03T10:00:12.250000000Z tfmw progress step=151/200000 loss=0.5
+"""
+
+
+def test_a_resize_is_read_from_the_chiefs_stamped_log():
+    upgraded = fig_cluster._stamp_seconds("2026-12-03T10:00:00.000000000Z")
+    r = fig_cluster.resize_marks(STAMPED_GROW, (2, 3), upgraded)
+    assert (r.reformed, r.resumed, r.stopped_at, r.resumed_from, r.exact) == (4.5, 12.25, 150, 150, True)
+    # not yet resumed: no first step after the start
+    assert fig_cluster.resize_marks(STAMPED_GROW.rsplit("\n", 2)[0], (2, 3), upgraded) is None
+    # another size's re-forming is not this resize
+    assert fig_cluster.resize_marks(STAMPED_GROW, (3, 2), upgraded) is None
+    # resumed elsewhere than where it stopped: not exact
+    moved = STAMPED_GROW.replace("resume_step=150", "resume_step=100")
+    assert not fig_cluster.resize_marks(moved, (2, 3), upgraded).exact
+
+
+def test_resizes_are_two_rows_each_and_a_sentence():
+    grow = fig_cluster.Resize((2, 3), reformed=4.5, resumed=12.25, stopped_at=150, resumed_from=150)
+    shrink = fig_cluster.Resize((3, 2), problem="the group's first step at 2 workers not within 300s")
+    s = fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)], resizes=[grow, shrink])
+    rows = fig_cluster.table_rows(s)
+    assert all(len(r) == len(fig_cluster.HEADERS) for r in rows)
+    assert rows[-4][0] == "`helm upgrade --set workers.replicas=3` (2 → 3 workers) → group resumed"
+    assert rows[-4][1:] == [12.25, "resumed from step 150, the step the group stopped at (no step lost)"]
+    assert rows[-3][1] == 4.5
+    assert rows[-2][2] == "NOT measured: the group's first step at 2 workers not within 300s"
+    text = report.fig_cluster(s, [], fig_cluster.HEADERS, "load 1")
+    assert "2 → 3 workers resumed 12.2 s after `helm upgrade` started" in text
+    assert "from step 150, the step the group stopped at" in text
+    assert "3 → 2 workers was not measured: the group's first step" in text
+    assert report.resize_text(()) == ""
 
 
 # ---------------------------------------------------------------- table and text

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from datetime import UTC, datetime
 
 import pytest
 
@@ -372,3 +373,42 @@ def test_unknown_scenario_is_refused_before_anything_runs(tmp_path):
     with pytest.raises(ValueError, match="unknown scenario 'melt-worker'"):
         fault_local.run_scenario("melt-worker", runs_dir=tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+def test_a_node_faults_time_is_split_at_the_clusters_own_marks():
+    def event(reason, when, uid=None, micro=False):
+        stamp = f"2026-12-03T10:00:{when:02d}" + (".500000Z" if micro else "Z")
+        return {
+            "reason": reason,
+            "involvedObject": {"uid": uid} if uid else {"kind": "StatefulSet"},
+            ("eventTime" if micro else "firstTimestamp"): stamp,
+        }
+
+    fault = datetime(2026, 12, 3, 10, 0, 0, tzinfo=UTC).timestamp()
+    events = [
+        event("NodeNotReady", 40, "old"),
+        event("NodeNotReady", 41, "other"),  # another pod's: not the victim's
+        event("TaintManagerEviction", 50, "old", micro=True),
+        event("PeerLost", 53),
+        {"reason": "PeerLost", "involvedObject": {}},  # no time: ignored
+    ]
+    parts = fault_nodes.node_parts(events, "old", fault, pod_running=55.0, resumed=62.0)
+    assert list(parts) == list(fault_nodes.NODE_PARTS)
+    assert parts == {
+        "detection": 40.0,
+        "eviction": 10.5,
+        "force delete": 2.5,
+        "pod start": 2.0,
+        "re-form and restore": 7.0,
+    }
+    assert sum(parts.values()) == 62.0
+    # A mark not found: its time goes to the next part. An Event from before the fault (an
+    # earlier run in the namespace) does not count.
+    parts = fault_nodes.node_parts(
+        [event("NodeNotReady", 40, "old"), {**event("PeerLost", 0), "firstTimestamp": "2026-12-03T09:59:00Z"}],
+        "old",
+        fault,
+        pod_running=55.0,
+        resumed=float("nan"),
+    )
+    assert parts == {"detection": 40.0, "pod start": 15.0}
