@@ -371,7 +371,7 @@ def run_cluster_scenario(
             fault_wall = time.time() - (time.monotonic() - fault_time)
             events = (kube.get(ns_path(namespace, "events")) or {}).get("items") or []
             result.node_parts = node_parts(
-                events, old_uid, fault_wall, result.seconds_to_pod_running, result.seconds_to_resume
+                events, (result.victim, old_uid), fault_wall, result.seconds_to_pod_running, result.seconds_to_resume
             )
         if scenario == "node-partition":
             result.fenced_writes = heal_and_check(kube, node_dir, node, namespace, result.victim, old_uid, out)

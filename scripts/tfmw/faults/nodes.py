@@ -105,27 +105,35 @@ def _event_time(event: dict) -> float | None:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-def node_parts(events: list[dict], victim_uid: str, fault_wall: float, pod_running: float, resumed: float) -> dict:
-    """fault -> resumed in NODE_PARTS (pure): `events` the namespace's Events, `victim_uid`
-    the cut-off or lost pod's UID, `fault_wall` the fault's wall-clock time, `pod_running` and
-    `resumed` seconds after it. A mark not found is left out and its time goes to the next
+def node_parts(
+    events: list[dict], victim: tuple[str, str], fault_wall: float, pod_running: float, resumed: float
+) -> dict:
+    """fault -> resumed in NODE_PARTS (pure): `events` the namespace's Events, `victim` the
+    cut-off or lost pod's (name, UID), `fault_wall` the fault's wall-clock time, `pod_running`
+    and `resumed` seconds after it. A mark not found is left out and its time goes to the next
     part. Event times have a resolution of one second."""
 
-    def first(reason: str, uid: str | None = None) -> float | None:
+    def about_victim(event: dict) -> bool:
+        # The taint manager's Events name the pod without its UID; its replacement (same
+        # name) is never evicted, and only Events after the fault count.
+        obj = event.get("involvedObject") or {}
+        return obj.get("uid") == victim[1] if obj.get("uid") else obj.get("name") == victim[0]
+
+    def first(reason: str, pod: bool = True) -> float | None:
         times = [
             t
             for e in events
             if e.get("reason") == reason
-            and (uid is None or (e.get("involvedObject") or {}).get("uid") == uid)
+            and (not pod or about_victim(e))
             and (t := _event_time(e)) is not None
             and t >= fault_wall - 1
         ]
         return min(times) if times else None
 
     marks = (
-        first("NodeNotReady", victim_uid),
-        first("TaintManagerEviction", victim_uid),
-        first("PeerLost"),
+        first("NodeNotReady"),
+        first("TaintManagerEviction"),
+        first("PeerLost", pod=False),
         fault_wall + pod_running,
         fault_wall + resumed,
     )

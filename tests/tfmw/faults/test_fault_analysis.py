@@ -376,23 +376,21 @@ def test_unknown_scenario_is_refused_before_anything_runs(tmp_path):
 
 
 def test_a_node_faults_time_is_split_at_the_clusters_own_marks():
-    def event(reason, when, uid=None, micro=False):
+    def event(reason, when, uid=None, micro=False, name=None):
         stamp = f"2026-12-03T10:00:{when:02d}" + (".500000Z" if micro else "Z")
-        return {
-            "reason": reason,
-            "involvedObject": {"uid": uid} if uid else {"kind": "StatefulSet"},
-            ("eventTime" if micro else "firstTimestamp"): stamp,
-        }
+        about = {"kind": "Pod", "name": name} if name else {"uid": uid} if uid else {"kind": "StatefulSet"}
+        return {"reason": reason, "involvedObject": about, ("eventTime" if micro else "firstTimestamp"): stamp}
 
     fault = datetime(2026, 12, 3, 10, 0, 0, tzinfo=UTC).timestamp()
     events = [
         event("NodeNotReady", 40, "old"),
         event("NodeNotReady", 41, "other"),  # another pod's: not the victim's
-        event("TaintManagerEviction", 50, "old", micro=True),
+        event("TaintManagerEviction", 49, name="w-2"),  # another pod's, by name
+        event("TaintManagerEviction", 50, micro=True, name="w-1"),  # the taint manager names no UID
         event("PeerLost", 53),
         {"reason": "PeerLost", "involvedObject": {}},  # no time: ignored
     ]
-    parts = fault_nodes.node_parts(events, "old", fault, pod_running=55.0, resumed=62.0)
+    parts = fault_nodes.node_parts(events, ("w-1", "old"), fault, pod_running=55.0, resumed=62.0)
     assert list(parts) == list(fault_nodes.NODE_PARTS)
     assert parts == {
         "detection": 40.0,
@@ -406,7 +404,7 @@ def test_a_node_faults_time_is_split_at_the_clusters_own_marks():
     # earlier run in the namespace) does not count.
     parts = fault_nodes.node_parts(
         [event("NodeNotReady", 40, "old"), {**event("PeerLost", 0), "firstTimestamp": "2026-12-03T09:59:00Z"}],
-        "old",
+        ("w-1", "old"),
         fault,
         pod_running=55.0,
         resumed=float("nan"),
