@@ -40,21 +40,22 @@ def measure(model_name: str, shape: list[int]) -> dict:
         zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables, strict=True)
     )
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=tf.Variable(0, dtype=tf.int64))
-    folder = tempfile.mkdtemp(prefix="tfmw-bench-ckpt-")
-    sync, returned, written = [], [], []
-    for i in range(ROUNDS):
-        started = time.monotonic()
-        checkpoint.write(f"{folder}/sync-{i}")
-        sync.append(time.monotonic() - started)
-    options = tf.train.CheckpointOptions(enable_async=True)
-    for i in range(ROUNDS):
-        started = time.monotonic()
-        checkpoint.write(f"{folder}/async-{i}", options=options)
-        back = time.monotonic()
-        checkpoint.sync()
-        returned.append(back - started)
-        written.append(time.monotonic() - started)
-    size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder) if f.startswith("sync-1."))
+    # Removed afterwards: every run left its checkpoints (7 MB for the default model) in /tmp.
+    with tempfile.TemporaryDirectory(prefix="tfmw-bench-ckpt-") as folder:
+        sync, returned, written = [], [], []
+        for i in range(ROUNDS):
+            started = time.monotonic()
+            checkpoint.write(f"{folder}/sync-{i}")
+            sync.append(time.monotonic() - started)
+        options = tf.train.CheckpointOptions(enable_async=True)
+        for i in range(ROUNDS):
+            started = time.monotonic()
+            checkpoint.write(f"{folder}/async-{i}", options=options)
+            back = time.monotonic()
+            checkpoint.sync()
+            returned.append(back - started)
+            written.append(time.monotonic() - started)
+        size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder) if f.startswith("sync-1."))
 
     def median(xs: list[float]) -> float:
         return statistics.median(xs[1:])  # the first save is a warm-up
