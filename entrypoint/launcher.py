@@ -163,6 +163,16 @@ def pod_waiting_reason(pod: dict) -> str | None:
     return None
 
 
+def not_running_note(named: str, otherwise: str = "") -> str:
+    """The chief's status message while its group waits for workers that are not running
+    (`named`: each pod and why), in a restart's peer wait or inside an attempt (pure)."""
+    then = f", or {otherwise}" if otherwise else ""
+    return (
+        f"waiting for workers that are not running ({named}); the group resumes from its last checkpoint "
+        f"once they run{then}"
+    )
+
+
 def resolve_tf_config(
     env: Mapping[str, str],
     hostname: str | None = None,
@@ -682,10 +692,7 @@ class Launcher:
                 if reasons and run.tracker.is_chief:
                     # A replacement with no node that has room: the group's attempt waits inside
                     # TensorFlow for a worker that is not running; the status says which and why.
-                    waiting.say(
-                        f"waiting for workers that are not running ({'; '.join(reasons[:5])}); the group "
-                        "resumes from its last checkpoint once they run"
-                    )
+                    waiting.say(not_running_note("; ".join(reasons[:5])))
 
         threading.Thread(target=watch, name="tfmw-lost-peers", daemon=True).start()
         return done
@@ -781,9 +788,10 @@ class Launcher:
             )
         else:
             tracker.note(
-                f"waiting for workers that are not running ({named}); the group resumes from its last "
-                f"checkpoint once they run, or the run fails after peers.timeoutSeconds="
-                f"{settings.peer_timeout_seconds} (PeersNotFound)"
+                not_running_note(
+                    named,
+                    f"the run fails after peers.timeoutSeconds={settings.peer_timeout_seconds} (PeersNotFound)",
+                )
             )
 
     def _resizing(self, run: _Run, size: int) -> None:

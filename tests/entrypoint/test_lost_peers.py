@@ -10,7 +10,7 @@ import socket
 import time
 
 import pytest
-from fakeapi import Failure
+from fakeapi import Failure, unschedulable_pod
 from launcherkit import Run, command, pod_env
 
 import entrypoint.launcher as launcher_module
@@ -142,21 +142,9 @@ def test_a_stalled_group_whose_peer_cannot_be_scheduled_says_why_until_it_trains
     waits for it inside TensorFlow (the peer's name resolved when the attempt began). The
     chief's status names the pod and the scheduler's reason; once the group trains again, the
     message it replaced is back. The phase stays the attempt's."""
-    fake_api.pods["train-1"] = {
-        "kind": "Pod",
-        "metadata": {"name": "train-1", "uid": "uid-new"},
-        "status": {
-            "phase": "Pending",
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "reason": "Unschedulable",
-                    "message": "0/3 nodes are available: 1 Insufficient cpu.",
-                }
-            ],
-        },
-    }
+    fake_api.pods["train-1"] = unschedulable_pod(
+        "train-1", "0/3 nodes are available: 1 Insufficient cpu.", uid="uid-new"
+    )
     go = tmp_path / "peer-running"
     env = pod_env(fake_api, tmp_path, pod="train-0", replicas=2, TFMW_PORT=str(free_port()), GO_FILE=str(go))
     run = Run(env, command(tmp_path, STALLS_THEN_TRAINS)).until("tfmw launcher starting training (attempt 1)")

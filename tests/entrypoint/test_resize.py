@@ -7,6 +7,7 @@ commands that print what the trainer prints."""
 from __future__ import annotations
 
 import pytest
+from fakeapi import unschedulable_pod
 from launcherkit import Run, attempts, command, pod_env
 
 import entrypoint.launcher as launcher_module
@@ -58,21 +59,7 @@ def resizable_env(fake_api, tmp_path, pod="train-0") -> dict:
     return env
 
 
-UNSCHEDULABLE = {
-    "kind": "Pod",
-    "metadata": {"name": "train-2"},
-    "status": {
-        "phase": "Pending",
-        "conditions": [
-            {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": "0/2 nodes are available: 2 Insufficient cpu.",
-            }
-        ],
-    },
-}
+UNSCHEDULABLE = unschedulable_pod("train-2", "0/2 nodes are available: 2 Insufficient cpu.")
 
 
 def wait_for_status(fake_api, holds, timeout: float = 20) -> None:

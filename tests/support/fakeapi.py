@@ -25,6 +25,18 @@ def make_certificate(directory: Path, name: str = "server") -> tuple[Path, Path]
     return pair.cert, pair.key
 
 
+def unschedulable_pod(name: str, message: str, **metadata) -> dict:
+    """A Pending pod the scheduler found no node for (its PodScheduled condition's message)."""
+    return {
+        "kind": "Pod",
+        "metadata": {"name": name, **metadata},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}],
+        },
+    }
+
+
 @dataclass
 class Request:
     method: str

@@ -50,9 +50,9 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
+from entrypoint.lifecycle import rfc3339
 from entrypoint.loglines import progress_step
 from tfmw.chart.helmkit import ToolError, find_helm, helm_error_line
 from tfmw.devcluster import controlplane
@@ -60,7 +60,7 @@ from tfmw.devcluster.build import KubeBuildError, ensure_binaries
 from tfmw.faults import cluster as fault_cluster
 from tfmw.faults import local as fault_local
 from tfmw.image import build as image
-from tfmw.k8s.api import ApiError, ns_path
+from tfmw.k8s.api import ApiError, ns_path, time_seconds
 from tfmw.localrun.podspec import LocalRunError
 
 from . import plots, stats
@@ -231,10 +231,6 @@ class Resize:
         return self.stopped_at == self.resumed_from >= 0
 
 
-def _stamp_seconds(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-
-
 def resize_marks(stamped_log: str, workers: tuple, upgraded_at: float) -> Resize | None:
     """The Resize a chief's log shows (`kubectl logs --timestamps` lines): its last `tfmw stopped`
     before `re-forming the group at N workers`, that line, the next attempt's `tfmw start`
@@ -246,7 +242,7 @@ def resize_marks(stamped_log: str, workers: tuple, upgraded_at: float) -> Resize
             if text.startswith("tfmw stopped ") and (m := re.search(r" step=(\d+)/", text)):
                 stopped = int(m.group(1))
             elif f"re-forming the group at {workers[1]} workers" in text:
-                reformed = _stamp_seconds(stamp)
+                reformed = time_seconds(stamp)
         elif resumed_from is None:
             if text.startswith("tfmw start ") and (m := re.search(r" resume_step=(\d+)", text)):
                 resumed_from = int(m.group(1))
@@ -254,7 +250,7 @@ def resize_marks(stamped_log: str, workers: tuple, upgraded_at: float) -> Resize
             return Resize(
                 workers,
                 reformed=reformed - upgraded_at,
-                resumed=_stamp_seconds(stamp) - upgraded_at,
+                resumed=time_seconds(stamp) - upgraded_at,
                 stopped_at=-1 if stopped is None else stopped,
                 resumed_from=resumed_from,
             )
@@ -634,7 +630,7 @@ def _resize_once(state, api, namespace: str, release: str, workers: tuple, log=p
         data = (api.get_or_none(status) or {}).get("data") or {}
         if f"{workers[1]} workers training" not in data.get("message", ""):
             return None
-        since = datetime.fromtimestamp(int(upgraded_at) - 1, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        since = rfc3339(upgraded_at - 1)
         try:
             text = api.request(
                 "GET",

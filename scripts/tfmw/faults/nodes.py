@@ -19,13 +19,12 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from datetime import datetime
 from pathlib import Path
 
 import yaml
 
 from tfmw.devcluster import controlplane
-from tfmw.k8s.api import ns_path
+from tfmw.k8s.api import ns_path, time_seconds
 
 NODE_SCENARIOS = ("node-partition", "node-loss")
 VICTIM_ORDINAL = 1  # worker 1's node
@@ -102,7 +101,7 @@ def _event_time(event: dict) -> float | None:
     stamp = event.get("eventTime") or event.get("firstTimestamp") or event.get("lastTimestamp")
     if not stamp:
         return None
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    return time_seconds(stamp)
 
 
 def node_parts(

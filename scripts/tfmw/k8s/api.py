@@ -19,6 +19,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +233,12 @@ class LogStream:
                     self._socket.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass  # the connection broke already: the reader is on its way out
+
+
+def time_seconds(stamp: str) -> float:
+    """An API server or kubelet timestamp (RFC 3339, `Z`, with or without fractional seconds:
+    firstTimestamp, eventTime, `logs?timestamps=true`) as seconds since the epoch."""
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def ns_path(namespace: str, resource: str, name: str | None = None, group: str = "") -> str:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import re
 import sys
 import time
-from datetime import datetime
 
 import pytest
 import yaml
@@ -44,7 +43,7 @@ from tfmw.devcluster import controlplane
 from tfmw.devcluster.build import ensure_binaries
 from tfmw.faults.cluster import run_cluster_scenario
 from tfmw.faults.nodes import SPREAD
-from tfmw.k8s.api import ns_path
+from tfmw.k8s.api import ns_path, time_seconds
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -262,7 +261,7 @@ def _lose_a_node_and_recover(
     # fault -> resumed: the replacement's first step, by its log's own clock
     stamped = cluster.kubectl("logs", "--timestamps", "-n", ns, victim).stdout
     first_step = next(line.split()[0] for line in stamped.splitlines() if " tfmw progress " in line)
-    resumed_after = datetime.fromisoformat(first_step.replace("Z", "+00:00")).timestamp() - faulted
+    resumed_after = time_seconds(first_step) - faulted
     print(f"node loss of {lost} ({victim}): replaced after {replaced_after:.0f}s, resumed after {resumed_after:.0f}s")
 
     status = _status(cluster, ns)

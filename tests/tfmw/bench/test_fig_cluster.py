@@ -9,6 +9,7 @@ import pytest
 
 from tfmw.bench import fig_cluster, report
 from tfmw.faults import analysis as fault_analysis
+from tfmw.k8s.api import time_seconds
 
 R = fig_cluster.ClusterRound
 IMPORTED = fig_cluster.Up(40.5, 41.0, "imported", 24.2, 2)
@@ -142,7 +143,7 @@ STAMPED_GROW = """\
 
 
 def test_a_resize_is_read_from_the_chiefs_stamped_log():
-    upgraded = fig_cluster._stamp_seconds("2026-12-03T10:00:00.000000000Z")
+    upgraded = time_seconds("2026-12-03T10:00:00.000000000Z")
     r = fig_cluster.resize_marks(STAMPED_GROW, (2, 3), upgraded)
     assert (r.reformed, r.resumed, r.stopped_at, r.resumed_from, r.exact) == (4.5, 12.25, 150, 150, True)
     # not yet resumed: no first step after the start
