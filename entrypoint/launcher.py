@@ -78,6 +78,7 @@ from .supervisor import (
     shared_dir_problem,
 )
 from .tracker import RunTracker
+from .waiting import NAMED_AT_MOST, Waiting, WaitingNote, pod_waiting_reason
 
 DEFAULT_TRAINING_COMMAND = ("python", "-m", "entrypoint.training")
 FLUSH_SECONDS = 30.0  # at the end: how long the status, Events and scale may take
@@ -92,28 +93,6 @@ PEER_PROBE_SECONDS = 2.0  # a lost peer's TF port must not take a connection wit
 RESIZE_POLL_SECONDS = 5.0  # a resizable group's launchers read their StatefulSet's replicas this often
 
 IDENTITY = {STATEFULSET: "statefulset", PRESET_TF_CONFIG: "preset", INDEXED_JOB: "indexed-job"}
-
-
-class _WaitingNote:
-    """The status message while a stalled group waits for workers that are not running, and
-    the message it replaced, put back once the group trains again (unless a transition has
-    replaced the note meanwhile)."""
-
-    def __init__(self, tracker: RunTracker):
-        self.tracker = tracker
-        self.replaced: str | None = None
-        self.said = ""
-
-    def say(self, message: str) -> None:
-        if self.replaced is None:
-            self.replaced = self.tracker.state.message
-        self.tracker.note(message)
-        self.said = self.tracker.state.message
-
-    def trains(self) -> None:
-        if self.replaced is not None and self.tracker.state.message == self.said:
-            self.tracker.note(self.replaced)
-        self.replaced = None
 
 
 class OutsideGroup(Exception):
@@ -144,33 +123,6 @@ def statefulset_replicas(env: Mapping[str, str], settings: LauncherSettings, tim
     if not isinstance(replicas, int) or replicas < 0:
         raise APIError("bad answer", f"{where} has spec.replicas {replicas!r}")
     return replicas
-
-
-def pod_waiting_reason(pod: dict) -> str | None:
-    """Why a pod is not running yet, as the scheduler or the kubelet says it (pure): the
-    PodScheduled condition's message ("0/2 nodes are available: 2 Insufficient cpu."), a
-    container's waiting reason (ImagePullBackOff: ...); None when nothing says."""
-    status = pod.get("status") or {}
-    if status.get("phase") not in (None, "Pending"):
-        return None
-    for condition in status.get("conditions") or []:
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-            return " ".join(f"{condition.get('reason', '')}: {condition.get('message', '')}".split())
-    for container in status.get("containerStatuses") or []:
-        waiting = (container.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") and waiting.get("reason") != "ContainerCreating":
-            return " ".join(f"{waiting['reason']}: {waiting.get('message', '')}".split()).rstrip(": ")
-    return None
-
-
-def not_running_note(named: str, otherwise: str = "") -> str:
-    """The chief's status message while its group waits for workers that are not running
-    (`named`: each pod and why), in a restart's peer wait or inside an attempt (pure)."""
-    then = f", or {otherwise}" if otherwise else ""
-    return (
-        f"waiting for workers that are not running ({named}); the group resumes from its last checkpoint "
-        f"once they run{then}"
-    )
 
 
 def resolve_tf_config(
@@ -247,6 +199,17 @@ class _Run:
     heartbeat: Path | None = None  # the trainer's heartbeat file, chosen before training
     resize_to: int | None = None  # the size a resize was asked for, until the group re-forms
     resized_from: int | None = None  # the size before the last resize (its new workers: from there up)
+    in_peer_wait: bool = False  # in the DNS peer wait (its deadline: peers.timeoutSeconds)
+    waiting: WaitingNote | None = None  # the chief's one "waiting for workers" message
+
+    def waiting_state(self) -> Waiting:
+        return Waiting(
+            phase=self.tracker.state.phase,
+            workers=self.workers,
+            resized_from=self.resized_from,
+            in_peer_wait=self.in_peer_wait,
+            peer_timeout_seconds=self.settings.peer_timeout_seconds,
+        )
 
 
 class _Stopped(Exception):
@@ -431,6 +394,9 @@ class Launcher:
         )
         self._serve_metrics(settings, tracker, task)
         self._say(f"run={run_id} revision={settings.pod_revision or '-'}: {plan.why}")
+        identity = (
+            parse_pod_name(settings.pod_name, settings.replicas, settings.statefulset) if kind == STATEFULSET else None
+        )
         return _Run(
             tf_config=tf_config,
             settings=settings,
@@ -446,11 +412,8 @@ class Launcher:
             deadline=deadline_epoch(plan.state.started_at, settings.active_deadline_seconds, launched),
             hosts=cluster_hosts(tf_config),
             workers=sum(len(v) for v in tf_config["cluster"].values()),
-            identity=(
-                parse_pod_name(settings.pod_name, settings.replicas, settings.statefulset)
-                if kind == STATEFULSET
-                else None
-            ),
+            identity=identity,
+            waiting=WaitingNote(tracker, identity.host_prefix) if identity is not None else None,
         )
 
     def _ended_already(self, run: _Run) -> int:
@@ -658,6 +621,8 @@ class Launcher:
 
         def watch() -> None:
             while not done.wait(RESIZE_POLL_SECONDS) and not self.stopping.is_set():
+                if run.resize_to is not None or run.in_peer_wait:
+                    continue  # the group is stopping or re-forming: the regroup reads the size itself
                 size = self._read_size(run.settings)
                 if size and size != run.workers and size != run.resize_to and self.supervisor is not None:
                     self._resizing(run, size)
@@ -673,26 +638,23 @@ class Launcher:
         the new chief then sees to the rest. Set the returned Event to stop watching."""
         done = threading.Event()
         refused: list[str] = []  # why deleting is not allowed, once known: said once, never retried
-        waiting = _WaitingNote(run.tracker)
 
         def watch() -> None:
             while not done.wait(NODE_LOSS_POLL_SECONDS) and not self.stopping.is_set():
                 supervisor = self.supervisor
                 if supervisor is None or supervisor.seconds_without_progress() < STALLED_SECONDS:
-                    waiting.trains()
+                    run.waiting.trains()
                     continue
                 mine = run.identity.ordinal
-                reasons = []
+                reasons = {}
                 for ordinal in range(1, run.workers) if mine == 0 else [0]:
-                    name = f"{run.identity.host_prefix}-{ordinal}"
-                    pod = self._replace_if_lost(run, api, name, refused)
+                    pod = self._replace_if_lost(run, api, f"{run.identity.host_prefix}-{ordinal}", refused)
                     why = pod_waiting_reason(pod) if pod is not None else None
                     if why:
-                        reasons.append(f"{name}: {why}")
-                if reasons and run.tracker.is_chief:
-                    # A replacement with no node that has room: the group's attempt waits inside
-                    # TensorFlow for a worker that is not running; the status says which and why.
-                    waiting.say(not_running_note("; ".join(reasons[:5])))
+                        reasons[ordinal] = why
+                # A replacement with no node that has room: the group's attempt waits inside
+                # TensorFlow for a worker that is not running; the status says which and why.
+                run.waiting.report(run.waiting_state(), reasons)
 
         threading.Thread(target=watch, name="tfmw-lost-peers", daemon=True).start()
         return done
@@ -742,62 +704,51 @@ class Launcher:
         return pod
 
     def _workers_waiting(self, run: _Run) -> None:
-        """The chief, while its group waits for workers that are not running: why (their pods'
-        PodScheduled condition, the scheduler's reason; a container's waiting reason), in the
-        status message. Resizing: the new workers. Restarting: every other worker (after a
-        lost node, a replacement with no node that has room). The Role allows `get` on the
-        release's pods by name; without it, nothing."""
-        old = run.resized_from
+        """The chief, while its group waits for its peers: why the workers it waits for are not
+        running (their pods' PodScheduled condition, the scheduler's reason; a container's
+        waiting reason), in the status message (entrypoint.waiting). Resizing: the new workers;
+        otherwise every other worker (the first start; a restart after a lost node, whose
+        replacement has no node with room). The Role allows `get` on the release's pods by
+        name; without it, nothing."""
         tracker, settings = run.tracker, run.settings
-        phase = tracker.state.phase
-        if not tracker.is_chief or run.identity is None:
+        if not tracker.is_chief or run.identity is None or run.waiting is None:
             return
-        if phase is Phase.RESIZING and old is not None:
+        old = run.resized_from
+        if tracker.state.phase is Phase.RESIZING and old is not None:
             ordinals = range(old, run.workers)
-        elif phase is Phase.RESTARTING:
+        elif tracker.state.phase in (Phase.PENDING, Phase.RESTARTING):
             ordinals = [o for o in range(run.workers) if o != run.identity.ordinal]
         else:
             return
         api = KubeAPI.from_env(self.env, settings.api_dir, timeout=self.api_timeout)
         if api is None or not settings.namespace:
             return
-        reasons = []
+        reasons: dict[int, str] = {}
         # The scheduler places new pods in the order they were created, so the last are the
         # ones left Pending: look from the highest ordinal down, a bounded number of GETs
-        # every RESIZE_POLL_SECONDS, and name at most five.
+        # every RESIZE_POLL_SECONDS.
         for ordinal in list(reversed(ordinals))[:WAITING_PODS_CHECKED]:
-            if len(reasons) == 5:
+            if len(reasons) == NAMED_AT_MOST:
                 break
-            name = f"{run.identity.host_prefix}-{ordinal}"
             try:
-                why = pod_waiting_reason(api.get_pod(settings.namespace, name))
+                why = pod_waiting_reason(api.get_pod(settings.namespace, f"{run.identity.host_prefix}-{ordinal}"))
             except APIError as err:
                 if err.status != 404:
                     return  # no permission, or no answer: the message stays as it is
                 why = "not created yet"
             if why:
-                reasons.append(f"{name}: {why}")
-        if not reasons:
-            return
-        named = "; ".join(reversed(reasons))  # ascending ordinals
-        if phase is Phase.RESIZING:
-            tracker.note(
-                f"workers.replicas {old} -> {run.workers}: waiting for the new workers ({named}); "
-                f"after peers.timeoutSeconds={settings.peer_timeout_seconds} the run fails (PeersNotFound), "
-                f"unless workers.replicas goes back to {old}"
-            )
-        else:
-            tracker.note(
-                not_running_note(
-                    named,
-                    f"the run fails after peers.timeoutSeconds={settings.peer_timeout_seconds} (PeersNotFound)",
-                )
-            )
+                reasons[ordinal] = why
+        run.waiting.report(run.waiting_state(), reasons)
 
     def _resizing(self, run: _Run, size: int) -> None:
-        run.resize_to, run.resized_from = size, run.workers
+        """A resize to `size` workers. A new one starts from the size the group trained at; a
+        change of the size while the group is still stopped for one (a grow undone before its
+        new workers could run) is the same resize with a new target."""
+        if run.resize_to is None:
+            run.resized_from = run.workers
+        run.resize_to = size
         self._say(
-            f"resizing: workers.replicas {run.workers} -> {size}: the group stops at its next "
+            f"resizing: workers.replicas {run.resized_from} -> {size}: the group stops at its next "
             f"checkpoint and re-forms at {size} workers"
         )
         if run.tracker.state.phase in (Phase.RUNNING, Phase.RESTARTING):
@@ -822,7 +773,7 @@ class Launcher:
         tf_config = build_tf_config(settings, run.identity)
         encoded = json.dumps(tf_config, separators=(",", ":"))
         check_tf_config_size(encoded)
-        if run.tracker.state.phase is not Phase.RESIZING:
+        if run.tracker.state.phase is not Phase.RESIZING or run.resize_to != size:
             self._resizing(run, size)
         run.settings, run.tf_config, run.hosts, run.workers = settings, tf_config, cluster_hosts(tf_config), size
         run.child_env = dict(run.child_env, TF_CONFIG=encoded)
@@ -850,9 +801,13 @@ class Launcher:
         run: _Run | None = None,
     ) -> None:
         tracker.peer_wait()
+        if run is not None:
+            run.in_peer_wait = True
         try:
             self._wait_for_peers_until(hosts, settings, deadline, run)
         finally:
+            if run is not None:
+                run.in_peer_wait = False
             tracker.peers_found()
 
     def _wait_for_peers_until(
