@@ -3,9 +3,14 @@
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 
-ENV ?= local
-RELEASE ?= tf-multiworker
-NAMESPACE ?= default
+# ENV= names the overlay values/<ENV>.yaml; its `target` block names the release, namespace and
+# kube context (RELEASE=/NAMESPACE= override them). No ENV: the local overlay, which deploy and
+# undeploy send only to a local cluster.
+ENV ?=
+RELEASE ?=
+NAMESPACE ?=
+# ANY_CONTEXT=1: deploy/undeploy on the kube context in use although the overlay names another
+ANY_CONTEXT ?=
 SET ?=
 SET_FILE ?=
 QUICK ?=
@@ -14,7 +19,13 @@ FRESH ?=
 KUBE_CONTEXT ?=
 TIMEOUT ?=
 DRY_RUN ?=
+# make deploy stops when a worker pod stays Unschedulable this long (seconds, default 120) with no
+# autoscaler adding a node for it; an image the nodes cannot get stops it at once
+UNSCHEDULABLE_GRACE ?=
 CTX_ARG = $(if $(KUBE_CONTEXT),--kube-context $(KUBE_CONTEXT))
+# the environment and where its release goes, as the tfmw verbs take them
+TARGET_ARGS = $(if $(ENV),--env $(ENV)) $(if $(RELEASE),--release $(RELEASE)) $(if $(NAMESPACE),--namespace $(NAMESPACE)) $(CTX_ARG)
+GUARD_ARG = $(if $(filter 1,$(ANY_CONTEXT)),--any-context)
 PYTEST_ARGS ?=
 # make cluster: nodes (1-7, default 2) and nvidia.com/gpu capacity each advertises (no GPU is used).
 NODES ?=
@@ -53,7 +64,7 @@ KUBE_GOMOD := $(wildcard scripts/tfmw/devcluster/gomod/*/go.mod scripts/tfmw/dev
 .PHONY: help
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "  variables: ENV=$(ENV) RELEASE=$(RELEASE) NAMESPACE=$(NAMESPACE) SET='k=v ...' SET_FILE='k=path ...' HELM=path QUICK=1"
+	@echo "  variables: ENV=<$(shell ls values | sed 's/\.yaml$$//' | paste -sd'|')> (default local) RELEASE= NAMESPACE= KUBE_CONTEXT= ANY_CONTEXT=1 SET='k=v ...' SET_FILE='k=path ...' HELM=path QUICK=1"
 
 # The venv gets the image's versions of every package both have (the CPU lock, its hashes
 # dropped, as pip constraints): `make local` trains on the image's stack. Unconstrained, pip
@@ -99,11 +110,11 @@ lint: setup-tools ## helm lint --strict (Helm 4+3), kubernetes-validate 1.30/1.3
 
 .PHONY: template
 template: setup-tools ## Render the chart for ENV into build/<ENV>/manifests.yaml
-	$(TFMW) template --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)")
+	$(TFMW) template $(TARGET_ARGS) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)")
 
 .PHONY: local
 local: setup-tools ## Train for real on this machine: the chart rendered with values/local.yaml, one process per worker
-	$(PY) -m tfmw.localrun --env $(ENV) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)") $(if $(FRESH),--fresh)
+	$(PY) -m tfmw.localrun --env $(or $(ENV),local) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)") $(if $(FRESH),--fresh)
 
 .PHONY: cluster
 cluster: setup host-packages ## Start a real local Kubernetes (root): control plane, CoreDNS, NODES real nodes running the worker image; prints `export KUBECONFIG=...`
@@ -119,23 +130,23 @@ cluster-down: $(VENV_STAMP) ## Stop the local cluster: no process, mount, cgroup
 
 .PHONY: deploy
 deploy: setup-tools ## Install or upgrade ENV's release on the current kube context
-	$(TFMW) deploy --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(CTX_ARG) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)") $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(DRY_RUN),--dry-run)
+	$(TFMW) deploy $(TARGET_ARGS) $(GUARD_ARG) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)") $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(UNSCHEDULABLE_GRACE),--unschedulable-grace $(UNSCHEDULABLE_GRACE)) $(if $(DRY_RUN),--dry-run)
 
 .PHONY: diff
 diff: setup-tools ## Show what deploy would change (rendered manifests vs. the deployed release)
-	$(TFMW) diff $(CTX_ARG) --env $(ENV) --release $(RELEASE) --namespace $(NAMESPACE) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)")
+	$(TFMW) diff $(TARGET_ARGS) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)")
 
 .PHONY: status
 status: setup-tools ## Release state and per-worker progress
-	$(TFMW) status $(CTX_ARG) --release $(RELEASE) --namespace $(NAMESPACE)
+	$(TFMW) status $(TARGET_ARGS)
 
 .PHONY: logs
 logs: setup-tools ## Follow every worker's log, each line prefixed with its pod
-	$(TFMW) logs $(CTX_ARG) --release $(RELEASE) --namespace $(NAMESPACE)
+	$(TFMW) logs $(TARGET_ARGS)
 
 .PHONY: undeploy
 undeploy: setup-tools ## Uninstall the release (shared storage is kept)
-	$(TFMW) undeploy $(CTX_ARG) --release $(RELEASE) --namespace $(NAMESPACE)
+	$(TFMW) undeploy $(TARGET_ARGS) $(GUARD_ARG)
 
 .PHONY: bench
 bench: setup ## Measure the performance figures into docs/benchmarks.md (QUICK=1 for a short run)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -27,6 +28,8 @@ from pathlib import Path
 
 from tfmw.chart import helmkit, render
 from tfmw.chart.helmkit import ToolError, stderr_text
+from tfmw.chart.target import target_of
+from tfmw.deploy import context as deploy_context
 from tfmw.deploy import helm as deploy_helm
 from tfmw.deploy import observe
 from tfmw.k8s import kubeconfig
@@ -141,6 +144,8 @@ def _missing_release(release: str, namespace: str, context: str | None) -> ToolE
 
 
 def _prepare(args) -> render.Rendered:
+    """Render the environment's overlay; from here on args.release and args.namespace are the
+    environment's (its `target` block) unless given."""
     rendered = render.prepare(
         args.env,
         args.set,
@@ -152,10 +157,13 @@ def _prepare(args) -> render.Rendered:
         kube_version=args.kube_version,
         set_files=args.set_file,
     )
+    target = rendered.target
+    args.release, args.namespace = target.release, target.namespace
     sets = f" + --set {' '.join(rendered.sets)}" if rendered.sets else ""
     say(
         f"values: {render.repo_relative(rendered.overlay)}{sets} validated against "
-        f"{render.repo_relative(Path(args.chart) / 'values.schema.json')}"
+        f"{render.repo_relative(Path(args.chart) / 'values.schema.json')}; release {target.release} "
+        f"in namespace {target.namespace} (from {target.origin})"
     )
     unchecked = (
         f" (not in the Kubernetes schema, checked by the cluster: {', '.join(rendered.unchecked_kinds)})"
@@ -184,24 +192,46 @@ async def _watch_pods(
     started: float,
     interval: float,
     seen: list | None = None,
-) -> None:
+    unschedulable_grace: float = 0.0,
+) -> str | None:
     """Print a progress line whenever the scheduled/running/ready counts (or the reasons why
-    not) change. `seen` keeps the latest pod list that says why a worker is not ready, for the
-    failure report: by the time helm gives up and rolls back, the pods may be gone or replaced."""
+    not) change. Return, to stop the deploy, why a worker cannot start (observe.start_failure:
+    an image the nodes cannot get, at once; a pod the scheduler refuses, after
+    `unschedulable_grace` seconds, 0: never). `seen` keeps the latest pod list that says why a
+    worker is not ready, for the failure report: by the time helm gives up and rolls back, the
+    pods may be gone or replaced."""
     last = None
+    unschedulable_since: dict[str, float] = {}
     while api:
+        failure = None
         try:
             items = await asyncio.to_thread(observe.list_pods, api, workers)
             states = [observe.pod_state(p) for p in items]
             line = observe.progress_line(states, workers.replicas)
             if seen is not None and (observe.pod_problems(states) or not seen):
                 seen[:] = states
+            now = time.monotonic()
+            for p in states:
+                if p.reason == "Unschedulable":
+                    unschedulable_since.setdefault(p.name, now)
+                else:
+                    unschedulable_since.pop(p.name, None)
+            coming: set[str] = set()
+            if unschedulable_grace and any(now - t >= unschedulable_grace for t in unschedulable_since.values()):
+                events = await asyncio.to_thread(observe.list_events, api, workers.namespace)
+                coming = observe.capacity_coming_for(events, workers)
+            failure = observe.start_failure(
+                states, unschedulable_since, now, unschedulable_grace or float("inf"), coming
+            )
         except (ApiError, ValueError):
             line = None  # transient API hiccups: helm reports real failures
         if line and line != last:
             say(f"[{int(time.monotonic() - started):>5}s] {line}")
             last = line
+        if failure:
+            return failure
         await asyncio.sleep(interval)
+    return None
 
 
 def _upgrade_args(args, major: int) -> list[str]:
@@ -264,6 +294,31 @@ async def _deploy_failure(
         )
     )
     return ToolError("; ".join(parts), exit_code=code)
+
+
+async def _stopped_failure(
+    why: str, args, cmd, api: Api | None, rendered: render.Rendered, previous: dict | None, namespace_created: bool
+) -> ToolError:
+    """One line for a deploy stopped early because a worker cannot start: why, and what is left
+    after helm cancelled (and rolled back) the install or upgrade."""
+    import pyhelm3  # helm's client library loads only on this path
+
+    try:
+        now = await cmd.status(args.release, namespace=args.namespace)
+    except pyhelm3.errors.Error:
+        now = None
+    pods_now, _ = await _pods_and_events(api, args, observe.workers_of(rendered.objects, args.namespace))
+    left = deploy_helm.after_failure(
+        args.release,
+        args.namespace,
+        previous=previous,
+        now=now,
+        rollback=not args.no_rollback,
+        namespace_created=namespace_created,
+        pods_left=len(pods_now) if now is None else 0,
+        kept=await _claims_left(api, args, rendered) if now is None else [],
+    )
+    return ToolError(f"deploy stopped: {why}; {left}", exit_code=4)
 
 
 def _helm_failure_part(cause: str, refusal: tuple | None, timeout) -> str:
@@ -354,11 +409,21 @@ async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
     helm_args = _upgrade_args(args, major)
     started, started_wall = time.monotonic(), time.time()
     seen: list = []
-    watcher = asyncio.create_task(_watch_pods(None if args.no_wait else api, workers, started, args.poll_seconds, seen))
+    watcher = asyncio.create_task(
+        _watch_pods(None if args.no_wait else api, workers, started, args.poll_seconds, seen, args.unschedulable_grace)
+    )
+    helm_run = asyncio.create_task(cmd.run(helm_args, json.dumps(rendered.user_values).encode()))
     try:
-        out = await cmd.run(helm_args, json.dumps(rendered.user_values).encode())
+        await asyncio.wait({helm_run, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        stopped = None if helm_run.done() or watcher.cancelled() else watcher.result()
+        if stopped:
+            say(f"[{int(time.monotonic() - started):>5}s] stopping: {stopped}")
+            helm_run.cancel()  # helm cancels its operation (and rolls back, unless --no-rollback)
+            with contextlib.suppress(asyncio.CancelledError, pyhelm3.errors.Error):
+                await helm_run
+            raise await _stopped_failure(stopped, args, cmd, api, rendered, current, namespace_created)
+        out = await helm_run
     except pyhelm3.errors.Error as exc:
-        watcher.cancel()
         raise await _deploy_failure(
             exc, args, cmd, api, rendered, current, namespace_created, seen, started_wall
         ) from None
@@ -379,11 +444,23 @@ async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
     return 0
 
 
+def _check_context(args, target) -> None:
+    """Refuse a deploy or undeploy sent to a cluster its environment is not meant for."""
+    deploy_context.check(
+        target,
+        deploy_context.in_use(args.kube_context),
+        env_named=args.env_named,
+        any_context=args.any_context,
+        verb=args.command,
+    )
+
+
 def cmd_deploy(args) -> int:
     rendered = _prepare(args)
     helm = helmkit.find_helm(args.helm)
     if args.dry_run:
         return _dry_run(args, rendered, helm)
+    _check_context(args, rendered.target)
     return asyncio.run(_deploy(args, rendered, helm))
 
 
@@ -432,6 +509,16 @@ def cmd_diff(args) -> int:
 # ---------------------------------------------------------------- status / logs / undeploy
 
 
+def _resolve_target(args, helm: str):
+    """The environment's release and namespace (its overlay's `target` block) for the verbs
+    that render nothing; RELEASE= / NAMESPACE= win."""
+    overlay = render.overlay_path(args.env, Path(args.values_dir))
+    values = render.layer_values(Path(args.chart), [overlay], [], helm)
+    target = target_of(values, render.repo_relative(overlay), args.release, args.namespace)
+    args.release, args.namespace = target.release, target.namespace
+    return target
+
+
 async def _workers_of_release(args, helm: str) -> tuple[dict, observe.Workers]:
     cmd = helmkit.pyhelm3_command(helm, args.kube_context)
     status = await _release_status(cmd, args.release, args.namespace, args.kube_context)
@@ -456,6 +543,7 @@ def _run_objects(api: Api, workers: observe.Workers) -> tuple[dict | None, dict 
 
 def cmd_status(args) -> int:
     helm = helmkit.find_helm(args.helm)
+    _resolve_target(args, helm)
     status, workers = asyncio.run(_workers_of_release(args, helm))
     api = _api(args.kube_context)
     sts, status_object = _run_objects(api, workers)
@@ -482,6 +570,7 @@ def cmd_status(args) -> int:
 
 def cmd_logs(args) -> int:
     helm = helmkit.find_helm(args.helm)
+    _resolve_target(args, helm)
     _, workers = asyncio.run(_workers_of_release(args, helm))
     api = _api(args.kube_context)
     try:
@@ -564,6 +653,8 @@ def _wait_for_reader(api: Api, namespace: str, name: str) -> str:
 
 def cmd_undeploy(args) -> int:
     helm = helmkit.find_helm(args.helm)
+    target = _resolve_target(args, helm)
+    _check_context(args, target)
 
     async def uninstall() -> int:
         import pyhelm3
@@ -601,13 +692,28 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--release", default=render.DEFAULT_RELEASE, help="helm release name")
-        p.add_argument("--namespace", default=render.DEFAULT_NAMESPACE)
+        p.add_argument(
+            "--env",
+            default=None,
+            help="environment: the overlay values/<env>.yaml, whose `target` block names the release, "
+            "namespace and kube context (default: local)",
+        )
+        p.add_argument("--release", default=None, help="helm release name (default: the overlay's target.release)")
+        p.add_argument("--namespace", default=None, help="namespace (default: the overlay's target.namespace)")
         p.add_argument("--kube-context", default=None, help="kubeconfig context (default: current)")
         p.add_argument("--helm", default=None, help="helm binary (default: $HELM, .tools/bin/helm, PATH)")
+        p.add_argument("--chart", default=str(render.CHART_DIR), help=argparse.SUPPRESS)
+        p.add_argument("--values-dir", default=str(render.VALUES_DIR), help=argparse.SUPPRESS)
+
+    def guarded(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--any-context",
+            action="store_true",
+            help="act on the kube context in use even where the overlay's target.kubeContext names another, "
+            "or (no --env) it is not a local cluster",
+        )
 
     def rendering(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--env", required=True, help="overlay values/<env>.yaml")
         p.add_argument(
             "--set", action="append", default=[], help="helm --set items, space separated: 'a.b=1 c={x,y}' (repeatable)"
         )
@@ -623,8 +729,6 @@ def parser() -> argparse.ArgumentParser:
             default=render.DEFAULT_KUBE_VERSION,
             help="validate manifests against this Kubernetes version (default %(default)s)",
         )
-        p.add_argument("--chart", default=str(render.CHART_DIR), help=argparse.SUPPRESS)
-        p.add_argument("--values-dir", default=str(render.VALUES_DIR), help=argparse.SUPPRESS)
 
     p = sub.add_parser("template", help="render ENV into build/<env>/manifests.yaml")
     common(p), rendering(p)
@@ -632,12 +736,20 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_template)
 
     p = sub.add_parser("deploy", help="install or upgrade the release, wait for the workers")
-    common(p), rendering(p)
+    common(p), rendering(p), guarded(p)
     p.add_argument("--timeout", default="15m", help="helm --timeout (default %(default)s)")
     p.add_argument("--no-wait", action="store_true", help="return once submitted (implies --no-rollback)")
     p.add_argument("--no-rollback", action="store_true", help="keep a failed revision for debugging")
     p.add_argument(
         "--dry-run", action="store_true", help="validate and render, print the helm command and values; no cluster call"
+    )
+    p.add_argument(
+        "--unschedulable-grace",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="stop when a worker pod stays Unschedulable this long with no autoscaler adding a node for it "
+        "(default %(default)s; 0 waits for --timeout)",
     )
     p.add_argument("--poll-seconds", type=float, default=5.0, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_deploy)
@@ -657,7 +769,7 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_logs)
 
     p = sub.add_parser("undeploy", help="uninstall the release (shared storage is kept)")
-    common(p)
+    common(p), guarded(p)
     p.add_argument("--timeout", default="5m")
     p.set_defaults(func=cmd_undeploy)
     return top
@@ -665,13 +777,18 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if getattr(args, "chart", None) is None:
-        args.chart = str(render.CHART_DIR)
+    # `make deploy` with no ENV: the local overlay, and only to a local cluster (deploy.context)
+    args.env_named, args.env = args.env is not None, args.env or "local"
+    args.any_context = getattr(args, "any_context", False)
     try:
         return args.func(args)
     except ToolError as exc:
         print(f"tfmw {args.command}: error: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code
+    except BrokenPipeError:
+        # the reader went away (`tfmw status | head`): stop quietly, as a shell tool does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print(
             f"tfmw {args.command}: interrupted (a helm operation may have been cut short: check `make status`)",

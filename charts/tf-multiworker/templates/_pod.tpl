@@ -157,9 +157,22 @@ Events, scale their own StatefulSet) when rbac.create and a completion action is
 scaleToZero. "true" or empty.
 */}}
 {{- define "tf-multiworker.apiAccess" -}}
-{{- $completion := .Values.completion }}
-{{- if and .Values.rbac.create (or (eq $completion.onSuccess "scaleToZero") (eq $completion.onFailure "scaleToZero")) -}}
+{{- if and .Values.rbac.create (or (eq (include "tf-multiworker.onSuccess" .) "scaleToZero") (eq .Values.completion.onFailure "scaleToZero")) -}}
 true
+{{- end }}
+{{- end }}
+
+{{/*
+completion.onSuccess as the workers get it: `auto` is scaleToZero where the exported model
+outlives the pods (shared storage that is not an emptyDir) and the workers may scale their
+StatefulSet (rbac.create), else idle: a default install never deletes its own result.
+*/}}
+{{- define "tf-multiworker.onSuccess" -}}
+{{- $onSuccess := .Values.completion.onSuccess }}
+{{- if ne $onSuccess "auto" }}
+{{- $onSuccess }}
+{{- else if and .Values.rbac.create (ne .Values.storage.type "emptyDir") }}scaleToZero
+{{- else }}idle
 {{- end }}
 {{- end }}
 

@@ -4,7 +4,7 @@
 {{- $problems := list }}
 {{- if not .Values.rbac.create }}
 {{- range $key := list "onSuccess" "onFailure" }}
-{{- if eq (get $.Values.completion $key) "scaleToZero" }}
+{{- if eq (toString (get $.Values.completion $key)) "scaleToZero" }}
 {{- $problems = append $problems (printf "completion.%s=scaleToZero needs rbac.create=true (the workers scale their own StatefulSet): set rbac.create=true or completion.%s=idle" $key $key) }}
 {{- end }}
 {{- end }}

@@ -1,5 +1,14 @@
 {{/* Shared storage: what each kind can and cannot do. Each define prints its problems, one per line (_validate.tpl). */}}
 
+{{/* A default install never deletes its own result: scaling an emptyDir's pods away deletes the model. */}}
+{{- define "tf-multiworker.validate.completionStorage" -}}
+{{- $problems := list }}
+{{- if and (eq (toString .Values.completion.onSuccess) "scaleToZero") (eq .Values.storage.type "emptyDir") }}
+{{- $problems = append $problems "completion.onSuccess=scaleToZero with storage.type=emptyDir would delete the exported model with the pods the moment the run succeeds: use storage that outlives them (storage.type=createClaim, existingClaim or objectStore), or completion.onSuccess=auto or idle (the workers idle; copy the model out with kubectl cp, then uninstall)" }}
+{{- end }}
+{{- join "\n" $problems }}
+{{- end }}
+
 {{- define "tf-multiworker.validate.tensorboardStorage" -}}
 {{- $problems := list }}
 {{- if and .Values.tensorboard.enabled (eq .Values.storage.type "emptyDir") }}

@@ -189,15 +189,76 @@ def parse_manifests(text: str) -> list[dict]:
     return objects
 
 
+HELM_CANCEL_SECONDS = 120.0  # a cancelled helm operation's time to clean up (its rollback)
+
+
 def pyhelm3_command(helm: str, kube_context: str | None = None):
-    """pyhelm3's helm runner, with its per-failure warning silenced: every failure here becomes
-    one ToolError line, so its log line would only say the same thing twice."""
+    """pyhelm3's helm runner, with its per-failure warning silenced (every failure here becomes
+    one ToolError line, so its log line would only say the same thing twice), and helm run
+    without a shell in between: pyhelm3 starts `sh -c helm ...` and, cancelled, signals the
+    shell, which dies and leaves helm running to its own --timeout. Here a cancelled run sends
+    SIGTERM to helm itself, which cancels its operation as on Ctrl-C (a release being installed
+    is marked failed and, with rollback on failure, rolled back), and waits for it."""
+    import asyncio
     import logging
+    import signal
 
     import pyhelm3
 
     logging.getLogger("pyhelm3").setLevel(logging.ERROR)
-    return pyhelm3.Command(executable=helm, kubecontext=kube_context)
+
+    class Command(pyhelm3.Command):
+        async def run(self, command: list, input: bytes | None = None) -> bytes:
+            argv = [self._executable, *(str(part) for part in command)]
+            if self._kubecontext:
+                argv += ["--kube-context", self._kubecontext]
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE if input is not None else None,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            try:
+                stdout, stderr = await proc.communicate(input)
+            except asyncio.CancelledError:
+                try:
+                    proc.send_signal(signal.SIGTERM)
+                    await asyncio.wait_for(proc.communicate(), HELM_CANCEL_SECONDS)
+                except ProcessLookupError:
+                    pass  # it had finished
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
+                raise
+            if proc.returncode == 0:
+                return stdout
+            raise helm_error_class(stderr_text(stderr))(proc.returncode, stdout, stderr)
+
+    return Command(executable=helm, kubecontext=kube_context)
+
+
+def helm_error_class(stderr: str):
+    """The pyhelm3 error a failed helm command raises, by what helm said (pyhelm3's own rules)."""
+    from pyhelm3 import errors
+
+    text = stderr.lower()
+    rules = (
+        ("context canceled", errors.CommandCancelledError),
+        ("etcdserver", errors.ConnectionError),  # before the others: it comes with "not found"
+        ("release: not found", errors.ReleaseNotFoundError),
+        ("failed to render chart", errors.FailedToRenderChartError),
+        ("execution error", errors.FailedToRenderChartError),
+        ("rendered manifests contain a resource that already exists", errors.ResourceAlreadyExistsError),
+        ("is invalid", errors.InvalidResourceError),
+    )
+    for needle, cls in rules:
+        if needle in text:
+            return cls
+    if re.search(r'chart "[^"]+" (version "[^"]+" )?not found', text):
+        return errors.ChartNotFoundError
+    if re.search(r"(read: operation timed out|connect: network is unreachable)", text):
+        return errors.ConnectionError
+    return errors.Error
 
 
 # ---------------------------------------------------------------- helm's errors

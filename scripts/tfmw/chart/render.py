@@ -42,12 +42,11 @@ import yaml
 
 from tfmw.chart import helmkit, pss
 from tfmw.chart.helmkit import REPO, ToolError, find_helm, helm_error_line
+from tfmw.chart.target import DEFAULT_NAMESPACE, DEFAULT_RELEASE, Target, target_of
 
 CHART_DIR = REPO / "charts" / "tf-multiworker"
 VALUES_DIR = REPO / "values"
 BUILD_DIR = REPO / "build"
-DEFAULT_RELEASE = "tf-multiworker"
-DEFAULT_NAMESPACE = "default"
 DEFAULT_KUBE_VERSION = helmkit.DEFAULT_KUBE_VERSION
 
 
@@ -300,6 +299,7 @@ class Rendered:
     objects: list[dict]  # rendered Kubernetes objects (validated against kube_version)
     unchecked_kinds: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # one line each, for the operator
+    target: Target | None = None  # the release, namespace and kube context it was rendered for
 
     def find(self, kind: str) -> list[dict]:
         return [o for o in self.objects if o.get("kind") == kind]
@@ -308,15 +308,16 @@ class Rendered:
 def prepare(
     env: str,
     sets: Iterable[str] | str | None = (),
-    release: str = DEFAULT_RELEASE,
-    namespace: str = DEFAULT_NAMESPACE,
+    release: str | None = None,
+    namespace: str | None = None,
     helm: str | None = None,
     chart_dir: Path = CHART_DIR,
     values_dir: Path = VALUES_DIR,
     kube_version: str | None = DEFAULT_KUBE_VERSION,
     set_files: Iterable[str] | str | None = (),
 ) -> Rendered:
-    """Env overlay + --set + --set-file -> validated values -> rendered, validated manifests. No cluster."""
+    """Env overlay + --set + --set-file -> validated values -> rendered, validated manifests. No cluster.
+    The release and namespace not given come from the overlay's `target` block (tfmw.chart.target)."""
     helm = find_helm(helm)
     overlay = overlay_path(env, values_dir)
     items = split_sets(sets)
@@ -337,10 +338,11 @@ def prepare(
         )
         raise
     supplied = user_values([overlay], items, helm, files)
-    objects = render_values(supplied, chart_dir, release, namespace, helm)
+    target = target_of(effective, repo_relative(overlay), release, namespace)
+    objects = render_values(supplied, chart_dir, target.release, target.namespace, helm)
     unchecked = validate_manifests(objects, kube_version) if kube_version else []
     warnings = check_pod_security(objects, effective)
-    return Rendered(env, overlay, items, supplied, effective, objects, unchecked, warnings)
+    return Rendered(env, overlay, items, supplied, effective, objects, unchecked, warnings, target)
 
 
 def check_pod_security(objects: Sequence[dict], values: dict) -> list[str]:
@@ -366,8 +368,8 @@ def check_pod_security(objects: Sequence[dict], values: dict) -> list[str]:
 def render(
     env: str,
     sets: Iterable[str] | str | None = (),
-    release: str = DEFAULT_RELEASE,
-    namespace: str = DEFAULT_NAMESPACE,
+    release: str | None = None,
+    namespace: str | None = None,
     helm: str | None = None,
     **kwargs,
 ) -> list[dict]:
@@ -382,8 +384,8 @@ def manifests_path(env: str, build_dir: Path = BUILD_DIR) -> Path:
 def render_to_file(
     env: str,
     sets: Iterable[str] | str | None = (),
-    release: str = DEFAULT_RELEASE,
-    namespace: str = DEFAULT_NAMESPACE,
+    release: str | None = None,
+    namespace: str | None = None,
     helm: str | None = None,
     path: Path | None = None,
     **kwargs,

@@ -90,17 +90,30 @@ class PodState:
 
 # The kubelet's reasons for an image it could not get onto the node.
 IMAGE_REASONS = ("ErrImageNeverPull", "ImagePullBackOff", "ErrImagePull", "InvalidImageName")
+# Reasons a worker pod cannot start that waiting does not cure: a deploy stops at the first.
+START_FAILURES = (*IMAGE_REASONS, "CreateContainerConfigError")
+# A pod's Events that say capacity is being added for it: cluster-autoscaler's and Karpenter's.
+CAPACITY_COMING = ("TriggeredScaleUp", "Nominated")
 
 
 def image_hint(reason: str, image: str) -> str:
-    """The fix for a worker image the node cannot get: on `make cluster` (no registry) it is
-    built and imported; on a cluster with a registry it is pushed."""
+    """The fix for a worker image the nodes cannot get, with the `make image` command that builds
+    and pushes exactly that reference (its `-cpu` tag: the CPU variant); on `make cluster` (no
+    registry) the image is imported instead (pure)."""
     if reason not in IMAGE_REASONS:
         return ""
+    image = image or "?"
+    if reason == "InvalidImageName":
+        return f"{image} is not a valid image reference: fix image.repository / image.tag / image.digest"
+    if "@" in image:
+        build = f"push the image whose digest is {image.split('@', 1)[1]}, or fix image.digest"
+    else:
+        variant = " VARIANT=cpu" if image.rpartition(":")[2].endswith("-cpu") else ""
+        build = f"build and push it with `make image IMAGE={image}{variant} PUSH=1`"
     return (
-        f"the image {image or '?'} is not on the node and cannot be pulled: build it with `make image` "
-        f"and import it with `make cluster-load` (local cluster), or push it to a registry the "
-        f"cluster can pull from (docs/image.md)"
+        f"the nodes cannot get the image {image}: {build}, or set image.repository / image.tag to one they "
+        "can pull (a private registry needs imagePullSecrets); on the local cluster: `make image` and "
+        "`make cluster-load` (docs/image.md)"
     )
 
 
@@ -141,6 +154,45 @@ def pod_state(pod: dict) -> PodState:
         message=" ".join(message.split()),
         hint=image_hint(reason, image),
     )
+
+
+def start_failure(
+    pods: list[PodState], unschedulable_since: dict[str, float], now: float, grace: float, capacity_coming: set[str]
+) -> str | None:
+    """Why a deploy should stop waiting now (pure), or None: the first worker pod that cannot
+    start (an image the nodes cannot get, a missing Secret or ConfigMap), or one the scheduler
+    has refused for `grace` seconds (`unschedulable_since`: pod -> when first seen so) with no
+    cluster autoscaler adding a node for it (`capacity_coming`: pods with such an Event). A pod
+    gated by a queue (Kueue's SchedulingGated) waits its turn and is never a failure."""
+    for p in pods:
+        if p.phase == "Terminating":
+            continue
+        if p.reason in START_FAILURES:
+            fix = p.hint or (
+                "create the Secret or ConfigMap it names, or fix the value that names it (imagePullSecrets, "
+                "storage.objectStore.existingSecret, workers.extraEnv valueFrom)"
+            )
+            return f"worker pod {p.name} cannot start: {p.reason}: {shorten(p.message, 300)}; {fix}"
+    for p in pods:
+        since = unschedulable_since.get(p.name)
+        if p.reason == "Unschedulable" and since is not None and now - since >= grace and p.name not in capacity_coming:
+            return (
+                f"worker pod {p.name} could not be scheduled for {int(now - since)}s: {shorten(p.message, 300)}; "
+                "no cluster autoscaler is adding a node for it: lower workers.resources / workers.gpus, fix "
+                "workers.nodeSelector / workers.tolerations, or free capacity (UNSCHEDULABLE_GRACE=<seconds> "
+                "waits longer)"
+            )
+    return None
+
+
+def capacity_coming_for(events: list[dict], workers: Workers) -> set[str]:
+    """The worker pods an autoscaler is adding capacity for, by their Events (pure)."""
+    pods = set()
+    for event in events:
+        involved = event.get("involvedObject") or event.get("regarding") or {}
+        if event.get("reason") in CAPACITY_COMING and _is_worker_object(involved, workers):
+            pods.add(involved.get("name"))
+    return pods
 
 
 def shorten(text: str, limit: int = 240) -> str:
@@ -323,7 +375,7 @@ def run_summary(record: RunRecord | None, workers: Workers) -> str:
     parts = [f"run {run_id} {mine.phase}"]
     if mine.phase == "Failed" or (mine.reason and mine.reason != "Completed"):
         parts[0] += f" ({mine.reason or '?'}{': ' + shorten(mine.message, 200) if mine.message else ''})"
-    elif mine.phase in ("Restarting", "Resizing") and mine.message:
+    elif mine.message and (mine.phase in ("Restarting", "Resizing") or "waiting for" in mine.message):
         parts[0] += f" ({shorten(mine.message, 200)})"
     if mine.step:
         parts.append(f"step {mine.step}/{mine.total_steps or '?'}")

@@ -15,6 +15,8 @@ FULLNAME = f"{RELEASE}-tf-multiworker"
 STATUS = f"{FULLNAME}-status"
 API_DIR = "/var/run/secrets/tf-multiworker/api"
 BOTH_IDLE = ("completion.onSuccess=idle", "completion.onFailure=idle")
+SHARED = ("storage.type=createClaim",)  # storage that outlives the pods: onSuccess=auto scales to zero
+SCALE_ON_SUCCESS = ("completion.onSuccess=scaleToZero", *SHARED)
 API_ENV = ("TFMW_API_DIR", "TFMW_STATUS_CONFIGMAP")
 
 EXPECTED_RULES = [
@@ -107,7 +109,7 @@ def test_token_expiry_follows_the_value(helm, render):
 
 
 def test_worker_env_tells_the_launcher_what_to_do_and_where(helm, render):
-    env = env_of(worker_container(render(helm, sets=("training.activeDeadlineSeconds=7200",))))
+    env = env_of(worker_container(render(helm, sets=("training.activeDeadlineSeconds=7200", *SHARED))))
     assert {
         name: env[name]["value"]
         for name in ("TFMW_ON_SUCCESS", "TFMW_ON_FAILURE", "TFMW_ACTIVE_DEADLINE_SECONDS", *API_ENV)
@@ -124,8 +126,35 @@ def test_worker_env_tells_the_launcher_what_to_do_and_where(helm, render):
 
 
 @pytest.mark.parametrize(
+    "values,on_success",
+    [
+        ((), "idle"),
+        (SHARED, "scaleToZero"),
+        (("storage.type=objectStore", "storage.objectStore.uri=gs://b/r"), "scaleToZero"),
+        (("storage.type=existingClaim", "storage.existingClaim.claimName=c"), "scaleToZero"),
+        ((*SHARED, "rbac.create=false", "completion.onFailure=idle"), "idle"),
+    ],
+    ids=["emptyDir", "createClaim", "objectStore", "existingClaim", "no-rbac"],
+)
+def test_a_default_install_never_deletes_its_own_model(helm, render, values, on_success):
+    """completion.onSuccess=auto scales to zero only where the model outlives the pods: with the
+    default emptyDir the workers idle after success, so the exported model is still there."""
+    env = env_of(worker_container(render(helm, sets=values)))
+    assert env["TFMW_ON_SUCCESS"]["value"] == on_success
+
+
+def test_scale_to_zero_on_success_with_an_emptydir_is_refused(helm):
+    assert refusal_lines(chartkit.template_error(helm, sets=("completion.onSuccess=scaleToZero",))) == [
+        "completion.onSuccess=scaleToZero with storage.type=emptyDir would delete the exported model with the "
+        "pods the moment the run succeeds: use storage that outlives them (storage.type=createClaim, "
+        "existingClaim or objectStore), or completion.onSuccess=auto or idle (the workers idle; copy the model "
+        "out with kubectl cp, then uninstall)"
+    ]
+
+
+@pytest.mark.parametrize(
     "sets",
-    [("completion.onFailure=idle",), ("completion.onSuccess=idle",)],
+    [("completion.onFailure=idle", *SCALE_ON_SUCCESS), ("completion.onSuccess=idle",)],
     ids=["scale-on-success", "scale-on-failure"],
 )
 def test_one_scale_to_zero_action_is_enough_for_api_access(helm, render, sets):
@@ -192,7 +221,7 @@ def on_success_refusal(key: str) -> str:
 
 REFUSALS = {
     "scale-on-success-without-rbac": (
-        ("rbac.create=false", "completion.onFailure=idle"),
+        ("rbac.create=false", "completion.onFailure=idle", *SCALE_ON_SUCCESS),
         [on_success_refusal("onSuccess")],
     ),
     "scale-on-failure-without-rbac": (
@@ -200,7 +229,7 @@ REFUSALS = {
         [on_success_refusal("onFailure")],
     ),
     "both-scale-without-rbac": (
-        ("rbac.create=false",),
+        ("rbac.create=false", *SCALE_ON_SUCCESS),
         [on_success_refusal("onSuccess"), on_success_refusal("onFailure")],
     ),
     "api-access-with-the-default-account": (
@@ -251,6 +280,7 @@ def test_every_problem_is_listed_at_once_one_line_each(helm):
         sets=(
             "rbac.create=false",
             "tensorboard.enabled=true",
+            "completion.onSuccess=scaleToZero",
             "workers.extraEnv[0].name=TF_CONFIG",
             "workers.extraEnv[0].value=x",
             "workers.extraEnv[1].name=TFMW_API_DIR",
@@ -262,6 +292,7 @@ def test_every_problem_is_listed_at_once_one_line_each(helm):
         "workers.extraEnv[0].name",
         "workers.extraEnv[1].name",
         "tensorboard.enabled",
+        "completion.onSuccess",
         "completion.onSuccess",
         "completion.onFailure",
     ]
@@ -285,12 +316,12 @@ def test_notes_show_the_status_object_and_events_with_api_access():
     assert f"kubectl -n {NAMESPACE} get configmap {STATUS} -o jsonpath='{{.data}}" in text
     assert f"kubectl -n {NAMESPACE} get events --field-selector involvedObject.name={FULLNAME}" in text
     assert "scale StatefulSet" in text and "to 0 replicas" in text
-    # The default emptyDir dies with the pods that scaleToZero deletes: say so.
-    assert "WARNING: storage.type=emptyDir" in text
+    # The default emptyDir dies with the pods: they idle after success, and NOTES says how to copy the model out.
+    assert "NOTE: storage.type=emptyDir is per pod and lost with it, so after success the workers idle" in text
+    assert f"kubectl -n {NAMESPACE} cp {FULLNAME}-0:/shared/{RELEASE}/model ./model" in text
 
 
 def test_notes_without_api_access_promise_no_status_object():
     text = notes(*BOTH_IDLE)
     assert "get configmap" not in text and "get events" not in text
     assert "idles" in text and "to 0 replicas" not in text
-    assert "WARNING: storage.type=emptyDir" not in text

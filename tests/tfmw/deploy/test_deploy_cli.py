@@ -117,7 +117,8 @@ def test_deploy_dry_run_prints_the_versioned_helm_command_offline(helm, flags, a
     assert proc.returncode == 0, proc.stderr
     command = next(line for line in proc.stdout.splitlines() if line.startswith("  "))
     words = command.split()
-    assert words[1:4] == ["upgrade", "tf-multiworker", str(REPO / "charts" / "tf-multiworker")]
+    # the release is the overlay's (values/staging.yaml target.release); --namespace wins over its namespace
+    assert words[1:4] == ["upgrade", "tf-multiworker-staging", str(REPO / "charts" / "tf-multiworker")]
     assert all(flag in words for flag in flags) and absent not in words
     assert "--create-namespace" in words and words[words.index("--namespace") + 1] == "ml"
     values = proc.stdout[proc.stdout.index("{") :]
