@@ -21,7 +21,9 @@ from . import schema as limits
 from .schema import BUILTIN_MODELS, DEFAULTS, MODEL_ARGS, SCHEMA
 
 
-class _DuplicateKey(Exception):
+class DuplicateKey(Exception):
+    """A key given twice in one YAML mapping, with the lines of both."""
+
     def __init__(self, key, line: int, first_line: int):
         super().__init__(key)
         self.key, self.line, self.first_line = key, line, first_line
@@ -42,7 +44,7 @@ def _construct_mapping(loader, node, deep=False):
             line = key_node.start_mark.line + 1
             try:
                 if key in seen:
-                    raise _DuplicateKey(key, line, seen[key])
+                    raise DuplicateKey(key, line, seen[key])
                 seen[key] = line
             except TypeError:  # an unhashable key: construct_mapping refuses it below
                 continue
@@ -53,7 +55,7 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 
 
 def parse_yaml(text: str):
-    """yaml.safe_load, refusing duplicate keys (raises _DuplicateKey)."""
+    """yaml.safe_load, refusing duplicate keys (raises DuplicateKey)."""
     return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
 
 
@@ -66,7 +68,7 @@ def load_file(path: str) -> dict:
         raise ConfigError(f"training config: cannot read {path}: {err.strerror}") from None
     try:
         data = parse_yaml(text)
-    except _DuplicateKey as dup:
+    except DuplicateKey as dup:
         raise ConfigError(
             f"training config: {path} line {dup.line}: duplicate key {dup.key!r} (first on line "
             f"{dup.first_line}); keep only one"
@@ -89,7 +91,7 @@ def apply_override(config: dict, assignment: str) -> dict:
         raise ConfigError(f"training config: --set {assignment!r}: expected key=value, e.g. steps=100")
     try:
         value = parse_yaml(raw) if raw else ""
-    except _DuplicateKey as dup:
+    except DuplicateKey as dup:
         raise ConfigError(
             f"training config: --set {key}: duplicate key {dup.key!r} in the value; keep only one"
         ) from None
@@ -229,6 +231,14 @@ def resolve(path: str | None, overrides: list[str]) -> dict:
     config = load_file(path) if path else {}
     for assignment in overrides:
         config = apply_override(config, assignment)
+    return check(config)
+
+
+def check(config: dict) -> dict:
+    """Every check the trainer makes of its config before it imports TensorFlow: the schema,
+    the model's arguments, the limits that span several keys. Returns the config with its
+    defaults; ConfigError names the first bad key. The host tools run it on training.config
+    before anything is applied (tfmw.chart.render)."""
     validate(config)
     effective = merge_defaults(config)
     check_sizes(effective)

@@ -40,9 +40,12 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from entrypoint.errors import ConfigError
+from entrypoint.training import config as trainer_config
 from tfmw.chart import helmkit, pss
 from tfmw.chart.helmkit import REPO, ToolError, find_helm, helm_error_line
 from tfmw.chart.target import DEFAULT_NAMESPACE, DEFAULT_RELEASE, Target, target_of
+from tfmw.chart.training_schema import BUILTIN_TRAINER
 
 CHART_DIR = REPO / "charts" / "tf-multiworker"
 VALUES_DIR = REPO / "values"
@@ -67,6 +70,21 @@ def overlay_path(env: str, values_dir: Path = VALUES_DIR) -> Path:
             f"unknown ENV '{env}': known environments are {known} (one per {repo_relative(values_dir)}/<env>.yaml)"
         )
     return path
+
+
+def check_overlay(path: Path) -> None:
+    """Refuse an overlay that gives a key twice in one mapping: helm (and YAML) keep the last
+    one silently, so the first line an ops engineer reads is not what is deployed. Helm reports
+    what else is wrong with the YAML itself."""
+    try:
+        trainer_config.parse_yaml(Path(path).read_text())
+    except trainer_config.DuplicateKey as dup:
+        raise ToolError(
+            f"{repo_relative(path)} line {dup.line}: duplicate key {dup.key!r} (first on line {dup.first_line}); "
+            "helm would keep the last one silently: keep one"
+        ) from None
+    except (OSError, yaml.YAMLError):
+        return
 
 
 def _split_words(arg: str) -> list[str]:
@@ -211,8 +229,58 @@ def _error_key(error: jsonschema.ValidationError) -> str:
     return helmkit.key_path(parts)
 
 
+def _shown(value) -> str:
+    """A value as the operator wrote it (a string bare, anything else as JSON), kept short."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _deepest(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """For anyOf / oneOf / if-then failures: the sub-error that says most (jsonschema's best match)."""
+    while error.context:
+        error = jsonschema.exceptions.best_match(error.context)
+    return error
+
+
+def describe_schema_error(error: jsonschema.ValidationError) -> str:
+    """One readable clause for a values.schema.json refusal (pure): what the value is, what is
+    allowed, an example from the schema's `examples`. Never a regex."""
+    error = _deepest(error)
+    rule, value, schema = error.validator, error.instance, error.schema if isinstance(error.schema, dict) else {}
+    allowed = schema.get("description")
+    examples = schema.get("examples")
+    example = f"; e.g. {' or '.join(_shown(e) for e in examples if e != '')}" if examples else ""
+    if rule == "additionalProperties":
+        names = sorted(schema.get("properties") or {})
+        takes = f"it takes {', '.join(names)}" if names else f"expected {allowed}" if allowed else "it takes none"
+        return f"not a key of this map ({takes})"
+    if rule == "required":
+        return "missing: it is required (a `null` deletes it); set it"
+    if rule == "enum":
+        return f"{_shown(value)} is not one of {', '.join(_shown(v) for v in error.validator_value)}"
+    if rule == "const":
+        return f"{_shown(value)} must be {_shown(error.validator_value)}"
+    if rule in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        words = {
+            "minimum": "at least",
+            "maximum": "at most",
+            "exclusiveMinimum": "more than",
+            "exclusiveMaximum": "less than",
+        }
+        return f"{_shown(value)} must be {words[rule]} {error.validator_value}{example}"
+    if rule in ("minItems", "maxItems", "minProperties", "maxProperties"):
+        return f"{_shown(value)}: {error.message}{example}"
+    if allowed:  # type, pattern, lengths: what a valid value looks like
+        return f"{_shown(value)} is not valid here: expected {allowed}{example}"
+    if rule == "type":
+        wanted = error.validator_value if isinstance(error.validator_value, str) else " or ".join(error.validator_value)
+        return f"{_shown(value)} is not of type {wanted}{example}"
+    return f"{_shown(value)}: {error.message}{example}"
+
+
 def validate_values(values: dict, chart_dir: Path = CHART_DIR, origin: str = "") -> None:
-    """Refuse values that break the chart's values.schema.json, naming the key."""
+    """Refuse values that break the chart's values.schema.json, in one line naming the key, the
+    value, what is allowed and an example (describe_schema_error)."""
     schema_path = Path(chart_dir) / "values.schema.json"
     if not schema_path.is_file():
         return
@@ -222,13 +290,34 @@ def validate_values(values: dict, chart_dir: Path = CHART_DIR, origin: str = "")
     if not errors:
         return
     error = jsonschema.exceptions.best_match(errors)
-    message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    what = "unknown key" if error.validator == "additionalProperties" else "invalid value for"
+    what = "unknown key" if _deepest(error).validator == "additionalProperties" else "invalid value for"
     raise ToolError(
-        f"{what} {_error_key(error)}: {message}{more}; refused by "
+        f"{what} {_error_key(_deepest(error))}: {describe_schema_error(error)}{more}; refused by "
         f"{repo_relative(schema_path)}{' — ' + origin if origin else ''}"
     )
+
+
+# ---------------------------------------------------------------- the built-in trainer's config
+
+
+def validate_training_config(values: dict, origin: str = "") -> None:
+    """training.config checked by the trainer's own validator (entrypoint.training.config.check,
+    pure Python, no TensorFlow), as every worker would check it at its start: refused here, in one
+    line naming the key, instead of inside running pods. Only for the built-in trainer: a user's
+    command reads what it likes."""
+    training = values.get("training") if isinstance(values.get("training"), dict) else {}
+    command = training.get("command")
+    config = training.get("config")
+    if [str(c) for c in command or []] != BUILTIN_TRAINER or not isinstance(config, dict):
+        return
+    try:
+        trainer_config.check(config)
+    except ConfigError as err:
+        text = str(err).removeprefix("training config: ")
+        raise ToolError(
+            f"training.config.{text}; refused by the built-in trainer's validator{' — ' + origin if origin else ''}"
+        ) from None
 
 
 # ---------------------------------------------------------------- rendering (pyhelm3 over real helm)
@@ -320,14 +409,17 @@ def prepare(
     The release and namespace not given come from the overlay's `target` block (tfmw.chart.target)."""
     helm = find_helm(helm)
     overlay = overlay_path(env, values_dir)
+    check_overlay(overlay)
     items = split_sets(sets)
     files = split_sets(set_files, flag="--set-file")
     effective = layer_values(chart_dir, [overlay], items, helm, files)
+    where = f"from {repo_relative(overlay)}" + (f" with --set {' '.join(items)}" if items else "")
+    validate_training_config(effective, where)
     try:
         validate_values(
             effective,
             chart_dir,
-            origin=f"from {repo_relative(overlay)}" + (f" with --set {' '.join(items)}" if items else ""),
+            origin=where,
         )
     except ToolError:
         # Blame the chart, not the overlay, when its own defaults already break the schema.

@@ -96,10 +96,10 @@ START_FAILURES = (*IMAGE_REASONS, "CreateContainerConfigError")
 CAPACITY_COMING = ("TriggeredScaleUp", "Nominated")
 
 
-def image_hint(reason: str, image: str) -> str:
+def image_hint(reason: str, image: str, gpus: bool = True) -> str:
     """The fix for a worker image the nodes cannot get, with the `make image` command that builds
-    and pushes exactly that reference (its `-cpu` tag: the CPU variant); on `make cluster` (no
-    registry) the image is imported instead (pure)."""
+    and pushes exactly that reference (the CPU variant for a pod without GPUs or a `-cpu` tag);
+    on `make cluster` (no registry) the image is imported instead (pure)."""
     if reason not in IMAGE_REASONS:
         return ""
     image = image or "?"
@@ -108,7 +108,7 @@ def image_hint(reason: str, image: str) -> str:
     if "@" in image:
         build = f"push the image whose digest is {image.split('@', 1)[1]}, or fix image.digest"
     else:
-        variant = " VARIANT=cpu" if image.rpartition(":")[2].endswith("-cpu") else ""
+        variant = " VARIANT=cpu" if not gpus or image.rpartition(":")[2].endswith("-cpu") else ""
         build = f"build and push it with `make image IMAGE={image}{variant} PUSH=1`"
     return (
         f"the nodes cannot get the image {image}: {build}, or set image.repository / image.tag to one they "
@@ -139,6 +139,10 @@ def pod_state(pod: dict) -> PodState:
     if not reason and scheduled.get("status") == "False" and scheduled.get("reason"):
         # The scheduler's verdict, e.g. Unschedulable: "0/1 nodes are available: 1 Insufficient ..."
         reason, message = scheduled["reason"], scheduled.get("message") or ""
+    gpus = any(
+        "nvidia.com/gpu" in ((c.get("resources") or {}).get("limits") or {})
+        for c in (pod.get("spec") or {}).get("containers") or []
+    )
     phase = status.get("phase", "Unknown")
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         phase = "Terminating"
@@ -152,7 +156,7 @@ def pod_state(pod: dict) -> PodState:
         reason=reason,
         node=(pod.get("spec") or {}).get("nodeName") or "",
         message=" ".join(message.split()),
-        hint=image_hint(reason, image),
+        hint=image_hint(reason, image, gpus),
     )
 
 

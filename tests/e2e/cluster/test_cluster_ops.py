@@ -27,6 +27,9 @@ from tfmw.k8s.api import ns_path
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 HELMS = {"helm4": str(TOOLS / "helm"), "helm3": str(TOOLS / "helm3")}
+_TERM = "workers.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+# passes every offline check, refused by the API server's validation
+BOGUS_AFFINITY = [f"{_TERM}.matchExpressions[0].key=gpu", f"{_TERM}.matchExpressions[0].operator=Bogus"]
 FINISH_AT_ONCE = "training.command={python,-c,pass}"  # the launcher's user command exits 0: Succeeded
 
 
@@ -465,10 +468,13 @@ def test_a_namespace_that_does_not_exist(cluster):
     ],
 )
 def test_an_install_whose_pods_cannot_schedule_says_why_and_is_rolled_back(cluster, helm, sets, why):
-    """`--wait` runs out (TIMEOUT=15s): the error quotes the scheduler, and says the install was
-    uninstalled, that the shared claim is kept by policy and that the namespace it made is left."""
+    """A worker the scheduler refuses for UNSCHEDULABLE_GRACE (10 s here; no autoscaler adds a
+    node) stops the deploy long before its --timeout of 10 minutes: the error quotes the
+    scheduler, and says the install was uninstalled, that the shared claim is kept by policy and
+    that the namespace it made is left."""
     name = fresh_namespace_name("unsched")
     try:
+        started = time.monotonic()
         proc = tfmw(
             cluster,
             "deploy",
@@ -479,21 +485,25 @@ def test_an_install_whose_pods_cannot_schedule_says_why_and_is_rolled_back(clust
             "--release",
             "big",
             "--timeout",
-            "15s",
+            "10m",
+            "--unschedulable-grace",
+            "10",
             helm=helm,
             sets=[*SLEEPER, *sets],
         )
+        took = time.monotonic() - started
         line = one_line_error(
             proc,
             "deploy",
-            "helm upgrade --install did not finish within --timeout 15s",
-            "workers not ready: big-tf-multiworker-0, big-tf-multiworker-1 Pending: Unschedulable: "
+            "deploy stopped: worker pod big-tf-multiworker-0 could not be scheduled for ",
             f"0/2 nodes are available: 2 {why}",
+            "no cluster autoscaler is adding a node for it",
             "the failed install was rolled back: release big was uninstalled",
             "kept by helm.sh/resource-policy: PersistentVolumeClaim big-tf-multiworker-shared",
             f"namespace {name}, created by this deploy, is left",
         )
         assert proc.returncode == 4, line
+        assert took < 120, took  # seconds, not the 10 minutes of --timeout
         assert "(created now)" in proc.stdout
         # ... and that is what is there: no release, no pod, the claim and the namespace.
         assert helm_release(cluster, name, "big").returncode != 0
@@ -520,6 +530,39 @@ def test_an_install_whose_pods_cannot_schedule_says_why_and_is_rolled_back(clust
         assert reused["metadata"]["uid"] == claim["metadata"]["uid"]
     finally:
         delete_namespace_if_there(cluster, name)
+
+
+@pytest.mark.parametrize("helm", ["helm4", "helm3"])
+def test_a_deploy_whose_image_the_nodes_cannot_get_stops_in_seconds_naming_it(cluster, namespace, helm):
+    """An image that is on no node and may not be pulled (imagePullPolicy Never; no registry here):
+    the first ErrImageNeverPull stops the deploy, helm cancels and rolls the install back, and the
+    line names the image and the `make image` command that builds exactly that reference."""
+    started = time.monotonic()
+    proc = tfmw(
+        cluster,
+        "deploy",
+        "--env",
+        "local",
+        "--namespace",
+        namespace,
+        "--release",
+        "noimg",
+        "--timeout",
+        "10m",
+        helm=helm,
+        sets=[*SLEEPER, "image.tag=0.0.0-missing", "image.pullPolicy=Never"],
+    )
+    took = time.monotonic() - started
+    line = one_line_error(
+        proc,
+        "deploy",
+        "deploy stopped: worker pod noimg-tf-multiworker-",
+        "cannot start: ErrImageNeverPull",
+        "make image IMAGE=ghcr.io/tf-multiworker/tf-multiworker:0.0.0-missing VARIANT=cpu PUSH=1",
+        "the failed install was rolled back: release noimg was uninstalled",
+    )
+    assert proc.returncode == 4 and took < 90, (took, line)
+    assert helm_release(cluster, namespace, "noimg").returncode != 0
 
 
 def test_an_upgrade_whose_pods_cannot_schedule_is_rolled_back_to_the_running_revision(cluster, namespace):
@@ -580,10 +623,11 @@ def test_an_upgrade_whose_pods_cannot_schedule_is_rolled_back_to_the_running_rev
 
 @pytest.mark.parametrize("helm", ["helm4", "helm3"])
 def test_a_value_the_schema_accepts_but_the_api_server_refuses(cluster, namespace, helm):
-    """workers.resources.requests.cpu=2 with values/local.yaml's limit of 1: a valid quantity
-    each (values.schema.json and the Kubernetes schema pass), refused by the API server's
-    validation. The line names the object, the field and the value to change."""
-    sets = ["workers.resources.requests.cpu=2"]
+    """A node-affinity operator that is no operator (workers.affinity is Kubernetes' own type, and
+    its schema has the operator as a plain string: values.schema.json and the Kubernetes schema
+    pass), refused by the API server's validation. The line names the object, the field and the
+    value to change."""
+    sets = BOGUS_AFFINITY
     offline = tfmw(cluster, "template", "--env", "local", "--output", "/dev/null", sets=sets)
     assert offline.returncode == 0, offline.stderr  # it really does pass every offline check
     proc = tfmw(
@@ -603,9 +647,9 @@ def test_a_value_the_schema_accepts_but_the_api_server_refuses(cluster, namespac
     one_line_error(
         proc,
         "deploy",
-        "the API server refused StatefulSet bad-tf-multiworker: field "
-        "spec.template.spec.containers[0].resources.requests (values: workers.resources / "
-        'workers.gpus): Invalid value: "2": must be less than or equal to cpu limit of 1',
+        "the API server refused StatefulSet bad-tf-multiworker: field spec.template.spec.affinity.nodeAffinity."
+        "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator "
+        '(values: workers.affinity): Unsupported value: "Bogus"',
         "the failed install was rolled back: release bad was uninstalled",
     )
     assert proc.returncode == 2
@@ -625,14 +669,13 @@ def test_a_refused_value_with_no_rollback_keeps_the_failed_release_and_says_so(c
         "--timeout",
         "60s",
         "--no-rollback",
-        sets=["workers.resources.requests.cpu=2"],
+        sets=BOGUS_AFFINITY,
     )
     one_line_error(
         proc,
         "deploy",
-        "the API server refused StatefulSet keep-tf-multiworker: field "
-        "spec.template.spec.containers[0].resources.requests (values: workers.resources / "
-        'workers.gpus): Invalid value: "2": must be less than or equal to cpu limit of 1',
+        "the API server refused StatefulSet keep-tf-multiworker: field spec.template.spec.affinity.",
+        '(values: workers.affinity): Unsupported value: "Bogus"',
         "kept for debugging (--no-rollback): release keep revision 1 is failed",
     )
     status = helm_release(cluster, namespace, "keep")

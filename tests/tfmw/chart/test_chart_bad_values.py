@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import chartkit
 import pytest
 
-from tfmw.chart import helmkit
+from tfmw.chart import helmkit, render, training_schema
 
 
 @dataclass(frozen=True)
@@ -217,6 +217,67 @@ TEMPLATE_REFUSALS = {
 }
 
 
+TEMPLATE_REFUSALS.update(
+    {
+        "shm-over-the-memory-limit": (
+            ("workers.shm.sizeLimit=8Gi",),
+            "workers.shm.sizeLimit=8Gi is more than workers.resources.limits.memory=4Gi: /dev/shm is memory",
+        ),
+        "memory-request-over-its-limit": (
+            ("workers.resources.requests.memory=8Gi",),
+            "workers.resources.requests.memory=8Gi is more than workers.resources.limits.memory=4Gi: a request may "
+            "not exceed its limit",
+        ),
+        "cpu-request-over-its-limit-in-millicores": (
+            ("workers.resources.requests.cpu=2500m",),
+            "workers.resources.requests.cpu=2500m is more than workers.resources.limits.cpu=2",
+        ),
+        "tensorboard-request-over-its-limit": (
+            ("tensorboard.resources.requests.memory=3Gi",),
+            "tensorboard.resources.requests.memory=3Gi is more than tensorboard.resources.limits.memory=2Gi",
+        ),
+        "gpu-count-in-resources": (
+            ("workers.resources.limits.nvidia\\.com/gpu=4",),
+            "workers.resources.limits.nvidia.com/gpu=4: the GPU count is workers.gpus",
+        ),
+        "scale-to-zero-deletes-an-emptydir-model": (
+            ("completion.onSuccess=scaleToZero",),
+            "completion.onSuccess=scaleToZero with storage.type=emptyDir would delete the exported model",
+        ),
+    }
+)
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        ("workers.shm.sizeLimit=4Gi", "workers.resources.limits.memory=4Gi"),  # equal is fine
+        ("workers.resources.requests.cpu=1500m", "workers.resources.limits.cpu=1.5"),
+        ("workers.shm.sizeLimit=4e9", "workers.resources.limits.memory=4Gi"),  # 4e9 < 4 * 2^30
+        ("workers.shm.enabled=false", "workers.shm.sizeLimit=64Gi"),
+        ("workers.resources.limits=null", "workers.shm.sizeLimit=64Gi"),  # no limit: nothing to exceed
+    ],
+)
+def test_quantities_are_compared_by_value_not_by_spelling(helm, sets):
+    assert chartkit.template(helm, sets=sets)
+
+
+@pytest.mark.parametrize("case", sorted(BAD_VALUES))
+def test_tfmw_says_each_schema_refusal_in_one_readable_line(case):
+    """What `make template/deploy/local` print for each schema refusal: one line naming the key,
+    the value, what a valid value looks like; never a regex or a nested schema dump."""
+    bad = BAD_VALUES[case]
+    values = render.layer_values(chartkit.CHART, [], list(bad.sets))
+    with pytest.raises(helmkit.ToolError) as refused:
+        render.validate_training_config(values)
+        render.validate_values(values)
+    line = str(refused.value)
+    assert "\n" not in line and len(line) < 700, line
+    root = bad.key.split(".")[0]
+    assert line.startswith((f"unknown key {root}", f"invalid value for {root}", f"{root}.")), line
+    assert not re.search(r"\^|\$'|\(\[|does not match|is not valid under any|Must validate", line), line
+
+
 @pytest.fixture(scope="module")
 def major(helm) -> int:
     return helmkit.helm_major(helm)
@@ -344,6 +405,35 @@ ISSUE12_SCHEMA = {
     ),
 }
 BAD_VALUES.update(ISSUE12_SCHEMA)
+
+# Sizes need their unit, tolerations their enums, training.config the trainer's schema.
+SIZES_AND_ENUMS = {
+    "shm-size-bare-bytes": Bad(("workers.shm.sizeLimit=32",), "workers.shm.sizeLimit"),
+    "claim-size-bare-bytes": Bad(("storage.createClaim.size=500",), "storage.createClaim.size"),
+    "empty-dir-size-bare-bytes": Bad(("storage.emptyDir.sizeLimit=1000",), "storage.emptyDir.sizeLimit"),
+    "memory-limit-bare-bytes": Bad(("workers.resources.limits.memory=4",), "workers.resources.limits.memory"),
+    "memory-limit-gb": Bad(("workers.resources.limits.memory=16GB",), "workers.resources.limits.memory"),
+    "ephemeral-storage-bare-bytes": Bad(
+        ("workers.resources.requests.ephemeral-storage=10",), "workers.resources.requests.ephemeral-storage"
+    ),
+    "toleration-operator-typo": Bad(
+        ("workers.tolerations[0].key=a", "workers.tolerations[0].operator=Exsts"), "workers.tolerations.0.operator"
+    ),
+    "toleration-effect-typo": Bad(
+        ("workers.tolerations[0].key=a", "workers.tolerations[0].effect=NoScedule"), "workers.tolerations.0.effect"
+    ),
+    "toleration-unknown-key": Bad(
+        ("workers.tolerations[0].key=a", "workers.tolerations[0].operater=Exists"),
+        "workers.tolerations.0.operater",
+        unknown=True,
+    ),
+    "evaluator-toleration-operator": Bad(
+        ("evaluator.tolerations[0].key=a", "evaluator.tolerations[0].operator=exists"),
+        "evaluator.tolerations.0.operator",
+    ),
+    "target-namespace-not-dns": Bad(("target.namespace=ML_Prod",), "target.namespace"),
+}
+BAD_VALUES.update(SIZES_AND_ENUMS)
 
 SECURE = "restore the chart's default, or set security.allowUnsafe=true to run weaker pods on purpose"
 # Refused by validateValues: (values as YAML text or --set items, the one line's start, what it says).
@@ -773,3 +863,20 @@ def test_the_issue_case_1024_workers_with_long_names_is_refused(helm):
         )
     )
     assert len(problems) == 1 and problems[0].startswith("workers.replicas=1024: TF_CONFIG would be 203752 bytes")
+
+
+def test_helm_itself_refuses_a_training_config_the_trainer_would_refuse(helm, major):
+    """values.schema.json carries the trainer's schema for training.config (with the built-in
+    trainer), so a plain `helm install` refuses a typo too. Helm 3 names only `training` there
+    (its validator hides the nested error); tfmw's own line names the key on both."""
+    error = chartkit.template_error(helm, sets=("training.config.stepz=1",))
+    assert (
+        ("at '/training/config'" in error and "'stepz' not allowed" in error)
+        if major >= 4
+        else ("- training: Must validate" in error)
+    ), error
+    assert chartkit.template(helm, sets=("training.command={python,main.py}", "training.config.stepz=1"))
+
+
+def test_the_charts_copy_of_the_trainer_schema_is_current():
+    assert training_schema.main(["--check"]) == 0, "python -m tfmw.chart.training_schema --write"

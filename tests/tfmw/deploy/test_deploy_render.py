@@ -111,8 +111,7 @@ def test_schema_violation_names_the_key(mini_chart, values_dir, env, prefix):
 def test_schema_violation_from_set_names_key_and_set(mini_chart, values_dir):
     with pytest.raises(
         ToolError,
-        match=r"invalid value for workers\.replicas: 'four' is not of type "
-        r"'integer'.*--set workers\.replicas=four",
+        match=r"invalid value for workers\.replicas: four is not of type integer.*--set workers\.replicas=four",
     ):
         render.prepare("dev", "workers.replicas=four", chart_dir=mini_chart, values_dir=values_dir)
 
@@ -204,3 +203,30 @@ def test_a_set_file_that_cannot_be_read_is_one_line(tmp_path):
         render.prepare("local", set_files=[f"training.files.main\\.py={tmp_path / 'missing.py'}"])
     message = str(err.value)
     assert message.startswith("bad --set-file") and "missing.py" in message and "\n" not in message
+
+
+def test_an_overlay_with_a_key_given_twice_is_refused_naming_both_lines(tmp_path):
+    """Helm keeps the last of two equal keys silently; make template / deploy / local refuse."""
+    (tmp_path / "dup.yaml").write_text("workers:\n  replicas: 2\n  gpus: 0\n  replicas: 3\n")
+    with pytest.raises(ToolError, match=r"dup\.yaml line 4: duplicate key 'replicas' \(first on line 2\)"):
+        render.prepare("dup", values_dir=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "sets,says",
+    [
+        ("training.config.stepz=100", "training.config.stepz: unknown key (allowed here: allReduceDtype,"),
+        ("training.config.steps=abc", "training.config.steps: 'abc' is not of type 'integer'"),
+        ("training.config.checkpoint.everySteps=0", "training.config.checkpoint.everySteps: 0 is less than"),
+        ("training.config.data.synthetic.inputShape={100000,100000}", "more than the limit of 16777216"),
+    ],
+)
+def test_the_training_config_is_checked_by_the_trainers_own_validator_before_anything_runs(sets, says):
+    with pytest.raises(ToolError) as refused:
+        render.prepare("local", sets)
+    assert says in str(refused.value) and "refused by the built-in trainer's validator" in str(refused.value)
+
+
+def test_a_user_command_reads_its_own_training_config():
+    rendered = render.prepare("local", ["training.command={python,main.py}", "training.config.myKey=1"])
+    assert rendered.find("ConfigMap")
