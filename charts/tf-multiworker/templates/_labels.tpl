@@ -20,13 +20,33 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 
 {{/*
 Labels of pods and pod templates: the standard labels without helm.sh/chart and
-app.kubernetes.io/version. A pod template that changed with the chart's version would make
+app.kubernetes.io/version, plus commonLabels (cost centre, team: what cost tools read). A pod template that changed with the chart's version would make
 an upgrade that bumps only the chart restart every worker mid-training.
 */}}
 {{- define "tf-multiworker.podLabels" -}}
 {{ include "tf-multiworker.selectorLabels" . }}
 app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 app.kubernetes.io/part-of: tf-multiworker
+{{- range $key, $value := .Values.commonLabels }}
+{{ $key }}: {{ $value | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+commonAnnotations as the lines of a resource's metadata.annotations (pods take
+workers.podAnnotations instead); "tf-multiworker.annotationsBlock" is the whole
+`annotations:` key for a resource with none of its own, empty without commonAnnotations.
+*/}}
+{{- define "tf-multiworker.commonAnnotations" -}}
+{{- range $key, $value := .Values.commonAnnotations }}
+{{ $key }}: {{ $value | quote }}
+{{- end }}
+{{- end }}
+{{- define "tf-multiworker.annotationsBlock" -}}
+{{- with include "tf-multiworker.commonAnnotations" . | trim }}
+annotations:
+  {{- . | nindent 2 }}
+{{- end }}
 {{- end }}
 
 {{/*

@@ -95,9 +95,15 @@ token for the API server's own audience, the cluster CA, the namespace. Mounted 
 Volumes and mounts of the writable directories in the read-only root filesystem.
 */}}
 {{- define "tf-multiworker.writableVolumes" -}}
+{{- $limit := .Values.writableDirsSizeLimit }}
 {{- range $i, $dir := .Values.writableDirs }}
 - name: writable-{{ $i }}
+  {{- if $limit }}
+  emptyDir:
+    sizeLimit: {{ $limit | quote }}
+  {{- else }}
   emptyDir: {}
+  {{- end }}
 {{- end }}
 {{- end }}
 {{- define "tf-multiworker.writableMounts" -}}
@@ -149,6 +155,74 @@ Object-store credentials: every key of the existing Secret as an env variable.
 - secretRef:
     name: {{ .Values.storage.objectStore.existingSecret | quote }}
 {{- end }}
+{{- end }}
+
+{{/*
+The image of a pod that needs no GPU (the helm test pod, TensorBoard): `.own` (tests.image,
+tensorboard.image) over the worker image; an empty tag is the CPU variant `<appVersion>-cpu`
+unless image.tag or image.digest pin the one image there is.
+Usage: include "tf-multiworker.auxImage" (dict "root" . "own" .Values.tests.image)
+*/}}
+{{- define "tf-multiworker.auxImage" -}}
+{{- $root := .root }}
+{{- $own := default (dict) .own }}
+{{- $image := deepCopy $root.Values.image }}
+{{- with $own.repository }}{{ $_ := set $image "repository" . }}{{ end }}
+{{- if $own.tag }}
+{{- $_ := set $image "tag" $own.tag }}
+{{- $_ := set $image "digest" "" }}
+{{- end }}
+{{- include "tf-multiworker.image" (dict "image" $image "appVersion" $root.Chart.AppVersion "gpus" 0) }}
+{{- end }}
+
+{{/*
+workers.initContainers / workers.sidecars as rendered: each container with the chart's
+containerSecurityContext for every field it does not set itself (field by field: a `false` or
+`0` of its own stays, which sprig's merge would overwrite) (validateValues then holds
+the result to Pod Security "restricted").
+Usage: include "tf-multiworker.extraContainers" (dict "root" . "containers" .Values.workers.sidecars)
+*/}}
+{{- define "tf-multiworker.extraContainers" -}}
+{{- $out := list }}
+{{- range .containers }}
+{{- $container := deepCopy . }}
+{{- $context := deepCopy (default (dict) .securityContext) }}
+{{- range $field, $value := deepCopy (default (dict) $.root.Values.containerSecurityContext) }}
+{{- if not (hasKey $context $field) }}{{ $_ := set $context $field $value }}{{ end }}
+{{- end }}
+{{- $_ := set $container "securityContext" $context }}
+{{- $out = append $out $container }}
+{{- end }}
+{{- toYaml $out }}
+{{- end }}
+
+{{/*
+The worker pods' affinity: workers.affinity, plus workers.podAntiAffinity (one worker per node).
+*/}}
+{{- define "tf-multiworker.workerAffinity" -}}
+{{- $affinity := deepCopy (default (dict) .Values.workers.affinity) }}
+{{- $mode := .Values.workers.podAntiAffinity }}
+{{- $term := dict "labelSelector" (dict "matchLabels" (include "tf-multiworker.workerSelectorLabels" . | fromYaml)) "topologyKey" "kubernetes.io/hostname" }}
+{{- if eq $mode "hard" }}
+{{- $_ := set $affinity "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list $term)) }}
+{{- else if eq $mode "soft" }}
+{{- $_ := set $affinity "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term))) }}
+{{- end }}
+{{- if $affinity }}{{ toYaml $affinity }}{{ end }}
+{{- end }}
+
+{{/*
+The worker container's securityContext: containerSecurityContext, plus IPC_LOCK for
+InfiniBand on GPU workers when workers.nccl.ipcLock opts in.
+*/}}
+{{- define "tf-multiworker.workerSecurityContext" -}}
+{{- $context := deepCopy (default (dict) .Values.containerSecurityContext) }}
+{{- if and .Values.workers.nccl.ipcLock (gt (int .Values.workers.gpus) 0) }}
+{{- $capabilities := default (dict) $context.capabilities }}
+{{- $_ := set $capabilities "add" (append (default (list) $capabilities.add) "IPC_LOCK" | uniq) }}
+{{- $_ := set $context "capabilities" $capabilities }}
+{{- end }}
+{{- if $context }}{{ toYaml $context }}{{ end }}
 {{- end }}
 
 {{/*

@@ -2,18 +2,41 @@
 
 {{/* Labels the chart sets on the worker pods: a podLabels entry would move the pods out of
 the StatefulSet's selector, the Service and the NetworkPolicy. */}}
-{{- define "tf-multiworker.validate.podLabels" -}}
-{{- $problems := list }}
-{{- $v := .Values }}
-{{- $workers := .Values.workers }}
-{{- $gang := $v.scheduling.gang }}
-{{- $chartLabels := list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/component" "app.kubernetes.io/managed-by" "app.kubernetes.io/part-of" "controller-revision-hash" "statefulset.kubernetes.io/pod-name" "apps.kubernetes.io/pod-index" }}
+{{- define "tf-multiworker.chartLabelKeys" -}}
+{{- $gang := .Values.scheduling.gang }}
+{{- $chartLabels := list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/component" "app.kubernetes.io/managed-by" "app.kubernetes.io/part-of" "app.kubernetes.io/version" "helm.sh/chart" "controller-revision-hash" "statefulset.kubernetes.io/pod-name" "apps.kubernetes.io/pod-index" }}
 {{- if eq $gang "coscheduling" }}{{ $chartLabels = append $chartLabels "scheduling.x-k8s.io/pod-group" }}{{ end }}
 {{- if eq $gang "kueue" }}{{ $chartLabels = concat $chartLabels (list "kueue.x-k8s.io/queue-name" "kueue.x-k8s.io/pod-group-name") }}{{ end }}
 {{- if eq $gang "runai" }}{{ $chartLabels = concat $chartLabels (list "project" "kai.scheduler/queue") }}{{ end }}
-{{- range $key := keys (default (dict) $workers.podLabels) | sortAlpha }}
+{{- join " " $chartLabels }}
+{{- end }}
+
+{{- define "tf-multiworker.validate.podLabels" -}}
+{{- $problems := list }}
+{{- $chartLabels := splitList " " (include "tf-multiworker.chartLabelKeys" .) }}
+{{- range $key := keys (default (dict) .Values.workers.podLabels) | sortAlpha }}
 {{- if has $key $chartLabels }}
 {{- $problems = append $problems (printf "workers.podLabels.%s: the chart (or the StatefulSet controller) sets this label on the worker pods and selects them by it; choose another label key" $key) }}
+{{- end }}
+{{- end }}
+{{- join "\n" $problems }}
+{{- end }}
+
+{{/* commonLabels go on every object and pod: never a label the chart sets, nor one a pod's own
+labels set again (the rendered metadata would hold the key twice). */}}
+{{- define "tf-multiworker.validate.commonLabels" -}}
+{{- $problems := list }}
+{{- $chartLabels := splitList " " (include "tf-multiworker.chartLabelKeys" .) }}
+{{- range $key := keys (default (dict) .Values.commonLabels) | sortAlpha }}
+{{- if has $key $chartLabels }}
+{{- $problems = append $problems (printf "commonLabels.%s: the chart sets this label itself; choose another label key" $key) }}
+{{- else if hasKey (default (dict) $.Values.workers.podLabels) $key }}
+{{- $problems = append $problems (printf "commonLabels.%s and workers.podLabels.%s are both set: every worker pod carries commonLabels already; keep one" $key $key) }}
+{{- end }}
+{{- end }}
+{{- range $key := keys (default (dict) .Values.commonAnnotations) | sortAlpha }}
+{{- if regexMatch "^(helm\\.sh|meta\\.helm\\.sh|checkov\\.io)/" $key }}
+{{- $problems = append $problems (printf "commonAnnotations.%s: Helm and the chart own the helm.sh/, meta.helm.sh/ and checkov.io/ annotations; choose another key" $key) }}
 {{- end }}
 {{- end }}
 {{- join "\n" $problems }}

@@ -442,13 +442,24 @@ def check_pod_security(objects: Sequence[dict], values: dict) -> list[str]:
     (scripts/tfmw/chart/pss.py), unless the values opt in with security.allowUnsafe=true: then the
     violations come back as one warning line."""
     violations = pss.all_violations(pss.pod_templates(objects))
+    warnings = []
+    ipc_lock = [v for v in violations if "containers[worker].securityContext.capabilities.add ['IPC_LOCK']" in v]
+    if ipc_lock and (((values.get("workers") or {}).get("nccl") or {}).get("ipcLock")) is True:
+        # its own explicit opt-in (InfiniBand), said once, not a reason to refuse
+        violations = [v for v in violations if v not in ipc_lock]
+        warnings.append(
+            "WARNING: workers.nccl.ipcLock=true adds the IPC_LOCK capability to the workers: a namespace that "
+            "enforces Pod Security restricted or baseline refuses them (label it "
+            "pod-security.kubernetes.io/enforce=privileged)"
+        )
     if not violations:
-        return []
+        return warnings
     listed = "; ".join(violations[:6]) + (f"; and {len(violations) - 6} more" if len(violations) > 6 else "")
     if ((values.get("security") or {}).get("allowUnsafe")) is True:
         return [
+            *warnings,
             f"WARNING: security.allowUnsafe=true: {len(violations)} violation(s) of Pod Security "
-            f"Standards restricted rendered on purpose (a namespace enforcing it refuses these pods): {listed}"
+            f"Standards restricted rendered on purpose (a namespace enforcing it refuses these pods): {listed}",
         ]
     raise ToolError(
         f"rendered pods violate Pod Security Standards restricted: {listed}; restore the "

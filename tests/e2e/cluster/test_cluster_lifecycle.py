@@ -58,19 +58,76 @@ def _wait_workers(cluster, namespace, release, count):
     )
 
 
+# The values a GPU cluster needs, each for real: a RuntimeClass (the nodes' runc, under a class
+# of its own), common labels and annotations, claim annotations, writable-dir and ephemeral-storage
+# limits, an init container filling a volume and a sidecar (the worker image: no registry here),
+# one worker per node. All of it under an enforced "restricted" Pod Security level.
+RUNTIME_CLASS = "tfmw-runc"
+PY = "python"
+CLUSTER_VALUES = (
+    f"workers.runtimeClassName={RUNTIME_CLASS}",
+    "commonLabels.cost-centre=cc-1234",
+    "commonAnnotations.example\\.com/owner=ml-platform",
+    "storage.createClaim.annotations.backup\\.example/schedule=daily",
+    "writableDirsSizeLimit=1Gi",
+    "workers.resources.requests.ephemeral-storage=1Gi",
+    "workers.resources.limits.ephemeral-storage=4Gi",
+    "workers.podAntiAffinity=hard",
+    "workers.extraVolumes[0].name=data",
+    "workers.extraVolumes[0].emptyDir.sizeLimit=64Mi",
+    "workers.initContainers[0].name=fetch",
+    f"workers.initContainers[0].command={{{PY},-c,open('/data/fetched'\\,'w').write('ok')}}",
+    "workers.initContainers[0].volumeMounts[0].name=data",
+    "workers.initContainers[0].volumeMounts[0].mountPath=/data",
+    "workers.sidecars[0].name=shipper",
+    f"workers.sidecars[0].command={{{PY},-c,import time; assert open('/data/fetched').read() \\=\\= 'ok'; time.sleep(86400)}}",
+    "workers.sidecars[0].volumeMounts[0].name=data",
+    "workers.sidecars[0].volumeMounts[0].mountPath=/data",
+    "workers.sidecars[0].resources.limits.cpu=100m",
+    "workers.sidecars[0].resources.limits.memory=64Mi",
+)
+
+
 def test_restricted_namespace_admits_every_pod_the_chart_creates(cluster):
     """Pod Security admission (restricted, enforced by the real API server) admits the
-    workers, the TensorBoard Deployment's pod and the `helm test` pod."""
+    workers, with every value a GPU cluster needs (an init container and a sidecar among them),
+    the TensorBoard Deployment's pod and the `helm test` pod."""
     ns = new_namespace(
         cluster,
         "pss",
         {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"},
     )
+    runtime_class = {
+        "apiVersion": "node.k8s.io/v1",
+        "kind": "RuntimeClass",
+        "metadata": {"name": RUNTIME_CLASS},
+        "handler": "runc",
+    }
+    cluster.api.create("/apis/node.k8s.io/v1/runtimeclasses", runtime_class)
+    image = [f"workers.initContainers[0].image={cluster.image}", f"workers.sidecars[0].image={cluster.image}"]
     try:
         _install(
-            cluster, ns, "pss", "storage.type=createClaim", "storage.createClaim.size=1Gi", "tensorboard.enabled=true"
+            cluster,
+            ns,
+            "pss",
+            "storage.type=createClaim",
+            "storage.createClaim.size=1Gi",
+            "tensorboard.enabled=true",
+            *CLUSTER_VALUES,
+            *image,
         )
-        _wait_workers(cluster, ns, "pss", 2)
+        pods = _wait_workers(cluster, ns, "pss", 2)
+        assert len({p["spec"]["nodeName"] for p in pods}) == 2  # one worker per node
+        for pod in pods:
+            assert pod["spec"]["runtimeClassName"] == RUNTIME_CLASS
+            assert pod["metadata"]["labels"]["cost-centre"] == "cc-1234"
+            (init,) = pod["status"]["initContainerStatuses"]
+            assert init["state"]["terminated"]["exitCode"] == 0
+            ready = {c["name"]: c.get("ready") for c in pod["status"]["containerStatuses"]}
+            assert ready.get("shipper") is True, pod["status"]["containerStatuses"]  # it read what init wrote
+        claim = cluster.api.get(ns_path(ns, "persistentvolumeclaims", "pss-tf-multiworker-shared"))
+        assert claim["metadata"]["annotations"]["backup.example/schedule"] == "daily"
+        assert claim["metadata"]["annotations"]["example.com/owner"] == "ml-platform"
         tb = wait_for(
             lambda: cluster.pods(ns, "app.kubernetes.io/component=tensorboard"),
             60,
@@ -84,6 +141,7 @@ def test_restricted_namespace_admits_every_pod_the_chart_creates(cluster):
         assert "tfmw launcher peers: all 2 reachable after" in test.stdout
     finally:
         delete_namespace(cluster, ns)
+        cluster.api.delete(f"/apis/node.k8s.io/v1/runtimeclasses/{RUNTIME_CLASS}")
 
 
 def test_restricted_namespace_refuses_a_weakened_pod(cluster):

@@ -168,16 +168,30 @@ def test_scheduling_values_reach_the_pod(helm, render):
     objects = render(
         helm,
         overlay_path("prod"),
-        sets=("imagePullSecrets[0].name=regcred", "workers.podLabels.team=ml", "workers.podAnnotations.note=x"),
+        sets=(
+            "imagePullSecrets[0].name=regcred",
+            "workers.podLabels.team=ml",
+            "workers.podAnnotations.note=x",
+            "workers.topologySpreadConstraints[0].maxSkew=1",
+            "workers.topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone",
+            "workers.topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+        ),
     )
     template = one(objects, "StatefulSet")["spec"]["template"]
     spec = template["spec"]
+    selector = one(objects, "StatefulSet")["spec"]["selector"]["matchLabels"]
     assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
     assert spec["imagePullSecrets"] == [{"name": "regcred"}]
     (constraint,) = spec["topologySpreadConstraints"]
     # A constraint without a labelSelector gets the workers' selector.
-    assert constraint["labelSelector"]["matchLabels"] == one(objects, "StatefulSet")["spec"]["selector"]["matchLabels"]
+    assert constraint["labelSelector"]["matchLabels"] == selector
+    # prod: one worker per node, required (workers.podAntiAffinity=hard)
+    assert spec["affinity"]["podAntiAffinity"] == {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": selector}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
     assert template["metadata"]["labels"]["team"] == "ml"
     assert template["metadata"]["annotations"]["note"] == "x"
     assert worker_container(objects)["resources"]["limits"]["nvidia.com/gpu"] == 4
