@@ -102,7 +102,8 @@ USER 1000:1000
 # TF gRPC (the chart's workers.port default, container port "grpc"); documentation only.
 EXPOSE 2222
 
-# No HEALTHCHECK: Kubernetes ignores Docker health checks; the chart's probes decide.
+# No HEALTHCHECK: Kubernetes ignores Docker health checks. In the chart the launcher supervises
+# the trainer itself (its heartbeat and hang watchdog, docs/failure-model.md).
 # The chart overrides both: command ["python","-m","entrypoint","run","--"] and
 # args = training.command + training.args. Without the chart, `docker run` gets the same
 # launcher running the built-in trainer.

@@ -267,3 +267,34 @@ def test_a_restart_waiting_for_a_peer_that_cannot_be_scheduled_says_why(fake_api
     run.until("tfmw launcher idle:")
     assert fake_api.status("train-status")["phase"] == "Succeeded"
     run.stop()
+
+
+def test_the_first_start_waiting_for_a_peer_that_cannot_be_scheduled_says_why(fake_api, tmp_path, monkeypatch):
+    """A first deploy whose worker 1 finds no node with room: while the chief waits for it, its
+    Pending status names the pod and the scheduler's reason (what `make status` prints)."""
+    scheduled = []
+
+    def peers_wait(hosts, timeout, log, sleep):  # worker 1 has no address until it is scheduled
+        while not scheduled:
+            sleep(0.05)
+
+    monkeypatch.setattr(launcher_module, "wait_for_peers", peers_wait)
+    fake_api.pods["train-1"] = dict(UNSCHEDULABLE, metadata={"name": "train-1"})
+    env = resizable_env(fake_api, tmp_path)
+    del env["TFMW_LOOPBACK_PORTS"]
+    run = Run(env, command(tmp_path, STOPS_ON_SIGTERM_THEN_FINISHES)).until("tfmw launcher run=r1")
+    wait_for_status(
+        fake_api,
+        lambda status: status.get("message", "")
+        == (
+            "waiting for workers that are not running (train-1: Unschedulable: 0/2 nodes are available: "
+            "2 Insufficient cpu.); training starts once they run, or the run fails after "
+            "peers.timeoutSeconds=600 (PeersNotFound)"
+        ),
+    )
+    assert fake_api.status("train-status")["phase"] == "Pending"
+    scheduled.append(True)
+    run.until("tfmw launcher starting training (attempt 1)")
+    wait_for_status(fake_api, lambda status: status.get("phase") == "Running")
+    assert "waiting for" not in fake_api.status("train-status")["message"]
+    run.stop()

@@ -296,7 +296,7 @@ def fig_recovery(
     lines += [
         f"*Command:* `{defaults.config.command()}` — **{defaults.status}**.",
         "",
-        "Method (the harness, `scripts/tfmw/faults/`, issue 4): each row is a real 2-worker MWMS run of the rendered "
+        "Method (the harness, `scripts/tfmw/faults/`): each row is a real 2-worker MWMS run of the rendered "
         "chart by `make local`'s runner with the chart's defaults (`values/local.yaml`; nothing about detection or "
         "restarts is tuned: `training.hangTimeoutSeconds` 600 with `training.hangDetection: adaptive`, TensorFlow's "
         "coordination heartbeat, the warm standby on for the built-in trainer); the fault is injected mid-training "
@@ -522,7 +522,7 @@ def _cluster_ready_text(s) -> str:
     """What the `up`s of figure 6 say about the ready target and the image (pure)."""
 
     def within(seconds: float) -> str:
-        return f"{'within' if seconds <= 20 else 'over'} issue 19's 20 s"
+        return f"{'within' if seconds <= 20 else 'over'} the 20 s target"
 
     imported, cached = s.import_up, s.cached_up
     if imported and cached:

@@ -64,6 +64,7 @@ def _wait_workers(cluster, namespace, release, count):
 # one worker per node. All of it under an enforced "restricted" Pod Security level.
 RUNTIME_CLASS = "tfmw-runc"
 PY = "python"
+SIDECAR_SCRIPT = "import time; assert open('/data/fetched').read() \\=\\= 'ok'; time.sleep(86400)"  # --set escapes
 CLUSTER_VALUES = (
     f"workers.runtimeClassName={RUNTIME_CLASS}",
     "commonLabels.cost-centre=cc-1234",
@@ -80,7 +81,7 @@ CLUSTER_VALUES = (
     "workers.initContainers[0].volumeMounts[0].name=data",
     "workers.initContainers[0].volumeMounts[0].mountPath=/data",
     "workers.sidecars[0].name=shipper",
-    f"workers.sidecars[0].command={{{PY},-c,import time; assert open('/data/fetched').read() \\=\\= 'ok'; time.sleep(86400)}}",
+    f"workers.sidecars[0].command={{{PY},-c,{SIDECAR_SCRIPT}}}",
     "workers.sidecars[0].volumeMounts[0].name=data",
     "workers.sidecars[0].volumeMounts[0].mountPath=/data",
     "workers.sidecars[0].resources.limits.cpu=100m",

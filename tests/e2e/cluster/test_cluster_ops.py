@@ -11,6 +11,7 @@ one-line error naming the object and field, with a non-zero exit, and what is le
 
 from __future__ import annotations
 
+import json
 import shlex
 import socket
 import subprocess
@@ -530,6 +531,49 @@ def test_an_install_whose_pods_cannot_schedule_says_why_and_is_rolled_back(clust
         assert reused["metadata"]["uid"] == claim["metadata"]["uid"]
     finally:
         delete_namespace_if_there(cluster, name)
+
+
+# dev and staging as they are, but for what two 2-CPU nodes without GPUs can hold
+FITS_HERE = [
+    *SLEEPER,
+    "workers.gpus=0",
+    "workers.nodeSelector=null",
+    "workers.resources.requests.cpu=100m",
+    "workers.resources.requests.memory=256Mi",
+    "workers.resources.limits.cpu=1",
+    "workers.resources.limits.memory=1Gi",
+    "workers.shm.sizeLimit=64Mi",
+    "storage.createClaim.size=1Gi",
+]
+
+
+def test_dev_then_staging_are_two_releases_in_two_namespaces_neither_touching_the_other(cluster):
+    """`make deploy ENV=dev`, then `ENV=staging`: each overlay's target names its own release and
+    namespace (and so its own run id and claim); the second deploy leaves the first alone."""
+    try:
+        dev = tfmw(cluster, "deploy", "--env", "dev", "--timeout", "3m", sets=FITS_HERE)
+        assert dev.returncode == 0, dev.stdout + dev.stderr
+        assert "release tf-multiworker-dev in namespace tfmw-dev (from values/dev.yaml target)" in dev.stdout
+        before = json.loads(helm_release(cluster, "tfmw-dev", "tf-multiworker-dev").stdout)
+        staging = tfmw(cluster, "deploy", "--env", "staging", "--timeout", "3m", sets=FITS_HERE)
+        assert staging.returncode == 0, staging.stdout + staging.stderr
+        assert "installing tf-multiworker-staging in namespace tfmw-staging" in staging.stdout
+        after = json.loads(helm_release(cluster, "tfmw-dev", "tf-multiworker-dev").stdout)
+        assert after["version"] == before["version"] == 1 and after["info"]["status"] == "deployed"
+        for ns, release in (("tfmw-dev", "tf-multiworker-dev"), ("tfmw-staging", "tf-multiworker-staging")):
+            (sts,) = cluster.api.items(ns_path(ns, "statefulsets", group="apps/v1"))
+            env = {e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
+            assert sts["metadata"]["name"] == release and env["TFMW_RUN_ID"] == release
+            claims = [c["metadata"]["name"] for c in cluster.api.items(ns_path(ns, "persistentvolumeclaims"))]
+            assert claims == [f"{release}-shared"]
+        status = tfmw(cluster, "status", "--env", "staging")
+        assert status.returncode == 0 and "release tf-multiworker-staging in namespace tfmw-staging" in status.stdout
+        for env in ("dev", "staging"):
+            gone = tfmw(cluster, "undeploy", "--env", env)
+            assert gone.returncode == 0 and f"uninstalled release tf-multiworker-{env}" in gone.stdout, gone.stderr
+    finally:
+        for ns in ("tfmw-dev", "tfmw-staging"):
+            delete_namespace_if_there(cluster, ns)
 
 
 @pytest.mark.parametrize("helm", ["helm4", "helm3"])

@@ -10,7 +10,7 @@ from pathlib import Path
 import chartkit
 import yaml
 
-from tfmw.chart import values_table
+from tfmw.chart import render, values_table
 
 VALUES = chartkit.CHART / "values.yaml"
 SCHEMA = chartkit.CHART / "values.schema.json"
@@ -231,3 +231,44 @@ def test_no_doc_suggests_an_extra_env_name_the_chart_refuses():
         if (names := extra_env_suggestions(doc_text(path.read_text(), path.suffix == ".yaml"), refused))
     }
     assert not offenders, f"docs suggest workers.extraEnv names the chart refuses: {offenders}"
+
+
+def _overlay_row(env: str) -> list[str]:
+    """What docs/chart.md's overlays table must say of values/<env>.yaml, from its render."""
+    rendered = render.prepare(env)
+    target = rendered.target
+    sts = rendered.find("StatefulSet")[0]
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    env_vars = {e["name"]: e.get("value") for e in container["env"]}
+    gpus = (container.get("resources", {}).get("limits") or {}).get("nvidia.com/gpu")
+    claims = rendered.find("PersistentVolumeClaim")
+    storage = (
+        f"createClaim {claims[0]['spec']['resources']['requests']['storage']}"
+        if claims
+        else rendered.values["storage"]["type"]
+    )
+    context = f"`{target.kube_context}`" if target.kube_context else "any"
+    return [
+        f"`{env}.yaml`",
+        f"`{target.release}`",
+        f"`{target.namespace}`",
+        context,
+        f"{sts['spec']['replicas']} × {f'{gpus} GPU' if gpus else 'CPU'}",
+        storage,
+        f"`{container['image'].rpartition(':')[2]}`",
+        env_vars["TFMW_ON_SUCCESS"],
+    ]
+
+
+def test_the_overlays_table_in_chart_md_is_what_the_overlays_render():
+    text = (chartkit.REPO / "docs" / "chart.md").read_text()
+    table = text.split("<!-- overlays-table:start -->", 1)[1].split("<!-- overlays-table:end -->", 1)[0]
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in table.strip().splitlines()[2:]]
+    documented = {row[0]: row for row in rows}
+    assert sorted(documented) == sorted(f"`{env}.yaml`" for env in chartkit.OVERLAYS)
+    for env in chartkit.OVERLAYS:
+        row = documented[f"`{env}.yaml`"]
+        expected = _overlay_row(env)
+        # the kube context cell may say more than "any" (e.g. what no ENV means for local)
+        assert row[3].startswith(expected[3]), (env, row[3])
+        assert row[:3] + row[4:] == expected[:3] + expected[4:], env

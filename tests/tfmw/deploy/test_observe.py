@@ -653,3 +653,80 @@ def test_no_log_reader_where_the_run_keeps_no_logs():
     ):
         pod, where = observe.log_reader_pod(_rendered_sts(*sets), "x")
         assert pod is None and why in where, where
+
+
+# -- a deploy stops at the first worker that cannot start (observe.start_failure) ------------
+
+
+def _state(name: str, reason: str, message: str = "", phase: str = "Pending", hint: str = "") -> observe.PodState:
+    return observe.PodState(name, phase, False, False, False, 0, reason, message=message, hint=hint)
+
+
+DEPLOYED = observe.Workers("r-tf-multiworker", "ml", 2, "app=x")
+
+
+@pytest.mark.parametrize(
+    "reason",
+    ["ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError"],
+)
+def test_a_worker_that_cannot_start_stops_the_deploy_at_once(reason):
+    why = observe.start_failure([_state("r-0", reason, 'secret "x" not found')], {}, 0.0, 120.0, set())
+    assert why.startswith(f"worker pod r-0 cannot start: {reason}: ")
+    if reason == "CreateContainerConfigError":
+        assert "create the Secret or ConfigMap it names" in why
+
+
+def test_an_unschedulable_worker_stops_the_deploy_only_after_the_grace_and_without_an_autoscaler():
+    pods = [_state("r-1", "Unschedulable", "0/2 nodes are available: 2 Insufficient cpu.")]
+    assert observe.start_failure(pods, {"r-1": 100.0}, 219.0, 120.0, set()) is None  # 119 s: still waiting
+    why = observe.start_failure(pods, {"r-1": 100.0}, 221.0, 120.0, set())
+    assert why.startswith("worker pod r-1 could not be scheduled for 121s: 0/2 nodes are available") and (
+        "UNSCHEDULABLE_GRACE" in why
+    )
+    assert observe.start_failure(pods, {"r-1": 100.0}, 1000.0, 120.0, {"r-1"}) is None  # a node is coming
+
+
+def test_a_queued_or_terminating_pod_never_stops_the_deploy():
+    gated = [_state("r-0", "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates")]
+    assert observe.start_failure(gated, {}, 1e9, 1.0, set()) is None
+    going = [_state("r-0", "ImagePullBackOff", phase="Terminating")]
+    assert observe.start_failure(going, {}, 0.0, 1.0, set()) is None
+
+
+def test_the_autoscalers_events_say_capacity_is_coming():
+    events = [
+        {"reason": "TriggeredScaleUp", "involvedObject": {"kind": "Pod", "name": "r-tf-multiworker-1"}},
+        {"reason": "Nominated", "regarding": {"kind": "Pod", "name": "r-tf-multiworker-0"}},
+        {"reason": "TriggeredScaleUp", "involvedObject": {"kind": "Pod", "name": "someone-else-0"}},
+        {"reason": "FailedScheduling", "involvedObject": {"kind": "Pod", "name": "r-tf-multiworker-3"}},
+    ]
+    assert observe.capacity_coming_for(events, DEPLOYED) == {"r-tf-multiworker-0", "r-tf-multiworker-1"}
+
+
+@pytest.mark.parametrize(
+    "image,gpus,says",
+    [
+        ("reg/tfmw:0.1.0", True, "`make image IMAGE=reg/tfmw:0.1.0 PUSH=1`"),
+        ("reg/tfmw:0.1.0-cpu", True, "`make image IMAGE=reg/tfmw:0.1.0-cpu VARIANT=cpu PUSH=1`"),
+        ("reg/tfmw:dev", False, "`make image IMAGE=reg/tfmw:dev VARIANT=cpu PUSH=1`"),
+        ("reg/tfmw@sha256:" + "a" * 64, True, "push the image whose digest is sha256:aaaa"),
+    ],
+)
+def test_the_image_fix_builds_exactly_what_the_pod_pulls(image, gpus, says):
+    hint = observe.image_hint("ImagePullBackOff", image, gpus)
+    assert says in hint and "imagePullSecrets" in hint and "make cluster-load" in hint
+
+
+def test_an_invalid_image_name_is_a_value_to_fix_not_an_image_to_build():
+    hint = observe.image_hint("InvalidImageName", "reg/TFMW:x")
+    assert "not a valid image reference" in hint and "make image" not in hint
+
+
+def test_make_status_says_what_the_chief_says_while_a_pod_waits():
+    record = observe.RunRecord(
+        run_id="r1",
+        phase="Pending",
+        message="waiting for workers that are not running (r-1: ImagePullBackOff: back-off); training starts ...",
+    )
+    summary = observe.run_summary(record, observe.Workers("r", "ml", 2, "a=b", run_id="r1"))
+    assert summary.startswith("run r1 Pending (waiting for workers that are not running (r-1: ImagePullBackOff")
