@@ -285,11 +285,13 @@ def test_the_first_start_waiting_for_a_peer_that_cannot_be_scheduled_says_why(fa
     run = Run(env, command(tmp_path, STOPS_ON_SIGTERM_THEN_FINISHES)).until("tfmw launcher run=r1")
     wait_for_status(
         fake_api,
-        lambda status: status.get("message", "")
-        == (
-            "waiting for workers that are not running (train-1: Unschedulable: 0/2 nodes are available: "
-            "2 Insufficient cpu.); training starts once they run, or the run fails after "
-            "peers.timeoutSeconds=600 (PeersNotFound)"
+        lambda status: (
+            status.get("message", "")
+            == (
+                "waiting for workers that are not running (train-1: Unschedulable: 0/2 nodes are available: "
+                "2 Insufficient cpu.); training starts once they run, or the run fails after "
+                "peers.timeoutSeconds=600 (PeersNotFound)"
+            )
         ),
     )
     assert fake_api.status("train-status")["phase"] == "Pending"

@@ -146,13 +146,22 @@ def test_success_records_scales_to_zero_and_frees_the_gpus(cluster, namespace):
 
 
 def test_bad_training_config_fails_once_naming_the_key(cluster, namespace):
-    _install(cluster, namespace, "bad", *FAST, "training.config.batchSizePerReplica=0")
+    """A config only the trainer's own checks refuse (a model argument mlp does not take: the
+    chart's schema leaves model.args to the model), installed with plain helm: the workers refuse
+    it at their start, the run is Failed once, never crash-loops. `make template` refuses it
+    before any of that."""
+    bad = "training.config.model.args.width=8"
+    _install(cluster, namespace, "bad", *FAST, bad)
     status = _wait_phase(cluster, namespace, "bad", "Failed", timeout=120)
-    assert status["reason"] == "BadConfig" and "batchSizePerReplica" in status["message"]
+    assert status["reason"] == "BadConfig" and "model.args.width" in status["message"]
     wait_for(lambda: _replicas(cluster, namespace, "bad") == 0, 30, "the StatefulSet scaled to 0")
     failed = [e for e in _sts_events(cluster, namespace, "bad") if e["reason"] == "Failed"]
-    assert failed and failed[0]["type"] == "Warning" and "batchSizePerReplica" in failed[0]["message"]
+    assert failed and failed[0]["type"] == "Warning" and "model.args.width" in failed[0]["message"]
     assert _never_crash_looped(cluster, namespace)
+    offline = cluster.tfmw(
+        "template", "--env", "local", "--output", "/dev/null", *sum((["--set", s] for s in FAST), []), "--set", bad
+    )
+    assert offline.returncode == 2 and "training.config.model.args.width: unknown argument" in offline.stderr
 
 
 def test_peers_that_never_appear_fail_after_the_timeout(cluster, namespace):

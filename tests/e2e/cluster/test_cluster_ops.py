@@ -693,7 +693,7 @@ def test_a_value_the_schema_accepts_but_the_api_server_refuses(cluster, namespac
         "deploy",
         "the API server refused StatefulSet bad-tf-multiworker: field spec.template.spec.affinity.nodeAffinity."
         "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator "
-        '(values: workers.affinity): Unsupported value: "Bogus"',
+        '(values: workers.affinity): Invalid value: "Bogus": not a valid selector operator',
         "the failed install was rolled back: release bad was uninstalled",
     )
     assert proc.returncode == 2
@@ -719,7 +719,7 @@ def test_a_refused_value_with_no_rollback_keeps_the_failed_release_and_says_so(c
         proc,
         "deploy",
         "the API server refused StatefulSet keep-tf-multiworker: field spec.template.spec.affinity.",
-        '(values: workers.affinity): Unsupported value: "Bogus"',
+        '(values: workers.affinity): Invalid value: "Bogus": not a valid selector operator',
         "kept for debugging (--no-rollback): release keep revision 1 is failed",
     )
     status = helm_release(cluster, namespace, "keep")

@@ -217,7 +217,7 @@ def test_cluster_report_states_the_ratios_the_nodes_and_the_image():
     text = report.fig_cluster(s, fig_cluster.table_rows(s), fig_cluster.HEADERS, "1 / 1 / 1")
     assert text.startswith("## Figure 6:") and "2.00x (slower in its one round" in text
     assert "node agent" not in text and "kubelet + containerd" in text and "kube-proxy" in text
-    assert "worker image" in text and "24.2 s" in text and "ready in 14.0 s (within issue 19's 20 s)" in text
+    assert "worker image" in text and "24.2 s" in text and "ready in 14.0 s (within the 20 s target)" in text
     assert "A deleted worker pod costs 30.0 s" in text and "a median ratio of 2.50x" in text
     assert "Running 9.0 s after the delete" in text
     assert "training.config.steps=10" in text and "| measurement | seconds | against |" in text
