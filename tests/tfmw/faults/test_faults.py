@@ -152,8 +152,10 @@ def test_retries_exhausted_exit_5_with_reason(tmp_path):
 
 
 def test_bad_training_config_ends_the_local_run_at_once_with_exit_2(tmp_path):
-    # The launcher records Failed (BadConfig) and idles, as in a StatefulSet; the local runner
-    # reads its `tfmw failed` line and stops with the run's code, naming the key.
+    # A config only the running trainer can refuse (data files that are not there): the launcher
+    # records Failed (BadConfig) and idles, as in a StatefulSet; the local runner reads its
+    # `tfmw failed` line and stops with the run's code, naming the key. (What the trainer's
+    # validator refuses, `make local` refuses before it starts anything: test_deploy_render.py.)
     proc = subprocess.run(
         [
             sys.executable,
@@ -164,7 +166,8 @@ def test_bad_training_config_ends_the_local_run_at_once_with_exit_2(tmp_path):
             "--release",
             "badcfg",
             "--set",
-            "training.config.batchSizePerReplica=0",
+            f"training.config.data.source=files training.config.data.path={tmp_path / 'no-data'} "
+            "training.config.data.numClasses=10",
             "--timeout",
             "120",
         ],
@@ -175,4 +178,4 @@ def test_bad_training_config_ends_the_local_run_at_once_with_exit_2(tmp_path):
     )
     assert proc.returncode == 2, proc.stdout[-2000:]
     summary = proc.stdout[proc.stdout.index("tf-multiworker local run FAILED") :]
-    assert "BadConfig (bad configuration)" in summary and "batchSizePerReplica" in summary
+    assert "BadConfig (bad configuration)" in summary and "data.path" in summary
