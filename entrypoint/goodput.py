@@ -157,6 +157,11 @@ class Ledger:
         self._at_risk = 0.0  # training seconds since the last checkpoint
         self._last_beat: float | None = None
 
+    @property
+    def beats(self) -> bool:
+        """Does the command write a heartbeat (the built-in trainer)?"""
+        return self._beats
+
     def _close(self, now: float) -> None:
         spent = max(now - self._since, 0.0)
         if self._activity == _TRAINING:

@@ -112,7 +112,9 @@ def statefulset_replicas(env: Mapping[str, str], settings: LauncherSettings, tim
         raise ConfigError("no API access (TFMW_API_DIR) to read the group's size; set TFMW_REPLICAS")
     where = f"statefulset {settings.statefulset}'s scale"
     try:
-        replicas = (api.get_scale(settings.namespace, settings.statefulset).get("spec") or {}).get("replicas")
+        # the API server leaves out a replicas of 0 (omitempty): a scale with a spec and no
+        # replicas is at 0
+        replicas = (api.get_scale(settings.namespace, settings.statefulset).get("spec") or {}).get("replicas", 0)
     except APIError as err:
         if err.status in (401, 403, 404):
             raise ConfigError(
@@ -167,7 +169,10 @@ def start_ledger(recorded: RunState | None, state: RunState, launched: float, be
         and recorded.started_at == state.started_at
     )
     carried = Accounting.from_fields(recorded.productive_seconds, recorded.badput_seconds) if same_attempt else None
-    last = parse_rfc3339(recorded.updated_at) if carried is not None else None
+    # The time since the record is a restart's (the pod was recreated), not a suspend's: a run
+    # suspended on purpose is not losing time.
+    counted = carried is not None and recorded.phase is not Phase.SUSPENDED
+    last = parse_rfc3339(recorded.updated_at) if counted else None
     return Ledger(launched, beats=beats, carried=carried, absent_seconds=launched - last if last is not None else 0.0)
 
 
@@ -278,6 +283,7 @@ class Launcher:
         self.marker_retry_seconds = marker_retry_seconds
         self.stopping = threading.Event()
         self.supervisor: Supervisor | None = None
+        self.size_error = ""  # why the group's size could not be read, the last time
 
     def log(self, line: str) -> None:
         """Print one line; also keep it with the run (entrypoint.podlog) once that is set up."""
@@ -339,7 +345,7 @@ class Launcher:
             ending = self._train(run)
         except _Stopped:
             self._say("stopped by signal while waiting for peers")
-            return EXIT_SIGTERM
+            return self._stopped(run, EXIT_SIGTERM)
         except _Failure as failure:
             run.tracker.transition(Phase.FAILED, failure.reason, failure.message)
             return self._finish(run.tracker, settings, platform, run.run_dir)
@@ -347,9 +353,35 @@ class Launcher:
             run.tracker.adopt(ended.state)
             return self._finish(run.tracker, settings, platform, run.run_dir)
         if ending.phase is None:
-            return ending.returncode
+            return self._stopped(run, ending.returncode)
         run.tracker.transition(ending.phase, ending.reason, ending.message)
         return self._finish(run.tracker, settings, platform, run.run_dir)
+
+    def _stopped(self, run: _Run, returncode: int) -> int:
+        """The pod is going away (SIGTERM) and training stopped, at the group's checkpoint when it
+        trained. Where its StatefulSet is at 0 replicas while the run is not over, that is a
+        suspend (`suspend: true`, or a scale to 0 by hand): the chief records Suspended, so a
+        later `suspend: false` resumes the run from that checkpoint."""
+        tracker = run.tracker
+        if run.platform or not tracker.is_chief or not run.settings.resizable or tracker.state.terminal:
+            return returncode
+        size = self._read_size(run.settings)
+        if size is None:
+            self._say(
+                f"stopped: the group's size cannot be read ({self.size_error}), so a suspend is not told from "
+                "an eviction; nothing recorded"
+            )
+            return returncode
+        if size != 0:
+            return returncode  # this pod alone is going (a drain, a preemption): the group re-forms
+        step = tracker.state.last_checkpoint_step or 0
+        tracker.transition(
+            Phase.SUSPENDED,
+            message=f"suspended at step {step} (the StatefulSet at 0 replicas: suspend: true): the workers are "
+            "removed, the run and its storage kept; suspend: false (make resume) continues it from there",
+        )
+        run.recorder.flush(self.flush_seconds)
+        return returncode
 
     def _announce(self, tf_config: dict, kind: str, platform: bool) -> None:
         task = tf_config["task"]
@@ -391,6 +423,7 @@ class Launcher:
             worker_index=task["index"],
             log=self.log,
             ledger=start_ledger(recorded, plan.state, launched, is_builtin_trainer(self.command)),
+            grace_seconds=settings.grace_seconds,
         )
         self._serve_metrics(settings, tracker, task)
         self._say(f"run={run_id} revision={settings.pod_revision or '-'}: {plan.why}")
@@ -463,16 +496,14 @@ class Launcher:
         """The peer wait, then the training command under the supervisor (restarts in place,
         the watchdog, the deadline) until it ends."""
         task = run.tf_config["task"]
-        run.tracker.record_now(
-            (
-                "Restarted",
-                "Warning",
-                f"worker {task['index']}'s pod restarted, resuming from "
-                f"step {run.plan.state.last_checkpoint_step or 0}",
-            )
+        resumed_event = (
+            ("Restarted", "Warning", f"worker {task['index']}'s pod restarted, {run.tracker.resume_point()}")
             if run.plan.resumed
+            else ("Resumed", "Normal", run.plan.state.message)
+            if run.recorded is not None and run.recorded.phase is Phase.SUSPENDED
             else None
         )
+        run.tracker.record_now(resumed_event)
         self.supervisor = Supervisor(self._supervisor_config(run))
         watching = self._watch_size(run) if run.settings.resizable and not run.platform else None
         api = KubeAPI.from_env(self.env, run.settings.api_dir, timeout=self.api_timeout)
@@ -544,7 +575,12 @@ class Launcher:
         port = settings.metrics_port + (task["index"] if settings.loopback_ports else 0)
         role = "chief" if tracker.is_chief else task["type"]
         collector = metrics.RunCollector(tracker, worker=task["index"], role=role)
-        if metrics.serve(port, collector, self._say) is not None:
+
+        def ready() -> tuple[bool, str]:
+            supervisor = self.supervisor
+            return tracker.ready(supervisor.seconds_without_progress() if supervisor is not None else 0.0)
+
+        if metrics.serve(port, collector, self._say, ready=ready) is not None:
             self._say(f"metrics: serving /metrics on port {port}")
 
     def _restarting(self, run: _Run, cause: str) -> None:
@@ -566,7 +602,7 @@ class Launcher:
         phase = tracker.state.phase
         if phase is Phase.PENDING:
             tracker.transition(Phase.RUNNING, message=f"run {tracker.state.run_id}: {workers} workers training")
-        elif phase is Phase.RESTARTING:
+        elif phase in (Phase.RESTARTING, Phase.WAITING):
             tracker.transition(Phase.RUNNING, message=f"attempt {attempt}")
         elif phase is Phase.RESIZING:
             step = tracker.state.last_checkpoint_step or 0
@@ -577,7 +613,8 @@ class Launcher:
         """The StatefulSet's spec.replicas now; None when it cannot be read (kept as it was)."""
         try:
             return statefulset_replicas(self.env, settings, self.api_timeout)
-        except (APIError, ConfigError):
+        except (APIError, ConfigError) as err:
+            self.size_error = str(err)
             return None
 
     def _group_size_at_start(self, settings: LauncherSettings) -> int:
@@ -653,8 +690,10 @@ class Launcher:
                     if why:
                         reasons[ordinal] = why
                 # A replacement with no node that has room: the group's attempt waits inside
-                # TensorFlow for a worker that is not running; the status says which and why.
-                run.waiting.report(run.waiting_state(), reasons)
+                # TensorFlow for a worker that is not running; the status says which and why
+                # (unless the group trained again while the pods were read).
+                if supervisor.seconds_without_progress() >= STALLED_SECONDS:
+                    run.waiting.report(run.waiting_state(), reasons)
 
         threading.Thread(target=watch, name="tfmw-lost-peers", daemon=True).start()
         return done
@@ -716,7 +755,7 @@ class Launcher:
         old = run.resized_from
         if tracker.state.phase is Phase.RESIZING and old is not None:
             ordinals = range(old, run.workers)
-        elif tracker.state.phase in (Phase.PENDING, Phase.RESTARTING):
+        elif tracker.state.phase in (Phase.PENDING, Phase.RESTARTING, Phase.WAITING):
             ordinals = [o for o in range(run.workers) if o != run.identity.ordinal]
         else:
             return
@@ -751,7 +790,7 @@ class Launcher:
             f"resizing: workers.replicas {run.resized_from} -> {size}: the group stops at its next "
             f"checkpoint and re-forms at {size} workers"
         )
-        if run.tracker.state.phase in (Phase.RUNNING, Phase.RESTARTING):
+        if run.tracker.state.phase in (Phase.RUNNING, Phase.RESTARTING, Phase.WAITING):
             run.tracker.transition(
                 Phase.RESIZING,
                 message=f"workers.replicas {run.workers} -> {size}: stopping at the next checkpoint to re-form "

@@ -5,10 +5,14 @@ status recorder writes its states to the status ConfigMap, and the Kubernetes Ev
 named after its transitions.
 
     Pending -> Running <-> Restarting            (in place, from the last checkpoint)
-    Running | Restarting -> Resizing -> Running  (workers.replicas changed: the group stops at a
-                                                  checkpoint and re-forms at the new size)
-    Pending | Running | Restarting | Resizing -> Succeeded  (the chief's COMPLETED marker)
-    Pending | Running | Restarting | Resizing -> Failed     (a terminal reason below)
+    Running | Restarting -> Waiting -> Running   (the group is not formed: a worker is not running,
+                                                  e.g. preempted or replaced, Pending meanwhile)
+    Running | Restarting | Waiting -> Resizing -> Running  (workers.replicas changed: the group
+                                                  stops at a checkpoint, re-forms at the new size)
+    any of the above -> Suspended -> Pending     (suspend: true stopped the group at a checkpoint
+                                                  and removed its pods; suspend: false resumes)
+    any of the above -> Succeeded                (the chief's COMPLETED marker)
+    any of the above -> Failed                   (a terminal reason below)
 
 A run is identified by its run id and its `startedAt`: a new training.runId, or a retry
 after a Failed run whose pod template changed (a new `revision`), starts a new attempt
@@ -38,6 +42,8 @@ class Phase(StrEnum):
     RUNNING = "Running"  # the training command runs
     RESTARTING = "Restarting"  # it failed retryably (or the chief's pod restarted): restarting in place
     RESIZING = "Resizing"  # the StatefulSet's replicas changed: re-forming the group at the new size
+    WAITING = "Waiting"  # the group is not formed: a worker is not running (Pending, preempted, replaced)
+    SUSPENDED = "Suspended"  # stopped at a group checkpoint by `suspend: true`, pods removed; resumable
     SUCCEEDED = "Succeeded"  # terminal
     FAILED = "Failed"  # terminal
 
@@ -83,7 +89,30 @@ EDGES: dict[tuple[Phase, Phase], tuple[Reason, ...]] = {
     # the new workers never appear (PeersNotFound: e.g. a new worker that cannot be scheduled
     # for peers.timeoutSeconds), or the deadline passes while the group re-forms
     (Phase.RESIZING, Phase.FAILED): (Reason.PEERS_NOT_FOUND, Reason.DEADLINE_EXCEEDED, Reason.RESTART_LIMIT),
+    # a worker is not running (its pod Pending: preempted, evicted, replaced after a lost node)
+    (Phase.RUNNING, Phase.WAITING): (),
+    (Phase.RESTARTING, Phase.WAITING): (),
+    (Phase.WAITING, Phase.RUNNING): (),  # the group trains again
+    (Phase.WAITING, Phase.RESTARTING): (),  # the attempt that waited failed: restart in place
+    (Phase.WAITING, Phase.RESIZING): (),
+    (Phase.WAITING, Phase.SUCCEEDED): (Reason.COMPLETED,),
+    (Phase.WAITING, Phase.FAILED): (
+        Reason.PEERS_NOT_FOUND,
+        Reason.DEADLINE_EXCEEDED,
+        Reason.RESTART_LIMIT,
+        Reason.TRAINING_FAILED,
+        Reason.BAD_CONFIG,
+    ),
+    # suspend: true (the StatefulSet at 0 replicas, the run not over): the chief records it as
+    # its pod stops; suspend: false brings the pods back, and the run goes on from its checkpoint
+    **{
+        (src, Phase.SUSPENDED): ()
+        for src in (Phase.PENDING, Phase.RUNNING, Phase.RESTARTING, Phase.RESIZING, Phase.WAITING)
+    },
+    (Phase.SUSPENDED, Phase.PENDING): (),
 }
+# Phases in which the group is under way but not training: a pod that starts now continues it.
+UNDER_WAY = frozenset({Phase.RUNNING, Phase.RESTARTING, Phase.RESIZING, Phase.WAITING})
 
 # The launcher's exit code for a terminal reason, where a platform owns the lifecycle
 # (TFJob, an Indexed Job, JobSet): 0 on success, a permanent non-zero code on failure.
@@ -107,14 +136,14 @@ EVENTS = {
     (Phase.RUNNING, Phase.RESIZING): ("Resizing", "Normal"),
     (Phase.RESTARTING, Phase.RESIZING): ("Resizing", "Normal"),
     (Phase.RESIZING, Phase.RUNNING): ("Resized", "Normal"),
-    **{
-        (src, Phase.SUCCEEDED): ("Succeeded", "Normal")
-        for src in (Phase.PENDING, Phase.RUNNING, Phase.RESTARTING, Phase.RESIZING)
-    },
-    **{
-        (src, Phase.FAILED): ("Failed", "Warning")
-        for src in (Phase.PENDING, Phase.RUNNING, Phase.RESTARTING, Phase.RESIZING)
-    },
+    (Phase.RUNNING, Phase.WAITING): ("Waiting", "Warning"),
+    (Phase.RESTARTING, Phase.WAITING): ("Waiting", "Warning"),
+    (Phase.WAITING, Phase.RUNNING): ("Regrouped", "Normal"),
+    (Phase.WAITING, Phase.RESIZING): ("Resizing", "Normal"),
+    (Phase.SUSPENDED, Phase.PENDING): ("Resumed", "Normal"),
+    **{(src, dst): ("Suspended", "Normal") for src, dst in EDGES if dst is Phase.SUSPENDED},
+    **{(src, dst): ("Succeeded", "Normal") for src, dst in EDGES if dst is Phase.SUCCEEDED},
+    **{(src, dst): ("Failed", "Warning") for src, dst in EDGES if dst is Phase.FAILED},
 }
 
 # The status ConfigMap's data keys (all string values), in the order documented.
@@ -316,8 +345,11 @@ def plan_start(recorded: RunState | None, run_id: str, revision: str, completed:
     - the status says Succeeded for this run id: Succeeded again (runs without shared storage);
     - the status says Failed for this run id at this same pod-template revision: Failed again,
       no retry (nothing that could fix it changed); an empty revision never matches;
-    - the status says Pending/Running/Restarting/Resizing for this run id: a pod restart, continue the
-      same attempt (startedAt kept, so the deadline is not reset; a restart mid-training counts);
+    - the status says Pending/Running/Restarting/Resizing/Waiting for this run id: a pod restart,
+      continue the same attempt (startedAt kept, so the deadline is not reset; a restart
+      mid-training counts);
+    - the status says Suspended for this run id: resumed (suspend: false), continue the same
+      attempt from its checkpoint, Pending until the group forms;
     - otherwise (no status, another run id, Failed at another revision): a new attempt.
     """
     same_run = recorded is not None and recorded.run_id == run_id
@@ -345,10 +377,19 @@ def plan_start(recorded: RunState | None, run_id: str, revision: str, completed:
             fresh(run_id, revision, now),
             False,
             f"run Failed ({recorded.reason}) at revision {recorded.revision or '-'}; "
-            f"revision {revision or '-'} trains again",
+            f"revision {revision or '-'} trains again from its last checkpoint",
         )
+    if same_run and recorded.phase is Phase.SUSPENDED:
+        state = replace(
+            advance(
+                recorded, Phase.PENDING, now=now, message=f"resumed from step {recorded.last_checkpoint_step or 0}"
+            ),
+            revision=revision or recorded.revision,
+            started_at=recorded.started_at or now,
+        )
+        return StartPlan(TRAIN, state, False, f"run suspended at step {recorded.last_checkpoint_step or 0}: resuming")
     if same_run:
-        resumed = recorded.phase in (Phase.RUNNING, Phase.RESTARTING, Phase.RESIZING)
+        resumed = recorded.phase in UNDER_WAY
         state = replace(
             recorded,
             phase=Phase.RESTARTING if resumed else Phase.PENDING,

@@ -1,4 +1,5 @@
-"""The launcher's Prometheus endpoint: `/metrics` in the text format (docs/contracts.md, "Metrics").
+"""The launcher's Prometheus endpoint: `/metrics` in the text format (docs/contracts.md, "Metrics"),
+and on the same port the workers' readiness, `/ready` (entrypoint.readiness).
 
 Served by the launcher, not the trainer, so it answers through every restart of the training
 command, and with prometheus-client (its exposition, its HTTP server) rather than by hand.
@@ -11,9 +12,11 @@ ones (step, loss, examples/s, checkpoints).
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Callable, Iterator
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -22,6 +25,7 @@ from prometheus_client.core import (
     StateSetMetricFamily,
     SummaryMetricFamily,
 )
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from .goodput import CAUSES
 from .lifecycle import Phase
@@ -118,20 +122,51 @@ def _gauges(rows) -> Iterator[Metric]:
             yield GaugeMetricFamily(name, doc, value=float(value))
 
 
-def serve(port: int, collector: RunCollector, log: Callable[[str], None]) -> object | None:
-    """Serve /metrics on `port` (every address) in a daemon thread; None, after one line, when
-    the port cannot be bound: metrics are never worth a training run."""
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, *args) -> None:  # a probe every few seconds is not news
+        pass
+
+
+def app(registry: CollectorRegistry, ready: Callable[[], tuple[bool, str]] | None) -> Callable:
+    """The WSGI app: `/ready` answers 200 or 503 with why (the kubelet's readinessProbe), every
+    other path is prometheus-client's exposition of `registry`."""
+    metrics = make_wsgi_app(registry)
+
+    def routed(environ, start_response):
+        if environ.get("PATH_INFO") == "/ready" and ready is not None:
+            ok, why = ready()
+            start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
+            return [why.encode() + b"\n"]
+        return metrics(environ, start_response)
+
+    return routed
+
+
+def serve(
+    port: int,
+    collector: RunCollector,
+    log: Callable[[str], None],
+    ready: Callable[[], tuple[bool, str]] | None = None,
+) -> object | None:
+    """Serve /metrics (and /ready) on `port` (every address) in a daemon thread; None, after
+    one line, when the port cannot be bound: metrics are never worth a training run."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     error: OSError | None = None
-    for address in ("::", "0.0.0.0"):  # dual-stack where the pod has IPv6, else IPv4
-        if address == "::" and not socket.has_ipv6:
+    for address, family in (("::", socket.AF_INET6), ("0.0.0.0", socket.AF_INET)):  # dual-stack where there is IPv6
+        if family == socket.AF_INET6 and not socket.has_ipv6:
             continue
+
+        class Server(ThreadingWSGIServer):
+            address_family = family
+
         try:
-            server, _thread = start_http_server(port, addr=address, registry=registry)
-            return server
+            server = make_server(address, port, app(registry, ready), Server, handler_class=_Quiet)
         except OSError as err:
             error = err
+            continue
+        threading.Thread(target=server.serve_forever, name="tfmw-metrics", daemon=True).start()
+        return server
     log(
         f"metrics: cannot serve on port {port} ({error.strerror or error}); training goes on without "
         "a /metrics endpoint (metrics.port)"

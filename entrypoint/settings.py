@@ -62,6 +62,7 @@ ENV_SCHEMA = {
         "TFMW_WARM_STANDBY": {"enum": [*STANDBY_POLICIES, ""]},  # "": unset (auto)
         "TFMW_ON_FAILURE": {"enum": [*POLICIES, ""]},
         "TFMW_ACTIVE_DEADLINE_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 9},
+        "TFMW_GRACE_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 9},
         "TFMW_POD_REVISION": {"type": "string", "pattern": _LABEL_VALUE, "maxLength": 63},
         "TFMW_STATUS_CONFIGMAP": {"type": "string", "maxLength": 253, "pattern": _DNS1123_SUBDOMAIN},
         "TFMW_API_DIR": {"type": "string", "pattern": r"^(/[^\x00-\x1f\x7f]*)?\Z", "maxLength": 4096},
@@ -91,6 +92,7 @@ _WHAT = {
     "TFMW_WARM_STANDBY": "auto, true or false (training.warmStandby)",
     "TFMW_ON_FAILURE": "scaleToZero or idle (completion.onFailure)",
     "TFMW_ACTIVE_DEADLINE_SECONDS": "a whole number of seconds (training.activeDeadlineSeconds; 0: none)",
+    "TFMW_GRACE_SECONDS": "a whole number of seconds (workers.terminationGracePeriodSeconds)",
     "TFMW_POD_REVISION": "a label value (the pod's controller-revision-hash)",
     "TFMW_STATUS_CONFIGMAP": "a DNS-1123 name (the chart's status ConfigMap)",
     "TFMW_API_DIR": "an absolute path (the projected service-account token's directory)",
@@ -128,6 +130,7 @@ class LauncherSettings:
     # TFMW_REPLICAS): a change re-forms the group at the new size (a resize, entrypoint.launcher).
     resizable: bool = False
     pod_uid: str | None = None  # metadata.uid: the status writes are fenced by it (entrypoint.status)
+    grace_seconds: int = 0  # the pod's terminationGracePeriodSeconds; 0: not known
 
 
 def _truthy(value: str) -> bool:
@@ -222,4 +225,5 @@ def load_settings(
         status_configmap=env.get("TFMW_STATUS_CONFIGMAP") or None,
         resizable=resizable and need_derivation,
         pod_uid=env.get("TFMW_POD_UID") or None,
+        grace_seconds=int(env.get("TFMW_GRACE_SECONDS") or 0),
     )

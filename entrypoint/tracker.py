@@ -31,6 +31,7 @@ from .lifecycle import (
     status_message,
 )
 from .loglines import CHECKPOINT, DONE, ERROR, PROGRESS, START, LogLine
+from .readiness import in_group
 
 _TASK = re.compile(r"/job:worker(?:/replica:\d+)?/task:(\d+)")
 _FOLLOWED = (START, PROGRESS, CHECKPOINT, ERROR, DONE)
@@ -58,6 +59,11 @@ class Observed:
     restarts: collections.Counter = field(default_factory=collections.Counter)  # by kind
 
 
+# A stop at a checkpoint boundary then exits: the trainer's last steps after the save, the
+# launcher's status write, the process exit.
+STOP_MARGIN_SECONDS = 15.0
+
+
 class RunTracker:
     """Holds the run's state and its time account (entrypoint.goodput); every transition is
     logged, and recorded by the chief (any worker records a terminal Failed it reaches itself)."""
@@ -72,6 +78,7 @@ class RunTracker:
         log: Callable[[str], None],
         clock: Callable[[], float] = time.time,
         ledger: Ledger | None = None,
+        grace_seconds: int = 0,
     ):
         self._state = state
         self._lock = threading.Lock()
@@ -83,6 +90,10 @@ class RunTracker:
         self.ledger = ledger or Ledger(clock())
         self.observed = Observed()
         self._last_error = ""
+        self._stepped = False  # a training step in the current attempt (entrypoint.readiness)
+        self.grace_seconds = grace_seconds  # the pod's terminationGracePeriodSeconds (0: unknown)
+        self._checkpointed: tuple[float, int] | None = None  # (when, step) of this attempt's last save
+        self._grace_warned = False
 
     @property
     def state(self) -> RunState:
@@ -194,12 +205,18 @@ class RunTracker:
         with self._lock:
             now = self.clock()
             self.ledger.beat(min(written, now) if written is not None else now, phase)
+            self._stepped = self._stepped or phase == "train"
 
     def group_stopped(self) -> None:
         """The training command stopped for the group to re-form (a resize): until the next
         attempt trains, the time is the restart's, as after a failure."""
         with self._lock:
             self.ledger.failed(self.clock())
+
+    def ready(self, seconds_without_progress: float = 0.0) -> tuple[bool, str]:
+        """Is this worker in a group that trains (entrypoint.readiness)? What /ready answers."""
+        with self._lock:
+            return in_group(self._state, self._stepped, self.ledger.beats, seconds_without_progress)
 
     def restart_counted(self, kind: str) -> None:
         with self._lock:
@@ -209,6 +226,8 @@ class RunTracker:
     def attempt_started(self) -> None:
         with self._lock:
             self._last_error = ""
+            self._stepped = False
+            self._checkpointed = None
             self.ledger.attempt_started(self.clock())
 
     def on_line(self, line: str) -> None:
@@ -217,6 +236,7 @@ class RunTracker:
             return
         kind, f = parsed.kind, parsed.fields
         checkpoint = False
+        too_short = None
         with self._lock:
             s = self._state
             if kind == START:
@@ -247,6 +267,7 @@ class RunTracker:
                     o = self.observed
                     o.checkpoint_seconds_last, o.checkpoints = seconds, o.checkpoints + 1
                     o.checkpoint_seconds_sum += seconds
+                too_short = self._grace_check(saved, seconds)
             elif kind == DONE:
                 steps = parsed.int_field("steps")
                 s = replace(s, step=steps if steps is not None else s.step, loss=f.get("final_loss", s.loss))
@@ -257,12 +278,50 @@ class RunTracker:
             self._state = s
             if checkpoint and self.is_chief:
                 self.recorder.record(s, None)  # coalesced: at most one write in flight
+        if too_short and self.is_chief:
+            self.log(loglines.line(loglines.LAUNCHER, text=f"warning: {too_short}"))
+            self.recorder.event("GracePeriodTooShort", "Warning", too_short)
+            self.note(f"{self.state.message}; warning: {too_short}" if self.state.message else f"warning: {too_short}")
+
+    def _grace_check(self, step: int, save_seconds: float | None) -> str | None:
+        """A stop (drain, preemption, suspend) is acted on at the next checkpoint boundary, so the
+        pod's grace period must cover a whole checkpoint interval and its write: said once, when
+        one measured in this attempt is longer (caller holds self._lock)."""
+        now, last = self.clock(), self._checkpointed
+        self._checkpointed = (now, step)
+        if not self.grace_seconds or self._grace_warned or last is None or step <= last[1]:
+            return None
+        interval = now - last[0]
+        needed = interval + STOP_MARGIN_SECONDS
+        if needed <= self.grace_seconds:
+            return None
+        self._grace_warned = True
+        write = f", its write {save_seconds:.1f}s" if save_seconds is not None else ""
+        return (
+            f"workers.terminationGracePeriodSeconds={self.grace_seconds} is shorter than a checkpoint interval "
+            f"({interval:.0f}s from step {last[1]} to {step}{write}) and the stop after it: a drain, preemption "
+            f"or suspend would be SIGKILLed before the group's checkpoint and lose up to {step - last[1]} steps; "
+            f"raise it to at least {needed:.0f}, or checkpoint more often (training.config.checkpoint.everySteps)"
+        )
 
     def restart_message(self, cause: str) -> str:
         """'worker 1 lost: UnavailableError: ..., resuming from step 20' (the Restarted Event)."""
         with self._lock:
-            error, state = self._last_error, self._state
+            error = self._last_error
         if error:
             tasks = [int(t) for t in _TASK.findall(error) if int(t) != self.worker_index]
             cause = f"worker {tasks[0]} lost: {error}" if tasks else f"{cause}: {error}"
-        return f"{loglines.one_line(cause, 700)}, resuming from step {state.last_checkpoint_step or 0}"
+        return f"{loglines.one_line(cause, 700)}, {self.resume_point()}"
+
+    def resume_point(self) -> str:
+        """Where a restart resumes, as far as the launcher knows: the built-in trainer's (or any
+        command's) last published checkpoint step from its `tfmw checkpoint saved` lines; a user
+        command that prints none keeps its own checkpoints (Keras' BackupAndRestore, say), which the
+        launcher cannot see, so it says so rather than 'step 0'."""
+        with self._lock:
+            step, beats = self._state.last_checkpoint_step, self.ledger.beats
+        if step:
+            return f"resuming from step {step}"
+        if beats:
+            return "resuming from the start (no checkpoint yet)"
+        return "the training command resumes from its own checkpoint, if it keeps one"

@@ -4,8 +4,11 @@ Two parts of the launcher learn why a worker is not running: the peer wait (befo
 reading the pods it waits for) and the lost-peer watch (inside a stalled attempt, reading its
 peers' pods). Both hand what they read to one `WaitingNote`, which composes the chief's status
 message from everything the launcher knows at that moment (a resize in progress, the peer wait's
-deadline) and puts the message it replaced back once the group trains again. So the user sees
-one message for one situation, whichever part read the pods last.
+deadline). A group that has trained and now waits for a worker is in phase Waiting (its reason in
+the message): Running means the group trains. Once it trains again the note puts the run back to
+Running with the message it replaced. The first start stays Pending and a resize Resizing, each
+with the note as its message. So the user sees one phase and one message for one situation,
+whichever part read the pods last.
 
 Pure apart from the tracker it writes to: no I/O, no clock.
 """
@@ -84,16 +87,29 @@ class WaitingNote:
         self._said = ""
 
     def report(self, waiting: Waiting, reasons: dict[int, str]) -> None:
-        if not reasons or not self.tracker.is_chief:
+        """Workers are not running (ordinal -> why). Every worker's phase says so (its readiness
+        reads it); the chief's status carries the message. Reasons read for a group larger than
+        the one there is now (a grow undone meanwhile) say nothing about it."""
+        reasons = {o: why for o, why in reasons.items() if o < waiting.workers}
+        if not reasons:
             return
         with self._lock:
-            if self._replaced is None or self.tracker.state.message != self._said:
-                self._replaced = self.tracker.state.message
-            self.tracker.note(waiting_message(waiting, reasons, self.pod_prefix))
+            state = self.tracker.state
+            if self._replaced is None or state.message != self._said:
+                self._replaced = state.message
+            message = waiting_message(waiting, reasons, self.pod_prefix)
+            if state.phase in (Phase.RUNNING, Phase.RESTARTING):
+                self.tracker.transition(Phase.WAITING, message=message)
+            elif self.tracker.is_chief:
+                self.tracker.note(message)
             self._said = self.tracker.state.message
 
     def trains(self) -> None:
+        """The group makes progress again: back to Running, with the message the note replaced."""
         with self._lock:
-            if self._replaced is not None and self.tracker.state.message == self._said:
+            state = self.tracker.state
+            if state.phase is Phase.WAITING:
+                self.tracker.transition(Phase.RUNNING, message=self._replaced or "the group trains again")
+            elif self._replaced is not None and state.message == self._said:
                 self.tracker.note(self._replaced)
             self._replaced = None

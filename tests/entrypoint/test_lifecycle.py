@@ -58,12 +58,26 @@ def test_the_machine_is_the_designs():
         (Phase.RESTARTING, Phase.RESIZING),
         (Phase.RESIZING, Phase.RUNNING),
         (Phase.RESIZING, Phase.RESTARTING),
+        # a worker is not running (preempted, evicted, replaced): the group waits, then trains again
+        (Phase.RUNNING, Phase.WAITING),
+        (Phase.RESTARTING, Phase.WAITING),
+        (Phase.WAITING, Phase.RUNNING),
+        (Phase.WAITING, Phase.RESTARTING),
+        (Phase.WAITING, Phase.RESIZING),
+        # suspend: true from any phase of a run under way; suspend: false resumes it
+        *{
+            (src, Phase.SUSPENDED)
+            for src in (Phase.PENDING, Phase.RUNNING, Phase.RESTARTING, Phase.RESIZING, Phase.WAITING)
+        },
+        (Phase.SUSPENDED, Phase.PENDING),
         *{
             (src, end)
-            for src in (Phase.PENDING, Phase.RUNNING, Phase.RESTARTING, Phase.RESIZING)
+            for src in (Phase.PENDING, Phase.RUNNING, Phase.RESTARTING, Phase.RESIZING, Phase.WAITING)
             for end in (Phase.SUCCEEDED, Phase.FAILED)
         },
     }
+    # a suspended run is not over: it ends only after it resumed
+    assert not {(Phase.SUSPENDED, end) for end in (Phase.SUCCEEDED, Phase.FAILED)} & set(EDGES)
     # nothing leaves a terminal phase
     assert not any(src in (Phase.SUCCEEDED, Phase.FAILED) for src, _ in EDGES)
 

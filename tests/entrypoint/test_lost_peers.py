@@ -139,9 +139,9 @@ STALLS_THEN_TRAINS = """
 
 def test_a_stalled_group_whose_peer_cannot_be_scheduled_says_why_until_it_trains(fake_api, tmp_path):
     """After a lost node the replacement finds no node with room, while the chief's attempt
-    waits for it inside TensorFlow (the peer's name resolved when the attempt began). The
-    chief's status names the pod and the scheduler's reason; once the group trains again, the
-    message it replaced is back. The phase stays the attempt's."""
+    waits for it inside TensorFlow (the peer's name resolved when the attempt began). The run is
+    Waiting, and the chief's status names the pod and the scheduler's reason; once the group
+    trains again it is Running, with the message the wait replaced."""
     fake_api.pods["train-1"] = unschedulable_pod(
         "train-1", "0/3 nodes are available: 1 Insufficient cpu.", uid="uid-new"
     )
@@ -153,10 +153,12 @@ def test_a_stalled_group_whose_peer_cannot_be_scheduled_says_why_until_it_trains
         "1 Insufficient cpu.); the group resumes from its last checkpoint once they run"
     )
     wait_until(lambda: fake_api.status("train-status").get("message") == waiting, run)
-    assert fake_api.status("train-status")["phase"] == "Running"
+    assert fake_api.status("train-status")["phase"] == "Waiting"
     assert fake_api.deleted_pods == []  # Pending is not lost
     fake_api.pods["train-1"]["status"] = {"phase": "Running"}
     go.write_text("")
     wait_until(lambda: fake_api.status("train-status").get("message") != waiting, run)
     assert fake_api.status("train-status")["message"] == "run r1: 2 workers training"
+    assert fake_api.status("train-status")["phase"] == "Running"
+    assert [e["reason"] for e in fake_api.events][-2:] == ["Waiting", "Regrouped"]
     run.stop()

@@ -4,6 +4,7 @@ own parser; the port refusals of entrypoint.settings."""
 from __future__ import annotations
 
 import socket
+import urllib.error
 import urllib.request
 
 import pytest
@@ -143,3 +144,31 @@ def test_a_bad_metrics_port_is_refused_in_one_line(env, needle):
     with pytest.raises(ConfigError) as err:
         load_settings({**BASE, **env})
     assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def test_ready_answers_the_kubelets_probe_from_the_tracker_on_the_metrics_port():
+    tracker = RunTracker(
+        fresh("r1", "rev", "2026-12-02T00:00:00Z"), _Recorder(), is_chief=False, worker_index=1, log=lambda _: None
+    )
+    port = _free_port()
+    server = serve(port, RunCollector(tracker, worker=1, role="worker"), log=pytest.fail, ready=tracker.ready)
+    try:
+        assert _get(port, "/ready") == (503, "the group is not training: Pending\n")
+        tracker.transition(Phase.RUNNING)
+        tracker.attempt_started()
+        tracker.beat(3, "train")
+        assert _get(port, "/ready") == (200, "the group trains\n")
+        tracker.transition(Phase.WAITING, message="waiting for workers that are not running (w-0: Unschedulable)")
+        assert _get(port, "/ready") == (503, "the group is not training: Waiting\n")
+        assert _get(port, "/metrics")[0] == 200  # the same server still serves the metrics
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -236,8 +236,8 @@ def test_a_grow_undone_while_its_new_worker_is_missing_re_forms_at_the_old_size(
 
 def test_a_restart_waiting_for_a_peer_that_cannot_be_scheduled_says_why(fake_api, tmp_path, monkeypatch):
     """After a lost node, worker 1's replacement finds no node with room: while the group waits,
-    the chief's Restarting status names the pod and the scheduler's reason. Once it is
-    scheduled, the group resumes from its checkpoint."""
+    the run is Waiting and the chief's status names the pod and the scheduler's reason. Once it
+    is scheduled, the group resumes from its checkpoint."""
     scheduled = []
 
     def peers_wait(hosts, timeout, log, sleep):  # the restart's wait lasts until it is scheduled
@@ -262,7 +262,7 @@ def test_a_restart_waiting_for_a_peer_that_cannot_be_scheduled_says_why(fake_api
             in status.get("message", "")
         ),
     )
-    assert fake_api.status("train-status")["phase"] == "Restarting"
+    assert fake_api.status("train-status")["phase"] == "Waiting"
     scheduled.append(True)
     run.until("tfmw launcher idle:")
     assert fake_api.status("train-status")["phase"] == "Succeeded"

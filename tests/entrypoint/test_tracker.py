@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from entrypoint.goodput import Ledger
 from entrypoint.lifecycle import TERMINAL_KEYS, Phase, Reason, fresh
 from entrypoint.tracker import RunTracker, followed
 
@@ -121,3 +122,112 @@ def test_restart_message_names_the_lost_worker_and_the_resume_step():
     assert t.restart_message("killed by signal SIGKILL") == "killed by signal SIGKILL, resuming from step 20"
     t.on_line("tfmw error retryable=true worker=0 DeadlineExceededError: collective timed out")
     assert t.restart_message("exit 75") == "exit 75: DeadlineExceededError: collective timed out, resuming from step 20"
+
+
+# -- readiness: Ready means "in a group that trains" (entrypoint.readiness) ------------------
+
+
+def test_a_worker_is_ready_only_while_its_group_trains():
+    t, _, _ = tracker(is_chief=False, index=1)
+    assert t.ready() == (False, "the group is not training: Pending")
+    t.transition(Phase.RUNNING, message="run r1: 2 workers training")
+    t.attempt_started()
+    assert t.ready() == (False, "the group is forming: no training step in this attempt yet")
+    t.beat(1, "start")
+    assert t.ready()[0] is False  # restoring, tracing: not a step yet
+    t.beat(5, "train")
+    assert t.ready() == (True, "the group trains")
+    assert t.ready(seconds_without_progress=61) == (False, "no training progress for 61s")
+    t.transition(Phase.RESTARTING, message="worker 0 lost")
+    assert t.ready() == (False, "the group is not training: Restarting")
+    t.attempt_started()
+    t.transition(Phase.RUNNING, message="attempt 2")
+    assert t.ready()[0] is False  # a new attempt: not until it steps
+    t.beat(20, "train")
+    assert t.ready()[0] is True
+    t.transition(Phase.SUCCEEDED, Reason.COMPLETED, "done")
+    assert t.ready() == (True, "the run has ended (Succeeded): nothing to guard")
+
+
+def test_a_user_command_without_a_heartbeat_is_ready_once_its_attempt_runs():
+
+    t = RunTracker(
+        fresh("r1", "a", "2026-11-30T10:00:00Z"),
+        Recorder(),
+        is_chief=True,
+        worker_index=0,
+        log=lambda _: None,
+        ledger=Ledger(0.0, beats=False),
+    )
+    t.transition(Phase.RUNNING)
+    t.attempt_started()
+    assert t.ready() == (True, "the group trains")
+
+
+# -- where a restart resumes, as far as the launcher knows --------------------------------------
+
+
+def test_a_restart_says_where_it_resumes_and_never_step_0_for_a_script_of_its_own():
+
+    t, _, _ = tracker()
+    assert t.resume_point() == "resuming from the start (no checkpoint yet)"
+    t.on_line("tfmw checkpoint saved step=40 path=/c/ckpt-40")
+    assert t.resume_point() == "resuming from step 40"
+    script = RunTracker(
+        fresh("r1", "a", "2026-11-30T10:00:00Z"),
+        Recorder(),
+        is_chief=True,
+        worker_index=0,
+        log=lambda _: None,
+        ledger=Ledger(0.0, beats=False),
+    )
+    assert script.restart_message("exit 1") == (
+        "exit 1, the training command resumes from its own checkpoint, if it keeps one"
+    )
+
+
+# -- the grace period covers a whole checkpoint interval ------------------------------------------
+
+
+def grace_tracker(grace: int):
+    now = [1000.0]
+    rec, logs = Recorder(), []
+    t = RunTracker(
+        fresh("r1", "a", "2026-11-30T10:00:00Z"),
+        rec,
+        is_chief=True,
+        worker_index=0,
+        log=logs.append,
+        clock=lambda: now[0],
+        grace_seconds=grace,
+    )
+    t.transition(Phase.RUNNING)
+    t.attempt_started()
+    return t, rec, logs, now
+
+
+def test_a_grace_period_shorter_than_a_checkpoint_interval_is_said_once_with_the_value_to_raise():
+    t, rec, logs, now = grace_tracker(120)
+    t.on_line("tfmw checkpoint saved step=20 path=/c/ckpt-20 seconds=2.0")
+    now[0] += 130.0  # 20 steps and a save took 130 s: a stop right after step 20 waits that long
+    t.on_line("tfmw checkpoint saved step=40 path=/c/ckpt-40 seconds=3.5")
+    now[0] += 130.0
+    t.on_line("tfmw checkpoint saved step=60 path=/c/ckpt-60 seconds=3.5")
+    warnings = [e for e in rec.events if e[0] == "GracePeriodTooShort"]
+    assert len(warnings) == 1 and warnings[0][1] == "Warning"
+    message = warnings[0][2]
+    assert message.startswith(
+        "workers.terminationGracePeriodSeconds=120 is shorter than a checkpoint interval (130s from step 20 to "
+        "40, its write 3.5s)"
+    )
+    assert "lose up to 20 steps; raise it to at least 145" in message
+    assert sum("warning: workers.terminationGracePeriodSeconds=120" in line for line in logs) == 1
+    assert "warning: workers.terminationGracePeriodSeconds=120" in t.state.message
+
+
+def test_a_grace_period_that_covers_the_interval_says_nothing():
+    t, rec, _, now = grace_tracker(120)
+    for step in (20, 40, 60):
+        t.on_line(f"tfmw checkpoint saved step={step} path=/c/ckpt-{step} seconds=1.0")
+        now[0] += 90.0
+    assert not [e for e in rec.events if e[0] == "GracePeriodTooShort"]

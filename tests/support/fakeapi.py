@@ -216,7 +216,8 @@ class FakeAPI:
                 "kind": "Scale",
                 "apiVersion": "autoscaling/v1",
                 "metadata": {"name": name, "namespace": self.namespace, "uid": self.uid},
-                "spec": {"replicas": self.replicas[name]},
+                # as the API server answers: a replicas of 0 is left out (omitempty)
+                "spec": {"replicas": self.replicas[name]} if self.replicas[name] else {},
             }
         m = re.fullmatch(rf"/api/v1/namespaces/{ns}/pods/([-a-z0-9.]+)", request.path)
         if m and request.method in ("GET", "DELETE"):
