@@ -144,6 +144,18 @@ status: setup-tools ## Release state and per-worker progress
 logs: setup-tools ## Follow every worker's log, each line prefixed with its pod
 	$(TFMW) logs $(TARGET_ARGS)
 
+.PHONY: suspend
+suspend: setup-tools ## Stop ENV's run at a checkpoint and remove its workers (GPUs freed); the run and its storage stay
+	$(TFMW) suspend $(TARGET_ARGS) $(GUARD_ARG)
+
+.PHONY: resume
+resume: setup-tools ## Bring a suspended run's workers back: it goes on from its checkpoint
+	$(TFMW) resume $(TARGET_ARGS) $(GUARD_ARG) $(if $(TIMEOUT),--timeout $(TIMEOUT))
+
+.PHONY: retry
+retry: setup-tools ## Train ENV's Failed run again from its last checkpoint, once the cause is fixed
+	$(TFMW) retry $(TARGET_ARGS) $(GUARD_ARG) $(if $(TIMEOUT),--timeout $(TIMEOUT))
+
 .PHONY: undeploy
 undeploy: setup-tools ## Uninstall the release (shared storage is kept)
 	$(TFMW) undeploy $(TARGET_ARGS) $(GUARD_ARG)

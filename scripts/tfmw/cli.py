@@ -373,14 +373,15 @@ def _run_after_deploy(api: Api | None, workers: observe.Workers, release: str, r
         # find the run Failed and return to 0.
         raise ToolError(
             f"release {release} revision {revision} is deployed, but {run}. It does not "
-            "train again with this pod template: fix the values and deploy again (a changed "
-            "template retries the run), or set a new training.runId",
+            "train again with this pod template: fix the cause and `make retry` (it resumes the run "
+            "from its last checkpoint), deploy changed values (which retry it too), or set a new "
+            "training.runId",
             exit_code=3,
         )
     say(f"{run}; {observe.workers_summary(workers, sts, record)}")
 
 
-async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
+async def _deploy(args, rendered: render.Rendered, helm: str, report: bool = True) -> int:
     import pyhelm3
 
     cmd = helmkit.pyhelm3_command(helm, args.kube_context)
@@ -440,7 +441,8 @@ async def _deploy(args, rendered: render.Rendered, helm: str) -> int:
         f"{(release.get('info') or {}).get('status', 'deployed')}, "
         f"{int(time.monotonic() - started)}s; follow with `make status` and `make logs`"
     )
-    _run_after_deploy(None if args.no_wait else api, workers, args.release, revision)
+    if report:
+        _run_after_deploy(None if args.no_wait else api, workers, args.release, revision)
     return 0
 
 
@@ -651,6 +653,120 @@ def _wait_for_reader(api: Api, namespace: str, name: str) -> str:
     )
 
 
+# ---------------------------------------------------------------- suspend / resume / retry
+
+
+async def _release_values(cmd, release: str, namespace: str, context: str | None) -> dict:
+    """The values the release was deployed with (`helm get values`: the overlay and --set)."""
+    import pyhelm3
+
+    try:
+        out = await cmd.run(["get", "values", release, "--namespace", namespace, "--output", "json"])
+    except pyhelm3.errors.Error as exc:
+        raise _helm_failure(exc, "helm get values", context) from None
+    values = json.loads(out.decode() or "{}")
+    return values if isinstance(values, dict) else {}
+
+
+def _recorded_run(args, helm: str) -> tuple[observe.Workers, observe.RunRecord | None, dict]:
+    """(the workers, the run this release trains as recorded, the release's values)."""
+
+    async def read():
+        status, workers = await _workers_of_release(args, helm)
+        return workers, await _release_values(
+            helmkit.pyhelm3_command(helm, args.kube_context), args.release, args.namespace, args.kube_context
+        )
+
+    workers, values = asyncio.run(read())
+    _, status_object = _run_objects(_api(args.kube_context), workers)
+    return workers, observe.current_record(observe.run_record(status_object), workers), values
+
+
+def _with_values(args, values: dict, change: dict) -> render.Rendered:
+    """The release as it is deployed, with `change` (nested keys) applied: what helm gets."""
+    merged = json.loads(json.dumps(values))
+    for dotted, value in change.items():
+        node = merged
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            if not isinstance(node.get(key), dict):
+                node[key] = {}
+            node = node[key]
+        node[leaf] = value
+    objects = render.render_values(merged, Path(args.chart), args.release, args.namespace, args.helm)
+    target = target_of(merged, f"release {args.release}", args.release, args.namespace)
+    overlay = render.overlay_path(args.env, Path(args.values_dir))
+    return render.Rendered(args.env, overlay, [], merged, merged, objects, target=target)
+
+
+def _wait_until_suspended(args, workers: observe.Workers, seconds: float) -> observe.RunRecord | None:
+    """Until the workers are gone and the chief has recorded Suspended (or `seconds` pass)."""
+    api = _api(args.kube_context)
+    deadline, record = time.monotonic() + seconds, None
+    while time.monotonic() < deadline:
+        _, status_object = _run_objects(api, workers)
+        record = observe.current_record(observe.run_record(status_object), workers)
+        if not observe.list_pods(api, workers) and record is not None and record.phase == "Suspended":
+            return record
+        time.sleep(2)
+    return record
+
+
+def cmd_suspend(args) -> int:
+    """Stop the group at a checkpoint and remove its workers; the run, its storage and the release stay."""
+    helm = helmkit.find_helm(args.helm)
+    _check_context(args, _resolve_target(args, helm))
+    workers, record, values = _recorded_run(args, helm)
+    if record is not None and record.terminal:
+        raise ToolError(
+            f"run {record.run_id} of release {args.release} already {record.phase}: nothing to suspend "
+            "(its workers are released at the end of a run)",
+            exit_code=3,
+        )
+    if values.get("suspend") is True or (record is not None and record.phase == "Suspended"):
+        raise ToolError(f"release {args.release} is suspended already: `make resume` continues it", exit_code=3)
+    say(f"suspending release {args.release} in namespace {args.namespace}: the group stops at its next checkpoint")
+    asyncio.run(_deploy(args, _with_values(args, values, {"suspend": True}), helm, report=False))
+    grace = int(((values.get("workers") or {}).get("terminationGracePeriodSeconds")) or 120)
+    done = _wait_until_suspended(args, workers, grace + 60)
+    if done is None or done.phase != "Suspended":
+        raise ToolError(
+            f"release {args.release} is at 0 workers, but its run was not recorded Suspended within {grace + 60}s "
+            f"({observe.run_summary(done, workers)}); `make status` tells more",
+            exit_code=4,
+        )
+    say(f"suspended: {observe.run_summary(done, workers)}; `make resume` continues it")
+    return 0
+
+
+def cmd_resume(args) -> int:
+    """Bring a suspended run's workers back: the group goes on from its checkpoint."""
+    helm = helmkit.find_helm(args.helm)
+    _check_context(args, _resolve_target(args, helm))
+    _, record, values = _recorded_run(args, helm)
+    if values.get("suspend") is not True:
+        state = f"run {record.run_id} is {record.phase}" if record is not None else "its run is not recorded"
+        raise ToolError(f"release {args.release} is not suspended ({state}): nothing to resume", exit_code=3)
+    say(f"resuming release {args.release} in namespace {args.namespace}")
+    return asyncio.run(_deploy(args, _with_values(args, values, {"suspend": False}), helm))
+
+
+def cmd_retry(args) -> int:
+    """Train a Failed run again from its last checkpoint (a new pod template: training.retry + 1)."""
+    helm = helmkit.find_helm(args.helm)
+    _check_context(args, _resolve_target(args, helm))
+    _, record, values = _recorded_run(args, helm)
+    if record is None or record.phase != "Failed":
+        state = f"run {record.run_id} is {record.phase}" if record is not None else "its run is not recorded"
+        raise ToolError(f"release {args.release} has no Failed run to retry ({state})", exit_code=3)
+    retry = int(((values.get("training") or {}).get("retry")) or 0) + 1
+    say(
+        f"retrying run {record.run_id} ({record.reason}: {observe.shorten(record.message, 160)}) from its last "
+        f"checkpoint, step {record.last_checkpoint_step or 0}: training.retry={retry}"
+    )
+    return asyncio.run(_deploy(args, _with_values(args, values, {"training.retry": retry}), helm))
+
+
 def cmd_undeploy(args) -> int:
     helm = helmkit.find_helm(args.helm)
     target = _resolve_target(args, helm)
@@ -767,6 +883,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-follow", action="store_true", help="print what is there and exit")
     p.add_argument("--tail", type=int, default=-1, help="lines per pod to start with (-1: all)")
     p.set_defaults(func=cmd_logs)
+
+    def changing(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--timeout", default="15m", help="helm --timeout (default %(default)s)")
+        p.add_argument("--unschedulable-grace", type=float, default=120.0, help=argparse.SUPPRESS)
+        p.add_argument("--poll-seconds", type=float, default=5.0, help=argparse.SUPPRESS)
+        p.set_defaults(no_wait=False, no_rollback=False)
+
+    for name, func, text in (
+        ("suspend", cmd_suspend, "stop the group at a checkpoint and remove its workers (suspend: true)"),
+        ("resume", cmd_resume, "bring a suspended run's workers back (suspend: false)"),
+        ("retry", cmd_retry, "train a Failed run again from its last checkpoint (training.retry + 1)"),
+    ):
+        p = sub.add_parser(name, help=text)
+        common(p), guarded(p), changing(p)
+        p.set_defaults(func=func)
 
     p = sub.add_parser("undeploy", help="uninstall the release (shared storage is kept)")
     common(p), guarded(p)

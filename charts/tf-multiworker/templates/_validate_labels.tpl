@@ -46,12 +46,12 @@ labels set again (the rendered metadata would hold the key twice). */}}
 {{- $problems := list }}
 {{- $workers := .Values.workers }}
 {{- $gang := .Values.scheduling.gang }}
-{{- $chartAnnotations := list "checksum/training-config" }}
+{{- $chartAnnotations := list "checksum/training-config" "checksum/training-files" "tf-multiworker/retry" "cluster-autoscaler.kubernetes.io/safe-to-evict" "karpenter.sh/do-not-disrupt" "prometheus.io/scrape" "prometheus.io/port" "prometheus.io/path" }}
 {{- if eq $gang "volcano" }}{{ $chartAnnotations = append $chartAnnotations "scheduling.k8s.io/group-name" }}{{ end }}
 {{- if eq $gang "kueue" }}{{ $chartAnnotations = append $chartAnnotations "kueue.x-k8s.io/pod-group-total-count" }}{{ end }}
 {{- range $key := keys (default (dict) $workers.podAnnotations) | sortAlpha }}
 {{- if has $key $chartAnnotations }}
-{{- $problems = append $problems (printf "workers.podAnnotations.%s: the chart sets this annotation on the worker pods; choose another annotation key" $key) }}
+{{- $problems = append $problems (printf "workers.podAnnotations.%s: the chart sets this annotation on the worker pods (from training.retry, workers.disruption.*, metrics.annotations); set the value there, or choose another annotation key" $key) }}
 {{- end }}
 {{- end }}
 {{- join "\n" $problems }}

@@ -69,6 +69,7 @@ def test_container_command_args_and_env_follow_the_contract(helm, render):
         "TFMW_ON_SUCCESS": "scaleToZero",
         "TFMW_ON_FAILURE": "scaleToZero",
         "TFMW_ACTIVE_DEADLINE_SECONDS": "0",
+        "TFMW_GRACE_SECONDS": "120",
         "TFMW_WARM_STANDBY": "auto",
         "TFMW_API_DIR": "/var/run/secrets/tf-multiworker/api",
         "TFMW_STATUS_CONFIGMAP": f"{FULLNAME}-status",
