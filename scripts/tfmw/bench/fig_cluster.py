@@ -30,6 +30,13 @@ built once beforehand and not timed), what issue 19's "Speed and budget" asks:
   workers.replicas=N` of a running release: upgrade started -> the chief re-forming the group
   at the new size and -> the group's first step at it (the chief's log, stamped by its
   kubelet), and whether it resumed from the step the old group stopped at;
+- in the same round, the cluster's voluntary disruptions from the fault harness
+  (scripts/tfmw/faults/disruptions.py), the same run: `drain-worker` (worker 1's node cordoned,
+  worker 1 evicted through the Eviction API), `preempt-worker` (a higher-priority pod takes worker
+  1's node; removed once the run is Waiting: "capacity returned"), `suspend` (`suspend: true`,
+  then `suspend: false` once Suspended): disruption -> the group resumed, for the last two also
+  after the room or the workers came back, the steps re-trained (target 0), and each as a ratio
+  to the same round's pod delete;
 - then (issue 20): the fault harness's `node-partition`: worker 1's node cut
   off with the chart's defaults (workers.nodeLossTolerationSeconds, the launcher's lost-peer
   watch), fault -> the replacement pod Running and -> the group resumed (target <= 90 s),
@@ -58,6 +65,7 @@ from tfmw.chart.helmkit import ToolError, find_helm, helm_error_line
 from tfmw.devcluster import controlplane
 from tfmw.devcluster.build import KubeBuildError, ensure_binaries
 from tfmw.faults import cluster as fault_cluster
+from tfmw.faults import disruptions
 from tfmw.faults import local as fault_local
 from tfmw.image import build as image
 from tfmw.k8s.api import ApiError, ns_path, time_seconds
@@ -81,6 +89,7 @@ FAULT_AFTER_STEP = 50
 # 2-core machine slows a 1-CPU-limited pod's steps several times; only a failure waits this long.
 FAULT_TIMEOUT = 600
 CLUSTER_FAULT = "delete-worker"
+DISRUPTIONS = disruptions.DISRUPTIONS  # drain-worker, preempt-worker, suspend
 LOCAL_FAULT = "kill-worker"
 NODE_FAULT = "node-partition"
 NODE_LOSS_TARGET_S = 90.0  # issue 20: a lost node -> the group resumed, with the chart's defaults
@@ -290,6 +299,7 @@ class Summary:
     node_problem: str = ""  # why it is not measured ("" when it is, or was not run)
     node_parts: tuple = ()  # (part, seconds): node cut off -> resumed by the harness's NODE_PARTS
     resizes: tuple = ()  # every Resize, in order
+    disruptions: tuple = ()  # every Disrupted, in DISRUPTIONS' order
 
     @property
     def fault_rounds(self) -> int:
@@ -304,6 +314,43 @@ class Summary:
     def import_up(self):
         """The first `up` that imported the image, else None."""
         return next((u for u in self.ups if u.image == "imported"), None)
+
+
+@dataclass(frozen=True)
+class Disrupted:
+    """One voluntary disruption over the rounds: medians, and the paired ratio to the pod delete."""
+
+    scenario: str
+    resumed: float = NAN  # disruption -> the group's first step after it
+    after_return: float = NAN  # the room / the workers given back -> that step (held scenarios)
+    ratio: float = NAN  # disruption -> resumed / the same round's pod delete -> resumed
+    ratio_min: float = NAN
+    ratio_max: float = NAN
+    steps_lost: int = -1  # the most in any round (target 0: the group stops at its checkpoint)
+    rounds: int = 0
+    problems: tuple = ()
+
+
+def disrupted(scenario: str, pairs: list) -> Disrupted:
+    """`pairs`: per round, (the scenario's FaultResult, the round's pod-delete seconds) (pure)."""
+    problems = tuple(p for p in (_failure("cluster", r) for r, _ in pairs) if p)
+    ok = [(r, delete) for r, delete in pairs if not _failure("cluster", r) and not math.isnan(delete)]
+    if not ok:
+        return Disrupted(scenario, problems=problems or ("not run",))
+    ratios = stats.paired_ratios([r.seconds_to_resume for r, _ in ok], [delete for _, delete in ok])
+    lo, hi = stats.spread(ratios)
+    held = [r.seconds_to_resume - r.seconds_held for r, _ in ok if not math.isnan(r.seconds_held)]
+    return Disrupted(
+        scenario,
+        resumed=stats.median([r.seconds_to_resume for r, _ in ok]),
+        after_return=stats.median(held) if held else NAN,
+        ratio=stats.median(ratios),
+        ratio_min=lo,
+        ratio_max=hi,
+        steps_lost=max(r.steps_lost for r, _ in ok),
+        rounds=len(ok),
+        problems=problems,
+    )
 
 
 def node_fields(result) -> dict:
@@ -329,6 +376,7 @@ def summarize(
     fault_pairs: list[FaultPair] = (),
     node=None,
     resizes: list[Resize] = (),
+    disruption_pairs: dict | None = None,
 ) -> Summary:
     if not ups:
         raise ValueError("no `make cluster` measured")
@@ -375,6 +423,7 @@ def summarize(
         **faults,
         **node_fields(node),
         resizes=tuple(resizes),
+        disruptions=tuple(disrupted(s, pairs) for s, pairs in (disruption_pairs or {}).items()),
     )
 
 
@@ -475,6 +524,35 @@ def table_rows(s: Summary) -> list[list]:
                     parts_cell(s.node_parts),
                 ]
             )
+    what = {
+        "drain-worker": "worker 1's node drained (cordon, eviction)",
+        "preempt-worker": "worker 1 preempted by a higher priority",
+        "suspend": "`suspend: true`, then `suspend: false`",
+    }
+    for d in s.disruptions:
+        rows.append(
+            [
+                f"{what.get(d.scenario, d.scenario)} (`{d.scenario}`) → group resumed, median",
+                d.resumed,
+                (
+                    f"{ratio_cell(d.ratio)} the pod delete (min {ratio_cell(d.ratio_min)}, max "
+                    f"{ratio_cell(d.ratio_max)} over {d.rounds} round(s)); {d.steps_lost} step(s) re-trained (target 0)"
+                    + (f"; not measured: {'; '.join(d.problems)}" if d.problems else "")
+                )
+                if d.rounds
+                else "NOT measured: " + "; ".join(d.problems),
+            ]
+        )
+        if not math.isnan(d.after_return):
+            rows.append(
+                [
+                    "of which: "
+                    + ("the room returned" if d.scenario == "preempt-worker" else "`suspend: false`")
+                    + " → group resumed, median",
+                    d.after_return,
+                    "-",
+                ]
+            )
     for r in s.resizes:
         before, after = r.workers
         rows += [
@@ -528,7 +606,10 @@ def _namespace(state, name: str, log=print):
     stopped before the next measurement: they would share its CPUs."""
 
     api = state.api("admin")
-    api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    except ApiError as err:
+        raise BenchError(f"figure 6: namespace {name} cannot be made: {err}") from None
     try:
         _wait(
             lambda: api.get_or_none(ns_path(name, "serviceaccounts", "default")),
@@ -592,7 +673,7 @@ def measure_cluster_fault(state, round_index: int, log=print, scenario: str = CL
     """The fault harness's `delete-worker` (or `scenario`) on the figure's cluster, in a
     namespace of its own; its FaultResult."""
 
-    namespace = f"bench-fault-{round_index}-{os.getpid()}"
+    namespace = f"bench-{scenario}-{round_index}-{os.getpid()}"[:63]
     log(f"  figure 6: round {round_index + 1}: {scenario} on the cluster (scripts/tfmw/faults --cluster)")
     last_lines = collections.deque(maxlen=40)  # the pods' last lines, shown if the run fails
     with _namespace(state, namespace, log):
@@ -810,6 +891,7 @@ def measure(quick: bool, log=print) -> Summary:
     work = tempfile.mkdtemp(prefix="tfmw-bench-cluster-")
     state_dir = os.path.join(work, "state")
     results, fault_pairs, ups = [], [], []
+    disruption_pairs: dict = {scenario: [] for scenario in DISRUPTIONS}
     try:
         state, first = _up(controlplane, state_dir, bins, archive, log)
         ups.append(first)
@@ -834,6 +916,9 @@ def measure(quick: bool, log=print) -> Summary:
                     cluster_fault = measure_cluster_fault(state, r, log)
                 results.append(ClusterRound(*cluster, local_first_step=local))
                 fault_pairs.append(fault_pair(cluster_fault, local_fault))
+                deleted = NAN if _failure("cluster", cluster_fault) else cluster_fault.seconds_to_resume
+                for scenario in DISRUPTIONS:
+                    disruption_pairs[scenario].append((measure_cluster_fault(state, r, log, scenario), deleted))
             resizes = measure_resizes(state, log)  # three workers: before a node is cut off
             # Last: it taints, and for a while loses, one of the two nodes.
             node = measure_cluster_fault(state, rounds, log, scenario=NODE_FAULT)
@@ -841,7 +926,7 @@ def measure(quick: bool, log=print) -> Summary:
             down_seconds = _down(controlplane, state_dir, log)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return summarize(ups, down_seconds, results, fault_pairs, node, resizes)
+    return summarize(ups, down_seconds, results, fault_pairs, node, resizes, disruption_pairs)
 
 
 def _bar_value(value: float) -> float:

@@ -589,6 +589,37 @@ def resize_text(resizes) -> str:
     )
 
 
+def disruption_text(disruptions) -> str:
+    """Figure 6's sentence on the voluntary disruptions ("" when none ran) (pure)."""
+    measured = [d for d in disruptions if d.rounds]
+    if not measured:
+        return (" The voluntary disruptions were not measured: " + "; ".join(p for d in disruptions for p in d.problems)
+                + ".") if disruptions else ""  # fmt: skip
+    named = {"drain-worker": "a drain of worker 1's node", "preempt-worker": "a priority preemption of worker 1",
+             "suspend": "a suspend and resume"}  # fmt: skip
+    parts = []
+    for d in measured:
+        after = (
+            f" ({d.after_return:.1f} s of it after the "
+            + ("room returned" if d.scenario == "preempt-worker" else "`suspend: false`")
+            + ")"
+            if not math.isnan(d.after_return)
+            else ""
+        )
+        parts.append(
+            f"{named.get(d.scenario, d.scenario)} {d.resumed:.1f} s{after}, {d.ratio:.2f}x the same round's pod "
+            f"delete, {d.steps_lost} step(s) re-trained"
+        )
+    return (
+        " The cluster's own disruptions, each through the API server as the cluster does it (the Eviction API "
+        "with the PodDisruptionBudget, the scheduler's preemption, `helm upgrade` of `suspend`), cost from the "
+        "disruption to the group's first step after it: "
+        + "; ".join(parts)
+        + ". Each stops the group at the checkpoint it agrees on, so the group resumes from the step it stopped "
+        "at; a preempted worker with nowhere to go waits (the run Waiting) until the room returns."
+    )
+
+
 def fig_cluster(s, table_rows, headers, load: str) -> str:
 
     if s.fault_rounds:
@@ -628,6 +659,7 @@ def fig_cluster(s, table_rows, headers, load: str) -> str:
             + f". Once the link healed, the cut-off pod wrote: {s.node_fenced}."
         )
     faults += resize_text(s.resizes)
+    faults += disruption_text(s.disruptions)
     return "\n".join(
         [
             "## Figure 6: the local Kubernetes cluster, and the chart on it beside `make local`",

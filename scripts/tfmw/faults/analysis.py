@@ -47,6 +47,9 @@ class FaultResult:
     marker_digest: str = ""
     fenced_writes: str = ""  # node-partition: what the cut-off pod wrote after the heal ("none")
     node_parts: dict = field(default_factory=dict)  # node faults: fault -> resumed by nodes.NODE_PARTS
+    # preempt-worker, suspend: fault -> the room (or the workers) given back, once the run was
+    # Waiting (Suspended); the recovery proper is seconds_to_resume - seconds_held
+    seconds_held: float = float("nan")
 
     @property
     def steps_lost(self) -> int:

@@ -16,6 +16,7 @@ from entrypoint import loglines
 from entrypoint.loglines import progress_step
 from tfmw.chart import render
 from tfmw.chart.helmkit import ToolError, find_helm, helm_error_line
+from tfmw.faults import disruptions
 from tfmw.faults.analysis import FaultResult, fill_result, said
 from tfmw.faults.local import run_sets
 from tfmw.faults.nodes import (
@@ -38,8 +39,14 @@ from tfmw.k8s.kubeconfig import KubeconfigError
 # the API server, the pods' logs followed through it (tfmw.k8s.Api). Nothing here knows how the
 # cluster runs its pods.
 
-CLUSTER_SCENARIOS = ("delete-worker", "delete-chief", *NODE_SCENARIOS)  # node-loss last: it stays lost
-VICTIM = {"delete-worker": 1, "delete-chief": 0, **dict.fromkeys(NODE_SCENARIOS, VICTIM_ORDINAL)}
+# node-loss last: it stays lost
+CLUSTER_SCENARIOS = ("delete-worker", "delete-chief", *disruptions.DISRUPTIONS, *NODE_SCENARIOS)
+VICTIM = {
+    "delete-worker": 1,
+    "delete-chief": 0,
+    **dict.fromkeys(disruptions.DISRUPTIONS, 1),
+    **dict.fromkeys(NODE_SCENARIOS, VICTIM_ORDINAL),
+}
 CHART = Path(render.CHART_DIR)
 VALUES_LOCAL = Path(render.VALUES_DIR) / "local.yaml"
 DEFAULT_KUBECONFIG = Path(render.REPO) / ".cluster" / "kubeconfig"  # what `make cluster` writes
@@ -348,13 +355,16 @@ def run_cluster_scenario(
         namespace = f"tfmw-faults-{os.getpid()}-{scenario}"[:63]
         kube.call("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
     logs = None
+    held: list[disruptions.Disruption] = []
     started = time.monotonic()
     try:
         sts = _install_run(
             kube,
             release,
             namespace,
-            install_sets(steps, checkpoint_every, hang_timeout_seconds, extra_sets),
+            install_sets(
+                steps, checkpoint_every, hang_timeout_seconds, (*disruptions.EXTRA_SETS.get(scenario, ()), *extra_sets)
+            ),
             values=[spread_values(node_dir)] if node_dir else [],
         )
         selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
@@ -363,8 +373,11 @@ def run_cluster_scenario(
         ordinal = VICTIM[scenario] if victim_ordinal is None else victim_ordinal
         result.victim = f"{sts['metadata']['name']}-{ordinal}"
         before, fault_time, (node, old_uid) = _fault_once_ready(
-            kube, logs, namespace, result.victim, fault_after_step, timeout, scenario, node_dir
+            kube, logs, namespace, result.victim, fault_after_step, timeout, scenario, node_dir, (release, held)
         )
+        if scenario in disruptions.HELD_PHASE:
+            _hold_then_give_back(kube, namespace, sts, scenario, held[0], timeout)
+            result.seconds_held = time.monotonic() - fault_time
         outcome = logs.wait_for(lambda pl: run_end(merge_incarnations(pl.snapshot()), fault_time), timeout)
         _record_recovery(result, kube, logs, namespace, sts, (started, before, fault_time), outcome, timeout)
         if node_dir is not None:  # before a heal: the Events of the cut are all there by now
@@ -384,6 +397,8 @@ def run_cluster_scenario(
         result.reason = str(err)
         return result
     finally:
+        for disruption in held:
+            disruption.cleanup()
         if logs is not None:
             logs.stop()
         if own_namespace:
@@ -417,6 +432,7 @@ def _fault_once_ready(
     timeout: float,
     scenario: str,
     node_dir: Path | None,
+    disrupting: tuple[str, list] = ("", []),
 ) -> tuple[set[str], float, tuple[str, str]]:
     """Once the chief saved a checkpoint and passed `fault_after_step`: the victim pod is
     deleted through the API server, or its node lost or cut off. Returns the victim's pod UIDs
@@ -434,11 +450,36 @@ def _fault_once_ready(
     pod = kube.get(ns_path(namespace, "pods", victim)) or {}
     node, uid = (pod.get("spec") or {}).get("nodeName", ""), (pod.get("metadata") or {}).get("uid", "")
     fault_time = time.monotonic()
-    if node_dir is None:
+    if scenario in disruptions.DISRUPTIONS:  # `disrupting`: the release, and where the disruption goes
+        release, held = disrupting
+        try:
+            disruption = disruptions.disrupt(kube, scenario, namespace, release, victim, str(CHART))
+        except ApiError as err:
+            raise FaultError(f"{scenario} of {victim}: {err}") from None
+        held.append(disruption)
+        fault_time = disruption.fault_time
+    elif node_dir is None:
         kube.delete(ns_path(namespace, "pods", victim))
     else:
         fault_node(node_dir, scenario, node)
     return before, fault_time, (node, uid)
+
+
+def _hold_then_give_back(
+    kube: Kube, namespace: str, sts: dict, scenario: str, disruption: disruptions.Disruption, timeout: float
+) -> None:
+    """Once the run is in the phase the disruption holds it in (Waiting, Suspended), give back
+    what was taken (the room, the workers); FaultError when it never gets there."""
+    phase, path = (
+        disruptions.HELD_PHASE[scenario],
+        ns_path(namespace, "configmaps", f"{sts['metadata']['name']}-status"),
+    )
+    deadline = time.monotonic() + timeout
+    while (((kube.get(path) or {}).get("data") or {}).get("phase")) != phase:
+        if time.monotonic() > deadline:
+            raise FaultError(f"{scenario}: the run was never {phase} within {timeout:g}s")
+        time.sleep(0.5)
+    disruption.give_back()
 
 
 def _record_recovery(

@@ -9,6 +9,7 @@ import pytest
 
 from tfmw.bench import fig_cluster, report
 from tfmw.faults import analysis as fault_analysis
+from tfmw.faults import disruptions
 from tfmw.k8s.api import time_seconds
 
 R = fig_cluster.ClusterRound
@@ -272,3 +273,69 @@ def test_cluster_report_when_every_up_imported_the_image():
     assert "Every `up` imported the worker image into both nodes (24.2 s of 40.5 s, 44.7 s of 50.0 s ready" in text
     assert "imported it again" in text and "took 16.3 s, 5.3 s." in text
     assert [r[2].startswith("MISSED") for r in fig_cluster.table_rows(s)[:2]] == [True, True]
+
+
+# ---------------------------------------------------------------- the voluntary disruptions
+
+
+def held(scenario: str, resumed: float, held_for: float, resume_step: int = 60) -> fault_analysis.FaultResult:
+    result = fault_result(scenario, resumed, resume_step=resume_step)
+    result.seconds_held = held_for
+    return result
+
+
+def test_each_disruption_is_a_ratio_to_the_same_rounds_pod_delete_and_counts_steps_re_trained():
+    drain = fig_cluster.disrupted(
+        "drain-worker", [(fault_result("drain-worker", 30.0), 15.0), (fault_result("drain-worker", 20.0), 20.0)]
+    )
+    assert (drain.resumed, drain.ratio, drain.ratio_min, drain.ratio_max) == (25.0, 1.5, 1.0, 2.0)
+    assert drain.steps_lost == 0 and drain.rounds == 2 and math.isnan(drain.after_return)
+    suspend = fig_cluster.disrupted("suspend", [(held("suspend", 50.0, 35.0, resume_step=40), 10.0)])
+    assert suspend.after_return == 15.0 and suspend.steps_lost == 20  # re-trained: stopped at 60, resumed at 40
+    failed = fig_cluster.disrupted(
+        "preempt-worker", [(fault_result("preempt-worker", float("nan"), completed=False, reason="never Waiting"), 9.0)]
+    )
+    assert failed.rounds == 0 and failed.problems == ("cluster preempt-worker: never Waiting",)
+
+
+def test_the_disruptions_are_rows_of_the_table():
+    s = fig_cluster.summarize(
+        [CACHED],
+        2.0,
+        [R(0.5, 1.0, 20.0, 10.0)],
+        [pair(15.0, 10.0)],
+        disruption_pairs={
+            "drain-worker": [(fault_result("drain-worker", 30.0), 15.0)],
+            "preempt-worker": [(held("preempt-worker", 40.0, 25.0), 15.0)],
+            "suspend": [(fault_result("suspend", float("nan"), completed=False, reason="x"), 15.0)],
+        },
+    )
+    rows = {row[0]: row for row in fig_cluster.table_rows(s)}
+    drain = rows["worker 1's node drained (cordon, eviction) (`drain-worker`) → group resumed, median"]
+    assert drain[1] == 30.0 and drain[2].startswith("2.00x the pod delete") and "0 step(s) re-trained" in drain[2]
+    assert rows["of which: the room returned → group resumed, median"][1] == 15.0
+    assert rows["`suspend: true`, then `suspend: false` (`suspend`) → group resumed, median"][2].startswith(
+        "NOT measured: cluster suspend: x"
+    )
+
+
+def test_the_hog_fits_only_without_the_victim():
+    assert disruptions.millicores("2") == 2000 and disruptions.millicores("500m") == 500
+    pod = disruptions.hog_pod("node-2", 1700, "img:1")
+    container = pod["spec"]["containers"][0]
+    assert pod["spec"]["priorityClassName"] == disruptions.PRIORITY_CLASS
+    assert pod["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "node-2"}
+    assert container["resources"]["requests"]["cpu"] == "1700m" and container["image"] == "img:1"
+
+
+def test_the_disruptions_are_a_sentence_of_the_report():
+    ds = (
+        fig_cluster.Disrupted("drain-worker", 5.6, float("nan"), 0.95, 0.95, 0.95, 0, 1),
+        fig_cluster.Disrupted("preempt-worker", 17.1, 3.5, 2.91, 2.91, 2.91, 0, 1),
+    )
+    text = report.disruption_text(ds)
+    assert "a drain of worker 1's node 5.6 s, 0.95x the same round's pod delete, 0 step(s) re-trained" in text
+    assert "a priority preemption of worker 1 17.1 s (3.5 s of it after the room returned)" in text
+    missing = report.disruption_text((fig_cluster.Disrupted("suspend", problems=("cluster suspend: x",)),))
+    assert missing == " The voluntary disruptions were not measured: cluster suspend: x."
+    assert report.disruption_text(()) == ""
