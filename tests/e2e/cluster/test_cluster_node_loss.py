@@ -18,7 +18,7 @@ or the completion marker: those need the group, and it had none (docs/failure-mo
 
 When worker 1's node is lost, the one other node that answers is full (a pod there takes its
 CPU): the replacement stays Pending, the chief's status says which pod and the scheduler's
-reason while the run keeps its phase and checkpoint; once that pod is gone the group resumes.
+reason, the phase Waiting and the checkpoint kept; once that pod is gone the group resumes.
 
 The chief's node is lost while the chief writes a checkpoint: its files are written, the
 `checkpoint` state file does not name them yet (the test hook TFMW_FAULT_CHECKPOINT_PAUSE_SECONDS
@@ -240,14 +240,14 @@ def _lose_a_node_and_recover(
         )
 
     if ballast:
-        # No room: the chief says, while it waits, which pod and why; the run keeps its phase
+        # No room: the chief says, while it waits, which pod and why; the run is Waiting
         # and its checkpoint. Then room is made and the group resumes.
         waiting = f"waiting for workers that are not running ({victim}: Unschedulable: "
         wait_for(lambda: waiting in _status(cluster, ns).get("message", ""), 300, "the reason", 1, describe)
         status = _status(cluster, ns)
-        # Restarting while a restart waits for the pod's name; Running while an attempt that
-        # began before the loss was noticed waits for it inside TensorFlow. Never Failed.
-        assert status["phase"] in ("Restarting", "Running"), status
+        # Waiting while the group that trained waits for its worker; Restarting while a restart
+        # waits for the pod's name. Never Running (nothing trains), never Failed.
+        assert status["phase"] in ("Waiting", "Restarting"), status
         assert "Insufficient cpu" in status["message"], status["message"]
         assert int(status["lastCheckpointStep"]) >= published, status
         print(f"no room for {victim}: said after {time.time() - faulted:.0f}s: {status['message']}")
