@@ -455,6 +455,21 @@ def verify_binary(path: Path, expected: str) -> None:
 
 
 @contextlib.contextmanager
+def cgo_disabled() -> Iterator[None]:
+    """CGO_ENABLED=0 for the `go` commands (go_env() copies os.environ): a static binary, as
+    CoreDNS's and Kueue's releases are."""
+    saved = os.environ.get("CGO_ENABLED")
+    os.environ["CGO_ENABLED"] = "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("CGO_ENABLED", None)
+        else:
+            os.environ["CGO_ENABLED"] = saved
+
+
+@contextlib.contextmanager
 def build_lock(dest_root: Path, progress: Progress) -> Iterator[None]:
     """One build at a time per dest_root; a second caller waits, then reuses the result."""
     dest_root.mkdir(parents=True, exist_ok=True)

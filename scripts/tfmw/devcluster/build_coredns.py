@@ -21,7 +21,6 @@ Usage: python -m tfmw.devcluster.build_coredns [--dest DIR]   (prints the binary
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -29,7 +28,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +41,7 @@ from tfmw.devcluster.build import (
     KubeBuildError,
     Progress,
     build_lock,
+    cgo_disabled,
     declared_vars,
     format_duration,
     go_build,
@@ -221,21 +221,6 @@ def _remove_leftovers(work_dir: Path) -> None:
         shutil.rmtree(leftover, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def _cgo_disabled() -> Iterator[None]:
-    """CGO_ENABLED=0 for the `go` commands (build.go_env() copies os.environ): a static
-    binary, as CoreDNS's releases are."""
-    saved = os.environ.get("CGO_ENABLED")
-    os.environ["CGO_ENABLED"] = "0"
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("CGO_ENABLED", None)
-        else:
-            os.environ["CGO_ENABLED"] = saved
-
-
 def _compile(go: str, pins: CorednsPins, output: Path, log: Path, progress: Progress) -> None:
     info = module_download(go, COREDNS_GOMOD, [COREDNS_MODULE], log)[COREDNS_MODULE]
     declared = declared_vars(go, COREDNS_GOMOD, [VERSION_PACKAGE], log)[VERSION_PACKAGE]
@@ -271,7 +256,7 @@ def build(pins: CorednsPins, dest_root: Path, progress: Progress) -> Path:
     (partial / "bin").mkdir(parents=True)
     started = time.monotonic()
     try:
-        with _cgo_disabled():
+        with cgo_disabled():
             _compile(go, pins, binary_path(partial), log, progress)
         verify_binary(binary_path(partial), pins)
         if gomod_digest(pinned_files()) != pins.gomod_sha256:

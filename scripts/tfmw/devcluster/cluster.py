@@ -1,6 +1,6 @@
 """`make cluster` / `make cluster-down` / `make cluster-load`: a real Kubernetes on this machine.
 
-    python -m tfmw.devcluster.cluster up   [--nodes N] [--gpus-per-node G] [--state DIR] [--base debian|official]
+    python -m tfmw.devcluster.cluster up   [--nodes N] [--gpus-per-node G] [--state DIR] [--base ...] [--kueue]
     python -m tfmw.devcluster.cluster load [--state DIR] [--base ...]   (the current worker image into every node)
     python -m tfmw.devcluster.cluster down [--state DIR]
     python -m tfmw.devcluster.cluster status [--state DIR]
@@ -10,7 +10,8 @@ image when its sources changed (scripts/tfmw/image/build.py, CPU variant: the im
 pulls), starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler, CoreDNS and the
 nodes (kubelet, containerd, kube-proxy: scripts/tfmw/devcluster/controlplane.py, nodes.py), imports the
 image into every node, waits until the nodes are Ready and prints one line to use it:
-`export KUBECONFIG=<path>`.
+`export KUBECONFIG=<path>`. With --kueue (`make cluster KUEUE=1`) it then installs the pinned
+Kueue and its queues (scripts/tfmw/devcluster/kueue.py; the manager is built once).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tfmw.devcluster import controlplane
+from tfmw.devcluster import controlplane, kueue
 from tfmw.devcluster.build import KubeBuildError
 from tfmw.devcluster.controlplane import ClusterError
 from tfmw.devcluster.nodes import NodeError
@@ -75,6 +76,11 @@ def main(argv=None) -> int:
         "official python image",
     )
     parser.add_argument(
+        "--kueue",
+        action="store_true",
+        help="install the pinned Kueue (its own chart) and a ClusterQueue once the nodes are Ready",
+    )
+    parser.add_argument(
         "--no-image",
         action="store_true",
         help="start without the worker image (pods that need it show ErrImageNeverPull until `make cluster-load`)",
@@ -92,6 +98,8 @@ def main(argv=None) -> int:
                 else [worker_image_archive(args.base, controlplane.IMAGE_CACHE)]
             )
             state = controlplane.up(args.state, nodes=args.nodes, gpus_per_node=args.gpus_per_node, images=images)
+            if args.kueue:
+                kueue.install(state)
             print(f"export KUBECONFIG={state.kubeconfig}", flush=True)
         elif args.action == "load":
             state = controlplane.ClusterState.load(args.state.resolve())
@@ -113,6 +121,9 @@ def main(argv=None) -> int:
     except ClusterError as err:
         print(f"make cluster: {err}", file=sys.stderr)
         return err.exit_code
+    except kueue.KueueError as err:
+        print(f"make cluster: the cluster runs, but Kueue is not installed: {err}", file=sys.stderr)
+        return 4
     except (ApiError, PkiError, NodeError, KubeBuildError, OSError) as err:
         # Whatever `up` had started was stopped and removed before this reached here.
         print(f"make cluster: {' '.join(str(err).split())}", file=sys.stderr)

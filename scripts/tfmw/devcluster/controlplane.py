@@ -430,6 +430,25 @@ def apiserver_args(bins: dict, state: ClusterState) -> list[str]:
         "--profiling=false",
         "--event-ttl",
         "2h",
+        # Aggregated APIs and webhooks served by pods (Kueue's): the API server on the host
+        # calls a Service's endpoint, a pod IP the host routes to its node, since only the
+        # nodes' kube-proxy serves ClusterIPs; the front-proxy identity is what such an API
+        # server trusts for the requests the API server forwards (kubeadm's flags).
+        "--enable-aggregator-routing=true",
+        "--requestheader-client-ca-file",
+        str(p / "front-proxy-ca.crt"),
+        "--requestheader-allowed-names",
+        pki.FRONT_PROXY_CLIENT,
+        "--requestheader-username-headers",
+        "X-Remote-User",
+        "--requestheader-group-headers",
+        "X-Remote-Group",
+        "--requestheader-extra-headers-prefix",
+        "X-Remote-Extra-",
+        "--proxy-client-cert-file",
+        str(p / "front-proxy-client.crt"),
+        "--proxy-client-key-file",
+        str(p / "front-proxy-client.key"),
     ]
 
 

@@ -1,5 +1,6 @@
 """Images the local cluster's nodes need besides the worker image: the pod sandbox ("pause")
-image, written here as a docker-save archive that `ctr images import` reads.
+image and, with Kueue, Kueue's manager image, each written here as a docker-save archive that
+`ctr images import` reads.
 
 No registry is reachable, so registry.k8s.io/pause cannot be pulled. A sandbox container
 only has to hold the pod's namespaces and reap zombies: catatonit (Debian's package, a
@@ -33,7 +34,7 @@ def _layer(files: dict[str, tuple[bytes, int]]) -> bytes:
     return buf.getvalue()
 
 
-def docker_archive(ref: str, layer: bytes, entrypoint: list[str]) -> bytes:
+def docker_archive(ref: str, layer: bytes, entrypoint: list[str], user: str = "65535:65535") -> bytes:
     """A docker-save (`docker-archive`) tar holding one single-layer linux/amd64 image."""
     diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
     config = json.dumps(
@@ -41,7 +42,7 @@ def docker_archive(ref: str, layer: bytes, entrypoint: list[str]) -> bytes:
             "architecture": "amd64",
             "os": "linux",
             "created": "1970-01-01T00:00:00Z",
-            "config": {"Entrypoint": entrypoint, "User": "65535:65535", "WorkingDir": "/"},
+            "config": {"Entrypoint": entrypoint, "User": user, "WorkingDir": "/"},
             "rootfs": {"type": "layers", "diff_ids": [diff_id]},
             "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "scripts/tfmw/devcluster/images.py"}],
         },
@@ -66,10 +67,15 @@ def pause_archive(ref: str, dest_dir: Path) -> Path:
         raise ImageArchiveError(
             "catatonit (the pod sandbox's pause process) is not installed: apt-get install catatonit"
         )
-    data = Path(binary).read_bytes()
-    archive = docker_archive(ref, _layer({"/pause": (data, 0o755)}), ["/pause", "-P"])
+    return one_binary_archive(ref, Path(binary), "/pause", ["-P"], "65535:65535", dest_dir, "pause")
+
+
+def one_binary_archive(ref: str, binary: Path, at: str, args: list[str], user: str, dest_dir: Path, stem: str) -> Path:
+    """An image `ref` holding one static binary at `at`, run as `user`, as an archive in
+    dest_dir (made once; same input, same bytes): what distroless/static images hold."""
+    archive = docker_archive(ref, _layer({at: (binary.read_bytes(), 0o755)}), [at, *args], user)
     dest_dir.mkdir(parents=True, exist_ok=True)
-    path = dest_dir / f"pause-{hashlib.sha256(archive).hexdigest()[:12]}.tar"
+    path = dest_dir / f"{stem}-{hashlib.sha256(archive).hexdigest()[:12]}.tar"
     if not path.exists():
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(archive)

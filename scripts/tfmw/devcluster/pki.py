@@ -16,6 +16,8 @@ Identities (CN / O as Kubernetes reads them):
     coredns                   tfmw:coredns                        CoreDNS's kubernetes plugin (system:coredns)
     apiserver-kubelet-client  kube-apiserver-kubelet-client       the API server calling a node (logs)
     apiserver-etcd-client     kube-apiserver-etcd-client          the API server calling etcd
+    front-proxy-client        front-proxy-client                  the API server forwarding to an aggregated API
+                                                                  (signed by front-proxy-ca, its own CA, as in kubeadm)
 Serving certificates: apiserver (the cluster address, 127.0.0.1, kubernetes.default.svc...),
 etcd (127.0.0.1), node-<name>-serving (the kubelet's HTTPS endpoint at the node's address).
 """
@@ -31,6 +33,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+FRONT_PROXY_CLIENT = "front-proxy-client"  # the API server's --requestheader-allowed-names
 
 
 class PkiError(Exception):
@@ -100,10 +104,12 @@ def _key_usage(*allowed: str) -> x509.KeyUsage:
     return x509.KeyUsage(**{bit: bit in allowed for bit in bits})
 
 
-def make_ca(directory: Path, days: int = 3650) -> CertPair:
-    pair = CertPair(directory / "ca.crt", directory / "ca.key")
+def make_ca(
+    directory: Path, days: int = 3650, stem: str = "ca", cn: str = "tf-multiworker local cluster CA"
+) -> CertPair:
+    pair = CertPair(directory / f"{stem}.crt", directory / f"{stem}.key")
     key = _new_key(pair.key)
-    name = subject("tf-multiworker local cluster CA")
+    name = subject(cn)
     cert = (
         _certificate(name, name, key.public_key(), days)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
@@ -197,6 +203,8 @@ class ClusterPki:
     coredns: CertPair
     nodes: dict[str, CertPair]  # kubelet client identity per node
     node_serving: dict[str, CertPair]  # kubelet HTTPS endpoint per node
+    front_proxy_ca: CertPair  # what an aggregated API server (Kueue's visibility API) trusts
+    front_proxy_client: CertPair  # the API server forwarding a request to it
 
 
 def make_cluster_pki(
@@ -211,6 +219,7 @@ def make_cluster_pki(
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
     ca = make_ca(directory)
+    front_proxy_ca = make_ca(directory, stem="front-proxy-ca", cn="tf-multiworker local front-proxy CA")
     api_dns = [
         "localhost",
         "kubernetes",
@@ -251,4 +260,6 @@ def make_cluster_pki(
             )
             for n in nodes
         },
+        front_proxy_ca=front_proxy_ca,
+        front_proxy_client=issue(front_proxy_ca, directory, "front-proxy-client", FRONT_PROXY_CLIENT),
     )

@@ -49,3 +49,17 @@ def test_a_serving_pair_is_trusted_through_its_own_chain(tmp_path):
     server.load_cert_chain(pair.cert, pair.key)  # the leaf first, then the CA
     client = ssl.create_default_context(cafile=str(pair.cert))
     assert client.get_ca_certs()[0]["subject"] == ((("commonName", "tf-multiworker local cluster CA"),),)
+
+
+def test_the_front_proxy_client_is_signed_by_a_ca_of_its_own(tmp_path):
+    """What an aggregated API server (Kueue's visibility API) trusts for forwarded requests:
+    a client certificate named as the API server's --requestheader-allowed-names, from a CA
+    that signs nothing else (a client certificate of the cluster CA must not pass as it)."""
+    made = pki.make_cluster_pki(tmp_path, "10.88.0.1", "10.96.0.1", ["k0-n1"])
+    client, front_ca, ca = load(made.front_proxy_client), load(made.front_proxy_ca), load(made.ca)
+    client.verify_directly_issued_by(front_ca)
+    assert names(client, NameOID.COMMON_NAME) == [pki.FRONT_PROXY_CLIENT]
+    assert front_ca.subject != ca.subject and made.front_proxy_ca.cert != made.ca.cert
+    assert list(client.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == [
+        ExtendedKeyUsageOID.CLIENT_AUTH
+    ]

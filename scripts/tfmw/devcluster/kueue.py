@@ -1,0 +1,259 @@
+"""Kueue on the local cluster, installed the way its users install it: its own Helm chart of
+the pinned version (scripts/tfmw/devcluster/build_kueue.py builds the manager from the same Go
+module and copies the chart beside it), its internal certificate management (no
+cert-manager), the `statefulset` and `pod` integrations on, and everything else at the
+chart's defaults (WaitForPodsReady included: on by default since Kueue 0.19).
+
+One setting is not the chart's default: Kueue manages only namespaces labelled
+`kueue-managed=true` (its documented opt-in namespace management,
+`managedJobsNamespaceSelector`). Kueue's pod webhook has `failurePolicy: Fail` and no object
+selector, so with the default (every namespace but kube-system and kueue-system) a stopped
+Kueue would refuse every pod of every other test sharing the cluster.
+
+How the API server, which runs on the host, reaches Kueue's webhook and its visibility API
+(an aggregated API): `--enable-aggregator-routing=true` makes it call a Service's endpoint
+(the manager pod's IP) instead of its ClusterIP, which only the nodes' kube-proxy serves;
+the host already routes each node's pod subnet to that node (nodes.py); the front-proxy
+certificates (pki.py) let the visibility server trust the API server's forwarded requests.
+
+Then the queues the tests and `make cluster KUEUE=1` use: one ResourceFlavor, one
+ClusterQueue with CPU, memory and nvidia.com/gpu quota that preempts lower priorities within
+it, two WorkloadPriorityClasses, and a LocalQueue per namespace (`local_queue`).
+
+    python -m tfmw.devcluster.kueue install [--state DIR]   (on a running `make cluster`)
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from tfmw.chart.helmkit import ToolError, find_helm
+from tfmw.devcluster import controlplane, images
+from tfmw.devcluster.build import KubeBuildError
+from tfmw.devcluster.build_kueue import binary_path, chart_path, ensure_kueue, read_pins
+from tfmw.k8s.api import Api, ApiError
+
+NAMESPACE = "kueue-system"
+RELEASE = "kueue"
+MANAGED_LABEL = {"kueue-managed": "true"}
+CLUSTER_QUEUE = "tfmw"
+FLAVOR = "default-flavor"
+LOCAL_QUEUE = "tfmw"  # in each managed namespace
+# The ClusterQueue's quota: three of values/local.yaml's workers (500m, 1Gi each), so one
+# 2-worker release fits and a second one waits.
+QUOTA = {"cpu": "1500m", "memory": "12Gi", "nvidia.com/gpu": "4"}
+PRIORITIES = {"tfmw-low": 100, "tfmw-high": 1000}
+KUEUE_API = "/apis/kueue.x-k8s.io/v1beta2"
+INSTALL_TIMEOUT = "5m"
+
+
+class KueueError(Exception):
+    """One line: why Kueue could not be installed."""
+
+
+def image_ref() -> str:
+    return f"tfmw.local/kueue:{read_pins().kueue}"
+
+
+def manager_config() -> str:
+    """Kueue's Configuration, as the chart's managerConfig.controllerManagerConfigYaml: the
+    chart's own defaults, with the frameworks and the namespace selector set."""
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "managedJobsNamespaceSelector": {"matchLabels": dict(MANAGED_LABEL)},
+        "integrations": {"frameworks": ["statefulset", "pod"]},
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def chart_values(ref: str) -> dict:
+    repository, _, tag = ref.rpartition(":")
+    return {
+        "controllerManager": {
+            "manager": {
+                "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+                # the chart asks for 500m; the local nodes are small
+                "resources": {
+                    "requests": {"cpu": "100m", "memory": "256Mi"},
+                    "limits": {"cpu": "1", "memory": "512Mi"},
+                },
+            }
+        },
+        "managerConfig": {"controllerManagerConfigYaml": manager_config()},
+    }
+
+
+def queue_objects() -> list[tuple[str, dict]]:
+    """(collection path, object) for the cluster-wide queueing objects."""
+    resources = [{"name": name, "nominalQuota": quota} for name, quota in QUOTA.items()]
+    objects = [
+        (
+            f"{KUEUE_API}/resourceflavors",
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}},
+        ),
+        (
+            f"{KUEUE_API}/clusterqueues",
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": CLUSTER_QUEUE},
+                "spec": {
+                    "namespaceSelector": {"matchLabels": dict(MANAGED_LABEL)},
+                    "preemption": {"withinClusterQueue": "LowerPriority"},
+                    "resourceGroups": [
+                        {"coveredResources": list(QUOTA), "flavors": [{"name": FLAVOR, "resources": resources}]}
+                    ],
+                },
+            },
+        ),
+    ]
+    for name, value in PRIORITIES.items():
+        objects.append(
+            (
+                f"{KUEUE_API}/workloadpriorityclasses",
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "WorkloadPriorityClass",
+                    "metadata": {"name": name},
+                    "value": value,
+                    "description": f"tf-multiworker's local cluster: {name}",
+                },
+            )
+        )
+    return objects
+
+
+def local_queue(namespace: str) -> tuple[str, dict]:
+    return (
+        f"{KUEUE_API}/namespaces/{namespace}/localqueues",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": LOCAL_QUEUE, "namespace": namespace},
+            "spec": {"clusterQueue": CLUSTER_QUEUE},
+        },
+    )
+
+
+def manage_namespace(api: Api, namespace: str) -> None:
+    """Label `namespace` for Kueue and give it the LocalQueue `tfmw`."""
+    api.patch(f"/api/v1/namespaces/{namespace}", {"metadata": {"labels": dict(MANAGED_LABEL)}})
+    api.create_or_keep(*local_queue(namespace))
+
+
+def _helm(state: controlplane.ClusterState, *args: str, timeout: float = 420) -> None:
+    try:
+        helm = find_helm()
+    except ToolError as err:
+        raise KueueError(str(err)) from None
+    env = {"KUBECONFIG": str(state.kubeconfig), "PATH": "/usr/bin:/bin", "HOME": str(state.dir)}
+    proc = subprocess.run([helm, *args], capture_output=True, text=True, timeout=timeout, env=env)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise KueueError(f"helm {args[0]} of Kueue's chart failed: {last}")
+
+
+def install(state: controlplane.ClusterState, say=print) -> None:
+    """Kueue's manager image into every node, its chart installed (waiting until the manager
+    answers its webhooks), then the queueing objects. Idempotent."""
+    started = time.monotonic()
+    try:
+        kueue_dir = ensure_kueue(progress=say)
+    except KubeBuildError as err:
+        raise KueueError(str(err)) from None
+    ref = image_ref()
+    archive = images.one_binary_archive(
+        ref, binary_path(kueue_dir), "/manager", [], "65532:65532", controlplane.IMAGE_CACHE, "kueue"
+    )
+    controlplane.load_images(state, [archive], say=say)
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=state.dir) as values:
+        yaml.safe_dump(chart_values(ref), values)
+        values.flush()
+        _helm(
+            state,
+            "upgrade",
+            "--install",
+            RELEASE,
+            str(chart_path(kueue_dir)),
+            "--namespace",
+            NAMESPACE,
+            "--create-namespace",
+            "--values",
+            values.name,
+            "--wait",
+            "--timeout",
+            INSTALL_TIMEOUT,
+        )
+    api = state.api()
+    _wait_for_webhook(api)
+    for path, obj in queue_objects():
+        api.create_or_keep(path, obj)
+    say(
+        f"kueue: {read_pins().kueue} installed in {NAMESPACE} ({time.monotonic() - started:.0f}s); "
+        f"ClusterQueue {CLUSTER_QUEUE}, quota {', '.join(f'{k} {v}' for k, v in QUOTA.items())}; "
+        f"label a namespace {'='.join(next(iter(MANAGED_LABEL.items())))} and give it LocalQueue {LOCAL_QUEUE}"
+    )
+
+
+def _wait_for_webhook(api: Api, timeout: float = 120) -> None:
+    """Until the API server reaches Kueue's webhooks: a dry-run ResourceFlavor create goes
+    through the validating webhook (the manager answers only once its certificate is in)."""
+    probe = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "tfmw-probe"}}
+    deadline, last = time.monotonic() + timeout, ""
+    while time.monotonic() < deadline:
+        try:
+            api.request("POST", f"{KUEUE_API}/resourceflavors", probe, query={"dryRun": "All"})
+            return
+        except ApiError as err:
+            last = str(err)
+        time.sleep(1)
+    raise KueueError(f"the API server does not reach Kueue's webhook after {timeout:.0f}s: {last}")
+
+
+def uninstall(state: controlplane.ClusterState, timeout: float = 120) -> None:
+    """The queueing objects deleted while the manager still runs (it holds finalizers on
+    them: with the manager gone first, they and their CRDs would never go), then the chart
+    (its CRDs, and every other Kueue object with them)."""
+    api = state.api()
+    named = [f"{path}/{obj['metadata']['name']}" for path, obj in queue_objects()]
+    for path in named:
+        api.delete(path)
+    deadline = time.monotonic() + timeout
+    while (left := [path for path in named if api.get_or_none(path)]) and time.monotonic() < deadline:
+        time.sleep(1)
+    if left:
+        raise KueueError(f"Kueue's manager did not release {', '.join(left)} within {timeout:.0f}s")
+    _helm(state, "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", INSTALL_TIMEOUT)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tfmw.devcluster.kueue", description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=("install", "uninstall"))
+    parser.add_argument("--state", type=Path, default=controlplane.DEFAULT_STATE)
+    args = parser.parse_args(argv)
+    state = controlplane.ClusterState.load(args.state.resolve())
+    if state is None or not controlplane.running(state):
+        print(f"kueue: error: no running cluster at {args.state} (start one with make cluster)", file=sys.stderr)
+        return 1
+    try:
+        install(state) if args.action == "install" else uninstall(state)
+    except (KueueError, ApiError, images.ImageArchiveError, subprocess.TimeoutExpired) as err:
+        print(f"kueue: error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
