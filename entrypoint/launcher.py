@@ -683,17 +683,22 @@ class Launcher:
                     run.waiting.trains()
                     continue
                 mine = run.identity.ordinal
-                reasons = {}
+                reasons, unread = {}, False
                 for ordinal in range(1, run.workers) if mine == 0 else [0]:
                     pod = self._replace_if_lost(run, api, f"{run.identity.host_prefix}-{ordinal}", refused)
+                    unread |= pod is None
                     why = pod_waiting_reason(pod) if pod is not None else None
                     if why:
                         reasons[ordinal] = why
                 # A replacement with no node that has room: the group's attempt waits inside
                 # TensorFlow for a worker that is not running; the status says which and why
                 # (unless the group trained again while the pods were read).
-                if supervisor.seconds_without_progress() >= STALLED_SECONDS:
+                if reasons and supervisor.seconds_without_progress() >= STALLED_SECONDS:
                     run.waiting.report(run.waiting_state(), reasons)
+                elif not reasons and not unread and not run.tracker.ledger.beats:
+                    # A user command writes no heartbeat, so its progress never says the group
+                    # trains again: every peer running again does.
+                    run.waiting.trains()
 
         threading.Thread(target=watch, name="tfmw-lost-peers", daemon=True).start()
         return done

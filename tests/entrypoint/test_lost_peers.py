@@ -162,3 +162,26 @@ def test_a_stalled_group_whose_peer_cannot_be_scheduled_says_why_until_it_trains
     assert fake_api.status("train-status")["phase"] == "Running"
     assert [e["reason"] for e in fake_api.events][-2:] == ["Waiting", "Regrouped"]
     run.stop()
+
+
+SLEEPS = """
+    import time
+    time.sleep(600)  # a user command: no heartbeat, ever
+"""
+
+
+def test_a_user_commands_group_is_running_again_once_every_peer_runs(fake_api, tmp_path):
+    """A user command writes no heartbeat, so no progress ever says its group trains again:
+    once the peer that was not running runs, the run is Running again (its workers Ready), not
+    Waiting for good (a rollback or a drain would then wait on readiness forever)."""
+    fake_api.pods["train-1"] = unschedulable_pod(
+        "train-1", "0/3 nodes are available: 1 Insufficient cpu.", uid="uid-new"
+    )
+    env = pod_env(fake_api, tmp_path, pod="train-0", replicas=2, TFMW_PORT=str(free_port()))
+    run = Run(env, command(tmp_path, SLEEPS)).until("tfmw launcher starting training (attempt 1)")
+    wait_until(lambda: fake_api.status("train-status").get("phase") == "Waiting", run)
+    fake_api.pods["train-1"]["status"] = {"phase": "Running"}
+    wait_until(lambda: fake_api.status("train-status").get("phase") == "Running", run)
+    assert fake_api.status("train-status")["message"] == "run r1: 2 workers training"
+    assert [e["reason"] for e in fake_api.events][-2:] == ["Waiting", "Regrouped"]
+    run.stop()

@@ -403,7 +403,7 @@ def test_deploying_a_run_that_failed_under_the_same_template_reports_it_and_exit
         again,
         "deploy",
         f"release {release} revision 2 is deployed, but run {release} Failed (BadConfig",
-        "It does not train again with this pod template: fix the values and deploy again",
+        "It does not train again with this pod template: fix the cause and `make retry`",
     )
     assert again.returncode == 3
     assert "revision 2, deployed" in again.stdout
@@ -634,14 +634,16 @@ def test_an_upgrade_whose_pods_cannot_schedule_is_rolled_back_to_the_running_rev
         namespace,
         "--release",
         release,
+        # helm's rollback waits as long: for the workers to be Ready again, which means their
+        # group runs again (the readinessProbe), some seconds after the pods are back
         "--timeout",
-        "15s",
+        "45s",
         sets=[*SLEEPER, "workers.gpus=8"],
     )
     one_line_error(
         proc,
         "deploy",
-        "did not finish within --timeout 15s",
+        "did not finish within --timeout 45s",
         "Pending: Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu",
         f"rolled back: release {release} is deployed again as revision 3, the configuration "
         "of revision 1 that ran before this deploy",
