@@ -44,6 +44,7 @@ from .identity import (
 )
 from .kubeapi import APIError, KubeAPI
 from .lifecycle import (
+    EDGES,
     FAILED_ALREADY,
     SUCCEEDED_ALREADY,
     Phase,
@@ -62,6 +63,7 @@ from .lifecycle import (
 from .nodeloss import lost_with_node, pod_address
 from .peers import wait_for_peers
 from .podlog import PodLog, log_path
+from .queueing import evicted_by_queue, requeued_message
 from .settings import INDEXED_JOB_REQUIRED, POLICIES, LauncherSettings, load_settings
 from .standby import is_builtin_trainer, standby_plan
 from .status import StatusRecorder
@@ -372,9 +374,14 @@ class Launcher:
                 "an eviction; nothing recorded"
             )
             return returncode
-        if size != 0:
-            return returncode  # this pod alone is going (a drain, a preemption): the group re-forms
         step = tracker.state.last_checkpoint_step or 0
+        if size != 0:
+            evicted = self._evicted_by_queue(run)
+            # the whole group is going, and comes back once the queue admits it
+            if evicted and (tracker.state.phase, Phase.WAITING) in EDGES:
+                tracker.transition(Phase.WAITING, message=requeued_message(evicted, step))
+                run.recorder.flush(self.flush_seconds)
+            return returncode  # else this pod alone is going (a drain, a preemption): the group re-forms
         tracker.transition(
             Phase.SUSPENDED,
             message=f"suspended at step {step} (the StatefulSet at 0 replicas: suspend: true): the workers are "
@@ -382,6 +389,16 @@ class Launcher:
         )
         run.recorder.flush(self.flush_seconds)
         return returncode
+
+    def _evicted_by_queue(self, run: _Run) -> str | None:
+        """Kueue's reason when it is evicting this pod's group (entrypoint/queueing.py)."""
+        api = KubeAPI.from_env(self.env, run.settings.api_dir, timeout=self.api_timeout)
+        if api is None or not run.settings.namespace or not run.settings.pod_name:
+            return None
+        try:
+            return evicted_by_queue(api.get_pod(run.settings.namespace, run.settings.pod_name))
+        except APIError:
+            return None
 
     def _announce(self, tf_config: dict, kind: str, platform: bool) -> None:
         task = tf_config["task"]

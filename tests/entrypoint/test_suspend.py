@@ -85,3 +85,41 @@ def test_a_stop_while_the_statefulset_keeps_its_replicas_records_nothing(fake_ap
     assert run.stop() == 143
     assert fake_api.status("train-status")["phase"] == "Running"
     assert "Suspended" not in [e["reason"] for e in fake_api.events]
+
+
+def test_a_group_evicted_by_kueue_is_recorded_waiting_at_its_checkpoint(fake_api, tmp_path, monkeypatch):
+    """Kueue evicts a whole group (a preemption, WaitForPodsReady) by writing the condition
+    TerminationTarget on each pod, then deleting them; the StatefulSet keeps its replicas and
+    the pods come back gated. The chief's stop says so: Waiting, requeued, at the checkpoint."""
+    monkeypatch.setattr(launcher_module, "wait_for_peers", lambda hosts, timeout, log, sleep: None)
+    run = start_training(fake_api, tmp_path)
+    fake_api.pods["train-0"] = {
+        "metadata": {"name": "train-0"},
+        "status": {
+            "conditions": [
+                {
+                    "type": "TerminationTarget",
+                    "status": "True",
+                    "reason": "WorkloadEvicted",
+                    "message": "Preempted to accommodate a workload due to prioritization in the ClusterQueue",
+                }
+            ]
+        },
+    }
+    assert run.stop() == 143
+    status = fake_api.status("train-status")
+    assert status["phase"] == "Waiting" and status["lastCheckpointStep"] == "20", status
+    assert status["message"].startswith("evicted by Kueue at step 20 (WorkloadEvicted: Preempted to accommodate"), (
+        status
+    )
+    assert "Suspended" not in [e["reason"] for e in fake_api.events]
+
+
+def test_the_queue_eviction_is_read_from_kueues_pod_condition_only():
+    from entrypoint.queueing import evicted_by_queue
+
+    assert evicted_by_queue({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}) is None
+    assert evicted_by_queue({"status": {"conditions": [{"type": "TerminationTarget", "status": "False"}]}}) is None
+    assert evicted_by_queue({}) is None
+    condition = {"type": "TerminationTarget", "status": "True", "reason": "WorkloadEvicted"}
+    assert evicted_by_queue({"status": {"conditions": [condition]}}) == "WorkloadEvicted"

@@ -500,7 +500,19 @@ ISSUE12_TEMPLATE = {
             "scheduling.kueue.queueName=q",
             "workers.podLabels.kueue\\.x-k8s\\.io/pod-group-name=x",
         ),
-        "workers.podLabels.kueue.x-k8s.io/pod-group-name: ",
+        "workers.podLabels.kueue.x-k8s.io/pod-group-name: with scheduling.gang=kueue, Kueue sets",
+    ),
+    "pod-annotation-kueue-count": (
+        (
+            "scheduling.gang=kueue",
+            "scheduling.kueue.queueName=q",
+            "workers.podAnnotations.kueue\\.x-k8s\\.io/pod-group-total-count=two",
+        ),
+        "workers.podAnnotations.kueue.x-k8s.io/pod-group-total-count: with scheduling.gang=kueue, Kueue sets",
+    ),
+    "common-label-kueue-queue": (
+        ("scheduling.gang=kueue", "scheduling.kueue.queueName=q", "commonLabels.kueue\\.x-k8s\\.io/queue-name=other"),
+        "commonLabels.kueue.x-k8s.io/queue-name: with scheduling.gang=kueue, Kueue sets",
     ),
     "pod-annotation-checksum": (
         ("workers.podAnnotations.checksum/training-config=x",),

@@ -70,14 +70,22 @@ def test_coscheduling_gang(helm, render):
 def test_kueue_gang(helm, render):
     objects = render(helm, overlay_path("prod"), sets=("scheduling.gang=kueue", "scheduling.kueue.queueName=team-a"))
     assert not find(objects, "PodGroup")  # Kueue builds its Workload itself
-    # The StatefulSet integration (Kueue >= 0.11) reads the label on the StatefulSet ...
-    assert one(objects, "StatefulSet")["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
-    # ... older Kueue's plain-pod groups read the pods' labels and annotation.
+    # Kueue's StatefulSet integration reads the queue (and the priority) on the StatefulSet ...
+    labels = one(objects, "StatefulSet")["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert "kueue.x-k8s.io/priority-class" not in labels
+    # ... and writes the pods' group name and size itself: a pod-group label of the chart's
+    # would be a second name for the group, which Kueue refuses (the pod stays gated).
     template = worker(objects)
-    assert template["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
-    assert template["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] == FULLNAME
-    assert template["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] == "4"
+    kueue_keys = [k for k in (*template["metadata"]["labels"], *template["metadata"]["annotations"]) if "kueue" in k]
+    assert kueue_keys == []
     assert "schedulerName" not in template["spec"]
+
+
+def test_kueue_priority_class_goes_on_the_statefulset(helm, render):
+    sets = ("scheduling.gang=kueue", "scheduling.kueue.queueName=q", "scheduling.kueue.priorityClass=high")
+    sts = one(render(helm, overlay_path("prod"), sets=sets), "StatefulSet")
+    assert sts["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "high"
 
 
 def test_runai_gang(helm, render):

@@ -1,0 +1,224 @@
+"""The chart under a real Kueue (the pinned sigs.k8s.io/kueue, built from its Go module and
+installed with its own Helm chart into the shared cluster: scripts/tfmw/devcluster/kueue.py),
+with the real kube-scheduler and kubelets. Kueue manages only the namespaces these tests label,
+and is uninstalled after them, so the rest of the suite never meets its webhooks.
+
+The ClusterQueue holds three of values/local.yaml's workers (1500m CPU): one 2-worker release
+fits, a second one waits. Every release is `scheduling.gang=kueue` with the namespace's
+LocalQueue; nothing else of Kueue's is set by the chart (Kueue names and sizes the group)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from clusterkit import CHART, REPO, delete_namespace, new_namespace, wait_for
+
+from tfmw.devcluster import kueue
+from tfmw.faults.cluster import Kube, PodLogs, merge_incarnations
+from tfmw.k8s.api import ns_path
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+STEPS, EVERY = 1500, 50  # mlp, ~50 steps/s here: about half a minute of training
+SETS = (
+    "scheduling.gang=kueue",
+    f"scheduling.kueue.queueName={kueue.LOCAL_QUEUE}",
+    "training.config.model.name=mlp",
+    f"training.config.steps={STEPS}",
+    "training.config.logEverySteps=50",
+    f"training.config.checkpoint.everySteps={EVERY}",
+)
+GATE = "kueue.x-k8s.io/admission"
+DIGESTS: dict[str, str] = {}  # test -> the weights its runs ended with (one config: one set of weights)
+
+
+@pytest.fixture(scope="module")
+def queued(cluster):
+    """Kueue installed into the shared cluster for this module's tests, then removed."""
+    kueue.install(cluster.state, say=print)
+    try:
+        yield cluster
+    finally:
+        kueue.uninstall(cluster.state)
+
+
+@pytest.fixture
+def ns(queued, request) -> str:
+    name = new_namespace(queued, request.node.name.replace("test_", "t-"))
+    kueue.manage_namespace(queued.api, name)
+    yield name
+    delete_namespace(queued, name)
+
+
+def install(cluster, ns: str, release: str, *sets: str) -> None:
+    args = ["install", release, str(CHART), "-n", ns, "-f", str(REPO / "values" / "local.yaml")]
+    for item in (*SETS, *sets):
+        args += ["--set", item]
+    cluster.helm(*args)
+
+
+def status(cluster, ns: str, release: str) -> dict:
+    cm = cluster.api.get_or_none(ns_path(ns, "configmaps", f"{release}-tf-multiworker-status"))
+    return (cm or {}).get("data") or {}
+
+
+def workload(cluster, ns: str, release: str) -> dict | None:
+    """The Workload Kueue made for the release's StatefulSet (found by the StatefulSet's UID)."""
+    sts = cluster.statefulset(ns, f"{release}-tf-multiworker")
+    if not sts:
+        return None
+    found = cluster.api.items(
+        f"{kueue.KUEUE_API}/namespaces/{ns}/workloads", labelSelector=f"kueue.x-k8s.io/job-uid={sts['metadata']['uid']}"
+    )
+    return found[0] if found else None
+
+
+def condition(wl: dict | None, kind: str) -> dict:
+    return next((c for c in ((wl or {}).get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
+
+
+def admitted(cluster, ns: str, release: str) -> bool:
+    return condition(workload(cluster, ns, release), "Admitted").get("status") == "True"
+
+
+def gated_and_not_started(pod: dict) -> bool:
+    gates = [g["name"] for g in pod["spec"].get("schedulingGates") or []]
+    return GATE in gates and not pod["spec"].get("nodeName") and not (pod.get("status") or {}).get("containerStatuses")
+
+
+def wait_succeeded(cluster, ns: str, release: str, timeout: float = 400) -> dict:
+    def done():
+        data = status(cluster, ns, release)
+        assert data.get("phase") != "Failed", data
+        return data if data.get("phase") == "Succeeded" else None
+
+    return wait_for(done, timeout, f"run {release} to succeed", 1, lambda: str(status(cluster, ns, release)))
+
+
+def digests(logs: PodLogs) -> set[str]:
+    found = set()
+    for stream in merge_incarnations(logs.snapshot()).values():
+        found |= {m.group(1) for line in stream.lines if (m := re.search(r"tfmw done .*weights_digest=(\S+)", line))}
+    return found
+
+
+def test_a_release_over_the_quota_is_gated_whole_and_starts_when_the_first_ends(queued, ns):
+    """First fits the quota: admitted as one Workload, its pods ungated, trains, Succeeds,
+    and its scale to 0 releases the quota (the Workload goes OnHold). Second does not fit
+    while first runs: both its pods exist, gated, no container started, and its Workload says
+    why; once first's quota is released it is admitted and trains to the same weights."""
+    cluster = queued
+    install(cluster, ns, "first")
+    wait_for(
+        lambda: admitted(cluster, ns, "first"), 120, "first admitted", 1, lambda: str(workload(cluster, ns, "first"))
+    )
+    pods = cluster.workers(ns, "first")
+    assert len(pods) == 2 and not any(p["spec"].get("schedulingGates") for p in pods), pods
+    wl = workload(cluster, ns, "first")
+    # Kueue named and sized the group itself, from the StatefulSet (the chart sets neither)
+    assert all(
+        p["metadata"].get("annotations", {}).get("kueue.x-k8s.io/pod-group-name") == wl["metadata"]["name"]
+        for p in cluster.workers(ns, "first")
+    ), pods
+    assert wl["spec"]["podSets"][0]["count"] == 2, wl["spec"]
+
+    install(cluster, ns, "second")
+    wait_for(lambda: len(cluster.workers(ns, "second")) == 2, 60, "second's two pods")
+    wait_for(
+        lambda: condition(workload(cluster, ns, "second"), "QuotaReserved").get("status") == "False",
+        60,
+        "second queued",
+    )
+    assert status(cluster, ns, "first").get("phase") in ("Pending", "Running"), status(cluster, ns, "first")
+    waiting = condition(workload(cluster, ns, "second"), "QuotaReserved")
+    assert "insufficient" in waiting.get("message", ""), waiting
+    assert all(gated_and_not_started(p) for p in cluster.workers(ns, "second")), cluster.workers(ns, "second")
+    assert not status(cluster, ns, "second"), "a gated worker ran"
+
+    logs = PodLogs(
+        Kube(cluster.kubeconfig),
+        ns,
+        "second-tf-multiworker",
+        "app.kubernetes.io/instance=second,app.kubernetes.io/component=worker",
+    )
+    logs.start()
+    try:
+        first = wait_succeeded(cluster, ns, "first")
+        assert first["step"] == str(STEPS), first
+        wait_for(
+            lambda: condition(workload(cluster, ns, "first"), "QuotaReserved").get("reason") == "OnHold",
+            120,
+            "first's quota released at its scale to 0",
+            1,
+            lambda: str(workload(cluster, ns, "first")),
+        )
+        wait_for(lambda: admitted(cluster, ns, "second"), 120, "second admitted once first's quota is free")
+        second = wait_succeeded(cluster, ns, "second")
+        wait_for(lambda: digests(logs), 60, "second's final weights")
+    finally:
+        logs.stop()
+    assert second["step"] == str(STEPS) and second.get("restarts") == "0", second
+    wait_for(
+        lambda: condition(workload(cluster, ns, "second"), "QuotaReserved").get("reason") == "OnHold",
+        120,
+        "second's quota released at its scale to 0",
+    )
+    assert len(digests(logs)) == 1, digests(logs)
+    DIGESTS["queued"] = digests(logs).pop()
+
+
+def follow(cluster, ns: str, release: str) -> PodLogs:
+    selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
+    logs = PodLogs(Kube(cluster.kubeconfig), ns, f"{release}-tf-multiworker", selector)
+    logs.start()
+    return logs
+
+
+def stops_and_resumes(logs: PodLogs) -> list[tuple[int, int]]:
+    """(the step a `tfmw stopped` saved at, the step the next start resumed from), every worker."""
+    pairs = []
+    for stream in merge_incarnations(logs.snapshot()).values():
+        stopped = None
+        for line in stream.lines:
+            if m := re.search(r"tfmw stopped step=(\d+)/", line):
+                stopped = int(m.group(1))
+            elif stopped is not None and (m := re.search(r"tfmw start .*resume_step=(\d+)", line)):
+                pairs.append((stopped, int(m.group(1))))
+                stopped = None
+    return pairs
+
+
+def test_a_higher_priority_release_preempts_the_group_which_resumes_at_its_step(queued, ns):
+    """Low trains; High (a higher WorkloadPriorityClass) does not fit beside it, so Kueue
+    evicts Low's whole group: each worker stops at the group's checkpoint (SIGTERM), the chief
+    records Waiting (evicted by Kueue, requeued), the pods come back gated. High trains and
+    ends; Low is readmitted and resumes at exactly the step it stopped at, Succeeds (never
+    Failed), with the weights of an uninterrupted run."""
+    cluster = queued
+    install(cluster, ns, "low", "scheduling.kueue.priorityClass=tfmw-low")
+    logs = follow(cluster, ns, "low")
+    try:
+        wait_for(lambda: int(status(cluster, ns, "low").get("lastCheckpointStep") or 0) >= 300, 180, "low trains")
+        install(cluster, ns, "high", "scheduling.kueue.priorityClass=tfmw-high")
+
+        def requeued():
+            data = status(cluster, ns, "low")
+            return data if data.get("phase") == "Waiting" else None
+
+        waiting = wait_for(requeued, 120, "low recorded Waiting", 1, lambda: str(status(cluster, ns, "low")))
+        assert waiting["message"].startswith("evicted by Kueue at step "), waiting
+        evicted = condition(workload(cluster, ns, "low"), "Evicted")
+        assert evicted.get("reason") == "Preempted", workload(cluster, ns, "low")
+        wait_for(lambda: admitted(cluster, ns, "high"), 120, "high admitted")
+        wait_succeeded(cluster, ns, "high")
+        low = wait_succeeded(cluster, ns, "low")
+        wait_for(lambda: digests(logs), 60, "low's final weights")
+    finally:
+        logs.stop()
+    pairs = stops_and_resumes(logs)
+    assert len(pairs) >= 2 and all(saved == resumed for saved, resumed in pairs), pairs  # 0 steps re-trained
+    assert low["step"] == str(STEPS), low
+    reasons = [e["reason"] for e in cluster.events(ns) if (e.get("involvedObject") or {}).get("kind") == "StatefulSet"]
+    assert "Failed" not in reasons, reasons
+    assert digests(logs) == {DIGESTS.get("queued", next(iter(digests(logs))))}, (digests(logs), DIGESTS)
