@@ -31,7 +31,7 @@ from tfmw.chart.helmkit import ToolError, stderr_text
 from tfmw.chart.target import target_of
 from tfmw.deploy import context as deploy_context
 from tfmw.deploy import helm as deploy_helm
-from tfmw.deploy import observe
+from tfmw.deploy import observe, queue
 from tfmw.k8s import kubeconfig
 from tfmw.k8s.api import Api, ApiError, ns_path
 
@@ -567,6 +567,9 @@ def cmd_status(args) -> int:
     )
     for line in observe.status_lines(release, workers, sts, status_object, reports):
         say(line)
+    queued = queue.workload_clause(api, sts)
+    if queued:
+        say(queued)
     return 0
 
 

@@ -139,6 +139,12 @@ def pod_state(pod: dict) -> PodState:
     if not reason and scheduled.get("status") == "False" and scheduled.get("reason"):
         # The scheduler's verdict, e.g. Unschedulable: "0/1 nodes are available: 1 Insufficient ..."
         reason, message = scheduled["reason"], scheduled.get("message") or ""
+    gates = [g.get("name", "") for g in (pod.get("spec") or {}).get("schedulingGates") or []]
+    if reason == "SchedulingGated" and gates:
+        # Kueue's admission gate: every worker waits until the whole group is admitted
+        message = f"held by the scheduling gate {', '.join(gates)}" + (
+            " until Kueue admits the whole group" if "kueue.x-k8s.io/admission" in gates else ""
+        )
     gpus = any(
         "nvidia.com/gpu" in ((c.get("resources") or {}).get("limits") or {})
         for c in (pod.get("spec") or {}).get("containers") or []

@@ -135,6 +135,10 @@ def test_a_release_over_the_quota_is_gated_whole_and_starts_when_the_first_ends(
     assert "insufficient" in waiting.get("message", ""), waiting
     assert all(gated_and_not_started(p) for p in cluster.workers(ns, "second")), cluster.workers(ns, "second")
     assert not status(cluster, ns, "second"), "a gated worker ran"
+    shown = cluster.tfmw("status", "--namespace", ns, "--release", "second")  # make status
+    assert shown.returncode == 0, shown.stderr
+    assert "Kueue: queued in tfmw, not admitted: couldn't assign flavors to pod set main" in shown.stdout, shown.stdout
+    assert "held by the scheduling gate kueue.x-k8s.io/admission until Kueue admits" in shown.stdout, shown.stdout
 
     logs = PodLogs(
         Kube(cluster.kubeconfig),
