@@ -22,3 +22,21 @@ scheduler-plugins'); the cluster's default scheduler places them one by one. */}
 {{- end }}
 {{- join "\n" $problems }}
 {{- end }}
+
+{{/* Kueue lets a StatefulSet it manages change size only to and from 0 (sigs.k8s.io/kueue
+v0.19 statefulset_webhook.go, ValidateUpdate: its webhook refuses the upgrade mid-apply) and
+its Workload keeps the size it was made with: refused here, before anything is applied, with
+the way that works. `lookup` reads the live StatefulSet during install and upgrade (nothing
+under helm template or --dry-run=client, where this check cannot run). */}}
+{{- define "tf-multiworker.validate.kueueResize" -}}
+{{- if eq .Values.scheduling.gang "kueue" }}
+{{- $live := lookup "apps/v1" "StatefulSet" .Release.Namespace (include "tf-multiworker.fullname" .) }}
+{{- if hasKey (dig "metadata" "labels" (dict) $live) "kueue.x-k8s.io/queue-name" }}
+{{- $old := int (dig "spec" "replicas" 0 $live) }}
+{{- $new := ternary 0 (int .Values.workers.replicas) (eq (toString .Values.suspend) "true") }}
+{{- if and (gt $old 0) (gt $new 0) (ne $old $new) }}
+{{- printf "workers.replicas: %d -> %d under Kueue (scheduling.gang=kueue): Kueue lets a StatefulSet it admitted change size only through 0 and keeps its Workload at the first size; make undeploy, then make deploy with workers.replicas=%d (the shared storage is kept and the run resumes from its checkpoint)" $old $new $new }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
