@@ -142,7 +142,7 @@ def pod_state(pod: dict) -> PodState:
     gates = [g.get("name", "") for g in (pod.get("spec") or {}).get("schedulingGates") or []]
     if reason == "SchedulingGated" and gates:
         # Kueue's admission gate: every worker waits until the whole group is admitted
-        message = f"held by the scheduling gate {', '.join(gates)}" + (
+        message = f"held by the scheduling gate{'s' if len(gates) > 1 else ''} {', '.join(gates)}" + (
             " until Kueue admits the whole group" if "kueue.x-k8s.io/admission" in gates else ""
         )
     gpus = any(

@@ -122,6 +122,13 @@ def test_a_release_over_the_quota_is_gated_whole_and_starts_when_the_first_ends(
         for p in cluster.workers(ns, "first")
     ), pods
     assert wl["spec"]["podSets"][0]["count"] == 2, wl["spec"]
+    # A resize Kueue would refuse mid-apply is refused by the chart first, in one line, with the way
+    args = ["upgrade", "first", str(CHART), "-n", ns, "--reuse-values"]
+    grow = cluster.helm(*args, "--set", "workers.replicas=3", check=False)
+    assert grow.returncode != 0, grow.stdout
+    assert "workers.replicas: 2 -> 3 under Kueue (scheduling.gang=kueue)" in grow.stderr, grow.stderr
+    assert "make undeploy, then make deploy with workers.replicas=3" in grow.stderr, grow.stderr
+    assert cluster.statefulset(ns, "first-tf-multiworker")["spec"]["replicas"] == 2
 
     install(cluster, ns, "second")
     wait_for(lambda: len(cluster.workers(ns, "second")) == 2, 60, "second's two pods")
@@ -138,7 +145,9 @@ def test_a_release_over_the_quota_is_gated_whole_and_starts_when_the_first_ends(
     shown = cluster.tfmw("status", "--namespace", ns, "--release", "second")  # make status
     assert shown.returncode == 0, shown.stderr
     assert "Kueue: queued in tfmw, not admitted: couldn't assign flavors to pod set main" in shown.stdout, shown.stdout
-    assert "held by the scheduling gate kueue.x-k8s.io/admission until Kueue admits" in shown.stdout, shown.stdout
+    gated = [line for line in shown.stdout.splitlines() if line.startswith("worker second-tf-multiworker-")]
+    assert len(gated) == 2 and all("Pending (SchedulingGated: held by the scheduling gate" in g for g in gated), gated
+    assert all("kueue.x-k8s.io/admission" in g and "until Kueue admits the whole group" in g for g in gated), gated
 
     logs = PodLogs(
         Kube(cluster.kubeconfig),
@@ -226,3 +235,97 @@ def test_a_higher_priority_release_preempts_the_group_which_resumes_at_its_step(
     reasons = [e["reason"] for e in cluster.events(ns) if (e.get("involvedObject") or {}).get("kind") == "StatefulSet"]
     assert "Failed" not in reasons, reasons
     assert digests(logs) == {DIGESTS.get("queued", next(iter(digests(logs))))}, (digests(logs), DIGESTS)
+
+
+def test_with_kueue_stopped_the_run_goes_on_and_a_deleted_worker_comes_back_with_it(queued, ns):
+    """Kueue's manager stopped mid-run (its Deployment at 0): the admitted group trains on,
+    nothing of Kueue's is in its path. A worker deleted meanwhile cannot be created again, since
+    Kueue's pod webhook fails closed (failurePolicy Fail): the StatefulSet says so in its
+    events, and the run waits (never Failed). Once Kueue is back the pod is created, ungated at
+    once (its Workload is still admitted), and the group resumes at the step it stopped at."""
+    cluster = queued
+    manager = f"/apis/apps/v1/namespaces/{kueue.NAMESPACE}/deployments/kueue-controller-manager"
+    install(cluster, ns, "solo", f"training.config.steps={STEPS * 2}", "peers.timeoutSeconds=600")
+    logs = follow(cluster, ns, "solo")
+    try:
+        wait_for(lambda: int(status(cluster, ns, "solo").get("lastCheckpointStep") or 0) >= 200, 180, "solo trains")
+        cluster.api.patch(f"{manager}/scale", {"spec": {"replicas": 0}})
+        wait_for(lambda: not cluster.pods(kueue.NAMESPACE), 120, "Kueue's manager gone")
+        before = int(status(cluster, ns, "solo").get("lastCheckpointStep") or 0)
+        wait_for(
+            lambda: int(status(cluster, ns, "solo").get("lastCheckpointStep") or 0) > before + EVERY,
+            120,
+            "the group training on without Kueue",
+        )
+        cluster.api.delete(ns_path(ns, "pods", "solo-tf-multiworker-1"))
+
+        def refused() -> str | None:
+            messages = [
+                e.get("message", "")
+                for e in cluster.events(ns)
+                if e.get("reason") == "FailedCreate" and "solo-tf-multiworker-1" in e.get("message", "")
+            ]
+            return next((m for m in messages if "webhook" in m), None)
+
+        said = wait_for(refused, 90, "the StatefulSet's refused create")
+        assert "mpod.kb.io" in said or "kueue" in said, said
+        assert status(cluster, ns, "solo").get("phase") != "Failed", status(cluster, ns, "solo")
+        cluster.api.patch(f"{manager}/scale", {"spec": {"replicas": 1}})
+        final = wait_succeeded(cluster, ns, "solo", timeout=600)
+    finally:
+        cluster.api.patch(f"{manager}/scale", {"spec": {"replicas": 1}})
+        logs.stop()
+    pairs = stops_and_resumes(logs)
+    assert pairs and all(saved == resumed for saved, resumed in pairs), pairs
+    assert final["step"] == str(STEPS * 2), final
+
+
+def test_suspend_releases_the_quota_and_resume_requeues_at_the_step(queued, ns):
+    """`make suspend` under Kueue: the group stops at its checkpoint, the scale to 0 puts the
+    Workload on hold (quota released); `make resume` scales back, Kueue admits the same
+    Workload again, and the run goes on from that checkpoint to the end."""
+    cluster = queued
+    install(cluster, ns, "pause", f"training.config.steps={STEPS * 2}")
+    logs = follow(cluster, ns, "pause")
+    target = ("--env", "local", "--namespace", ns, "--release", "pause")
+    try:
+        wait_for(lambda: int(status(cluster, ns, "pause").get("lastCheckpointStep") or 0) >= 300, 180, "pause trains")
+        suspended = cluster.tfmw("suspend", *target)
+        assert suspended.returncode == 0, suspended.stdout + suspended.stderr
+        assert status(cluster, ns, "pause")["phase"] == "Suspended", status(cluster, ns, "pause")
+        wait_for(
+            lambda: condition(workload(cluster, ns, "pause"), "QuotaReserved").get("reason") == "OnHold",
+            60,
+            "the quota released",
+        )
+        resumed = cluster.tfmw("resume", *target)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        final = wait_succeeded(cluster, ns, "pause")
+    finally:
+        logs.stop()
+    pairs = stops_and_resumes(logs)
+    assert len(pairs) >= 2 and all(saved == resumed for saved, resumed in pairs), pairs
+    assert final["step"] == str(STEPS * 2), final
+
+
+def test_a_new_size_under_kueue_is_a_new_release_that_resumes_the_run(queued, ns):
+    """The way the chart names for a size change under Kueue: undeploy (the group stops at its
+    checkpoint, the shared claim is kept), deploy again with workers.replicas=3 (a new
+    StatefulSet, so a new Workload of 3): the run resumes at its step on three workers."""
+    cluster = queued
+    install(cluster, ns, "grow", f"training.config.steps={STEPS * 2}")
+    logs = follow(cluster, ns, "grow")
+    try:
+        wait_for(lambda: int(status(cluster, ns, "grow").get("lastCheckpointStep") or 0) >= 300, 180, "grow trains")
+        gone = cluster.tfmw("undeploy", "--env", "local", "--namespace", ns, "--release", "grow")
+        assert gone.returncode == 0, gone.stdout + gone.stderr
+        wait_for(lambda: not cluster.workers(ns, "grow"), 120, "the workers gone")
+        install(cluster, ns, "grow", f"training.config.steps={STEPS * 2}", "workers.replicas=3")
+        wait_for(lambda: admitted(cluster, ns, "grow"), 120, "the release of 3 admitted")
+        assert workload(cluster, ns, "grow")["spec"]["podSets"][0]["count"] == 3
+        final = wait_succeeded(cluster, ns, "grow")
+    finally:
+        logs.stop()
+    pairs = stops_and_resumes(logs)
+    assert pairs and all(saved == resumed for saved, resumed in pairs), pairs
+    assert final["step"] == str(STEPS * 2), final
