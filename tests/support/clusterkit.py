@@ -16,6 +16,7 @@ from pathlib import Path
 from repo import REPO
 
 from tfmw.devcluster.controlplane import ClusterState
+from tfmw.faults.cluster import Kube, PodLogs
 from tfmw.k8s.api import Api, ApiError, ns_path
 
 CHART = REPO / "charts" / "tf-multiworker"
@@ -155,3 +156,31 @@ def all_running(pods: list[dict], count: int) -> bool:
     return len(pods) == count and all(
         (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp") for p in pods
     )
+
+
+# ---------------------------------------------------------------- a run, as its chart release records it
+
+
+def status(cluster: Cluster, ns: str, release: str) -> dict:
+    """The release's run status (its status ConfigMap's data; {} before worker 0 records it)."""
+    cm = cluster.api.get_or_none(ns_path(ns, "configmaps", f"{release}-tf-multiworker-status"))
+    return (cm or {}).get("data") or {}
+
+
+def wait_succeeded(cluster: Cluster, ns: str, release: str, timeout: float = 400) -> dict:
+    """The status once the run Succeeded; fails at once if it is recorded Failed."""
+
+    def done():
+        data = status(cluster, ns, release)
+        assert data.get("phase") != "Failed", data
+        return data if data.get("phase") == "Succeeded" else None
+
+    return wait_for(done, timeout, f"run {release} to succeed", 1, lambda: str(status(cluster, ns, release)))
+
+
+def follow(cluster: Cluster, ns: str, release: str) -> PodLogs:
+    """Every incarnation of every worker pod of the release, followed from its first line."""
+    selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
+    logs = PodLogs(Kube(cluster.kubeconfig), ns, f"{release}-tf-multiworker", selector)
+    logs.start()
+    return logs

@@ -16,9 +16,9 @@ import sys
 import threading
 
 import pytest
-from clusterkit import CHART, REPO, TOOLS, wait_for
+from clusterkit import CHART, REPO, TOOLS, follow, status, wait_for, wait_succeeded
 
-from tfmw.faults.cluster import Kube, PodLogs, merge_incarnations
+from tfmw.faults.cluster import PodLogs, merge_incarnations
 from tfmw.k8s.api import ns_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
@@ -42,19 +42,6 @@ def install(cluster, ns: str, release: str, *sets: str) -> None:
     for item in (*SETS, *sets):
         args += ["--set", item]
     cluster.helm(*args)
-
-
-def status(cluster, ns: str, release: str) -> dict:
-    cm = cluster.api.get_or_none(ns_path(ns, "configmaps", f"{release}-tf-multiworker-status"))
-    return (cm or {}).get("data") or {}
-
-
-def follow(cluster, ns: str, release: str) -> PodLogs:
-    """Every incarnation of every worker pod, followed from its first line."""
-    selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
-    logs = PodLogs(Kube(cluster.kubeconfig), ns, f"{release}-tf-multiworker", selector)
-    logs.start()
-    return logs
 
 
 def ready(pod: dict) -> bool:
@@ -99,15 +86,6 @@ def final_digests(logs: PodLogs) -> set[str]:
 
     found = logs.wait_for(every_worker_done, 60) or every_worker_done(logs) or {}
     return set(found.values()) or {""}
-
-
-def wait_succeeded(cluster, ns: str, release: str, timeout: float = 400) -> dict:
-    def done():
-        data = status(cluster, ns, release)
-        assert data.get("phase") != "Failed", data
-        return data if data.get("phase") == "Succeeded" else None
-
-    return wait_for(done, timeout, f"run {release} to succeed", 1, lambda: str(status(cluster, ns, release)))
 
 
 def sts_reasons(cluster, ns: str) -> list[str]:

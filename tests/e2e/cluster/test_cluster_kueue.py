@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from clusterkit import CHART, REPO, delete_namespace, new_namespace, wait_for
+from clusterkit import CHART, REPO, delete_namespace, follow, new_namespace, status, wait_for, wait_succeeded
 
 from tfmw.devcluster import kueue
 from tfmw.faults.cluster import Kube, PodLogs, merge_incarnations
@@ -58,11 +58,6 @@ def install(cluster, ns: str, release: str, *sets: str) -> None:
     cluster.helm(*args)
 
 
-def status(cluster, ns: str, release: str) -> dict:
-    cm = cluster.api.get_or_none(ns_path(ns, "configmaps", f"{release}-tf-multiworker-status"))
-    return (cm or {}).get("data") or {}
-
-
 def workload(cluster, ns: str, release: str) -> dict | None:
     """The Workload Kueue made for the release's StatefulSet (found by the StatefulSet's UID)."""
     sts = cluster.statefulset(ns, f"{release}-tf-multiworker")
@@ -85,15 +80,6 @@ def admitted(cluster, ns: str, release: str) -> bool:
 def gated_and_not_started(pod: dict) -> bool:
     gates = [g["name"] for g in pod["spec"].get("schedulingGates") or []]
     return GATE in gates and not pod["spec"].get("nodeName") and not (pod.get("status") or {}).get("containerStatuses")
-
-
-def wait_succeeded(cluster, ns: str, release: str, timeout: float = 400) -> dict:
-    def done():
-        data = status(cluster, ns, release)
-        assert data.get("phase") != "Failed", data
-        return data if data.get("phase") == "Succeeded" else None
-
-    return wait_for(done, timeout, f"run {release} to succeed", 1, lambda: str(status(cluster, ns, release)))
 
 
 def digests(logs: PodLogs) -> set[str]:
@@ -179,13 +165,6 @@ def test_a_release_over_the_quota_is_gated_whole_and_starts_when_the_first_ends(
     )
     assert len(digests(logs)) == 1, digests(logs)
     DIGESTS["queued"] = digests(logs).pop()
-
-
-def follow(cluster, ns: str, release: str) -> PodLogs:
-    selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
-    logs = PodLogs(Kube(cluster.kubeconfig), ns, f"{release}-tf-multiworker", selector)
-    logs.start()
-    return logs
 
 
 def stops_and_resumes(logs: PodLogs) -> list[tuple[int, int]]:
