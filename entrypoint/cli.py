@@ -11,18 +11,18 @@ line on stderr and a documented exit code.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
 
 from . import podlog, stopsignal
-from .cluster import check_tf_config_size
 from .errors import EXIT_OK, ConfigError, LauncherError
-from .kubeapi import APIError
-from .launcher import Launcher, OutsideGroup, resolve_tf_config, statefulset_replicas
+from .kubeapi import APIError, KubeAPI
+from .launcher import Launcher, OutsideGroup, resolve_tf_config
 from .peers import dns_resolves, port_accepts, wait_for_peers
+from .regroup import statefulset_replicas
+from .runcontext import Group
 
 CHECK_PEERS_HINT = (
     "check that those pods are running (kubectl get pods) or raise --timeout-seconds "
@@ -33,7 +33,7 @@ CHECK_PEERS_HINT = (
 def cmd_tf_config(env: Mapping[str, str]) -> int:
     def group_size(settings) -> int:  # one read, no retry: this is a check, not a run
         try:
-            return statefulset_replicas(env, settings)
+            return statefulset_replicas(KubeAPI.from_env(env, settings.api_dir), settings)
         except APIError as err:
             raise ConfigError(f"cannot read the group's size from statefulset {settings.statefulset}: {err}") from None
 
@@ -44,9 +44,7 @@ def cmd_tf_config(env: Mapping[str, str]) -> int:
             f"TFMW_POD_NAME={env.get('TFMW_POD_NAME')!r}: ordinal {outside.ordinal} is not below the group's "
             f"size {outside.size} (statefulset {env.get('TFMW_STATEFULSET')}'s spec.replicas)"
         ) from None
-    encoded = json.dumps(tf_config, separators=(",", ":"))
-    check_tf_config_size(encoded)  # what `run` would refuse, this refuses too
-    print(encoded)
+    print(Group.of(tf_config).encoded)  # what `run` would refuse (its size too), this refuses too
     return EXIT_OK
 
 

@@ -210,16 +210,19 @@ def parse_tf_config(raw: str) -> dict:
     return config
 
 
+def task_hosts(tf_config: Mapping) -> list[str]:
+    """The host name (without port) of each task of the collective (chief and workers; an
+    evaluator is not one), in rank order: the chief, then the workers by index."""
+    return [
+        address.rsplit(":", 1)[0]
+        for task_type in TRAINING_TASK_TYPES
+        for address in tf_config["cluster"].get(task_type, [])
+    ]
+
+
 def cluster_hosts(tf_config: Mapping) -> list[str]:
-    """Host names (without port) of the collective's tasks (chief and workers: the peers a
-    worker waits for; an evaluator is not one), in a stable order."""
-    hosts = []
-    for task_type in TRAINING_TASK_TYPES:
-        for address in tf_config["cluster"].get(task_type, []):
-            host = address.rsplit(":", 1)[0]
-            if host not in hosts:
-                hosts.append(host)
-    return hosts
+    """The collective's host names, each once (tasks may share a host: make local's loopback)."""
+    return list(dict.fromkeys(task_hosts(tf_config)))
 
 
 def is_chief(tf_config: Mapping) -> bool:

@@ -1,4 +1,4 @@
-"""Wait until every peer's DNS name resolves, or a deadline passes.
+"""Wait until the peers' DNS names resolve, or a deadline passes; which peers a task needs.
 
 A headless Service with publishNotReadyAddresses publishes a pod's A record as soon as
 the pod has an IP, so "resolves" means "the pod exists and is scheduled". TensorFlow's
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from . import loglines
@@ -77,6 +77,28 @@ def wait_for_peers(
             last_log = now
         sleep(min(delay, max(deadline - now, 0.0)))
         delay = min(delay * 2, max_delay)
+
+
+def needed_peers(hosts: Sequence[str], rank: int) -> list[str]:
+    """The peer names the task of `rank` must reach before its first step (pure), in TensorFlow
+    2.21's MultiWorkerMirroredStrategy (docs/contracts.md, "Request budget"):
+    - rank 0, the leader of the coordination service and of every collective group: each task
+      registers with it, heartbeats to it and resolves its groups and instances through it
+      (multi_worker_util.coordination_leader / collective_leader);
+    - its ring predecessor, rank - 1 (wrapping): a RING all-reduce pulls each chunk from the
+      previous rank (RingAlg::DispatchRecv, RecvBuf); a send only posts a local buffer;
+    - its parent in the variable-initialisation broadcast tree, (rank - 1) // 2
+      (HierarchicalTreeBroadcaster::TreeRecvFrom).
+    Every other peer only connects to this task. TensorFlow dials the leader with wait-for-ready
+    RPCs (a name that is late is retried); the other two are fail-fast RecvBuf calls, which is
+    why they must resolve first. The chief (rank 0) waits for every name: the group cannot form
+    without them, and its status names those still missing. So a group (re)start costs about
+    N + 3N lookups, not N²."""
+    if rank == 0:
+        return list(dict.fromkeys(hosts))
+    n = len(hosts)
+    wanted = (0, (rank - 1) % n, (rank - 1) // 2)
+    return list(dict.fromkeys(hosts[i] for i in wanted if i != rank))
 
 
 def _still_pending(hosts: list[str], resolve: Resolver, parallel: int = 32) -> list[str]:

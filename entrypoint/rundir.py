@@ -47,6 +47,27 @@ class RunDir:
     def completed(self) -> str:
         return os.path.join(self.root, "COMPLETED")
 
+    @property
+    def eval_record(self) -> str:
+        """The evaluator's latest result (entrypoint.training.sidecar)."""
+        return os.path.join(self.root, "eval.json")
+
+    @property
+    def logs(self) -> str:
+        """The pods' kept logs (entrypoint.podlog)."""
+        return os.path.join(self.root, "logs")
+
+    def pod_log(self, pod_name: str) -> str:
+        return os.path.join(self.logs, f"{pod_name}.log")
+
+    @classmethod
+    def on_mount(cls, shared_dir: str | None, run_id: str | None) -> RunDir | None:
+        """The run directory where the launcher (no TensorFlow) can read it: on a mounted path;
+        None for an object-store URI (the trainer's business, through tf.io.gfile) or none."""
+        if not shared_dir or not run_id or is_uri(shared_dir):
+            return None
+        return cls.of(shared_dir, run_id)
+
 
 def is_uri(path: str) -> bool:
     return "://" in path

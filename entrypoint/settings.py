@@ -27,6 +27,8 @@ _LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z"
 # A path or URI: anything printable (a newline or other control character would silently
 # name another directory, so the run's checkpoints and COMPLETED marker would go astray).
 _NO_CONTROL = r"^[^\x00-\x1f\x7f]*\Z"
+# A label selector of equality terms, as the chart renders its worker selector labels.
+_SELECTOR = r"^[A-Za-z0-9./_-]+=[A-Za-z0-9._-]*(,[A-Za-z0-9./_-]+=[A-Za-z0-9._-]*)*\Z"
 POLICIES = ("scaleToZero", "idle")
 
 # Only the variables the launcher derives TF_CONFIG from are "required"; they are not
@@ -39,66 +41,116 @@ DERIVE_REQUIRED = ("TFMW_POD_NAME", "TFMW_NAMESPACE", "TFMW_SERVICE", "TFMW_REPL
 # manifest (examples/indexed-job.yaml).
 INDEXED_JOB_REQUIRED = ("TFMW_NAMESPACE", "TFMW_SERVICE", "TFMW_REPLICAS")
 
-ENV_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "TFMW_POD_NAME": {"type": "string", "maxLength": 253, "pattern": _DNS1123_SUBDOMAIN},
-        "TFMW_POD_UID": {"type": "string", "maxLength": 64, "pattern": "^[0-9a-fA-F-]*$"},
-        "TFMW_NAMESPACE": {"type": "string", "maxLength": 63, "pattern": _DNS1123_LABEL},
-        "TFMW_STATEFULSET": {"type": "string", "maxLength": 63, "pattern": _DNS1123_LABEL},
-        "TFMW_SERVICE": {"type": "string", "maxLength": 63, "pattern": _DNS1123_LABEL},
-        "TFMW_REPLICAS": {"type": "string", "pattern": _UINT, "maxLength": 5},
-        "TFMW_PORT": {"type": "string", "pattern": _UINT, "maxLength": 5},
-        "TFMW_METRICS_PORT": {"type": "string", "pattern": _UINT, "maxLength": 5},
-        "TFMW_KEEP_LOG_MIB": {"type": "string", "pattern": _UINT, "maxLength": 4},
-        "TFMW_CLUSTER_DOMAIN": {"type": "string", "maxLength": 253, "pattern": _DNS1123_SUBDOMAIN},
-        "TFMW_PEER_TIMEOUT_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 6},
-        "TFMW_RUN_ID": {"type": "string", "maxLength": 63, "pattern": _DNS1123_LABEL},
-        "TFMW_LOOPBACK_PORTS": {"type": "string", "pattern": _BOOL},
-        "TFMW_MAX_RESTARTS": {"type": "string", "pattern": _UINT, "maxLength": 4},
-        "TFMW_HANG_TIMEOUT_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 6},
-        "TFMW_HANG_DETECTION": {"enum": [*HANG_DETECTION_MODES, ""]},  # "": unset (adaptive)
-        "TFMW_ON_SUCCESS": {"enum": [*POLICIES, ""]},  # "": unset
-        "TFMW_WARM_STANDBY": {"enum": [*STANDBY_POLICIES, ""]},  # "": unset (auto)
-        "TFMW_ON_FAILURE": {"enum": [*POLICIES, ""]},
-        "TFMW_ACTIVE_DEADLINE_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 9},
-        "TFMW_GRACE_SECONDS": {"type": "string", "pattern": _UINT, "maxLength": 9},
-        "TFMW_POD_REVISION": {"type": "string", "pattern": _LABEL_VALUE, "maxLength": 63},
-        "TFMW_STATUS_CONFIGMAP": {"type": "string", "maxLength": 253, "pattern": _DNS1123_SUBDOMAIN},
-        "TFMW_API_DIR": {"type": "string", "pattern": r"^(/[^\x00-\x1f\x7f]*)?\Z", "maxLength": 4096},
-        "TFMW_SHARED_DIR": {"type": "string", "pattern": _NO_CONTROL, "maxLength": 4096},
-        "JOB_COMPLETION_INDEX": {"type": "string", "pattern": _UINT, "maxLength": 6},
-    },
-}
 
-_WHAT = {
-    "TFMW_POD_NAME": "a DNS-1123 name '<statefulset>-<n>'",
-    "TFMW_POD_UID": "the pod's metadata.uid (hex digits and dashes)",
-    "TFMW_NAMESPACE": "a DNS-1123 label",
-    "TFMW_STATEFULSET": "a DNS-1123 label",
-    "TFMW_SERVICE": "a DNS-1123 label",
-    "TFMW_REPLICAS": "a whole number >= 1 (workers.replicas)",
-    "TFMW_PORT": "a TCP port 1-65535 (workers.port)",
-    "TFMW_METRICS_PORT": "a TCP port 1-65535, or 0 for no metrics endpoint (metrics.port)",
-    "TFMW_KEEP_LOG_MIB": "a whole number of MiB, 0 to keep no log on shared storage (logs.keepMiB)",
-    "TFMW_CLUSTER_DOMAIN": "a DNS name such as cluster.local (clusterDomain)",
-    "TFMW_PEER_TIMEOUT_SECONDS": "a whole number of seconds (peers.timeoutSeconds)",
-    "TFMW_RUN_ID": "a DNS-1123 label (training.runId)",
-    "TFMW_LOOPBACK_PORTS": "0 or 1",
-    "TFMW_MAX_RESTARTS": "a whole number",
-    "TFMW_HANG_TIMEOUT_SECONDS": "a whole number of seconds (0 disables the watchdog)",
-    "TFMW_HANG_DETECTION": "adaptive or static (training.hangDetection)",
-    "TFMW_ON_SUCCESS": "scaleToZero or idle (completion.onSuccess)",
-    "TFMW_WARM_STANDBY": "auto, true or false (training.warmStandby)",
-    "TFMW_ON_FAILURE": "scaleToZero or idle (completion.onFailure)",
-    "TFMW_ACTIVE_DEADLINE_SECONDS": "a whole number of seconds (training.activeDeadlineSeconds; 0: none)",
-    "TFMW_GRACE_SECONDS": "a whole number of seconds (workers.terminationGracePeriodSeconds)",
-    "TFMW_POD_REVISION": "a label value (the pod's controller-revision-hash)",
-    "TFMW_STATUS_CONFIGMAP": "a DNS-1123 name (the chart's status ConfigMap)",
-    "TFMW_API_DIR": "an absolute path (the projected service-account token's directory)",
-    "TFMW_SHARED_DIR": "a path or object-store URI without control characters (storage.*)",
-    "JOB_COMPLETION_INDEX": "a whole number (the Job controller sets it)",
-}
+@dataclass(frozen=True)
+class EnvVar:
+    """One variable of the pod environment contract (docs/contracts.md): what it must look like
+    (a jsonschema property), the words a refusal uses, and whether the chart sets it (so
+    `workers.extraEnv` may not)."""
+
+    name: str
+    schema: dict
+    what: str
+    chart_sets: bool = True
+    default: str = ""  # what unset (or empty) means
+
+
+def _text(pattern: str, max_length: int) -> dict:
+    return {"type": "string", "pattern": pattern, "maxLength": max_length}
+
+
+def _choice(values) -> dict:
+    return {"enum": [*values, ""]}  # "": unset (the default)
+
+
+# The contract, declared once: the schema, the refusal's words and the chart's reserved names
+# are derived from it (ENV_SCHEMA, WHAT, CHART_ENV).
+ENV = (
+    EnvVar("TFMW_POD_NAME", _text(_DNS1123_SUBDOMAIN, 253), "a DNS-1123 name '<statefulset>-<n>'"),
+    EnvVar("TFMW_POD_UID", _text("^[0-9a-fA-F-]*$", 64), "the pod's metadata.uid (hex digits and dashes)"),
+    EnvVar("TFMW_NAMESPACE", _text(_DNS1123_LABEL, 63), "a DNS-1123 label"),
+    EnvVar("TFMW_STATEFULSET", _text(_DNS1123_LABEL, 63), "a DNS-1123 label"),
+    EnvVar("TFMW_SERVICE", _text(_DNS1123_LABEL, 63), "a DNS-1123 label"),
+    EnvVar(
+        "TFMW_POD_SELECTOR",
+        _text(_SELECTOR, 1024),
+        "a label selector 'key=value,...' (the chart's worker selector labels)",
+    ),
+    EnvVar("TFMW_REPLICAS", _text(_UINT, 5), "a whole number >= 1 (workers.replicas)"),
+    EnvVar("TFMW_PORT", _text(_UINT, 5), "a TCP port 1-65535 (workers.port)", default="2222"),
+    EnvVar(
+        "TFMW_METRICS_PORT",
+        _text(_UINT, 5),
+        "a TCP port 1-65535, or 0 for no metrics endpoint (metrics.port)",
+        default="0",
+    ),
+    EnvVar(
+        "TFMW_KEEP_LOG_MIB",
+        _text(_UINT, 4),
+        "a whole number of MiB, 0 to keep no log on shared storage (logs.keepMiB)",
+        default="0",
+    ),
+    EnvVar(
+        "TFMW_CLUSTER_DOMAIN",
+        _text(_DNS1123_SUBDOMAIN, 253),
+        "a DNS name such as cluster.local (clusterDomain)",
+        default="cluster.local",
+    ),
+    EnvVar(
+        "TFMW_PEER_TIMEOUT_SECONDS", _text(_UINT, 6), "a whole number of seconds (peers.timeoutSeconds)", default="600"
+    ),
+    EnvVar("TFMW_RUN_ID", _text(_DNS1123_LABEL, 63), "a DNS-1123 label (training.runId)"),
+    EnvVar("TFMW_LOOPBACK_PORTS", {"type": "string", "pattern": _BOOL}, "0 or 1", chart_sets=False, default="0"),
+    EnvVar("TFMW_MAX_RESTARTS", _text(_UINT, 4), "a whole number", default="20"),
+    EnvVar(
+        "TFMW_HANG_TIMEOUT_SECONDS", _text(_UINT, 6), "a whole number of seconds (0 disables the watchdog)", default="0"
+    ),
+    EnvVar(
+        "TFMW_HANG_DETECTION",
+        _choice(HANG_DETECTION_MODES),
+        "adaptive or static (training.hangDetection)",
+        default=ADAPTIVE,
+    ),
+    EnvVar("TFMW_ON_SUCCESS", _choice(POLICIES), "scaleToZero or idle (completion.onSuccess)", default="idle"),
+    EnvVar(
+        "TFMW_WARM_STANDBY", _choice(STANDBY_POLICIES), "auto, true or false (training.warmStandby)", default="auto"
+    ),
+    EnvVar("TFMW_ON_FAILURE", _choice(POLICIES), "scaleToZero or idle (completion.onFailure)", default="idle"),
+    EnvVar(
+        "TFMW_ACTIVE_DEADLINE_SECONDS",
+        _text(_UINT, 9),
+        "a whole number of seconds (training.activeDeadlineSeconds; 0: none)",
+        default="0",
+    ),
+    EnvVar(
+        "TFMW_GRACE_SECONDS",
+        _text(_UINT, 9),
+        "a whole number of seconds (workers.terminationGracePeriodSeconds)",
+        default="0",
+    ),
+    EnvVar("TFMW_POD_REVISION", _text(_LABEL_VALUE, 63), "a label value (the pod's controller-revision-hash)"),
+    EnvVar("TFMW_STATUS_CONFIGMAP", _text(_DNS1123_SUBDOMAIN, 253), "a DNS-1123 name (the chart's status ConfigMap)"),
+    EnvVar(
+        "TFMW_API_DIR",
+        _text(r"^(/[^\x00-\x1f\x7f]*)?\Z", 4096),
+        "an absolute path (the projected service-account token's directory)",
+    ),
+    EnvVar(
+        "TFMW_SHARED_DIR",
+        _text(_NO_CONTROL, 4096),
+        "a path or object-store URI without control characters (storage.*)",
+    ),
+    # Read by the built-in trainer, not the launcher (entrypoint.training.config): named here
+    # because the chart sets it and `workers.extraEnv` may not.
+    EnvVar("TFMW_TRAINING_CONFIG", _text(_NO_CONTROL, 4096), "a path (the training ConfigMap's mount)"),
+    EnvVar("JOB_COMPLETION_INDEX", _text(_UINT, 6), "a whole number (the Job controller sets it)", chart_sets=False),
+)
+ENV_SCHEMA = {"type": "object", "properties": {var.name: var.schema for var in ENV}}
+WHAT = {var.name: var.what for var in ENV}
+DEFAULTS = {var.name: var.default for var in ENV}
+# What `workers.extraEnv` may not set (charts/tf-multiworker/templates/_validate_env.tpl keeps
+# the same list: tests/entrypoint/test_settings_contract.py holds the two together).
+CHART_ENV = tuple(var.name for var in ENV if var.chart_sets) + ("TF_CONFIG",)
 
 
 @dataclass(frozen=True)
@@ -107,6 +159,7 @@ class LauncherSettings:
     namespace: str | None
     statefulset: str | None
     service: str | None
+    pod_selector: str | None  # the release's worker pods (one LIST: entrypoint.peerwatch)
     replicas: int | None
     port: int
     metrics_port: int  # the launcher's /metrics (entrypoint.metrics); 0: none
@@ -133,6 +186,11 @@ class LauncherSettings:
     grace_seconds: int = 0  # the pod's terminationGracePeriodSeconds; 0: not known
 
 
+def _value(env: Mapping[str, str], name: str) -> str:
+    """The variable's value, or its declared default when unset or empty."""
+    return env.get(name) or DEFAULTS[name]
+
+
 def _truthy(value: str) -> bool:
     return value in ("1", "true", "yes")
 
@@ -145,19 +203,19 @@ def _check_schema(env: Mapping[str, str]) -> None:
     key = error.path[0] if error.path else "environment"
     value = relevant.get(key, "")
     if error.validator in ("pattern", "maxLength", "enum"):
-        raise ConfigError(f"{key}={value!r} must be {_WHAT.get(key, 'valid')}")
+        raise ConfigError(f"{key}={value!r} must be {WHAT.get(key, 'valid')}")
     raise ConfigError(f"{key}={value!r}: {error.message}")
 
 
 def _metrics_port(env: Mapping[str, str], port: int, replicas: int | None, loopback: bool) -> int:
     """TFMW_METRICS_PORT, refused when it is no port or is a port the group's gRPC uses (worker j
     of a loopback group serves metrics on metrics_port + j, as gRPC on port + j)."""
-    raw = env.get("TFMW_METRICS_PORT") or "0"
+    raw = _value(env, "TFMW_METRICS_PORT")
     metrics = int(raw)
     if metrics == 0:
         return 0
     if metrics > 65535:
-        raise ConfigError(f"TFMW_METRICS_PORT={raw!r} must be {_WHAT['TFMW_METRICS_PORT']}")
+        raise ConfigError(f"TFMW_METRICS_PORT={raw!r} must be {WHAT['TFMW_METRICS_PORT']}")
     span = (replicas or 1) if loopback else 1
     if metrics + span - 1 > 65535:
         raise ConfigError(
@@ -187,11 +245,11 @@ def load_settings(
             raise ConfigError(f"{', '.join(missing)} not set; the chart sets them (or preset TF_CONFIG)")
     replicas = int(env["TFMW_REPLICAS"]) if env.get("TFMW_REPLICAS") else None
     if replicas is not None and replicas < 1:
-        raise ConfigError(f"TFMW_REPLICAS={env['TFMW_REPLICAS']!r} must be {_WHAT['TFMW_REPLICAS']}")
-    port = int(env.get("TFMW_PORT") or 2222)
+        raise ConfigError(f"TFMW_REPLICAS={env['TFMW_REPLICAS']!r} must be {WHAT['TFMW_REPLICAS']}")
+    port = int(_value(env, "TFMW_PORT"))
     if not 1 <= port <= 65535:
-        raise ConfigError(f"TFMW_PORT={env['TFMW_PORT']!r} must be {_WHAT['TFMW_PORT']}")
-    loopback_ports = _truthy(env.get("TFMW_LOOPBACK_PORTS", "0"))
+        raise ConfigError(f"TFMW_PORT={env['TFMW_PORT']!r} must be {WHAT['TFMW_PORT']}")
+    loopback_ports = _truthy(_value(env, "TFMW_LOOPBACK_PORTS"))
     if loopback_ports and replicas is not None and port + replicas - 1 > 65535:
         # worker j listens on TFMW_PORT + j: the last one must still be a TCP port
         raise ConfigError(
@@ -204,26 +262,27 @@ def load_settings(
         namespace=env.get("TFMW_NAMESPACE") or None,
         statefulset=env.get("TFMW_STATEFULSET") or None,
         service=env.get("TFMW_SERVICE") or None,
+        pod_selector=env.get("TFMW_POD_SELECTOR") or None,
         replicas=replicas,
         port=port,
         metrics_port=metrics_port,
-        keep_log_mib=int(env.get("TFMW_KEEP_LOG_MIB") or 0),
-        cluster_domain=env.get("TFMW_CLUSTER_DOMAIN") or "cluster.local",
-        peer_timeout_seconds=int(env.get("TFMW_PEER_TIMEOUT_SECONDS") or 600),
+        keep_log_mib=int(_value(env, "TFMW_KEEP_LOG_MIB")),
+        cluster_domain=_value(env, "TFMW_CLUSTER_DOMAIN"),
+        peer_timeout_seconds=int(_value(env, "TFMW_PEER_TIMEOUT_SECONDS")),
         run_id=env.get("TFMW_RUN_ID") or None,
         shared_dir=env.get("TFMW_SHARED_DIR") or None,
         loopback_ports=loopback_ports,
-        max_restarts=int(env.get("TFMW_MAX_RESTARTS") or 20),
-        hang_timeout_seconds=int(env.get("TFMW_HANG_TIMEOUT_SECONDS") or 0),
-        hang_detection=env.get("TFMW_HANG_DETECTION") or ADAPTIVE,
-        warm_standby=env.get("TFMW_WARM_STANDBY") or "auto",
-        on_success=env.get("TFMW_ON_SUCCESS") or "idle",
-        on_failure=env.get("TFMW_ON_FAILURE") or "idle",
-        active_deadline_seconds=int(env.get("TFMW_ACTIVE_DEADLINE_SECONDS") or 0),
+        max_restarts=int(_value(env, "TFMW_MAX_RESTARTS")),
+        hang_timeout_seconds=int(_value(env, "TFMW_HANG_TIMEOUT_SECONDS")),
+        hang_detection=_value(env, "TFMW_HANG_DETECTION"),
+        warm_standby=_value(env, "TFMW_WARM_STANDBY"),
+        on_success=_value(env, "TFMW_ON_SUCCESS"),
+        on_failure=_value(env, "TFMW_ON_FAILURE"),
+        active_deadline_seconds=int(_value(env, "TFMW_ACTIVE_DEADLINE_SECONDS")),
         pod_revision=env.get("TFMW_POD_REVISION") or "",
         api_dir=env.get("TFMW_API_DIR") or None,
         status_configmap=env.get("TFMW_STATUS_CONFIGMAP") or None,
         resizable=resizable and need_derivation,
         pod_uid=env.get("TFMW_POD_UID") or None,
-        grace_seconds=int(env.get("TFMW_GRACE_SECONDS") or 0),
+        grace_seconds=int(_value(env, "TFMW_GRACE_SECONDS")),
     )

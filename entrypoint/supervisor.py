@@ -124,6 +124,9 @@ class SupervisorConfig:
     # before a restart: the run's record, the group's size, the peers (may raise); returns the
     # training command's new environment when the group changed size (a new TF_CONFIG), else None
     regroup: Callable[[], dict | None] = lambda: None
+    # after a retryable exit: did the group stop because its size changed (a resize seen by
+    # another launcher)? Its why, or None. Then it is a regroup, not a failure.
+    resized: Callable[[], str | None] = lambda: None
     is_chief: bool = False  # the chief records completion if the command did not
     log: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
     # activeDeadlineSeconds: a wall-clock time (epoch seconds) after which training is stopped
@@ -367,6 +370,10 @@ class Supervisor:
                 )
             if result.deadline_hit:
                 return self._deadline_ending(f"training stopped (exit {returncode})")
+            if outcome == RETRY and self._regroup_why is None:
+                self._regroup_why = self.cfg.resized()
+                if self._regroup_why is not None:
+                    self._discard_standby()  # it holds the old TF_CONFIG
             if outcome == RETRY and self._regroup_why is not None:
                 why = self._regroup_why
                 self.cfg.on_restart(f"resize: {why}")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from fakeapi import FakeAPI, make_certificate
+
+from tfmw.devcluster.fakeapi import FakeAPI, make_certificate
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
+from entrypoint.ending import goodput_fields
 from entrypoint.goodput import CAUSES, Accounting, Ledger
-from entrypoint.launcher import goodput_fields, start_ledger
+from entrypoint.launcher import start_ledger
 from entrypoint.lifecycle import Phase, RunState, parse_rfc3339
 
 

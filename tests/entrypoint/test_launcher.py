@@ -95,7 +95,12 @@ def test_chief_records_the_run_and_releases_the_statefulset_on_success(fake_api,
         "revision": "rev-a",
     }
     assert tuple(status) == STATUS_KEYS and status["startedAt"] <= status["finishedAt"] == status["updatedAt"]
-    assert phases(fake_api.patches("train-status")) in (["Pending", "Running", "Succeeded"], ["Running", "Succeeded"])
+    # writes are coalesced (at most one in flight): a short run may skip a phase between two
+    assert phases(fake_api.patches("train-status")) in (
+        ["Pending", "Running", "Succeeded"],
+        ["Running", "Succeeded"],
+        ["Pending", "Succeeded"],
+    )
     assert [(e["reason"], e["type"]) for e in fake_api.events] == [("Started", "Normal"), ("Succeeded", "Normal")]
     assert fake_api.replicas["train"] == 0
     assert "tfmw launcher scaled to zero: statefulset/train has 0 replicas" in run.logs

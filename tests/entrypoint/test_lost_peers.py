@@ -1,8 +1,8 @@
-"""A peer lost with its node (entrypoint.launcher, entrypoint.nodeloss): while the group makes
-no progress, the chief force-deletes a peer's pod that the API and the network both call lost,
-and the other workers do so for the chief's. Real supervisor, real API client against fakeapi,
-a training command that stalls (as one does whose peer is gone). The probe of the peer's TF
-port goes to loopback only."""
+"""A peer lost with its node (entrypoint.peerwatch, entrypoint.nodeloss): while the group makes
+no progress, the chief force-deletes a peer's pod that the API and the network both call lost
+(it lists the release's workers in one request), and worker 1 and the last do so for the chief's.
+Real supervisor, real API client against fakeapi, a training command that stalls (as one does
+whose peer is gone). The probe of the peer's TF port goes to loopback only."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import socket
 import time
 
 import pytest
-from fakeapi import Failure, unschedulable_pod
-from launcherkit import Run, command, pod_env
+from launcherkit import WORKER_LABELS, Run, command, pod_env
 
-import entrypoint.launcher as launcher_module
+import entrypoint.peerwatch as peerwatch
+from tfmw.devcluster.fakeapi import Failure, unschedulable_pod
 
 STALLS = """
     import time
@@ -24,9 +24,9 @@ STALLS = """
 
 @pytest.fixture(autouse=True)
 def fast_polls(monkeypatch):
-    monkeypatch.setattr(launcher_module, "NODE_LOSS_POLL_SECONDS", 0.05)
-    monkeypatch.setattr(launcher_module, "STALLED_SECONDS", 0.3)
-    monkeypatch.setattr(launcher_module, "PEER_PROBE_SECONDS", 0.5)
+    monkeypatch.setattr(peerwatch, "NODE_LOSS_POLL_SECONDS", 0.05)
+    monkeypatch.setattr(peerwatch, "STALLED_SECONDS", 0.3)
+    monkeypatch.setattr(peerwatch, "PEER_PROBE_SECONDS", 0.5)
 
 
 def free_port() -> int:
@@ -38,7 +38,12 @@ def free_port() -> int:
 def lost_pod(name: str, reason: str = "DeletionByTaintManager") -> dict:
     return {
         "kind": "Pod",
-        "metadata": {"name": name, "uid": f"uid-{name}", "deletionTimestamp": "2026-12-02T10:03:00Z"},
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "labels": dict(WORKER_LABELS),
+            "deletionTimestamp": "2026-12-02T10:03:00Z",
+        },
         "spec": {"nodeName": "node-2"},
         "status": {
             "podIP": "127.0.0.1",
@@ -50,13 +55,25 @@ def lost_pod(name: str, reason: str = "DeletionByTaintManager") -> dict:
     }
 
 
-def start(fake_api, tmp_path, pod: str, port: int) -> Run:
-    env = pod_env(fake_api, tmp_path, pod=pod, replicas=2, TFMW_PORT=str(port))
+def start(fake_api, tmp_path, pod: str, port: int, replicas: int = 2) -> Run:
+    env = pod_env(fake_api, tmp_path, pod=pod, replicas=replicas, TFMW_PORT=str(port))
     return Run(env, command(tmp_path, STALLS)).until("tfmw launcher starting training (attempt 1)")
 
 
+def pod_reads(fake_api) -> list[str]:
+    """Each request for pods: 'list' (the release's workers, by selector) or the pod read by name."""
+    reads = []
+    for r in fake_api.requests:
+        if r.method == "GET" and r.path.startswith("/api/v1/namespaces/ml/pods?"):
+            reads.append("list")
+        elif r.method == "GET" and "/pods/" in r.path:
+            reads.append(r.path.rsplit("/", 1)[1])
+    return reads
+
+
 def reads_of(fake_api, pod: str) -> int:
-    return sum(r.method == "GET" and r.path.endswith(f"/pods/{pod}") for r in fake_api.requests)
+    """Reads that saw `pod`: the chief's lists, or a GET of it by name."""
+    return sum(read in ("list", pod) for read in pod_reads(fake_api))
 
 
 def wait_until(holds, run: Run, timeout: float = 10) -> None:
@@ -73,17 +90,43 @@ def test_the_chief_force_deletes_a_peer_lost_with_its_node(fake_api, tmp_path):
     assert fake_api.deleted_pods == [("train-1", 0)]  # grace 0
     delete = next(r for r in fake_api.requests if r.method == "DELETE")
     assert delete.body["preconditions"] == {"uid": "uid-train-1"}  # never its replacement
+    wait_until(lambda: any(line.startswith("tfmw launcher peer train-1 was lost") for line in run.logs), run)
     said = run.line("tfmw launcher peer train-1 was lost with its node")
     assert "node-2" in said and "Force-deleted it" in said
     wait_until(lambda: any(e["reason"] == "PeerLost" for e in fake_api.events), run)
     run.stop()
 
 
-def test_a_worker_force_deletes_the_chief_lost_with_its_node(fake_api, tmp_path):
+@pytest.mark.parametrize("watcher", ["train-1", "train-3"])  # worker 1 and the last (of 4)
+def test_a_worker_force_deletes_the_chief_lost_with_its_node(fake_api, tmp_path, watcher):
     fake_api.pods["train-0"] = lost_pod("train-0")
-    run = start(fake_api, tmp_path, "train-1", free_port())
+    run = start(fake_api, tmp_path, watcher, free_port(), replicas=4)
     wait_until(lambda: fake_api.deleted_pods, run)
     assert fake_api.deleted_pods == [("train-0", 0)]
+    assert set(pod_reads(fake_api)) == {"train-0"}  # a worker reads the chief's pod alone, by name
+    run.stop()
+
+
+def test_the_chief_reads_its_peers_in_one_request_per_period_whatever_their_number(fake_api, tmp_path):
+    """The request budget (docs/contracts.md): while the group is stalled the chief lists the
+    release's workers once per period, never one GET per peer."""
+    for i in range(1, 64):
+        fake_api.pods[f"train-{i}"] = unschedulable_pod(
+            f"train-{i}", "0/3 nodes are available.", labels=dict(WORKER_LABELS)
+        )
+    run = start(fake_api, tmp_path, "train-0", free_port(), replicas=64)
+    wait_until(lambda: pod_reads(fake_api).count("list") >= 5, run)
+    reads = pod_reads(fake_api)
+    assert set(reads) <= {"list", "train-0"}, reads  # its own pod (the status fence) by name, peers listed
+    run.stop()
+
+
+@pytest.mark.parametrize("pod", ["train-2", "train-62"])
+def test_workers_but_the_chief_the_first_and_the_last_read_no_pod_at_all(fake_api, tmp_path, pod):
+    fake_api.pods["train-0"] = lost_pod("train-0")
+    run = start(fake_api, tmp_path, pod, free_port(), replicas=64)
+    time.sleep(1.0)  # many polls' worth, the group stalled
+    assert pod_reads(fake_api) == [] and fake_api.deleted_pods == []
     run.stop()
 
 
@@ -143,7 +186,7 @@ def test_a_stalled_group_whose_peer_cannot_be_scheduled_says_why_until_it_trains
     Waiting, and the chief's status names the pod and the scheduler's reason; once the group
     trains again it is Running, with the message the wait replaced."""
     fake_api.pods["train-1"] = unschedulable_pod(
-        "train-1", "0/3 nodes are available: 1 Insufficient cpu.", uid="uid-new"
+        "train-1", "0/3 nodes are available: 1 Insufficient cpu.", uid="uid-new", labels=dict(WORKER_LABELS)
     )
     go = tmp_path / "peer-running"
     env = pod_env(fake_api, tmp_path, pod="train-0", replicas=2, TFMW_PORT=str(free_port()), GO_FILE=str(go))
@@ -160,7 +203,7 @@ def test_a_stalled_group_whose_peer_cannot_be_scheduled_says_why_until_it_trains
     wait_until(lambda: fake_api.status("train-status").get("message") != waiting, run)
     assert fake_api.status("train-status")["message"] == "run r1: 2 workers training"
     assert fake_api.status("train-status")["phase"] == "Running"
-    assert [e["reason"] for e in fake_api.events][-2:] == ["Waiting", "Regrouped"]
+    wait_until(lambda: [e["reason"] for e in fake_api.events][-2:] == ["Waiting", "Regrouped"], run)
     run.stop()
 
 
@@ -175,7 +218,7 @@ def test_a_user_commands_group_is_running_again_once_every_peer_runs(fake_api, t
     once the peer that was not running runs, the run is Running again (its workers Ready), not
     Waiting for good (a rollback or a drain would then wait on readiness forever)."""
     fake_api.pods["train-1"] = unschedulable_pod(
-        "train-1", "0/3 nodes are available: 1 Insufficient cpu.", uid="uid-new"
+        "train-1", "0/3 nodes are available: 1 Insufficient cpu.", uid="uid-new", labels=dict(WORKER_LABELS)
     )
     env = pod_env(fake_api, tmp_path, pod="train-0", replicas=2, TFMW_PORT=str(free_port()))
     run = Run(env, command(tmp_path, SLEEPS)).until("tfmw launcher starting training (attempt 1)")
@@ -183,5 +226,29 @@ def test_a_user_commands_group_is_running_again_once_every_peer_runs(fake_api, t
     fake_api.pods["train-1"]["status"] = {"phase": "Running"}
     wait_until(lambda: fake_api.status("train-status").get("phase") == "Running", run)
     assert fake_api.status("train-status")["message"] == "run r1: 2 workers training"
-    assert [e["reason"] for e in fake_api.events][-2:] == ["Waiting", "Regrouped"]
+    wait_until(lambda: [e["reason"] for e in fake_api.events][-2:] == ["Waiting", "Regrouped"], run)
+    run.stop()
+
+
+def test_without_a_pod_list_the_chief_reads_its_peers_by_name_in_turn(fake_api, tmp_path):
+    """A StatefulSet of the user's own (no TFMW_POD_SELECTOR) or a Role without `list`: the
+    chief still replaces a lost peer, reading at most 20 pods by name per period, in turn."""
+    fake_api.pods["train-30"] = lost_pod("train-30")
+    env = pod_env(fake_api, tmp_path, pod="train-0", replicas=40, TFMW_PORT=str(free_port()))
+    del env["TFMW_POD_SELECTOR"]
+    run = Run(env, command(tmp_path, STALLS)).until("tfmw launcher starting training (attempt 1)")
+    wait_until(lambda: fake_api.deleted_pods, run)
+    assert fake_api.deleted_pods == [("train-30", 0)]
+    reads = pod_reads(fake_api)
+    assert "list" not in reads and set(reads) - {"train-0"} <= {f"train-{i}" for i in range(1, 40)}
+    run.stop()
+
+
+def test_a_refused_pod_list_falls_back_to_reading_by_name_and_says_so_once(fake_api, tmp_path):
+    fake_api.pods["train-1"] = lost_pod("train-1")
+    fake_api.failures.append(Failure("GET", r"/pods\?", 403, times=-1))
+    run = start(fake_api, tmp_path, "train-0", free_port())
+    wait_until(lambda: fake_api.deleted_pods, run)
+    said = [line for line in run.logs if "cannot list the release's pods" in line]
+    assert len(said) == 1 and "reading at most 20 of them by name" in said[0]
     run.stop()

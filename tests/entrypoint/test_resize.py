@@ -1,4 +1,4 @@
-"""A resize (entrypoint.launcher): where the launcher reads the group's size from its
+"""A resize (entrypoint.regroup): where the launcher reads the group's size from its
 StatefulSet (no TFMW_REPLICAS, API access), a change of spec.replicas stops the training
 command (SIGTERM: the group checkpoints at its next boundary) and starts it again with a
 TF_CONFIG of the new size. Real supervisor, real API client against fakeapi, small training
@@ -9,10 +9,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from fakeapi import unschedulable_pod
-from launcherkit import Run, attempts, command, pod_env
+from launcherkit import WORKER_LABELS, Run, attempts, command, pod_env
 
-import entrypoint.launcher as launcher_module
+import entrypoint.peerwatch as peerwatch
+import entrypoint.regroup as regroup
+from tfmw.devcluster.fakeapi import unschedulable_pod
 
 # Each attempt appends its group size (TF_CONFIG's workers) to "sizes". The first trains until
 # SIGTERM, then saves at "the boundary" (step 20) and exits 143, as the trainer does; the
@@ -34,6 +35,7 @@ STOPS_ON_SIGTERM_THEN_FINISHES = (
     + """
     if n == 0:
         def stop(*_):
+            time.sleep(0.3)  # the checkpoint's write: the status says Resizing meanwhile
             print("tfmw checkpoint saved step=20 path=/x/ckpt-20", flush=True)
             os._exit(143)
         signal.signal(signal.SIGTERM, stop)
@@ -52,7 +54,7 @@ STOPS_ON_SIGTERM_THEN_FINISHES = (
 
 @pytest.fixture(autouse=True)
 def fast_size_polls(monkeypatch):
-    monkeypatch.setattr(launcher_module, "RESIZE_POLL_SECONDS", 0.05)
+    monkeypatch.setattr(regroup, "RESIZE_POLL_SECONDS", 0.05)
 
 
 def resizable_env(fake_api, tmp_path, pod="train-0") -> dict:
@@ -61,7 +63,7 @@ def resizable_env(fake_api, tmp_path, pod="train-0") -> dict:
     return env
 
 
-UNSCHEDULABLE = unschedulable_pod("train-2", "0/2 nodes are available: 2 Insufficient cpu.")
+UNSCHEDULABLE = unschedulable_pod("train-2", "0/2 nodes are available: 2 Insufficient cpu.", labels=dict(WORKER_LABELS))
 
 
 def wait_for_status(fake_api, holds, timeout: float = 20) -> None:
@@ -154,7 +156,7 @@ STOPPED_BY_THE_GROUP_THEN_FINISHES = (
 
 
 def test_a_group_stopped_by_a_removed_peer_re_forms_at_the_new_size(fake_api, tmp_path, monkeypatch):
-    monkeypatch.setattr(launcher_module, "RESIZE_POLL_SECONDS", 3600)  # the group stops first
+    monkeypatch.setattr(regroup, "RESIZE_POLL_SECONDS", 3600)  # the group stops first
     fake_api.replicas["train"] = 3
     run = Run(resizable_env(fake_api, tmp_path), command(tmp_path, STOPPED_BY_THE_GROUP_THEN_FINISHES))
     run.until("tfmw launcher starting training (attempt 1)")
@@ -164,11 +166,15 @@ def test_a_group_stopped_by_a_removed_peer_re_forms_at_the_new_size(fake_api, tm
     assert sizes(tmp_path) == [3, 2]
     assert [e["reason"] for e in fake_api.events] == ["Started", "Resizing", "Resized", "Succeeded"]
     assert fake_api.status("train-status")["restarts"] == "0"
+    # a resize another launcher saw: a regroup at once, no back-off, nothing counted
+    said = "\n".join(run.logs)
+    assert "training stopped (exit 143) for the group to re-form: workers.replicas 3 -> 2" in said, said
+    assert "restarting training in place in" not in said, said
     run.stop()
 
 
 def test_without_a_size_change_a_stopped_group_is_an_ordinary_restart(fake_api, tmp_path, monkeypatch):
-    monkeypatch.setattr(launcher_module, "RESIZE_POLL_SECONDS", 3600)
+    monkeypatch.setattr(regroup, "RESIZE_POLL_SECONDS", 3600)
     run = Run(resizable_env(fake_api, tmp_path), command(tmp_path, STOPPED_BY_THE_GROUP_THEN_FINISHES))
     run.until("tfmw launcher starting training (attempt 1)")
     (tmp_path / "scaled").write_text("")
@@ -184,8 +190,8 @@ def test_a_grow_undone_while_its_new_worker_is_missing_re_forms_at_the_old_size(
     scales back to 2 before peers.timeoutSeconds: the group re-forms at 2 instead of failing
     PeersNotFound. The lost-peer watch, which also reads the peers' pods while the group makes
     no progress, runs meanwhile: every message written while Resizing is the resize's."""
-    monkeypatch.setattr(launcher_module, "NODE_LOSS_POLL_SECONDS", 0.05)
-    monkeypatch.setattr(launcher_module, "STALLED_SECONDS", 0.1)
+    monkeypatch.setattr(peerwatch, "NODE_LOSS_POLL_SECONDS", 0.05)
+    monkeypatch.setattr(peerwatch, "STALLED_SECONDS", 0.1)
     waited = []
 
     def peers_wait(hosts, timeout, log, sleep):  # the launcher's own sleep: it looks at the size
@@ -193,7 +199,7 @@ def test_a_grow_undone_while_its_new_worker_is_missing_re_forms_at_the_old_size(
         while len(hosts) == 9:
             sleep(0.05)
 
-    monkeypatch.setattr(launcher_module, "wait_for_peers", peers_wait)
+    monkeypatch.setattr(regroup, "wait_for_peers", peers_wait)
     env = resizable_env(fake_api, tmp_path)
     del env["TFMW_LOOPBACK_PORTS"]  # one host name per worker (loopback ones are all localhost)
     run = Run(env, command(tmp_path, STOPS_ON_SIGTERM_THEN_FINISHES))
@@ -202,10 +208,10 @@ def test_a_grow_undone_while_its_new_worker_is_missing_re_forms_at_the_old_size(
     for ordinal in range(2, 8):
         fake_api.pods[f"train-{ordinal}"] = {
             "kind": "Pod",
-            "metadata": {"name": f"train-{ordinal}"},
+            "metadata": {"name": f"train-{ordinal}", "labels": dict(WORKER_LABELS)},
             "status": {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]},
         }
-    fake_api.pods["train-8"] = dict(UNSCHEDULABLE, metadata={"name": "train-8"})
+    fake_api.pods["train-8"] = dict(UNSCHEDULABLE, metadata={"name": "train-8", "labels": dict(WORKER_LABELS)})
     fake_api.replicas["train"] = 9
     run.until("tfmw launcher re-forming the group at 9 workers")
     # while it waits, the chief's status says why the new worker is not there: the last one
@@ -245,12 +251,12 @@ def test_a_restart_waiting_for_a_peer_that_cannot_be_scheduled_says_why(fake_api
             while not scheduled:
                 sleep(0.05)
 
-    monkeypatch.setattr(launcher_module, "wait_for_peers", peers_wait)
+    monkeypatch.setattr(regroup, "wait_for_peers", peers_wait)
     env = resizable_env(fake_api, tmp_path)
     del env["TFMW_LOOPBACK_PORTS"]
     run = Run(env, command(tmp_path, STOPPED_BY_THE_GROUP_THEN_FINISHES))
     run.until("tfmw launcher starting training (attempt 1)")
-    fake_api.pods["train-1"] = dict(UNSCHEDULABLE, metadata={"name": "train-1"})
+    fake_api.pods["train-1"] = dict(UNSCHEDULABLE, metadata={"name": "train-1", "labels": dict(WORKER_LABELS)})
     (tmp_path / "scaled").write_text("")  # the group broke: worker 1 is gone
     wait_for_status(
         fake_api,
@@ -278,8 +284,8 @@ def test_the_first_start_waiting_for_a_peer_that_cannot_be_scheduled_says_why(fa
         while not scheduled:
             sleep(0.05)
 
-    monkeypatch.setattr(launcher_module, "wait_for_peers", peers_wait)
-    fake_api.pods["train-1"] = dict(UNSCHEDULABLE, metadata={"name": "train-1"})
+    monkeypatch.setattr(regroup, "wait_for_peers", peers_wait)
+    fake_api.pods["train-1"] = dict(UNSCHEDULABLE, metadata={"name": "train-1", "labels": dict(WORKER_LABELS)})
     env = resizable_env(fake_api, tmp_path)
     del env["TFMW_LOOPBACK_PORTS"]
     run = Run(env, command(tmp_path, STOPS_ON_SIGTERM_THEN_FINISHES)).until("tfmw launcher run=r1")

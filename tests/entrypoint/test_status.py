@@ -8,11 +8,12 @@ import threading
 from dataclasses import replace
 
 import pytest
-from fakeapi import make_certificate
 
+import entrypoint.kubeapi
 from entrypoint.kubeapi import APIError, KubeAPI
 from entrypoint.lifecycle import TERMINAL_KEYS, Phase, Reason, advance, fresh, to_data
 from entrypoint.status import StatusRecorder
+from tfmw.devcluster.fakeapi import make_certificate
 
 T0 = "2026-11-30T10:00:00Z"
 
@@ -54,11 +55,63 @@ def test_client_patch_is_conditional_on_the_version_read(fake_api):
 
 @pytest.mark.parametrize("status", [401, 403, 500, 503])
 def test_http_errors_carry_the_status_and_the_servers_message(fake_api, status):
-    fake_api.fail("GET", "configmaps", status=status)
+    fake_api.fail("GET", "configmaps", status=status, times=2)  # a 401 is asked once more
     with pytest.raises(APIError) as err:
         client(fake_api).get_configmap("ml", "train-status")
     assert err.value.kind == f"HTTP {status}" and err.value.status == status
     assert f"injected {status}" in err.value.detail
+
+
+def test_one_client_keeps_its_connection_and_reads_the_token_only_when_it_changes(fake_api, monkeypatch):
+    api = client(fake_api)
+    reads = []
+    original = type(fake_api.api_dir).read_text
+    monkeypatch.setattr(
+        type(fake_api.api_dir), "read_text", lambda self, *a: reads.append(self.name) or original(self, *a)
+    )
+    for _ in range(10):
+        api.get_scale("ml", "train")
+    assert api.connections == 1 and fake_api.connections == 1  # one TLS handshake for ten requests
+    assert reads == ["token"]
+    fake_api.rotate_token("token-2")
+    api.get_scale("ml", "train")
+    assert reads == ["token", "token"] and fake_api.requests[-1].token == "token-2"
+
+
+def test_a_401_is_asked_once_more_with_the_token_read_again(fake_api):
+    api = client(fake_api)
+    api.get_scale("ml", "train")
+    fake_api.fail("GET", "scale", status=401)  # the token rotated between the read and the request
+    assert api.get_scale("ml", "train")["spec"] == {"replicas": 2}
+    assert [r.path.endswith("/scale") for r in fake_api.requests] == [True, True, True]
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced(fake_api):
+    api = client(fake_api)
+    api.get_scale("ml", "train")
+    for _, conn in api._idle:  # as the server's idle timeout would
+        conn.sock.shutdown(socket.SHUT_RDWR)
+    assert api.get_scale("ml", "train")["spec"] == {"replicas": 2}
+    assert api.connections == 2
+
+
+def test_a_connection_idle_for_long_is_not_trusted(fake_api, monkeypatch):
+    api = client(fake_api)
+    api.get_scale("ml", "train")
+    monkeypatch.setattr(entrypoint.kubeapi, "MAX_IDLE_SECONDS", 0.0)  # the API server may have closed it meanwhile
+    api.get_scale("ml", "train")
+    assert api.connections == 2 and fake_api.connections == 2
+
+
+def test_pods_are_listed_by_label_selector_in_one_request(fake_api):
+    fake_api.pods = {
+        "train-0": {"metadata": {"name": "train-0", "labels": {"app": "t", "role": "worker"}}},
+        "train-1": {"metadata": {"name": "train-1", "labels": {"app": "t", "role": "worker"}}},
+        "other-0": {"metadata": {"name": "other-0", "labels": {"app": "o"}}},
+    }
+    names = [p["metadata"]["name"] for p in client(fake_api).list_pods("ml", "app=t,role=worker")]
+    assert names == ["train-0", "train-1"]
+    assert fake_api.requests[-1].path == "/api/v1/namespaces/ml/pods?labelSelector=app%3Dt%2Crole%3Dworker"
 
 
 def test_a_stale_token_is_401(fake_api):

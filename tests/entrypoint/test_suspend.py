@@ -10,7 +10,7 @@ import time
 
 from launcherkit import Run, command, pod_env
 
-import entrypoint.launcher as launcher_module
+import entrypoint.regroup as regroup
 
 # Trains until SIGTERM, then saves at "the boundary" (step 20) and exits 143, as the trainer does;
 # a later start resumes from 20 and finishes.
@@ -56,7 +56,7 @@ def start_training(fake_api, tmp_path) -> Run:
 
 
 def test_a_stop_with_the_statefulset_at_zero_is_a_suspend_and_a_later_start_resumes(fake_api, tmp_path, monkeypatch):
-    monkeypatch.setattr(launcher_module, "wait_for_peers", lambda hosts, timeout, log, sleep: None)
+    monkeypatch.setattr(regroup, "wait_for_peers", lambda hosts, timeout, log, sleep: None)
     run = start_training(fake_api, tmp_path)
     fake_api.replicas["train"] = 0  # helm upgrade --set suspend=true
     assert run.stop() == 143
@@ -80,7 +80,7 @@ def test_a_stop_with_the_statefulset_at_zero_is_a_suspend_and_a_later_start_resu
 
 def test_a_stop_while_the_statefulset_keeps_its_replicas_records_nothing(fake_api, tmp_path, monkeypatch):
     """A drain or a preemption deletes one pod: the group re-forms; no phase is recorded for it."""
-    monkeypatch.setattr(launcher_module, "wait_for_peers", lambda hosts, timeout, log, sleep: None)
+    monkeypatch.setattr(regroup, "wait_for_peers", lambda hosts, timeout, log, sleep: None)
     run = start_training(fake_api, tmp_path)
     assert run.stop() == 143
     assert fake_api.status("train-status")["phase"] == "Running"
@@ -91,7 +91,7 @@ def test_a_group_evicted_by_kueue_is_recorded_waiting_at_its_checkpoint(fake_api
     """Kueue evicts a whole group (a preemption, WaitForPodsReady) by writing the condition
     TerminationTarget on each pod, then deleting them; the StatefulSet keeps its replicas and
     the pods come back gated. The chief's stop says so: Waiting, requeued, at the checkpoint."""
-    monkeypatch.setattr(launcher_module, "wait_for_peers", lambda hosts, timeout, log, sleep: None)
+    monkeypatch.setattr(regroup, "wait_for_peers", lambda hosts, timeout, log, sleep: None)
     run = start_training(fake_api, tmp_path)
     fake_api.pods["train-0"] = {
         "metadata": {"name": "train-0"},

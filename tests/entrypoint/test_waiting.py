@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from fakeapi import unschedulable_pod
 
 from entrypoint.lifecycle import Phase, fresh
 from entrypoint.waiting import Waiting, WaitingNote, pod_waiting_reason, waiting_message
+from tfmw.devcluster.fakeapi import unschedulable_pod
 
 UNSCHEDULABLE = unschedulable_pod("train-2", "0/2 nodes are available: 2 Insufficient cpu.")
 WHY = "Unschedulable: 0/2 nodes are available: 2 Insufficient cpu."

@@ -33,12 +33,17 @@ def attempts(tmp_path: Path) -> int:
     return int(counter.read_text()) if counter.exists() else 0
 
 
+# The chart's worker selector labels, as TFMW_POD_SELECTOR names them (the pods the chief lists).
+WORKER_LABELS = {"app.kubernetes.io/instance": "r1", "app.kubernetes.io/component": "worker"}
+
+
 def pod_env(fake, tmp_path, pod="train-0", replicas=1, **extra) -> dict:
     return {
         "TFMW_POD_NAME": pod,
         "TFMW_NAMESPACE": "ml",
         "TFMW_STATEFULSET": "train",
         "TFMW_SERVICE": "train-headless",
+        "TFMW_POD_SELECTOR": ",".join(f"{k}={v}" for k, v in sorted(WORKER_LABELS.items())),
         "TFMW_REPLICAS": str(replicas),
         "TFMW_LOOPBACK_PORTS": "1",
         "TFMW_RUN_ID": "r1",

@@ -104,3 +104,14 @@ Usage: include "tf-multiworker.checkovSkips" (dict "root" $ "extra" (list "CKV_K
 checkov.io/skip{{ add1 $i }}: {{ $skip | quote }}
 {{- end }}
 {{- end }}
+
+{{/*
+A label map as a selector string ("k=v,k=v", keys sorted): how the workers list their peers.
+*/}}
+{{- define "tf-multiworker.selectorString" -}}
+{{- $terms := list }}
+{{- range $key := keys . | sortAlpha }}
+{{- $terms = append $terms (printf "%s=%s" $key (get $ $key)) }}
+{{- end }}
+{{- join "," $terms }}
+{{- end }}

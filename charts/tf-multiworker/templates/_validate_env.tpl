@@ -1,11 +1,12 @@
 {{/* workers.extraEnv against what the chart and the entrypoint set. Each define prints its problems, one per line (_validate.tpl). */}}
 
 {{/* Variables the chart or the entrypoint derives per pod: a user value would shadow them.
-Names are compared case-insensitively; TFMW_* is reserved as a whole. */}}
+Names are compared case-insensitively; TFMW_* is reserved as a whole. $chartEnv is the
+entrypoint's contract (entrypoint/settings.py ENV, CHART_ENV): a test keeps the two the same. */}}
 {{- define "tf-multiworker.validate.extraEnv" -}}
 {{- $problems := list }}
 {{- $workers := .Values.workers }}
-{{- $chartEnv := list "TFMW_POD_NAME" "TFMW_POD_UID" "TFMW_NAMESPACE" "TFMW_STATEFULSET" "TFMW_SERVICE" "TFMW_REPLICAS" "TFMW_PORT" "TFMW_METRICS_PORT" "TFMW_KEEP_LOG_MIB" "TFMW_CLUSTER_DOMAIN" "TFMW_PEER_TIMEOUT_SECONDS" "TFMW_MAX_RESTARTS" "TFMW_HANG_TIMEOUT_SECONDS" "TFMW_HANG_DETECTION" "TFMW_TRAINING_CONFIG" "TFMW_SHARED_DIR" "TFMW_RUN_ID" "TFMW_ON_SUCCESS" "TFMW_ON_FAILURE" "TFMW_ACTIVE_DEADLINE_SECONDS" "TFMW_GRACE_SECONDS" "TFMW_WARM_STANDBY" "TFMW_POD_REVISION" "TFMW_API_DIR" "TFMW_STATUS_CONFIGMAP" "TF_CONFIG" }}
+{{- $chartEnv := list "TFMW_POD_NAME" "TFMW_POD_UID" "TFMW_NAMESPACE" "TFMW_STATEFULSET" "TFMW_SERVICE" "TFMW_POD_SELECTOR" "TFMW_REPLICAS" "TFMW_PORT" "TFMW_METRICS_PORT" "TFMW_KEEP_LOG_MIB" "TFMW_CLUSTER_DOMAIN" "TFMW_PEER_TIMEOUT_SECONDS" "TFMW_MAX_RESTARTS" "TFMW_HANG_TIMEOUT_SECONDS" "TFMW_HANG_DETECTION" "TFMW_TRAINING_CONFIG" "TFMW_SHARED_DIR" "TFMW_RUN_ID" "TFMW_ON_SUCCESS" "TFMW_ON_FAILURE" "TFMW_ACTIVE_DEADLINE_SECONDS" "TFMW_GRACE_SECONDS" "TFMW_WARM_STANDBY" "TFMW_POD_REVISION" "TFMW_API_DIR" "TFMW_STATUS_CONFIGMAP" "TF_CONFIG" }}
 {{- $ncclEnv := splitList " " (include "tf-multiworker.ncclEnvNames" .) }}
 {{- $seenEnv := dict }}
 {{- range $i, $env := $workers.extraEnv }}

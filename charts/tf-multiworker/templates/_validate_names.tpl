@@ -32,11 +32,21 @@ less "TF_CONFIG=" and the NUL (entrypoint/cluster.py MAX_TF_CONFIG_BYTES). */}}
 {{- $fullname := include "tf-multiworker.fullname" . }}
 {{- $service := include "tf-multiworker.serviceName" . }}
 {{- $entry := add (len $fullname) (len $service) (len $ns) (len (toString $v.clusterDomain)) (len (toString (int $workers.port))) 11 }}
-{{- $size := add 22 (sub $replicas 1) 35 (len (toString (sub $replicas 1))) 2 }}
-{{- range $j := until $replicas }}{{ $size = add $size $entry (len (toString $j)) }}{{ end }}
 {{- $limit := sub (mul 128 1024) 11 }}
+{{- /* the TF_CONFIG of n workers (the last pod's), for n up to the schema's maximum: the
+largest n that fits is named, so the refusal and the schema say the same limit */}}
+{{- $entries := 0 }}
+{{- $fits := 0 }}
+{{- $size := 0 }}
+{{- range $j := until (max $replicas 1024 | int) }}
+{{- $entries = add $entries $entry (len (toString $j)) }}
+{{- $n := add $j 1 }}
+{{- $total := add 22 $j 35 (len (toString $j)) 2 $entries }}
+{{- if le (int $total) (int $limit) }}{{ $fits = $n }}{{ end }}
+{{- if eq $n $replicas }}{{ $size = $total }}{{ end }}
+{{- end }}
 {{- if gt (int $size) (int $limit) }}
-{{- $problems = append $problems (printf "workers.replicas=%d: TF_CONFIG would be %d bytes, over Linux's %d-byte limit for one environment variable (every pod would exit 2); use fewer workers.replicas or shorter names (fullnameOverride, the namespace, clusterDomain)" $replicas (int $size) (int $limit)) }}
+{{- $problems = append $problems (printf "workers.replicas=%d: TF_CONFIG would be %d bytes, over Linux's %d-byte limit for one environment variable (every pod would exit 2); with these names at most %d workers fit: use workers.replicas=%d or fewer, or shorter names (fullnameOverride, the namespace, clusterDomain)" $replicas (int $size) (int $limit) (int $fits) (int $fits)) }}
 {{- end }}
 {{- join "\n" $problems }}
 {{- end }}

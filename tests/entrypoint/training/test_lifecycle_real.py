@@ -13,9 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-import fakeapi
 import pytest
 from workers import REPO, base_env, free_ports
+
+from tfmw.devcluster import fakeapi
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,8 @@ import sys
 
 import chartkit
 import pytest
-from fakeapi import FakeAPI, make_certificate
+
+from tfmw.devcluster.fakeapi import FakeAPI, make_certificate
 
 NAMESPACE = chartkit.NAMESPACE
 

@@ -1,5 +1,7 @@
-"""A small HTTPS server on 127.0.0.1 that answers the six API calls the launcher makes, keeps
-what it was sent, and can answer 403/500/409 or not at all. It tests our client's behaviour;
+"""An API server double for the launcher (tests/entrypoint, the scale bench): a small HTTPS server
+on 127.0.0.1 that answers the API calls the launcher makes, keeps
+what it was sent (and how many connections it took: it keeps them alive, as the API server
+does), and can answer 403/500/409 or not at all. It tests our client's behaviour;
 the real API server's answers are the cluster tests' business.
 
 TLS is real: a certificate from the dev cluster's PKI (tfmw.devcluster.pki), whose CA the
@@ -12,9 +14,11 @@ import json
 import re
 import ssl
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 from tfmw.devcluster import pki
 
@@ -45,6 +49,7 @@ class Request:
     token: str
     content_type: str
     applied: bool = False  # a PATCH the server applied
+    at: float = field(default_factory=time.monotonic)  # when it came (the scale bench's windows)
 
 
 @dataclass
@@ -71,6 +76,7 @@ class FakeAPI:
     requests: list = field(default_factory=list)
     failures: list = field(default_factory=list)
     tokens: set = field(default_factory=lambda: {"token-1"})
+    connections: int = 0  # TLS connections accepted
 
     def __post_init__(self):
         self.lock = threading.Lock()
@@ -81,8 +87,16 @@ class FakeAPI:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as the API server
+            timeout = 30  # an idle kept connection is closed after this
+
             def log_message(self, *args):  # quiet
                 pass
+
+            def setup(self):
+                super().setup()
+                with fake.lock:
+                    fake.connections += 1
 
             def _serve(self):
                 length = int(self.headers.get("Content-Length") or 0)
@@ -180,6 +194,16 @@ class FakeAPI:
 
     def _route(self, request: Request):
         ns = re.escape(self.namespace)
+        path, _, query = request.path.partition("?")
+        if request.method == "GET" and path == f"/api/v1/namespaces/{self.namespace}/pods":
+            selector = dict(parse_qsl(query)).get("labelSelector", "")
+            wanted = dict(term.split("=", 1) for term in selector.split(",") if term)
+            items = [
+                pod
+                for pod in self.pods.values()
+                if all(((pod.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in wanted.items())
+            ]
+            return 200, {"kind": "PodList", "items": items}
         m = re.fullmatch(rf"/api/v1/namespaces/{ns}/configmaps/([-a-z0-9.]+)", request.path)
         if m:
             name = m.group(1)
