@@ -31,7 +31,7 @@ from tfmw.chart.helmkit import ToolError, stderr_text
 from tfmw.chart.target import target_of
 from tfmw.deploy import context as deploy_context
 from tfmw.deploy import helm as deploy_helm
-from tfmw.deploy import observe, queue
+from tfmw.deploy import kueue_update, observe, queue
 from tfmw.k8s import kubeconfig
 from tfmw.k8s.api import Api, ApiError, ns_path
 
@@ -463,7 +463,80 @@ def cmd_deploy(args) -> int:
     if args.dry_run:
         return _dry_run(args, rendered, helm)
     _check_context(args, rendered.target)
+    reason = _kueue_through_zero(args, rendered, helm)
+    if reason:
+        _remove_statefulset_at_zero(args, rendered, helm, reason)
     return asyncio.run(_deploy(args, rendered, helm))
+
+
+# ---------------------------------------------------------------- a change Kueue refuses in place
+
+
+def _kueue_through_zero(args, rendered: render.Rendered, helm: str) -> str | None:
+    """Why this upgrade must go through zero under Kueue (tfmw.deploy.kueue_update), or None."""
+    api = _api_or_none(args.kube_context)
+    if api is None:
+        return None
+    workers = observe.workers_of(rendered.objects, args.namespace)
+    try:
+        live = api.get_or_none(ns_path(workers.namespace, "statefulsets", workers.name, group="apps/v1"))
+    except ApiError as err:
+        raise _api_failure(err, "reading the worker StatefulSet", api) from None
+    new = observe.worker_statefulset(rendered.objects)
+    if live is None or not (queue.queue_of(live) or queue.queue_of(new)):
+        return None
+
+    async def recorded() -> dict | None:
+        cmd = helmkit.pyhelm3_command(helm, args.kube_context)
+        if not await _release_status(cmd, args.release, args.namespace, args.kube_context):
+            return None
+        return observe.worker_statefulset(await _release_objects(cmd, args.release, args.namespace, args.kube_context))
+
+    try:
+        workload = queue.workload_of(api, live) if queue.queue_of(live) else None
+    except ApiError as err:
+        raise _api_failure(err, "reading the release's Kueue Workload", api) from None
+    return kueue_update.through_zero(live, workload, asyncio.run(recorded()), new)
+
+
+def _remove_statefulset_at_zero(args, rendered: render.Rendered, helm: str, reason: str) -> None:
+    """Stop the group at its checkpoint (the chart's suspend) and delete the worker StatefulSet,
+    so that the upgrade creates it anew and Kueue admits a new Workload of the new size and shape.
+    Only the StatefulSet goes: the run's status, its storage and the release stay."""
+    workers = observe.workers_of(rendered.objects, args.namespace)
+    api = _api(args.kube_context)
+    path = ns_path(workers.namespace, "statefulsets", workers.name, group="apps/v1")
+    say(
+        f"under Kueue {reason} cannot change on a running StatefulSet: going through 0 workers "
+        "(the group stops at its checkpoint, the StatefulSet is made anew, Kueue admits it as it is now)"
+    )
+    live = api.get_or_none(path) or {}
+    if int((live.get("spec") or {}).get("replicas") or 0) > 0:
+        values = asyncio.run(
+            _release_values(
+                helmkit.pyhelm3_command(helm, args.kube_context), args.release, args.namespace, args.kube_context
+            )
+        )
+        suspended = _with_values(args, values, {"suspend": True})
+        running = observe.workers_of(suspended.objects, args.namespace)  # the run as deployed now
+        asyncio.run(_deploy(args, suspended, helm, report=False))
+        grace = int(((values.get("workers") or {}).get("terminationGracePeriodSeconds")) or 120)
+        record = _wait_until_suspended(args, running, grace + 60)
+        if observe.list_pods(api, running):
+            raise ToolError(
+                f"release {args.release} is at 0 workers, but its pods are still there after {grace + 60}s "
+                "(nothing was deleted; `make status` tells why, `make resume` brings them back)",
+                exit_code=4,
+            )
+        say(f"stopped: {observe.run_summary(record, running)}")
+    try:
+        api.delete(path, {"propagationPolicy": "Background"})
+        deadline = time.monotonic() + 60
+        while api.get_or_none(path) is not None and time.monotonic() < deadline:
+            time.sleep(1)
+    except ApiError as err:
+        raise _api_failure(err, f"deleting StatefulSet {workers.name} at 0 workers", api) from None
+    say(f"StatefulSet {workers.name} deleted at 0 workers (Kueue's Workload with it); the upgrade makes it anew")
 
 
 def _dry_run(args, rendered: render.Rendered, helm: str) -> int:
@@ -703,13 +776,14 @@ def _with_values(args, values: dict, change: dict) -> render.Rendered:
 
 
 def _wait_until_suspended(args, workers: observe.Workers, seconds: float) -> observe.RunRecord | None:
-    """Until the workers are gone and the chief has recorded Suspended (or `seconds` pass)."""
+    """Until the workers are gone and the chief has recorded Suspended (or `seconds` pass); once
+    they are gone, also when there is nothing to record (no run recorded, or it had ended)."""
     api = _api(args.kube_context)
     deadline, record = time.monotonic() + seconds, None
     while time.monotonic() < deadline:
         _, status_object = _run_objects(api, workers)
         record = observe.current_record(observe.run_record(status_object), workers)
-        if not observe.list_pods(api, workers) and record is not None and record.phase == "Suspended":
+        if not observe.list_pods(api, workers) and (record is None or record.phase == "Suspended" or record.terminal):
             return record
         time.sleep(2)
     return record

@@ -284,3 +284,51 @@ kubelet answers and stops its pods itself) keeps the cluster's default. */}}
 {{- end }}
 {{- toYaml $tolerations }}
 {{- end }}
+
+{{/* The worker container's resources: workers.resources, with the GPU count from
+workers.gpus alone (the one place for it). */}}
+{{- define "tf-multiworker.workerResources" -}}
+{{- $workers := .Values.workers }}
+{{- $resources := deepCopy (default (dict) $workers.resources) }}
+{{- $limits := deepCopy (default (dict) $resources.limits) }}
+{{- $requests := deepCopy (default (dict) $resources.requests) }}
+{{- $_ := unset $limits "nvidia.com/gpu" }}
+{{- $_ := unset $requests "nvidia.com/gpu" }}
+{{- if gt (int $workers.gpus) 0 }}
+{{- $_ := set $limits "nvidia.com/gpu" (int $workers.gpus) }}
+{{- end }}
+{{- $_ := unset $resources "limits" }}
+{{- $_ := unset $resources "requests" }}
+{{- if $limits }}{{ $_ := set $resources "limits" $limits }}{{ end }}
+{{- if $requests }}{{ $_ := set $resources "requests" $requests }}{{ end }}
+{{- toYaml $resources }}
+{{- end }}
+
+{{/* What of the worker pods Kueue keeps immutable on a StatefulSet it manages (sigs.k8s.io/kueue
+v0.19 pkg/util/pod SpecShape: each container's requests and ports, nodeSelector, affinity,
+tolerations, runtimeClassName, topology spread), as the values that render it. A pod
+template carries no `priority` (the admission plugin resolves priorityClassName on pods
+only), so a priority class change is not part of it. */}}
+{{- define "tf-multiworker.kueueShape" -}}
+{{- $workers := .Values.workers }}
+{{- $ports := list (int $workers.port) }}
+{{- if .Values.metrics.enabled }}{{ $ports = append $ports (int .Values.metrics.port) }}{{ end }}
+{{- $extra := list }}
+{{- range (concat (default list $workers.initContainers) (default list $workers.sidecars)) }}
+{{- $extra = append $extra (dict "name" .name "requests" (merge (deepCopy (dig "resources" "requests" (dict) .)) (dig "resources" "limits" (dict) .)) "ports" (default list .ports)) }}
+{{- end }}
+{{- $resources := include "tf-multiworker.workerResources" . | fromYaml }}
+{{- /* the API server gives a pod (not a template) a request for each limit without one, and
+Kueue sizes the group from the pods: a GPU count, a limit only, is part of the shape */}}
+{{- $requests := merge (deepCopy (default dict $resources.requests)) (default dict $resources.limits) }}
+{{- $shape := dict
+  "requests" $requests
+  "ports" $ports
+  "extraContainers" $extra
+  "nodeSelector" (default dict $workers.nodeSelector)
+  "tolerations" (include "tf-multiworker.workerTolerations" . | fromYamlArray)
+  "affinity" (include "tf-multiworker.workerAffinity" . | fromYaml)
+  "topologySpreadConstraints" (default list $workers.topologySpreadConstraints)
+  "runtimeClassName" (toString (default "" $workers.runtimeClassName)) }}
+{{- toJson $shape }}
+{{- end }}

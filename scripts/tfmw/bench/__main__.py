@@ -1,6 +1,6 @@
 """`make bench` — measure the performance figures into docs/benchmarks.md and docs/bench/*.png.
 
-    python -m tfmw.bench [--quick] [--only 1,2,3,4,5,6] [--workers N] [--gpus G]
+    python -m tfmw.bench [--quick] [--only 1,2,3,4,5,6,7,8] [--workers N] [--gpus G]
                             [--out docs/benchmarks.md]
 
 Prints each figure's table as it is measured, then writes the document and the plots.
@@ -21,11 +21,22 @@ from pathlib import Path
 from tfmw.chart.helmkit import ToolError, find_helm
 from tfmw.table import console_table
 
-from . import fig_cluster, fig_control, fig_goodput, fig_launcher, fig_overhead, fig_pipeline, fig_recovery, report
+from . import (
+    fig_cluster,
+    fig_control,
+    fig_goodput,
+    fig_kueue,
+    fig_launcher,
+    fig_overhead,
+    fig_pipeline,
+    fig_recovery,
+    fig_scale,
+    report,
+)
 from .machine import load_average, probe
 from .procs import REPO, BenchError
 
-FIGURES = (1, 2, 3, 4, 5, 6)
+FIGURES = (1, 2, 3, 4, 5, 6, 7, 8)
 
 
 def parse_figures(text: str) -> list[int]:
@@ -173,6 +184,18 @@ def run_figure6(args, machine_line: str, plots: Path) -> str:
     )
 
 
+def run_figure7(args, machine_line: str, plots: Path) -> str:
+    return one_measurement(
+        fig_kueue, "Figure 7: under Kueue", "fig7_kueue.png", report.fig_kueue, args, machine_line, plots
+    )
+
+
+def run_figure8(args, machine_line: str, plots: Path) -> str:
+    return one_measurement(
+        fig_scale, "Figure 8: the control path at scale", "fig8_scale.png", report.fig_scale, args, machine_line, plots
+    )
+
+
 RUNNERS = {
     1: ("Figure 1: distribution overhead", run_figure1),
     2: ("Figure 2: launcher overhead", run_figure2),
@@ -180,6 +203,8 @@ RUNNERS = {
     4: ("Figure 4: scale of the control path", run_figure4),
     5: ("Figure 5: input pipeline", run_figure5),
     6: ("Figure 6: the local Kubernetes cluster", run_figure6),
+    7: ("Figure 7: the chart under a real Kueue", run_figure7),
+    8: ("Figure 8: the control path at 16 to 1,024 workers", run_figure8),
 }
 
 

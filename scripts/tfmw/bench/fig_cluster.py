@@ -62,6 +62,7 @@ from pathlib import Path
 from entrypoint.lifecycle import rfc3339
 from entrypoint.loglines import progress_step
 from tfmw.chart.helmkit import ToolError, find_helm, helm_error_line
+from tfmw.deploy import install
 from tfmw.devcluster import controlplane
 from tfmw.devcluster.build import KubeBuildError, ensure_binaries
 from tfmw.faults import cluster as fault_cluster
@@ -73,10 +74,8 @@ from tfmw.localrun.podspec import LocalRunError
 
 from . import plots, stats
 from .fig_launcher import time_to_first_step
-from .procs import PY, REPO, BenchError, base_env
+from .procs import PY, BenchError, base_env
 
-CHART = REPO / "charts" / "tf-multiworker"
-VALUES = REPO / "values" / "local.yaml"
 READY_TARGET_S = 20.0  # issues 10 and 19: `make cluster` ready within 20 s once built
 RUNNING_TARGET_S = 5.0  # issues 10 and 19: both pods Running within 5 s of helm install returning, image present
 WORKERS = 2
@@ -580,28 +579,28 @@ def _kubeconfig_env(state) -> dict:
     return dict(os.environ, KUBECONFIG=str(state.kubeconfig))
 
 
-def _helm(state, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def helm_run(state, *args: str, timeout: float = 300, figure: str = "figure 6") -> subprocess.CompletedProcess:
 
     proc = subprocess.run(
         [find_helm(), *args], capture_output=True, text=True, env=_kubeconfig_env(state), timeout=timeout
     )
     if proc.returncode != 0:
-        raise BenchError(f"figure 6: helm {args[0]} exited {proc.returncode}: {helm_error_line(proc.stderr)}")
+        raise BenchError(f"{figure}: helm {args[0]} exited {proc.returncode}: {helm_error_line(proc.stderr)}")
     return proc
 
 
-def _wait(predicate, timeout: float, what: str):
+def wait_until(predicate, timeout: float, what: str, figure: str = "figure 6"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(POLL)
-    raise BenchError(f"figure 6: {what} not within {timeout:g}s")
+    raise BenchError(f"{figure}: {what} not within {timeout:g}s")
 
 
 @contextlib.contextmanager
-def _namespace(state, name: str, log=print):
+def fresh_namespace(state, name: str, log=print, figure: str = "figure 6"):
     """A fresh namespace (its default ServiceAccount there), deleted afterwards with every pod
     stopped before the next measurement: they would share its CPUs."""
 
@@ -609,20 +608,21 @@ def _namespace(state, name: str, log=print):
     try:
         api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     except ApiError as err:
-        raise BenchError(f"figure 6: namespace {name} cannot be made: {err}") from None
+        raise BenchError(f"{figure}: namespace {name} cannot be made: {err}") from None
     try:
-        _wait(
+        wait_until(
             lambda: api.get_or_none(ns_path(name, "serviceaccounts", "default")),
             60,
             f"the default ServiceAccount of namespace {name}",
+            figure,
         )
         yield api
     finally:
         api.delete(f"/api/v1/namespaces/{name}")
         try:
-            _wait(lambda: not api.items(ns_path(name, "pods")), 180, f"the pods of namespace {name} to stop")
+            wait_until(lambda: not api.items(ns_path(name, "pods")), 180, f"the pods of namespace {name} to stop")
         except BenchError as err:
-            log(f"  figure 6: {err}")
+            log(f"  {figure}: {err}")
 
 
 def measure_cluster_round(state, round_index: int, log=print) -> tuple[float, float, float]:
@@ -632,15 +632,13 @@ def measure_cluster_round(state, round_index: int, log=print) -> tuple[float, fl
     namespace = f"bench-{round_index}-{os.getpid()}"
     release = "bench"
     selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
-    args = ["install", release, str(CHART), "-n", namespace, "-f", str(VALUES)]
-    for item in run_sets(f"bench-cluster-{round_index}"):
-        args += ["--set", item]
-    with _namespace(state, namespace, log) as api:
+    args = checked_args(release, namespace, run_sets(f"bench-cluster-{round_index}"))
+    with fresh_namespace(state, namespace, log) as api:
         log(f"  figure 6: round {round_index + 1}: helm install on the cluster")
         started = time.monotonic()
-        _helm(state, *args)
+        helm_run(state, *args)
         returned = time.monotonic()
-        _wait(
+        wait_until(
             lambda: running_workers(api.items(ns_path(namespace, "pods"), labelSelector=selector)) == WORKERS,
             120,
             "both worker pods Running",
@@ -655,7 +653,7 @@ def measure_cluster_round(state, round_index: int, log=print) -> tuple[float, fl
                 return False  # the container's log is not there yet
             return has_first_step(text.decode(errors="replace"))
 
-        _wait(chief_stepped, 300, "the chief's first training step")
+        wait_until(chief_stepped, 300, "the chief's first training step")
         first_step = time.monotonic()
         return returned - started, running - returned, first_step - started
 
@@ -676,7 +674,7 @@ def measure_cluster_fault(state, round_index: int, log=print, scenario: str = CL
     namespace = f"bench-{scenario}-{round_index}-{os.getpid()}"[:63]
     log(f"  figure 6: round {round_index + 1}: {scenario} on the cluster (scripts/tfmw/faults --cluster)")
     last_lines = collections.deque(maxlen=40)  # the pods' last lines, shown if the run fails
-    with _namespace(state, namespace, log):
+    with fresh_namespace(state, namespace, log):
         try:
             result = fault_cluster.run_cluster_scenario(
                 scenario,
@@ -693,7 +691,7 @@ def measure_cluster_fault(state, round_index: int, log=print, scenario: str = CL
             raise BenchError(f"figure 6: {scenario}: {err}") from None
         if not result.completed:
             log("\n".join(last_lines) or "  figure 6: (no line from the pods)")
-            log(_pods_line(state, namespace))
+            log(pods_line(state, namespace))
     log(_fault_line("cluster", result) + f", fault → the replacement pod Running {result.seconds_to_pod_running:.1f} s")
     return result
 
@@ -705,7 +703,7 @@ def _resize_once(state, api, namespace: str, release: str, workers: tuple, log=p
     status = ns_path(namespace, "configmaps", f"{release}-tf-multiworker-status")
     log(f"  figure 6: resize {workers[0]} -> {workers[1]} workers (helm upgrade)")
     upgraded_at = time.time()
-    _helm(state, *_release_args("upgrade", release, namespace, workers[1]))
+    helm_run(state, *_release_args("upgrade", release, namespace, workers[1]))
 
     def resumed() -> Resize | None:
         data = (api.get_or_none(status) or {}).get("data") or {}
@@ -724,9 +722,9 @@ def _resize_once(state, api, namespace: str, release: str, workers: tuple, log=p
         return resize_marks(text.decode(errors="replace"), workers, upgraded_at)
 
     try:
-        result = _wait(resumed, 300, f"the group's first step at {workers[1]} workers")
+        result = wait_until(resumed, 300, f"the group's first step at {workers[1]} workers")
     except BenchError as err:
-        log(_pods_line(state, namespace))
+        log(pods_line(state, namespace))
         return Resize(workers, problem=str(err).removeprefix("figure 6: "))
     log(
         f"  figure 6: resized to {workers[1]}: re-forming after {result.reformed:.1f} s, first step after "
@@ -736,10 +734,15 @@ def _resize_once(state, api, namespace: str, release: str, workers: tuple, log=p
 
 
 def _release_args(verb: str, release: str, namespace: str, workers: int) -> list[str]:
-    args = [verb, release, str(CHART), "-n", namespace, "-f", str(VALUES)]
-    for item in (*RESIZE_SETS, f"workers.replicas={workers}"):
-        args += ["--set", item]
-    return args
+    return checked_args(release, namespace, (*RESIZE_SETS, f"workers.replicas={workers}"), verb=verb)
+
+
+def checked_args(release: str, namespace: str, sets, verb: str = "install", figure: str = "figure 6") -> list[str]:
+    """The helm arguments of a measured release, its values checked as make deploy checks them."""
+    try:
+        return install.checked_args(release, namespace, list(sets), verb=verb)
+    except ToolError as err:
+        raise BenchError(f"{figure}: the measured release's values are refused: {err}") from None
 
 
 def measure_resizes(state, log=print) -> list[Resize]:
@@ -748,11 +751,11 @@ def measure_resizes(state, log=print) -> list[Resize]:
     namespace, release = f"bench-resize-{os.getpid()}", "bench-resize"
     status = ns_path(namespace, "configmaps", f"{release}-tf-multiworker-status")
     results: list[Resize] = []
-    with _namespace(state, namespace, log) as api:
+    with fresh_namespace(state, namespace, log) as api:
         log(f"  figure 6: a {WORKERS}-worker run to resize (helm install)")
-        _helm(state, *_release_args("install", release, namespace, WORKERS))
+        helm_run(state, *_release_args("install", release, namespace, WORKERS))
         try:
-            _wait(
+            wait_until(
                 lambda: (
                     int(((api.get_or_none(status) or {}).get("data") or {}).get("lastCheckpointStep") or 0)
                     >= 2 * RESIZE_EVERY
@@ -771,19 +774,19 @@ def measure_resizes(state, log=print) -> list[Resize]:
     return results
 
 
-def _pods_line(state, namespace: str) -> str:
+def pods_line(state, namespace: str, figure: str = "figure 6") -> str:
     """One line per pod of `namespace`: its phase and its container's state (for a failed run)."""
 
     try:
         pods = state.api("admin").items(ns_path(namespace, "pods"))
     except Exception as err:  # only a diagnostic
-        return f"  figure 6: the pods of {namespace} could not be listed: {err}"
+        return f"  {figure}: the pods of {namespace} could not be listed: {err}"
     parts = []
     for pod in pods:
         status = pod.get("status") or {}
         containers = [f"{c.get('name')}: {json.dumps(c.get('state'))}" for c in status.get("containerStatuses") or []]
         parts.append(f"{pod['metadata']['name']} {status.get('phase')} {'; '.join(containers)}")
-    return "  figure 6: pods: " + (" | ".join(parts) or "none")
+    return f"  {figure}: pods: " + (" | ".join(parts) or "none")
 
 
 def measure_local_fault(runs_dir, round_index: int, log=print):
@@ -845,61 +848,65 @@ def measure_local_round(runs_dir, round_index: int, log=print) -> float:
     return timing.first_step
 
 
-def _up(controlplane, state_dir: str, bins: dict, archive, log=print):
+def cluster_up(controlplane, state_dir: str, bins: dict, archive, log=print, figure: str = "figure 6"):
     """(state, Up) of one `make cluster`, with what up() said about the worker image."""
     said: list[str] = []
 
     def say(line: str) -> None:
         said.append(line)
-        log(f"  figure 6: {line}")
+        log(f"  {figure}: {line}")
 
-    log("  figure 6: make cluster (controlplane.up)")
+    log(f"  {figure}: make cluster (controlplane.up)")
     started = time.monotonic()
     try:
         state = controlplane.up(state_dir, nodes=2, bins=bins, images=[archive], say=say)
     except controlplane.ClusterError as err:
-        raise BenchError(f"figure 6: make cluster failed: {err}") from None
+        raise BenchError(f"{figure}: make cluster failed: {err}") from None
     return state, make_up(state.ready_seconds, time.monotonic() - started, said)
 
 
-def _down(controlplane, state_dir: str, log=print) -> float:
-    log("  figure 6: make cluster-down (controlplane.down)")
+def cluster_down(controlplane, state_dir: str, log=print, figure: str = "figure 6") -> float:
+    log(f"  {figure}: make cluster-down (controlplane.down)")
     started = time.monotonic()
-    controlplane.down(state_dir, say=lambda line: log(f"  figure 6: {line}"))
+    controlplane.down(state_dir, say=lambda line: log(f"  {figure}: {line}"))
     return time.monotonic() - started
 
 
-def measure(quick: bool, log=print) -> Summary:
+def cluster_parts(log=print, figure: str = "figure 6") -> tuple[dict, Path]:
+    """(the cluster's binaries, the worker image's archive), built once and not timed; refuses
+    a run without root (the nodes need network namespaces and a bridge)."""
     if os.geteuid() != 0:
         raise BenchError(
-            "figure 6: the local cluster needs root (network namespaces, a bridge); run make bench as root"
+            f"{figure}: the local cluster needs root (network namespaces, a bridge); run make bench as root"
         )
-
     try:
-        bins = ensure_binaries(progress=lambda line: log(f"  figure 6: {line}"))
+        bins = ensure_binaries(progress=lambda line: log(f"  {figure}: {line}"))
     except KubeBuildError as err:
-        raise BenchError(f"figure 6: the cluster binaries could not be built: {err}") from None
-
+        raise BenchError(f"{figure}: the cluster binaries could not be built: {err}") from None
     try:
-        # The nodes run the worker image: built once (not timed); `up` imports it into a node
-        # unless the node's containerd cache already holds that image id.
-        ref = image.ensure_image(variant="cpu", base="debian", progress=lambda line: log(f"  figure 6: {line}"))
-        archive = image.save_archive(ref, controlplane.IMAGE_CACHE)
+        # The nodes run the worker image: `up` imports it into a node unless the node's
+        # containerd cache already holds that image id.
+        ref = image.ensure_image(variant="cpu", base="debian", progress=lambda line: log(f"  {figure}: {line}"))
+        return bins, image.save_archive(ref, controlplane.IMAGE_CACHE)
     except image.ImageError as err:
-        raise BenchError(f"figure 6: the worker image could not be built: {err}") from None
+        raise BenchError(f"{figure}: the worker image could not be built: {err}") from None
+
+
+def measure(quick: bool, log=print) -> Summary:
+    bins, archive = cluster_parts(log)
     rounds = 1 if quick else 3
     work = tempfile.mkdtemp(prefix="tfmw-bench-cluster-")
     state_dir = os.path.join(work, "state")
     results, fault_pairs, ups = [], [], []
     disruption_pairs: dict = {scenario: [] for scenario in DISRUPTIONS}
     try:
-        state, first = _up(controlplane, state_dir, bins, archive, log)
+        state, first = cluster_up(controlplane, state_dir, bins, archive, log)
         ups.append(first)
         try:
             if wants_second_up(first):
                 log("  figure 6: the first up imported the image: cluster-down and up again, the image now cached")
-                _down(controlplane, state_dir, log)
-                state, second = _up(controlplane, state_dir, bins, archive, log)
+                cluster_down(controlplane, state_dir, log)
+                state, second = cluster_up(controlplane, state_dir, bins, archive, log)
                 ups.append(second)
             for r in range(rounds):
                 local_dir = os.path.join(work, "local")
@@ -923,7 +930,7 @@ def measure(quick: bool, log=print) -> Summary:
             # Last: it taints, and for a while loses, one of the two nodes.
             node = measure_cluster_fault(state, rounds, log, scenario=NODE_FAULT)
         finally:
-            down_seconds = _down(controlplane, state_dir, log)
+            down_seconds = cluster_down(controlplane, state_dir, log)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return summarize(ups, down_seconds, results, fault_pairs, node, resizes, disruption_pairs)

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from entrypoint import loglines
 from entrypoint.errors import EXIT_RETRYABLE, EXIT_SIGTERM
+from entrypoint.rundir import RunDir
 from tfmw.table import console_table, markdown_table
 
 from .procs import PY, REPO, base_env, free_ports, tf_config
@@ -227,7 +228,7 @@ def run_round(path: str, train_args: list[str], after: int, workdir: Path, timeo
         _kill(procs)
     codes = [p.returncode for p in procs]
     stop_steps = [_first_int(log, loglines.STOPPED, "step") for log in logs]
-    checkpoint_step = published_step(shared / "bench" / "checkpoints")
+    checkpoint_step = published_step(Path(RunDir.of(str(shared), "bench").checkpoints))
 
     again, again_logs = _start(path, train_args, shared, "restart")
     try:

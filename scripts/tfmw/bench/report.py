@@ -10,7 +10,9 @@ from tfmw.faults.tables import parts_table
 from tfmw.faults.tables import table as fault_table
 from tfmw.table import fmt, markdown_table
 
-from . import fig_goodput
+from . import fig_goodput, stats
+from . import fig_kueue as fk
+from . import fig_scale as fsc
 from .fig_recovery import CHECKPOINT_HEADERS
 from .machine import Machine
 
@@ -716,20 +718,146 @@ def fig_cluster(s, table_rows, headers, load: str) -> str:
     )
 
 
+def kueue_text(s) -> str:
+    """Figure 7's reading (pure)."""
+    ratios = [r.ratio for r in s.rounds]
+    plain = stats.median([r.plain_first_step for r in s.rounds])
+    queued = stats.median([r.queued_first_step for r in s.rounds])
+    admitted = stats.median([r.admitted for r in s.rounds])
+    ratio = stats.median(ratios)
+    text = (
+        f"A 2-worker release that fits the quota reaches its first step {queued:.1f} s after `helm install` under "
+        f"Kueue against {plain:.1f} s without it: a median ratio of {ratio:.2f}x "
+        f"({_judged(min(ratios), max(ratios), ratio)}). Kueue admitted the Workload {admitted:.1f} s after the "
+        "install: its webhooks gate each pod as it is created, its StatefulSet integration builds the Workload, "
+        "the queue admits it and the pods are ungated; the rest (the scheduler, the kubelets, the launcher, "
+        "TensorFlow, the model) is the same as without Kueue."
+    )
+    p = s.preemption
+    if p.problem:
+        return text + f" The preemption was not measured: {p.problem}."
+    exact = "none" if p.retrained == 0 else str(p.retrained)
+    return text + (
+        f" Preempted by a higher WorkloadPriorityClass, the running group stopped {p.stopped:.1f} s after the "
+        f"higher-priority release was installed (each worker's SIGTERM: the group's checkpoint at step "
+        f"{p.stopped_at}, the chief recording `Waiting`), and the higher-priority release took its first step "
+        f"{p.high_first_step:.1f} s after its install. Once it ended (its scale to 0 puts its Workload on hold), "
+        f"Kueue admitted the preempted group again in {p.readmitted:.1f} s, and it trained again "
+        f"{p.resumed:.1f} s after that end ({stats.ratio(p.resumed, plain):.2f}x a fresh install's first step), "
+        f"from step {p.resumed_from}: steps trained twice: {exact}."
+    )
+
+
+def fig_kueue(s, table_rows, headers, load: str) -> str:
+    return "\n".join(
+        [
+            "## Figure 7: the chart under a real Kueue",
+            "",
+            image("fig7_kueue.png", "install to admitted and first step with and without Kueue; preemption"),
+            "",
+            settings_line(
+                f"figure 6's cluster (its own, two nodes) with Kueue {s.kueue_version} built from its Go module and "
+                "installed with its own chart (`scripts/tfmw/devcluster/kueue.py`: the `statefulset` integration, "
+                "WaitForPodsReady at its defaults, one ClusterQueue of 1500m CPU, i.e. three local workers). Per "
+                "round, figure 6's short 2-worker release (`values/local.yaml`, 10 steps, a fresh run id) "
+                "installed twice, back to back, the order alternating: plain, in a namespace Kueue does not "
+                "manage, and with `scheduling.gang=kueue` into the namespace's LocalQueue; the Workload and the "
+                "chief's log polled every 0.1 s. Once, a preemption: a long `tfmw-low` release (the `mlp` model, a "
+                f"checkpoint every 50 steps) past step {fk.LOW_CHECKPOINTS}, then a short `tfmw-high` one that "
+                f"does not fit beside it. {len(s.rounds)} round(s); medians, the ratios paired per round.",
+                load,
+            ),
+            "",
+            table(headers, table_rows),
+            "",
+            "**Reading it.** " + kueue_text(s),
+            "",
+        ]
+    )
+
+
+def scale_text(result) -> str:
+    """Figure 8's reading (pure): this code against the base, and against the targets."""
+    now = {p.workers: p for p in result.points if p.code == "now"}
+    base = {p.workers: p for p in result.points if p.code == "base"}
+    top = max(now)
+    big, small = now[top], now[min(now)]
+    parts = [
+        f"At {top:,} workers the whole release asks the API server {big.steady_rps:.2f} times a second while it "
+        f"trains (target: at most 1, whatever N; {small.steady_rps:.2f} at {min(now)}): the chief reads the "
+        "group's size every 5 s and writes the status at each checkpoint, nobody else asks anything. "
+        f"A group restart costs {big.dns_restart:,.0f} DNS lookups (target 4N = {4 * top:,}): the chief "
+        "resolves every name, each other worker the three it needs (entrypoint.peers.needed_peers). While the "
+        f"restarted group stalls the release asks {big.restart_rps:.1f} times a second, the one-off reads of "
+        "the restart (each launcher's status and size, once) spread over the window, then one list of the "
+        "release's pods by the chief and the chief's pod by worker 1 and the last every 5 s."
+    ]
+    if top in base:
+        b = base[top]
+        parts.append(
+            f"The base ({result.base_rev}) at {top:,}: {b.steady_rps:.0f} requests a second in steady state "
+            f"({b.steady_rps / big.steady_rps:.0f}x), {b.dns_restart:,.0f} lookups per restart "
+            f"({b.dns_restart / big.dns_restart:.0f}x)" + (", from its code's arithmetic." if b.computed else ".")
+        )
+    measured = sorted(n for n, p in base.items() if not p.computed)
+    if measured:
+        n = measured[-1]
+        parts.append(
+            f"Measured side by side at {n:,} workers: {base[n].steady_rps:.1f} against {now[n].steady_rps:.2f} "
+            f"requests a second, {base[n].dns_restart:,.0f} against {now[n].dns_restart:,.0f} lookups per restart; "
+            f"CPU per launcher {base[n].cpu_ms_per_s:.2f} against {now[n].cpu_ms_per_s:.2f} ms a second."
+        )
+    parts.append(
+        f"Memory per launcher is the launchers' processes' resident memory over N ({big.mib_per_launcher:.1f} MiB "
+        f"at {top:,}, an interpreter shared by {fsc.PER_PROCESS} launchers here); in a pod the launcher is a "
+        "process of its own (about 30 MiB)."
+    )
+    return " ".join(parts)
+
+
+def fig_scale(result, table_rows, headers, load: str) -> str:
+    return "\n".join(
+        [
+            "## Figure 8: the control path at 16 to 1,024 workers",
+            "",
+            image("fig8_scale.png", "API requests per second and DNS lookups per restart against the group's size"),
+            "",
+            settings_line(
+                "N real launchers (the entrypoint's own `Launcher`, 128 threads to a process, "
+                "`scripts/tfmw/bench/scale_worker.py`) form one group against the API server double "
+                "(`tfmw.devcluster.fakeapi`: real HTTPS, the StatefulSet's scale, the status ConfigMap, N worker "
+                "pods, Events), with a resolver that counts each lookup of a worker's name and answers it with "
+                "loopback, and a stub in sh for the training command (a heartbeat every 2 s, the chief's checkpoint "
+                f"every 10 s). Steady state: {result.steady_seconds:.0f} s of training. A group restart: every "
+                "worker's training exits 75 (a broken group), restarts in place and stays stalled for "
+                f"{result.restart_seconds:.0f} s, past the lost-peer watch's 10 s. Before: the committed base "
+                f"`{result.base_rev}` from a `git worktree`, the same harness.",
+                load,
+            ),
+            "",
+            table(headers, table_rows),
+            "",
+            "**Reading it.** " + scale_text(result),
+            "",
+        ]
+    )
+
+
 def footer(quick: bool) -> str:
     return "\n".join(
         [
             "## How to reproduce",
             "",
             "```",
-            "make bench            # all figures: 1-5 about 10-15 min on 2 cores, figure 6 about 15 min more",
-            "make bench QUICK=1    # fewer repeats and cases: 1-5 under 3 min, figure 6 about 5-7 min more",
+            "make bench            # all figures: 1-5 about 10-15 min on 2 cores, figures 6 and 7 about 25 min more",
+            "make bench QUICK=1    # fewer repeats and cases: 1-5 under 3 min, figures 6 and 7 about 10 min more",
             "python -m tfmw.bench --only 2,4          # some figures: replaces only their sections here",
             "python -m tfmw.bench --only 1 --gpus 1   # figure 1 on GPU workers (documented, not run here)",
             "```",
             "",
-            "Figure 6 starts a Kubernetes cluster of its own (root; the pinned binaries and the worker image "
-            "are built first if they are not yet: `make cluster` does that once) and stops it at the end.",
+            "Figures 6 and 7 each start a Kubernetes cluster of their own (root; the pinned binaries, the worker "
+            "image and, for figure 7, Kueue are built first if they are not yet: `make cluster KUEUE=1` does that "
+            "once) and stop it at the end.",
             "",
             "Sources: `scripts/tfmw/bench/` (one module per figure; `mwms_step.py` and `pipeline_worker.py` are the "
             "processes it starts). Nothing in `make test` asserts a time: `tests/tfmw/bench/` tests the parsing, ratio "

@@ -45,15 +45,22 @@ def workload_summary(queue: str, workload: dict | None) -> str:
     return f"Kueue: queued in {queue}, not admitted: {why} (Workload {name})"
 
 
+def workload_of(api: Api, statefulset: dict) -> dict | None:
+    """The Workload Kueue keeps for the StatefulSet (by its UID), None while there is none;
+    ApiError when Workloads cannot be read."""
+    meta = statefulset.get("metadata") or {}
+    path = WORKLOADS.format(namespace=meta.get("namespace", ""))
+    found = api.items(path, labelSelector=f"{JOB_UID_LABEL}={meta.get('uid', '')}")
+    return found[0] if found else None
+
+
 def workload_clause(api: Api, statefulset: dict | None) -> str | None:
     """The clause for the release's StatefulSet, None when it is not under Kueue."""
     queue = queue_of(statefulset)
     if not queue:
         return None
-    meta = statefulset.get("metadata") or {}
-    path = WORKLOADS.format(namespace=meta.get("namespace", ""))
     try:
-        found = api.items(path, labelSelector=f"{JOB_UID_LABEL}={meta.get('uid', '')}")
+        found = workload_of(api, statefulset)
     except ApiError as err:
         return f"Kueue: queue {queue}, its Workload not readable ({err})"
-    return workload_summary(queue, found[0] if found else None)
+    return workload_summary(queue, found)

@@ -59,7 +59,7 @@ class KueueError(Exception):
 
 
 def image_ref() -> str:
-    return f"tfmw.local/kueue:{read_pins().kueue}"
+    return f"tfmw.local/kueue:{read_pins().version}"
 
 
 def manager_config() -> str:
@@ -201,7 +201,7 @@ def install(state: controlplane.ClusterState, say=print) -> None:
     for path, obj in queue_objects():
         api.create_or_keep(path, obj)
     say(
-        f"kueue: {read_pins().kueue} installed in {NAMESPACE} ({time.monotonic() - started:.0f}s); "
+        f"kueue: {read_pins().version} installed in {NAMESPACE} ({time.monotonic() - started:.0f}s); "
         f"ClusterQueue {CLUSTER_QUEUE}, quota {', '.join(f'{k} {v}' for k, v in QUOTA.items())}; "
         f"label a namespace {'='.join(next(iter(MANAGED_LABEL.items())))} and give it LocalQueue {LOCAL_QUEUE}"
     )

@@ -14,8 +14,10 @@ from pathlib import Path
 
 from entrypoint import loglines
 from entrypoint.loglines import progress_step
+from entrypoint.rundir import RunDir
 from tfmw.chart import render
 from tfmw.chart.helmkit import ToolError, find_helm, helm_error_line
+from tfmw.deploy import install
 from tfmw.faults import disruptions
 from tfmw.faults.analysis import FaultResult, fill_result, said
 from tfmw.faults.local import run_sets
@@ -48,7 +50,6 @@ VICTIM = {
     **dict.fromkeys(NODE_SCENARIOS, VICTIM_ORDINAL),
 }
 CHART = Path(render.CHART_DIR)
-VALUES_LOCAL = Path(render.VALUES_DIR) / "local.yaml"
 DEFAULT_KUBECONFIG = Path(render.REPO) / ".cluster" / "kubeconfig"  # what `make cluster` writes
 
 
@@ -291,7 +292,7 @@ def completed_marker(kube: Kube, namespace: str, statefulset: dict) -> dict | No
     volume = (claim or {}).get("spec", {}).get("volumeName")
     pv = kube.get(f"/api/v1/persistentvolumes/{volume}") if volume else None
     host_path = ((pv or {}).get("spec", {}).get("hostPath") or {}).get("path")
-    marker = Path(host_path, run_id, "COMPLETED") if host_path else None
+    marker = Path(RunDir.of(host_path, run_id).completed) if host_path else None
     if marker is None or not marker.is_file():
         return None
     try:
@@ -410,11 +411,10 @@ def run_cluster_scenario(
 def _install_run(kube: Kube, release: str, namespace: str, sets: list[str], values: list[Path] = ()) -> dict:
     """`helm install` of the chart with the local overlay, `values` files and `sets`; its
     worker StatefulSet."""
-    args = ["install", release, str(CHART), "-n", namespace, "-f", str(VALUES_LOCAL)]
-    for path in values:
-        args += ["-f", str(path)]
-    for item in sets:
-        args += ["--set", item]
+    try:
+        args = install.checked_args(release, namespace, sets, list(values), helm=kube.helm_bin)
+    except ToolError as err:
+        raise FaultError(f"the run's values are refused: {err}") from None
     kube.helm(*args)
     selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
     statefulsets = kube.items(ns_path(namespace, "statefulsets", group="apps/v1"), selector)

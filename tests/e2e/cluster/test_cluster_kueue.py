@@ -77,6 +77,11 @@ def admitted(cluster, ns: str, release: str) -> bool:
     return condition(workload(cluster, ns, release), "Admitted").get("status") == "True"
 
 
+def ungated(pods: list[dict]) -> list[dict]:
+    """The release's two pods once none holds a scheduling gate; else nothing."""
+    return pods if len(pods) == 2 and not any(p["spec"].get("schedulingGates") for p in pods) else []
+
+
 def gated_and_not_started(pod: dict) -> bool:
     gates = [g["name"] for g in pod["spec"].get("schedulingGates") or []]
     return GATE in gates and not pod["spec"].get("nodeName") and not (pod.get("status") or {}).get("containerStatuses")
@@ -99,8 +104,8 @@ def test_a_release_over_the_quota_is_gated_whole_and_starts_when_the_first_ends(
     wait_for(
         lambda: admitted(cluster, ns, "first"), 120, "first admitted", 1, lambda: str(workload(cluster, ns, "first"))
     )
-    pods = cluster.workers(ns, "first")
-    assert len(pods) == 2 and not any(p["spec"].get("schedulingGates") for p in pods), pods
+    # Kueue lifts its gate from each pod after it admits the Workload, not in the same write
+    pods = wait_for(lambda: ungated(cluster.workers(ns, "first")), 60, "first's two pods ungated", 1)
     wl = workload(cluster, ns, "first")
     # Kueue named and sized the group itself, from the StatefulSet (the chart sets neither)
     assert all(
@@ -113,8 +118,15 @@ def test_a_release_over_the_quota_is_gated_whole_and_starts_when_the_first_ends(
     grow = cluster.helm(*args, "--set", "workers.replicas=3", check=False)
     assert grow.returncode != 0, grow.stdout
     assert "workers.replicas: 2 -> 3 under Kueue (scheduling.gang=kueue)" in grow.stderr, grow.stderr
-    assert "make undeploy, then make deploy with workers.replicas=3" in grow.stderr, grow.stderr
-    assert cluster.statefulset(ns, "first-tf-multiworker")["spec"]["replicas"] == 2
+    assert "make deploy goes through 0 for you" in grow.stderr, grow.stderr
+    assert "kubectl delete statefulset first-tf-multiworker" in grow.stderr, grow.stderr
+    # and so is a change of the pods' shape (a request), which Kueue's webhook would refuse mid-apply
+    bigger = cluster.helm(*args, "--set", "workers.resources.requests.memory=1100Mi", check=False)
+    assert bigger.returncode != 0, bigger.stdout
+    assert "the workers' pod shape under Kueue (scheduling.gang=kueue)" in bigger.stderr, bigger.stderr
+    assert "webhook" not in bigger.stderr, bigger.stderr
+    sts = cluster.statefulset(ns, "first-tf-multiworker")
+    assert sts["spec"]["replicas"] == 2 and sts["metadata"]["generation"] == 1, sts["metadata"]
 
     install(cluster, ns, "second")
     wait_for(lambda: len(cluster.workers(ns, "second")) == 2, 60, "second's two pods")
@@ -123,7 +135,14 @@ def test_a_release_over_the_quota_is_gated_whole_and_starts_when_the_first_ends(
         60,
         "second queued",
     )
-    assert status(cluster, ns, "first").get("phase") in ("Pending", "Running"), status(cluster, ns, "first")
+    # first still holds the quota: its chief has not ended (it writes its first status once it starts)
+    wait_for(
+        lambda: status(cluster, ns, "first").get("phase") in ("Pending", "Running"),
+        60,
+        "first's status Pending or Running",
+        1,
+        lambda: str(status(cluster, ns, "first")),
+    )
     waiting = condition(workload(cluster, ns, "second"), "QuotaReserved")
     assert "insufficient" in waiting.get("message", ""), waiting
     assert all(gated_and_not_started(p) for p in cluster.workers(ns, "second")), cluster.workers(ns, "second")
@@ -287,24 +306,41 @@ def test_suspend_releases_the_quota_and_resume_requeues_at_the_step(queued, ns):
     assert final["step"] == str(STEPS * 2), final
 
 
-def test_a_new_size_under_kueue_is_a_new_release_that_resumes_the_run(queued, ns):
-    """The way the chart names for a size change under Kueue: undeploy (the group stops at its
-    checkpoint, the shared claim is kept), deploy again with workers.replicas=3 (a new
-    StatefulSet, so a new Workload of 3): the run resumes at its step on three workers."""
+def test_make_deploy_resizes_and_reshapes_under_kueue_through_zero_at_the_step(queued, ns):
+    """`make deploy` with workers.replicas=3 and a larger memory request on a running Kueue
+    release: both are changes Kueue refuses in place, so deploy goes through 0 (the chart's
+    suspend: the group stops at its checkpoint), deletes the StatefulSet (its Workload of 2 goes
+    with it), and the upgrade makes it anew: Kueue admits a new Workload of 3 with the new
+    request, and the run resumes at its checkpoint step on three workers."""
     cluster = queued
-    install(cluster, ns, "grow", f"training.config.steps={STEPS * 2}")
+    steps = f"training.config.steps={STEPS * 2}"
+    install(cluster, ns, "grow", steps)
     logs = follow(cluster, ns, "grow")
+    first_uid = cluster.statefulset(ns, "grow-tf-multiworker")["metadata"]["uid"]
     try:
         wait_for(lambda: int(status(cluster, ns, "grow").get("lastCheckpointStep") or 0) >= 300, 180, "grow trains")
-        gone = cluster.tfmw("undeploy", "--env", "local", "--namespace", ns, "--release", "grow")
-        assert gone.returncode == 0, gone.stdout + gone.stderr
-        wait_for(lambda: not cluster.workers(ns, "grow"), 120, "the workers gone")
-        install(cluster, ns, "grow", f"training.config.steps={STEPS * 2}", "workers.replicas=3")
-        wait_for(lambda: admitted(cluster, ns, "grow"), 120, "the release of 3 admitted")
-        assert workload(cluster, ns, "grow")["spec"]["podSets"][0]["count"] == 3
+        sets = " ".join((*SETS, steps, "workers.replicas=3", "workers.resources.requests.memory=1100Mi"))
+        target = ("--env", "local", "--namespace", ns, "--release", "grow", "--poll-seconds", "1")
+        grown = cluster.tfmw("deploy", *target, "--timeout", "4m", "--set", sets)
+        assert grown.returncode == 0, grown.stdout + grown.stderr
+        said = grown.stdout
+        assert "under Kueue its size (2 -> 3 workers) cannot change on a running StatefulSet" in said, said
+        assert "stopped: run " in said and " Suspended" in said, said
+        assert "StatefulSet grow-tf-multiworker deleted at 0 workers" in said, said
+        sts = cluster.statefulset(ns, "grow-tf-multiworker")
+        assert sts["metadata"]["uid"] != first_uid and sts["spec"]["replicas"] == 3, sts["metadata"]
+        wl = workload(cluster, ns, "grow")
+        assert wl["spec"]["podSets"][0]["count"] == 3, wl["spec"]
+        requests = wl["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]
+        assert requests["memory"] == "1100Mi", requests
         final = wait_succeeded(cluster, ns, "grow")
     finally:
         logs.stop()
     pairs = stops_and_resumes(logs)
     assert pairs and all(saved == resumed for saved, resumed in pairs), pairs
     assert final["step"] == str(STEPS * 2), final
+    wait_for(
+        lambda: condition(workload(cluster, ns, "grow"), "QuotaReserved").get("reason") == "OnHold",
+        120,
+        "the Workload of 3 on hold once the run scaled to 0 (quota released)",
+    )

@@ -196,3 +196,55 @@ def test_a_lost_nodes_worker_is_evicted_after_node_loss_toleration_seconds(helm,
     gpu = ("workers.tolerations[0].key=nvidia.com/gpu", "workers.tolerations[0].operator=Exists")
     keys = [t["key"] for t in worker(render(helm, sets=gpu))["spec"]["tolerations"]]
     assert keys == ["nvidia.com/gpu", UNREACHABLE]
+
+
+KUEUE_SETS = ("scheduling.gang=kueue", "scheduling.kueue.queueName=q")
+SHAPE = "tf-multiworker/kueue-shape"
+SIDECAR = "workers.sidecars[0].name=side,workers.sidecars[0].image=busybox:1"
+
+
+@pytest.mark.parametrize(
+    ("change", "kueue_refuses"),
+    [
+        ("training.config.steps=99", False),  # env: not part of Kueue's shape
+        ("image.tag=other", False),
+        ("workers.priorityClassName=high", False),  # a template has no resolved priority
+        ("workers.terminationGracePeriodSeconds=300", False),
+        ("workers.resources.requests.memory=3Gi", True),
+        ("workers.resources.limits.memory=128Gi", False),  # prod sets the memory request itself
+        ("workers.gpus=2", True),  # a GPU limit is its request
+        ("metrics.port=9200", True),
+        ("workers.nodeSelector.pool=big", True),
+        ("workers.tolerations[0].key=x,workers.tolerations[0].operator=Exists", True),
+        ("workers.podAntiAffinity=soft", True),
+        ("workers.runtimeClassName=nvidia", True),
+        ("workers.nodeLossTolerationSeconds=30", True),  # a toleration the chart adds
+    ],
+)
+def test_kueue_shape_digest_follows_what_kueue_keeps_immutable(helm, render, change, kueue_refuses):
+    """The StatefulSet's shape digest (what the chart's upgrade check compares) changes exactly
+    when Kueue's own SpecShape of the rendered pod template does, as tfmw.deploy.kueue_update
+    reads it from Kueue's code: neither refuses what Kueue allows, nor lets through what it refuses."""
+    from tfmw.deploy import kueue_update
+
+    base = one(render(helm, overlay_path("prod"), sets=(*KUEUE_SETS, SIDECAR)), "StatefulSet")
+    changed = one(render(helm, overlay_path("prod"), sets=(*KUEUE_SETS, SIDECAR, *change.split(","))), "StatefulSet")
+    pod_spec = [sts["spec"]["template"]["spec"] for sts in (base, changed)]
+    assert bool(kueue_update.shape_changes(*pod_spec)) is kueue_refuses, kueue_update.shape_changes(*pod_spec)
+    digests = [sts["metadata"]["annotations"][SHAPE] for sts in (base, changed)]
+    assert (digests[0] != digests[1]) is kueue_refuses, digests
+
+
+def test_kueue_shape_digest_sees_the_extra_containers_requests_and_ports(helm, render):
+    def digest(*sets):
+        sts = one(render(helm, overlay_path("prod"), sets=(*KUEUE_SETS, SIDECAR, *sets)), "StatefulSet")
+        return sts["metadata"]["annotations"][SHAPE]
+
+    base = digest()
+    assert digest("workers.sidecars[0].image=busybox:2") == base
+    assert digest("workers.sidecars[0].resources.requests.cpu=100m") != base
+    assert digest("workers.sidecars[0].ports[0].containerPort=8080") != base
+
+
+def test_no_shape_digest_without_kueue(helm, render):
+    assert SHAPE not in (one(render(helm, overlay_path("prod")), "StatefulSet")["metadata"].get("annotations") or {})

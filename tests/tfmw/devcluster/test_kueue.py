@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from tfmw.devcluster import build_kueue, controlplane, kueue
+from tfmw.devcluster import build_kueue, controlplane, kueue, onebinary
 from tfmw.devcluster.build import KubeBuildError
 
 GO_VERSION_M = """/x/manager: go1.26.8
@@ -21,34 +21,37 @@ GO_VERSION_M = """/x/manager: go1.26.8
 
 def test_the_pin_is_read_from_the_wrapper_module():
     pins = build_kueue.read_pins()
-    assert pins.kueue.startswith("v0.") and pins.install_name == f"kueue-{pins.kueue[1:]}"
-    assert kueue.image_ref() == f"tfmw.local/kueue:{pins.kueue}"
+    assert (
+        pins.version.startswith("v0.")
+        and onebinary.install_name(build_kueue.KUEUE, pins) == f"kueue-{pins.version[1:]}"
+    )
+    assert kueue.image_ref() == f"tfmw.local/kueue:{pins.version}"
 
 
 def test_a_binary_of_the_pinned_module_passes():
-    build_kueue.check_embedded_module(GO_VERSION_M.format(version="v0.19.2"), "v0.19.2")
+    onebinary.check_embedded_module(build_kueue.KUEUE, GO_VERSION_M.format(version="v0.19.2"), "v0.19.2")
 
 
 @pytest.mark.parametrize("version", ["v0.18.0", None])
 def test_a_binary_of_another_module_is_refused_naming_what_it_holds(version):
     output = GO_VERSION_M.format(version=version) if version else "/x/manager: go1.26.8\n\tpath\tother\n"
     with pytest.raises(KubeBuildError, match=f"embeds sigs.k8s.io/kueue {version or 'none'}, not v0.19.2"):
-        build_kueue.check_embedded_module(output, "v0.19.2")
+        onebinary.check_embedded_module(build_kueue.KUEUE, output, "v0.19.2")
 
 
 def test_an_install_whose_stamp_differs_is_rebuilt(tmp_path):
-    pins = build_kueue.read_pins()
-    target = tmp_path / pins.install_name
-    assert not build_kueue.is_complete(target, pins)  # nothing there
+    spec, pins = build_kueue.KUEUE, build_kueue.read_pins()
+    target = tmp_path / onebinary.install_name(spec, pins)
+    assert not onebinary.is_complete(spec, target, pins)  # nothing there
     (target / "bin").mkdir(parents=True)
     (target / "chart").mkdir()
     (target / "chart" / "Chart.yaml").write_text("name: kueue\n")
     build_kueue.binary_path(target).write_bytes(b"x" * 10)
     build_kueue.binary_path(target).chmod(0o755)
-    (target / "stamp.json").write_text(json.dumps(build_kueue.stamp_record(pins, 10)))
-    assert build_kueue.is_complete(target, pins)
-    other = build_kueue.KueuePins("v0.19.1", pins.go_required, pins.gomod_sha256)
-    assert not build_kueue.is_complete(target, other)  # another pin: build again
+    (target / "stamp.json").write_text(json.dumps(onebinary.stamp_record(spec, pins, 10)))
+    assert onebinary.is_complete(spec, target, pins)
+    other = onebinary.Pins("v0.19.1", pins.go_required, pins.gomod_sha256)
+    assert not onebinary.is_complete(spec, target, other)  # another pin: build again
 
 
 def test_kueue_manages_only_the_labelled_namespaces_with_the_statefulset_integration():
