@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from repo import REPO
+from testorder import run_order
 
 from tfmw.chart.helmkit import ToolError, find_helm
 
@@ -36,10 +37,7 @@ def refused_port():
 
 
 def pytest_collection_modifyitems(items):
-    """The cluster tests last (their order otherwise kept): the session's cluster starts with
-    the first of them and stops at the end of the session, so no other test shares the two
-    cores with an idle cluster's kubelets, API server and CoreDNS."""
-    items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)
+    items.sort(key=lambda item: run_order({m.name for m in item.iter_markers()}))
 
 
 @pytest.fixture(scope="session")

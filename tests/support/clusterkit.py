@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import subprocess
 import time
 import uuid
@@ -108,6 +109,49 @@ def wait_for(
         f"timed out after {timeout:g}s waiting for {what}"
         + (f" (last error: {last_exc})" if last_exc else "")
         + (f"\n{detail}" if detail else "")
+    )
+
+
+def unfit_nodes(nodes: list[dict]) -> list[str]:
+    """What keeps each node from running a test's pods (pure), a line per node that cannot: not
+    Ready, cordoned, a taint that repels pods, a pressure condition. Empty when every node can."""
+    lines = []
+    for node in nodes:
+        conditions = {c["type"]: c for c in (node.get("status") or {}).get("conditions") or []}
+        ready = conditions.get("Ready", {})
+        why = []
+        if ready.get("status") != "True":
+            why.append(f"not Ready ({ready.get('reason')}: {ready.get('message')})")
+        why += [
+            f"{kind} ({conditions[kind].get('message')})"
+            for kind in ("DiskPressure", "MemoryPressure", "PIDPressure")
+            if conditions.get(kind, {}).get("status") == "True"
+        ]
+        if (node.get("spec") or {}).get("unschedulable"):
+            why.append("cordoned")
+        why += [
+            f"taint {t['key']}:{t['effect']}"
+            for t in (node.get("spec") or {}).get("taints") or []
+            if t.get("effect") in ("NoSchedule", "NoExecute")
+        ]
+        if why:
+            lines.append(f"{node['metadata']['name']}: {'; '.join(why)}")
+    return lines
+
+
+def wait_nodes_fit(cluster: Cluster, timeout: float) -> None:
+    """Until every node of `cluster` can run pods. A node a test broke (or the host took away)
+    fails the next test here, naming why, instead of each later test waiting out its own
+    timeouts with pods that cannot run."""
+    wait_for(
+        lambda: not unfit_nodes(cluster.api.items("/api/v1/nodes")),
+        timeout,
+        "the test cluster's nodes to run pods (every one Ready and schedulable)",
+        1,
+        lambda: (
+            "\n".join(unfit_nodes(cluster.api.items("/api/v1/nodes")))
+            + f"\n{shutil.disk_usage(cluster.state.dir).free / 2**30:.1f} GiB free on the cluster's disk"
+        ),
     )
 
 

@@ -10,7 +10,7 @@ import os
 import shutil
 
 import pytest
-from clusterkit import Cluster, delete_namespace, new_namespace
+from clusterkit import Cluster, delete_namespace, new_namespace, wait_nodes_fit
 
 from tfmw.devcluster import controlplane
 from tfmw.devcluster.build import ensure_binaries
@@ -45,14 +45,35 @@ def cluster(tmp_path_factory, worker_image) -> Cluster:
         say=print,
         images=[archive],
     )
+    _SHARED.append(lambda: _stop(state, tmp_path_factory.getbasetemp() / "kube-logs"))
     try:
         yield Cluster(state, image=ref)
     finally:
-        # The components' and the nodes' logs outlive the cluster, for a failed run.
-        logs = tmp_path_factory.getbasetemp() / "kube-logs"
-        shutil.copytree(state.dir / "logs", logs, dirs_exist_ok=True)
-        print(f"cluster logs kept in {logs}")
-        controlplane.down(state.dir, say=print)
+        stop_shared_cluster()
+
+
+_SHARED: list = []  # how to stop the session's shared cluster, while it runs
+
+
+def _stop(state, logs) -> None:
+    # The components' and the nodes' logs outlive the cluster, for a failed run.
+    shutil.copytree(state.dir / "logs", logs, dirs_exist_ok=True)
+    print(f"cluster logs kept in {logs}")
+    controlplane.down(state.dir, say=print)
+
+
+def stop_shared_cluster() -> None:
+    """Stop the session's shared cluster now, if it runs: before a module starts a cluster of
+    its own (marked `own_cluster`, ordered after every test of the shared one), so the two
+    never share the two cores."""
+    while _SHARED:
+        _SHARED.pop()()
+
+
+@pytest.fixture(scope="module")
+def own_cluster_slot():
+    """For a module with a cluster of its own: the shared cluster is stopped first."""
+    stop_shared_cluster()
 
 
 @pytest.fixture
@@ -60,3 +81,21 @@ def namespace(cluster, request) -> str:
     name = new_namespace(cluster, request.node.name.split("[")[0].replace("test_", "t-"))
     yield name
     delete_namespace(cluster, name)
+
+
+_UNFIT: list[str] = []  # set once a test found the shared cluster unable to run pods
+
+
+@pytest.fixture(autouse=True)
+def _nodes_fit(request):
+    """Before each test on the shared cluster: its nodes can run pods (2 minutes for one a
+    test just restarted; 15 s once the cluster was found broken, so a broken cluster fails
+    the rest of the run in minutes, each failure saying why). The node-loss module's cluster
+    loses nodes on purpose and is not checked."""
+    if "cluster" not in request.fixturenames:
+        return
+    try:
+        wait_nodes_fit(request.getfixturevalue("cluster"), 15 if _UNFIT else 120)
+    except AssertionError as err:
+        _UNFIT.append(str(err))
+        pytest.fail(str(err), pytrace=False)

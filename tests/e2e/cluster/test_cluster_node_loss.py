@@ -25,9 +25,10 @@ The chief's node is lost while the chief writes a checkpoint: its files are writ
 holds the chief there, given to the pods by a Helm post-renderer since the chart refuses TFMW_*
 names). The new group must resume from the last complete checkpoint, the one before.
 
-These tests lose nodes, so they run on a cluster of their own (three nodes: the partitions
-first, since a healed node answers again; then each loss takes one node for good, and the
-workers keep two to spread over)."""
+These tests lose nodes, so they run on a cluster of their own, after every other cluster test
+and once the shared cluster is stopped (three nodes: the partitions first, since a healed node
+answers again; then each loss takes one node for good, and the workers keep two to spread
+over). Nothing they do to their nodes can reach another test's."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ from tfmw.faults.cluster import run_cluster_scenario
 from tfmw.faults.nodes import SPREAD
 from tfmw.k8s.api import ns_path, time_seconds
 
-pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.own_cluster]
 
 RELEASE = "lost"
 CUT_STEPS, CUT_EVERY = 300, 20  # the harness's model (values/local.yaml): the fault after step 50
@@ -63,7 +64,7 @@ POST_RENDERER = REPO / "tests" / "support" / "postrender_env.py"
 
 
 @pytest.fixture(scope="module")
-def lossy(tmp_path_factory, worker_image) -> Cluster:
+def lossy(tmp_path_factory, worker_image, own_cluster_slot) -> Cluster:
     import os
 
     if os.geteuid() != 0:
@@ -79,6 +80,9 @@ def lossy(tmp_path_factory, worker_image) -> Cluster:
 
         shutil.copytree(state.dir / "logs", tmp_path_factory.getbasetemp() / "lossy-logs", dirs_exist_ok=True)
         controlplane.down(state.dir, say=print)
+        # Its three nodes' image caches (3.4 GB each) serve no later cluster of this session.
+        for root in controlplane.image_caches(state):
+            shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -431,7 +431,7 @@ def test_deploy_with_the_api_server_down_fails_before_touching_anything(cluster,
         proc,
         "deploy",
         f"cluster unreachable (kube context 'tfmw-local', server {server})",
-        "connection refused",
+        "onnection refused",  # helm says "connection refused", the API client "Connection refused"
         "is the local cluster running? `make cluster` starts it",
     )
     assert proc.returncode == 3
