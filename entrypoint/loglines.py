@@ -23,7 +23,7 @@ PREFIX = "tfmw"
 # The kinds, by producer (docs/contracts.md lists each line's fields).
 CONNECTING, CONNECTED, START, PROGRESS, CHECKPOINT = "connecting", "connected", "start", "progress", "checkpoint"
 RECOVERED, WARNING, DEBUG, STOPPED = "recovered", "warning", "debug", "stopped"
-ERROR, DONE, SIGTERM, EVAL = "error", "done", "sigterm", "eval"  # trainer
+ERROR, DONE, SIGTERM, EVAL, THREADS = "error", "done", "sigterm", "eval", "threads"  # trainer
 LAUNCHER, LIFECYCLE, COMPLETED, FAILED = "launcher", "lifecycle", "completed", "failed"  # launcher
 
 _KV = re.compile(r'(\w+)=("[^"]*"|\S+)')

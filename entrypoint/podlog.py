@@ -20,12 +20,13 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-LOGS_DIR = "logs"
+from .rundir import RunDir
+
 _POD = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 
 
 def log_path(run_dir: Path, pod_name: str) -> Path:
-    return Path(run_dir) / LOGS_DIR / f"{pod_name}.log"
+    return Path(RunDir(str(run_dir)).pod_log(pod_name))
 
 
 class PodLog:
@@ -79,7 +80,7 @@ class PodLog:
 def kept(run_dir: Path) -> Iterator[tuple[str, Path]]:
     """(pod, file) of every kept log in the run directory, pods in name order, each pod's
     rotated (older) file first."""
-    folder = Path(run_dir) / LOGS_DIR
+    folder = Path(RunDir(str(run_dir)).logs)
     pods = sorted(p.name[:-4] for p in folder.glob("*.log") if _POD.fullmatch(p.name[:-4]))
     for pod in pods:
         older = folder / f"{pod}.log.1"
@@ -101,6 +102,6 @@ def main(argv: list[str]) -> int:
                 sys.stdout.write(f"[pod/{pod}] " + raw.decode(errors="replace").rstrip("\n") + "\n")
     sys.stdout.flush()
     if not found:
-        print(f"no kept logs in {Path(argv[0]) / LOGS_DIR}", file=sys.stderr)
+        print(f"no kept logs in {RunDir(argv[0]).logs}", file=sys.stderr)
         return 3
     return 0

@@ -31,8 +31,10 @@ import runpy
 import signal
 import socket
 import sys
+import threading
 
 _PYTHON = re.compile(r"python[0-9.]*\Z")
+IMPORT_NICE = 19  # the importing thread's: the lowest CPU priority
 
 
 def entry_of(command) -> tuple[str, str, list[str]] | None:
@@ -81,6 +83,24 @@ def _wait_for_go(sock: socket.socket) -> bool:
     return data == b"go\n"
 
 
+def _import_at_idle_priority(modules: list[str]) -> None:
+    """Import `modules` in this thread at the lowest CPU priority (nice 19): the standby imports
+    while the group trains, on the same cores, and must not slow its steps (TensorFlow's import
+    is ~3 s of CPU). Linux keeps a nice value per thread, and an unprivileged process can never
+    raise its priority again, so only this importing thread is lowered; the main thread, which
+    becomes the trainer on "go", keeps the launcher's. Threads an import starts inherit nice
+    19; TensorFlow's compute pools start later, from the main thread."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), IMPORT_NICE)
+    except OSError:
+        pass  # no lower priority to be had: import as the launcher's
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except BaseException:  # the command meets the same error itself (cold), and reports it
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     fd, preload, command = _parse(sys.argv[1:] if argv is None else argv)
     entry = entry_of(command)
@@ -98,11 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM went to one of those threads, and TensorFlow's own handler swallowed it: a
     # trainer started from a standby never checkpointed and stopped when its pod was deleted.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    for module in preload:
-        try:
-            importlib.import_module(module)
-        except BaseException:  # the command meets the same error itself, and reports it
-            pass
+    importing = threading.Thread(target=_import_at_idle_priority, args=(preload,), name="standby-preload")
+    importing.start()
+    importing.join()
     try:
         sock.sendall(b"ready\n")
     except OSError:

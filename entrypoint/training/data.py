@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
+from . import threads
 from .config import ConfigError, check_example_size, data_path
 from .failures import TrainingError, error_summary
 from .sharding import ShardPlan, plan_shards
@@ -59,7 +60,13 @@ def _pipeline(ds: tf.data.Dataset, shuffle_buffer: int, seed: int, batch: int, s
     ds = ds.repeat().batch(batch, drop_remainder=True)
     if start_step:
         ds = ds.skip(start_step)
-    return ds.prefetch(tf.data.AUTOTUNE)
+    ds = ds.prefetch(tf.data.AUTOTUNE)
+    pool = threads.this_process().data
+    if pool is None:
+        return ds
+    options = tf.data.Options()  # the pipeline's own pool, sized like the others (threads.py)
+    options.threading.private_threadpool_size = pool
+    return ds.with_options(options)
 
 
 def _load_npz(files) -> tuple[np.ndarray, np.ndarray]:

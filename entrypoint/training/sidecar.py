@@ -37,7 +37,6 @@ from . import checkpoints
 from .config import ConfigError, RunEnv
 
 WAIT_NOTICE_SECONDS = 60.0
-EVAL_RECORD = "eval.json"
 # The status ConfigMap keys the evaluator owns (docs/lifecycle.md); the launcher never writes them.
 STATUS_KEYS = ("evalStep", "evalLoss", "evalAccuracy", "evalUpdatedAt")
 
@@ -222,7 +221,7 @@ def _evaluate_one(evaluator: Evaluator, run_dir: RunDir, decision: Decision) -> 
 
 def _publish(record: dict, run_dir: RunDir, status: StatusLink, log: Callable[[str], None]) -> None:
     """A result everywhere it is read: eval.json (atomic), the status ConfigMap, one line."""
-    write_atomic(os.path.join(run_dir.root, EVAL_RECORD), json.dumps(record, indent=2) + "\n")
+    write_atomic(run_dir.eval_record, json.dumps(record, indent=2) + "\n")
     status.record(
         dict(
             zip(

@@ -27,7 +27,7 @@ from tensorflow.python.checkpoint import checkpoint_management
 from .. import loglines
 from ..cluster import Cluster
 from ..rundir import Heartbeat, RunDir, is_uri, makedirs, write_completed
-from . import checkpoints
+from . import checkpoints, threads
 from .config import ConfigError, RunEnv
 from .data import build_input
 from .failures import TrainingError, is_retryable
@@ -50,6 +50,9 @@ class TrainingResult:
     model_path: str
     weights_digest: str
     stopped: bool  # True: the group agreed to stop (SIGTERM) before the last step
+    # The end's parts, in seconds (after the last step): the export, the group's last
+    # barrier, the chief's COMPLETED marker. Empty when stopped.
+    ending_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def make_strategy(config: dict) -> tuple[tf.distribute.Strategy, str]:
@@ -549,9 +552,28 @@ def step_functions(strategy, model, optimizer, config: dict, loss_sum, global_ba
     return train_step, eval_step
 
 
+def size_thread_pools(plan: threads.ThreadPlan) -> None:
+    """TensorFlow's pools sized to the container's CPUs (entrypoint/training/threads.py), before
+    anything creates the eager context (they are fixed from then on); logged once."""
+    if plan.intra_op is not None:
+        tf.config.threading.set_intra_op_parallelism_threads(plan.intra_op)
+    if plan.inter_op is not None:
+        tf.config.threading.set_inter_op_parallelism_threads(plan.inter_op)
+    log(
+        loglines.line(
+            loglines.THREADS,
+            intra_op=plan.intra_op or "tf",
+            inter_op=plan.inter_op or "tf",
+            data=plan.data or "tf",
+            why=plan.why,
+        )
+    )
+
+
 def set_up(config: dict, cluster: Cluster, env: RunEnv) -> Session:
     """Join the group, build the model, restore the newest checkpoint, open the data at the
     restored step; refuse when the workers restored different steps."""
+    size_thread_pools(threads.this_process())
     log(loglines.line(loglines.CONNECTING, worker=f"{cluster.worker_index}/{cluster.num_workers}"))
     connecting = time.monotonic()
     strategy, collective = make_strategy(config)  # returns once every worker has joined the group
@@ -755,11 +777,15 @@ def finish(s: Session, state: LoopState, digest: str, started: float) -> Trainin
         check_finite(s, state.step)
         recorded = float(s.checkpoint.loss.numpy())
         final_loss = recorded if math.isfinite(recorded) else float(s.eval_step(s.iterator).numpy())
+    exporting = time.monotonic()
     model_path = export_model(s.model, s.run, s.cluster) if s.config["export"]["enabled"] else ""
     # Barrier: nobody leaves before every worker has exported; the chief (which hosts the
-    # coordination service) exiting early makes the others' last TensorFlow calls fail.
+    # coordination service) exiting early makes the others' last TensorFlow calls fail. After
+    # it no worker calls TensorFlow again, so each may leave at once (__main__._exit).
+    waiting = time.monotonic()
     s.agreement.any_wants_stop(False)
-    seconds = time.monotonic() - started
+    marking = time.monotonic()
+    seconds = marking - started
     overall = state.steady.rate()
     if s.cluster.is_chief:
         write_completed(
@@ -775,7 +801,12 @@ def finish(s: Session, state: LoopState, digest: str, started: float) -> Trainin
                 "workers": s.cluster.num_workers,
             },
         )
-    return TrainingResult(state.step, finite_or_none(final_loss), overall, model_path, digest, stopped=False)
+    ending = {
+        "export_s": waiting - exporting,
+        "barrier_s": marking - waiting,
+        "completed_s": time.monotonic() - marking,
+    }
+    return TrainingResult(state.step, finite_or_none(final_loss), overall, model_path, digest, False, ending)
 
 
 def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> TrainingResult:

@@ -180,6 +180,26 @@ def test_standby_was_started_before_the_failure(tmp_path):
     assert any("ready=yes" in line for line in logs), logs
 
 
+def test_the_standby_imports_at_the_lowest_priority_and_trains_at_the_launchers(tmp_path):
+    """Its imports run beside the training group on the same cores: the thread that imports runs
+    at nice 19; the trainer it becomes keeps the launcher's priority (an unprivileged process
+    could never raise it again)."""
+    command = script_command(tmp_path)
+    sup, logs = supervisor(tmp_path, command, env={"DUMP_SLEEP": "1.5"}, preload=("json", "standby_nice"))
+    (tmp_path / "standby_nice.py").write_text(
+        "import os, threading\nopen(os.path.join(os.environ['DUMP_DIR'], f'nice-{os.getpid()}'), 'w')"
+        ".write(str(os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))\n"
+    )
+    (tmp_path / "train.py").write_text(
+        DUMP.replace('"ppid": os.getppid(),', '"ppid": os.getppid(), "nice": os.getpriority(os.PRIO_PROCESS, 0),')
+    )
+    assert sup.run().phase is Phase.SUCCEEDED, logs
+    first, second = attempts(tmp_path)
+    assert any("standby=yes" in line for line in logs), logs
+    assert int((tmp_path / "dump" / f"nice-{second['pid']}").read_text()) == 19
+    assert second["nice"] == first["nice"] == os.getpriority(os.PRIO_PROCESS, 0)
+
+
 def test_an_early_failure_still_gets_a_standby_during_the_backoff(tmp_path):
     command = script_command(tmp_path)
     sup, logs = supervisor(tmp_path, command, env={"DUMP_SLEEP": "0"}, delay=30)

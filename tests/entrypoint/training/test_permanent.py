@@ -117,7 +117,17 @@ def test_tfjob_style_preset_tf_config_exits_0_after_training(tmp_path):
     # Two real workers, each with the TF_CONFIG a TFJob would inject: the platform owns the
     # lifecycle, so both launchers exit 0 once the run is complete (no idling, no scaling).
     group = start_group(
-        [*LAUNCHER, *TRAINER, *SMALL, "--set", "steps=20", "--set", "checkpoint.everySteps=10"],
+        [
+            *LAUNCHER,
+            *TRAINER,
+            *SMALL,
+            "--set",
+            "export.enabled=true",
+            "--set",
+            "steps=20",
+            "--set",
+            "checkpoint.everySteps=10",
+        ],
         2,
         str(tmp_path),
         env={"TFMW_SHARED_DIR": str(tmp_path), "TFMW_RUN_ID": "tfjob"},
@@ -126,10 +136,15 @@ def test_tfjob_style_preset_tf_config_exits_0_after_training(tmp_path):
     assert codes == [0, 0], group.read_all()
     for i, out in enumerate(group.outputs):
         assert f"tfmw launcher task=worker:{i} workers=2 identity=preset lifecycle=platform" in out
-        assert parse_line(out, "done")[0]["steps"] == "20"
+        done = parse_line(out, "done")[0]
+        assert done["steps"] == "20"
+        # the end's parts, timed (each trainer then leaves without TensorFlow's teardown)
+        assert all(float(done[part]) >= 0 for part in ("export_s", "barrier_s", "completed_s")), done
         assert parse_line(out, "completed"), out
         assert "tfmw launcher idle" not in out
+    # a trainer leaving at once loses nothing: the model and the marker are in place
     assert (tmp_path / "tfjob" / "COMPLETED").exists()
+    assert (tmp_path / "tfjob" / "model" / "saved_model.pb").exists()
     # A restarted pod of the finished run exits 0 at once, training nothing.
     again = run_single([*LAUNCHER, *TRAINER, *SMALL], tmp_path, "tfjob", timeout=60)
     assert again.returncode == 0 and "starting training" not in again.stdout, again.stdout
