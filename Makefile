@@ -37,13 +37,18 @@ KUEUE ?=
 # PUSH=1 pushes after building; BASE=debian builds the Python base here from Debian packages
 # (debootstrap, root) instead of pulling docker.io/library/python; BASE_IMAGE=/BASE_TAG= choose
 # another official-style base; BASE_DIGEST=sha256:... pins it (read from the environment by
-# scripts/tfmw/image/build.py).
+# scripts/tfmw/image/build.py). PUSH_CERT_DIR=<dir with ca.crt>: the registry's private CA for podman's push;
+# its credentials come from `podman login` (or REGISTRY_AUTH_FILE).
 VARIANT ?=
 IMAGE ?=
 PUSH ?=
 BASE ?=
 BASE_IMAGE ?=
 BASE_TAG ?=
+# make chart-push: REGISTRY=oci://<registry>/<path> (log in first: helm registry login <registry>);
+# REGISTRY_CA=<file> for a registry whose certificate a private CA signed
+REGISTRY ?=
+REGISTRY_CA ?=
 
 PYTHON_BOOTSTRAP ?= python3
 VENV := .venv
@@ -62,6 +67,8 @@ TOOLS_STAMP := $(TOOLS)/.installed-stamp
 # once from pinned Go modules
 KUBE_STAMP := .tools/kube/.installed-stamp
 KUBE_GOMOD := $(wildcard scripts/tfmw/devcluster/gomod/*/go.mod scripts/tfmw/devcluster/gomod/*/go.sum scripts/tfmw/devcluster/gomod/*/tools.go scripts/tfmw/devcluster/gomod/*/main.go)
+# chart-testing's ct (make lint's `ct lint`), built once from its pinned Go module; .tools/bin/ct links to it
+CT_STAMP := $(TOOLS)/.ct-stamp
 
 .PHONY: help
 help: ## List the targets
@@ -86,6 +93,11 @@ $(KUBE_STAMP): $(VENV_STAMP) scripts/tfmw/devcluster/build.py scripts/tfmw/devcl
 	$(PY) -m tfmw.devcluster.build_coredns >/dev/null
 	@touch $@
 
+$(CT_STAMP): $(VENV_STAMP) scripts/tfmw/devcluster/onebinary.py scripts/tfmw/devcluster/build_ct.py scripts/tfmw/devcluster/gomod/ct/go.mod scripts/tfmw/devcluster/gomod/ct/go.sum
+	@mkdir -p $(TOOLS)
+	ln -sfn "$$($(PY) -m tfmw.devcluster.build_ct)/bin/ct" $(TOOLS)/ct
+	@touch $@
+
 .PHONY: setup
 setup: $(VENV_STAMP) $(TOOLS_STAMP) $(KUBE_STAMP) ## Create the venv, install pinned helm/helm3/kubectl, build the pinned Kubernetes, etcd and CoreDNS once (idempotent)
 
@@ -103,11 +115,11 @@ test: setup host-packages lint ## make lint, then every test (unit, chart, deplo
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 .PHONY: test-fast
-test-fast: setup-tools ## Run the fast tests only (no real TensorFlow training)
+test-fast: setup host-packages $(CT_STAMP) ## Run the fast tests only (no real TensorFlow training); installs what they check against (promtool, ct, the cluster's programs) on first use
 	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
 
 .PHONY: lint
-lint: setup-tools ## helm lint --strict (Helm 4+3), kubernetes-validate 1.30/1.35, checkov, hadolint, yamllint
+lint: setup-tools $(CT_STAMP) ## helm lint --strict (Helm 4+3), kubernetes-validate 1.30/1.35, checkov, hadolint, yamllint, ruff, ct lint
 	$(PY) -m tfmw.lint
 
 .PHONY: template
@@ -169,6 +181,14 @@ bench: setup ## Measure the performance figures into docs/benchmarks.md (QUICK=1
 .PHONY: image
 image: $(VENV_STAMP) ## Build the worker image (VARIANT=gpu|cpu, IMAGE=registry/name, BASE=debian, PUSH=1) with docker or podman
 	$(PY) -m tfmw.image $(if $(VARIANT),--variant $(VARIANT)) $(if $(IMAGE),--image $(IMAGE)) $(if $(BASE),--base $(BASE)) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(BASE_TAG),--base-tag $(BASE_TAG)) $(if $(filter 1,$(PUSH)),--push)
+
+.PHONY: chart-package
+chart-package: setup-tools ## Package the chart into build/charts/ (its CHANGELOG section and changes annotation checked)
+	$(PY) -m tfmw.chart.package
+
+.PHONY: chart-push
+chart-push: setup-tools ## Package the chart and push it to REGISTRY=oci://<registry>/<path> (REGISTRY_CA=<file>)
+	$(PY) -m tfmw.chart.package --push "$(REGISTRY)" $(if $(REGISTRY_CA),--ca-file $(REGISTRY_CA))
 
 .PHONY: clean
 clean: ## Remove local run state and build output (keeps the venv and tools)

@@ -6,9 +6,14 @@
 #   nftables conntrack iproute2 util-linux                 kube-proxy's rules, namespaces (nsenter/unshare)
 #   iptables ipset                                         kube-router's NetworkPolicy rules and address sets
 #   podman buildah debootstrap debian-archive-keyring      the worker image and its Debian-made base
+#   prometheus                                             promtool (the chart's alert rules) and the
+#                                                          cluster's Prometheus that scrapes the workers
+#   docker-registry apache2-utils                          the cluster's OCI registry (CNCF Distribution)
+#                                                          and its htpasswd file
 set -euo pipefail
 PACKAGES=(containerd runc containernetworking-plugins catatonit nftables conntrack iproute2 util-linux
-          iptables ipset podman buildah debootstrap debian-archive-keyring ca-certificates)
+          iptables ipset podman buildah debootstrap debian-archive-keyring ca-certificates
+          prometheus docker-registry apache2-utils)
 missing=()
 for pkg in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -21,7 +21,8 @@ from tfmw.chart import helmkit
 CHART = REPO / "charts" / "tf-multiworker"
 VALUES_DIR = REPO / "values"
 OVERLAYS = ("local", "dev", "staging", "prod")
-ALL_ON = REPO / "tests" / "tfmw" / "chart" / "values-all-on.yaml"  # every optional feature on
+# every optional feature on (chart-testing lints it too)
+ALL_ON = REPO / "charts" / "tf-multiworker" / "ci" / "all-on-values.yaml"
 RELEASE = "tfmw"
 NAMESPACE = "training"
 

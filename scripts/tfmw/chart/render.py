@@ -404,15 +404,20 @@ def prepare(
     values_dir: Path = VALUES_DIR,
     kube_version: str | None = DEFAULT_KUBE_VERSION,
     set_files: Iterable[str] | str | None = (),
+    values_files: Sequence[Path] = (),
 ) -> Rendered:
-    """Env overlay + --set + --set-file -> validated values -> rendered, validated manifests. No cluster.
-    The release and namespace not given come from the overlay's `target` block (tfmw.chart.target)."""
+    """Env overlay (+ more values files, as `-f` after it) + --set + --set-file -> validated
+    values -> rendered, validated manifests. No cluster. The release and namespace not given
+    come from the overlay's `target` block (tfmw.chart.target)."""
     helm = find_helm(helm)
     overlay = overlay_path(env, values_dir)
     check_overlay(overlay)
+    overlays = [overlay, *map(Path, values_files)]
+    for extra in overlays[1:]:
+        check_overlay(extra)
     items = split_sets(sets)
     files = split_sets(set_files, flag="--set-file")
-    effective = layer_values(chart_dir, [overlay], items, helm, files)
+    effective = layer_values(chart_dir, overlays, items, helm, files)
     where = f"from {repo_relative(overlay)}" + (f" with --set {' '.join(items)}" if items else "")
     validate_training_config(effective, where)
     try:
@@ -429,7 +434,7 @@ def prepare(
             origin=f"in the chart's own {repo_relative(Path(chart_dir) / 'values.yaml')}",
         )
         raise
-    supplied = user_values([overlay], items, helm, files)
+    supplied = user_values(overlays, items, helm, files)
     target = target_of(effective, repo_relative(overlay), release, namespace)
     objects = render_values(supplied, chart_dir, target.release, target.namespace, helm)
     unchecked = validate_manifests(objects, kube_version) if kube_version else []

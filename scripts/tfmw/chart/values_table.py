@@ -5,10 +5,13 @@ starting with `# -- ` right above the key. A map with its own `# --` comment (e.
 `workers.resources`, `podSecurityContext`) is documented as one value; other maps are
 walked into.
 
+The table lives in the chart's own README (charts/tf-multiworker/README.md, what `helm show
+readme` prints), between its markers; the rest of that README is written by hand.
+
 Usage:
-    python -m tfmw.chart.values_table                 # print the table
-    python -m tfmw.chart.values_table --write README.md   # replace the table between the markers
-    python -m tfmw.chart.values_table --check README.md   # exit 1 if README's table is stale
+    python -m tfmw.chart.values_table            # print the table
+    python -m tfmw.chart.values_table --write    # replace the table between the chart README's markers
+    python -m tfmw.chart.values_table --check    # exit 1 if the chart README's table is stale
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import yaml
 from tfmw import REPO
 
 VALUES = REPO / "charts" / "tf-multiworker" / "values.yaml"
+CHART_README = REPO / "charts" / "tf-multiworker" / "README.md"
 START = "<!-- values-table:start -->"
 END = "<!-- values-table:end -->"
 _KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_.\-/]+):(?:\s|$)")
@@ -122,12 +126,10 @@ def markdown_table(text: str) -> str:
 
 
 def readme_section(text: str) -> str:
-    """The README block: a heading, where it comes from, the table."""
+    """The README block: where it comes from, the table."""
     return (
-        "## Chart values\n\n"
-        "Generated from `charts/tf-multiworker/values.yaml` by "
-        "`python -m tfmw.chart.values_table --write README.md` (a test fails when it is stale); "
-        "what they do together: docs/chart.md.\n\n" + markdown_table(text)
+        "<!-- generated from values.yaml by `python -m tfmw.chart.values_table --write`; "
+        "a test fails when it is stale -->\n" + markdown_table(text)
     )
 
 
@@ -144,8 +146,12 @@ def with_table(readme: str, table: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tfmw.chart.values_table")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--write", metavar="README", help="write the table between the markers")
-    group.add_argument("--check", metavar="README", help="exit 1 if the table there is stale")
+    group.add_argument(
+        "--write", metavar="README", nargs="?", const=str(CHART_README), help="write the table between the markers"
+    )
+    group.add_argument(
+        "--check", metavar="README", nargs="?", const=str(CHART_README), help="exit 1 if the table there is stale"
+    )
     parser.add_argument("--values", default=str(VALUES), help="values.yaml to read")
     args = parser.parse_args(argv)
     text = Path(args.values).read_text()
@@ -162,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = Path(args.check)
         if with_table(path.read_text(), table) != path.read_text():
             print(
-                f"error: the values table in {path} is stale: run `python -m tfmw.chart.values_table --write {path}`",
+                f"error: the values table in {path} is stale: run `python -m tfmw.chart.values_table --write`",
                 file=sys.stderr,
             )
             return 1

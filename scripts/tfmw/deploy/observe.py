@@ -11,10 +11,11 @@ has no status object (API access off: completion.* = idle or rbac.create=false).
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 
-from entrypoint import loglines
+from entrypoint import lifecycle, loglines
 from entrypoint.goodput import Accounting
 from tfmw.chart.helmkit import ToolError
 from tfmw.k8s.api import Api, ApiError, ns_path
@@ -44,8 +45,8 @@ def _worker_env(sts: dict) -> dict[str, str]:
     return {}
 
 
-def workers_of(objects: list[dict], namespace: str) -> Workers:
-    """Find the worker StatefulSet among rendered/recorded objects."""
+def worker_statefulset(objects: list[dict]) -> dict:
+    """The worker StatefulSet among rendered/recorded objects."""
     sets = [o for o in objects if o.get("kind") == "StatefulSet"]
     if not sets:
         raise ToolError("the release has no StatefulSet of workers (is this a tf-multiworker release?)", exit_code=3)
@@ -55,7 +56,12 @@ def workers_of(objects: list[dict], namespace: str) -> Workers:
         for o in sets
         if ((o.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/component") == "worker"
     ]
-    sts = (workers or sets)[0]
+    return (workers or sets)[0]
+
+
+def workers_of(objects: list[dict], namespace: str) -> Workers:
+    """Find the worker StatefulSet among rendered/recorded objects."""
+    sts = worker_statefulset(objects)
     labels = ((sts.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
     selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
     env = _worker_env(sts)
@@ -96,15 +102,29 @@ START_FAILURES = (*IMAGE_REASONS, "CreateContainerConfigError")
 CAPACITY_COMING = ("TriggeredScaleUp", "Nominated")
 
 
-def image_hint(reason: str, image: str, gpus: bool = True) -> str:
-    """The fix for a worker image the nodes cannot get, with the `make image` command that builds
+def image_hint(reason: str, image: str, gpus: bool = True, message: str = "", pull_secrets: tuple = ()) -> str:
+    """The fix for a worker image the nodes cannot get: the registry's refusal named (no or wrong
+    credentials, a certificate the nodes do not trust), else the `make image` command that builds
     and pushes exactly that reference (the CPU variant for a pod without GPUs or a `-cpu` tag);
-    on `make cluster` (no registry) the image is imported instead (pure)."""
+    on `make cluster` the image is imported instead (pure)."""
     if reason not in IMAGE_REASONS:
         return ""
     image = image or "?"
+    registry = image.split("/", 1)[0] if "/" in image else "docker.io"
     if reason == "InvalidImageName":
         return f"{image} is not a valid image reference: fix image.repository / image.tag / image.digest"
+    if re.search(r"\b401\b|unauthorized|authorization failed|authentication required", message, re.IGNORECASE):
+        held = f"the pods' imagePullSecrets ({', '.join(pull_secrets)}) hold" if pull_secrets else "the pods have"
+        return (
+            f"the registry {registry} refused the pull (401 Unauthorized): {held} no credentials it accepts; "
+            f"create one (`kubectl create secret docker-registry regcred --docker-server={registry} ...`) and set "
+            "imagePullSecrets: [{name: regcred}]"
+        )
+    if re.search(r"x509|certificate signed by unknown authority|tls:", message):
+        return (
+            f"the nodes do not trust {registry}'s TLS certificate: add its CA to the nodes' container runtime "
+            "(containerd: /etc/containerd/certs.d/<registry>/hosts.toml), or use a registry with a public one"
+        )
     if "@" in image:
         build = f"push the image whose digest is {image.split('@', 1)[1]}, or fix image.digest"
     else:
@@ -162,7 +182,13 @@ def pod_state(pod: dict) -> PodState:
         reason=reason,
         node=(pod.get("spec") or {}).get("nodeName") or "",
         message=" ".join(message.split()),
-        hint=image_hint(reason, image, gpus),
+        hint=image_hint(
+            reason,
+            image,
+            gpus,
+            message,
+            tuple(s.get("name", "") for s in (pod.get("spec") or {}).get("imagePullSecrets") or []),
+        ),
     )
 
 
@@ -306,12 +332,11 @@ def not_ready_reasons(pods: list[PodState], events: list[dict], workers: Workers
 
 # ---------------------------------------------------------------- the run, from its status ConfigMap
 
-TERMINAL_PHASES = ("Succeeded", "Failed")
-
 
 @dataclass(frozen=True)
 class RunRecord:
-    """The status ConfigMap's data (keys of entrypoint/lifecycle.py STATUS_KEYS), as strings."""
+    """The run a status ConfigMap records, as `make status` shows it: entrypoint.lifecycle's
+    RunState (the one reader of STATUS_KEYS) as text, plus the evaluator's own keys."""
 
     run_id: str
     phase: str
@@ -334,37 +359,38 @@ class RunRecord:
 
     @property
     def terminal(self) -> bool:
-        return self.phase in TERMINAL_PHASES
+        return self.phase in lifecycle.TERMINAL
 
 
 def run_record(configmap: dict | None) -> RunRecord | None:
-    """The run recorded in a status ConfigMap, or None (no ConfigMap, or nothing recorded yet)."""
+    """The run recorded in a status ConfigMap, or None (no ConfigMap, or nothing readable recorded yet)."""
     data = (configmap or {}).get("data") or {}
-    if not data.get("phase"):
+    state = lifecycle.from_data(data)
+    if state is None:
         return None
 
-    def get(key: str) -> str:
-        return str(data.get(key) or "")
+    def text(value) -> str:
+        return "" if value is None else str(value)
 
     return RunRecord(
-        run_id=get("runId"),
-        phase=get("phase"),
-        reason=get("reason"),
-        message=get("message"),
-        step=get("step"),
-        total_steps=get("totalSteps"),
-        loss=get("loss"),
-        restarts=get("restarts"),
-        last_checkpoint_step=get("lastCheckpointStep"),
-        started_at=get("startedAt"),
-        finished_at=get("finishedAt"),
-        revision=get("revision"),
-        updated_at=get("updatedAt"),
-        eval_step=get("evalStep"),
-        eval_loss=get("evalLoss"),
-        eval_accuracy=get("evalAccuracy"),
-        productive_seconds=get("productiveSeconds"),
-        badput_seconds=get("badputSeconds"),
+        run_id=state.run_id,
+        phase=str(state.phase),
+        reason=state.reason,
+        message=state.message,
+        step=text(state.step),
+        total_steps=text(state.total_steps),
+        loss=state.loss,
+        restarts=str(state.restarts) if data.get("restarts") else "",
+        last_checkpoint_step=text(state.last_checkpoint_step),
+        started_at=state.started_at,
+        finished_at=state.finished_at,
+        revision=state.revision,
+        updated_at=state.updated_at,
+        eval_step=str(data.get("evalStep") or ""),
+        eval_loss=str(data.get("evalLoss") or ""),
+        eval_accuracy=str(data.get("evalAccuracy") or ""),
+        productive_seconds=state.productive_seconds,
+        badput_seconds=state.badput_seconds,
     )
 
 

@@ -208,7 +208,7 @@ def _reap(pid: int) -> None:
         pass
 
 
-def _spawn(argv: list[str], log: Path, env: dict | None = None) -> subprocess.Popen:
+def spawn(argv: list[str], log: Path, env: dict | None = None) -> subprocess.Popen:
     """Start a daemon in its own session, output to `log`; it outlives this process. While
     `up` runs, the Popen handle (not /proc's command line, which names this interpreter
     until the child has exec'd) tells whether it is alive."""
@@ -757,7 +757,7 @@ class Startup:
         return self.state.dir / "logs"
 
     def spawn(self, name: str, argv: list[str], log: str | None = None) -> None:
-        self.procs[name] = _spawn(argv, self.logs / (log or f"{name}.log"))
+        self.procs[name] = spawn(argv, self.logs / (log or f"{name}.log"))
         self.state.pids[name] = self.procs[name].pid
         self.state.created[name] = started_at(self.procs[name].pid)  # what tells it from a recycled PID
         self.state.save()
@@ -1088,6 +1088,11 @@ def _node(state: ClusterState, name: str) -> nodemod.NodeNet:
     return nodemod.node_net(state.slot, state.nodes.index(name) + 1)
 
 
+def image_caches(state: ClusterState) -> list[Path]:
+    """Each node's containerd root: its image cache, kept for the next cluster on the slot."""
+    return [nodemod.containerd_root(CONTAINERD_CACHE, _node(state, name)) for name in state.nodes]
+
+
 def lose_node(directory: Path, name: str) -> None:
     """A node lost as a machine is lost: every process on it killed at once (kubelet,
     containerd, every container; no Terminating, no status update) and its link cut. The
@@ -1137,6 +1142,9 @@ def down(directory: Path = DEFAULT_STATE, say=print) -> bool:
         return False
     stopped = []
     order = [(n, 30.0) for n in state.nodes] + [
+        ("registry", 5.0),  # the add-ons that run on the host (registry.py, prometheus.py)
+        ("prometheus", 5.0),
+        ("prometheus-discover", 5.0),
         ("provisioner", 10.0),
         ("coredns", 10.0),
         ("kube-scheduler", 10.0),

@@ -135,10 +135,17 @@ def cni_conflist(net: NodeNet, ipam_dir: Path) -> str:
     )
 
 
-def containerd_config(node_dir: Path, cni_bin_dir: str, root: Path) -> str:
+def registry_hosts_dir(state_dir: Path) -> Path:
+    """containerd's registry hosts directory of every node: the cluster's registry
+    (registry.py) writes <address:port>/hosts.toml there, naming the CA it trusts."""
+    return state_dir / "registry" / "certs.d"
+
+
+def containerd_config(node_dir: Path, cni_bin_dir: str, root: Path, hosts_dir: Path) -> str:
     """containerd 1.6 (config version 2): its images and snapshots in `root` (kept across
     clusters, see containerd_root), its sockets and state on the node's private
-    /run/containerd, runc through the CRI plugin, CNI from the node's folder."""
+    /run/containerd, runc through the CRI plugin, CNI from the node's folder, registries'
+    TLS from `hosts_dir` (read at each pull: a registry may start after the node)."""
     return f"""version = 2
 root = "{root}"
 state = "/run/containerd"
@@ -164,7 +171,7 @@ oom_score = 0
     bin_dir = "{cni_bin_dir}"
     conf_dir = "{node_dir / "cni"}"
   [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = ""
+    config_path = "{hosts_dir}"
 """
 
 
@@ -577,7 +584,9 @@ def prepare_node(
             "the CNI plugins (bridge, host-local) are not installed: apt-get install containernetworking-plugins"
         )
     (node_dir / "cni" / "10-tfmw.conflist").write_text(cni_conflist(net, node_dir / "cni-ipam"))
-    (node_dir / "containerd.toml").write_text(containerd_config(node_dir, cni_dir, containerd_root(image_cache, net)))
+    (node_dir / "containerd.toml").write_text(
+        containerd_config(node_dir, cni_dir, containerd_root(image_cache, net), registry_hosts_dir(state_dir))
+    )
     (node_dir / "kubelet.json").write_text(
         kubelet_config(net, node_dir, state_dir / "pki", cluster_dns, cluster_domain)
     )

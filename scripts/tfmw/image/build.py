@@ -39,6 +39,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from collections.abc import Callable, Iterator
@@ -637,6 +638,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="push the image after building it (env PUSH=1)",
     )
     parser.add_argument(
+        "--cert-dir",
+        default=os.environ.get("PUSH_CERT_DIR") or None,
+        help="podman: the pushed-to registry's CA certificates (a directory with ca.crt; env PUSH_CERT_DIR); "
+        "credentials come from `podman login` (or REGISTRY_AUTH_FILE)",
+    )
+    parser.add_argument(
         "--rebuild", action="store_true", help=f"build even when the image's {SOURCE_LABEL} label matches the sources"
     )
     parser.add_argument("--dockerfile", type=Path, default=REPO_ROOT / "Dockerfile")
@@ -684,12 +691,36 @@ def run(argv: list[str] | None = None) -> int:
     with build_lock():
         _build(plan, dockerfile, lambda line: print(line, flush=True), stream=True, rebuild=args.rebuild)
     if args.push:
-        push = [engine, "push", image]
+        return _push(engine, image, args.cert_dir)
+    return 0
+
+
+def push_command(engine: str, image: str, cert_dir: str | None, digest_file: Path) -> list[str]:
+    """The push, and where podman writes the pushed manifest's digest (pure)."""
+    if Path(engine).name != "podman":
+        if cert_dir:
+            raise ImageError(
+                "--cert-dir/PUSH_CERT_DIR is podman's; docker reads a registry's CA from "
+                "/etc/docker/certs.d/<registry>/"
+            )
+        return [engine, "push", image]
+    return [engine, "push", *(["--cert-dir", cert_dir] if cert_dir else []), "--digestfile", str(digest_file), image]
+
+
+def _push(engine: str, image: str, cert_dir: str | None) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        digest_file = Path(tmp) / "digest"
+        push = push_command(engine, image, cert_dir, digest_file)
         print("image: " + shlex.join(push), flush=True)
         code = subprocess.run(push, env=engine_env(engine)).returncode
         if code != 0:
             print(f"image: FAILED: {Path(engine).name} push exited {code} (its output is above)", file=sys.stderr)
             return code
+        digest = digest_file.read_text().strip() if digest_file.is_file() else ""
+    if digest:
+        repository = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+        print(f"image: pushed {image} ({repository}@{digest}: pin it with image.digest={digest})")
+    else:
         print(f"image: pushed {image}")
     return 0
 

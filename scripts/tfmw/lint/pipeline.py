@@ -2,7 +2,7 @@
 
     python -m tfmw.lint [--root DIR] [--skip CHECK ...] [--only CHECK ...]
 
-For the chart defaults and every overlay (values/*.yaml, plus tests/tfmw/chart/values-all-on.yaml
+For the chart defaults and every overlay (values/*.yaml, plus charts/tf-multiworker/ci/all-on-values.yaml
 when present):
   helm-lint   `helm lint --strict` with Helm 4 ($HELM or .tools/bin/helm) and Helm 3
               ($HELM3 or .tools/bin/helm3), for each target Kubernetes version
@@ -17,6 +17,10 @@ Once:
               Helm templates are Go templates, not YAML, and are never linted as YAML
   ruff        `ruff check` and `ruff format --check` of every Python file, with the
               [tool.ruff] config of pyproject.toml (a `# noqa` silencing nothing fails too)
+  ct-lint     chart-testing's `ct lint` with the repository's ct.yaml (Chart.yaml against
+              chart-testing's schema, yamllint of Chart.yaml and values.yaml with its lint
+              config, `helm lint` with every charts/tf-multiworker/ci/*-values.yaml): $CT or
+              .tools/bin/ct, the pinned build (make lint builds it once), its etc/ beside it
 
 Prints PASS/FAIL/SKIP <check> per line (details indented below a FAIL), then a summary;
 exits 1 if any check failed, 2 on bad usage. Rendered manifests are kept in
@@ -44,10 +48,10 @@ from tfmw.chart.helmkit import KUBERNETES_VERSIONS, ToolError
 
 REPO_ROOT = helmkit.REPO
 CHART_RELATIVE = Path("charts") / "tf-multiworker"
-ALL_ON_OVERLAY = Path("tests") / "tfmw" / "chart" / "values-all-on.yaml"
+ALL_ON_OVERLAY = Path("charts") / "tf-multiworker" / "ci" / "all-on-values.yaml"
 RELEASE = "tf-multiworker"
 NAMESPACE = "tfmw-lint"
-CHECKS = ("helm-lint", "validate", "checkov", "hadolint", "yamllint", "ruff")
+CHECKS = ("helm-lint", "validate", "checkov", "hadolint", "yamllint", "ruff", "ct-lint")
 MAX_DETAIL_LINES = 25
 TOOL_TIMEOUT_SECONDS = 300
 
@@ -133,7 +137,7 @@ def yaml_files_to_lint(root: Path) -> list[Path]:
     candidates += [root / ALL_ON_OVERLAY, chart / "values.yaml", chart / "Chart.yaml"]
     for ci_dir in (root / ".github" / "workflows", root / ".ci"):
         candidates += sorted(ci_dir.rglob("*.y*ml")) if ci_dir.is_dir() else []
-    candidates += [root / ".hadolint.yaml", root / ".yamllint"]
+    candidates += [root / ".hadolint.yaml", root / ".yamllint", root / "ct.yaml"]
     return [p for p in candidates if p.is_file()]
 
 
@@ -315,6 +319,33 @@ def ruff(layout: Layout) -> list[Result]:
     return results
 
 
+def ct_lint(layout: Layout) -> Result:
+    """chart-testing's `ct lint`, with helm and the venv's yamllint and yamale on its PATH."""
+    name = "ct lint (chart-testing, ct.yaml)"
+    ct = Path(os.environ.get("CT") or REPO_ROOT / ".tools" / "bin" / "ct")
+    if not ct.exists():
+        return Result(name, "FAIL", f"{ct} is not there; run `make lint` (it builds the pinned chart-testing once)")
+    etc = ct.resolve().parent.parent / "etc"
+    path = os.pathsep.join(
+        [str(Path(layout.helm).parent), str(Path(sys.executable).parent), os.environ.get("PATH", "")]
+    )
+    command = [
+        str(ct),
+        "lint",
+        "--config",
+        str(layout.root / "ct.yaml"),
+        "--lint-conf",
+        str(etc / "lintconf.yaml"),
+        "--chart-yaml-schema",
+        str(etc / "chart_schema.yaml"),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=layout.root, env=dict(os.environ, PATH=path))
+    if result.returncode != 0:
+        output = [line for line in (result.stdout + result.stderr).splitlines() if line.strip() and "----" not in line]
+        return Result(name, "FAIL", "chart-testing's findings", trim(output))
+    return Result(name, "PASS")
+
+
 # ---------------------------------------------------------------- orchestration
 
 
@@ -361,6 +392,8 @@ def run_checks(layout: Layout, selected: set[str], report: Callable[[Result], No
     if "ruff" in selected:
         for result in ruff(layout):
             emit(result)
+    if "ct-lint" in selected:
+        emit(timed("ct-lint", lambda: ct_lint(layout)))
     if "checkov" in selected:
         emit(timed("checkov", lambda: checkov(manifests)))
     for check in CHECKS:

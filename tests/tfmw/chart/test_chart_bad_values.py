@@ -864,7 +864,8 @@ def test_tf_config_size_boundary_agrees_with_the_entrypoint(helm):
     assert problems == [
         f"workers.replicas={fits + 1}: TF_CONFIG would be {over} bytes, over Linux's "
         f"{cluster.MAX_TF_CONFIG_BYTES}-byte limit for one environment variable (every pod would exit 2); "
-        "use fewer workers.replicas or shorter names (fullnameOverride, the namespace, clusterDomain)"
+        f"with these names at most {fits} workers fit: use workers.replicas={fits} or fewer, or shorter names "
+        "(fullnameOverride, the namespace, clusterDomain)"
     ]
 
 
@@ -875,6 +876,7 @@ def test_the_issue_case_1024_workers_with_long_names_is_refused(helm):
         )
     )
     assert len(problems) == 1 and problems[0].startswith("workers.replicas=1024: TF_CONFIG would be 203752 bytes")
+    assert "with these names at most 658 workers fit" in problems[0]  # what figure 4 computes
 
 
 def test_helm_itself_refuses_a_training_config_the_trainer_would_refuse(helm, major):

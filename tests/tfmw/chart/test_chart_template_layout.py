@@ -48,5 +48,5 @@ def test_no_define_is_longer_than_about_thirty_lines():
 
 def test_helpers_live_in_files_named_for_what_they_hold():
     names = sorted(path.name for path in TEMPLATES.glob("_*.tpl"))
-    assert names[:4] == ["_labels.tpl", "_names.tpl", "_pod.tpl", "_validate.tpl"], names
-    assert all(re.fullmatch(r"_validate_[a-z]+\.tpl", n) for n in names[4:]), names
+    assert names[:5] == ["_labels.tpl", "_monitoring.tpl", "_names.tpl", "_pod.tpl", "_validate.tpl"], names
+    assert all(re.fullmatch(r"_validate_[a-z]+\.tpl", n) for n in names[5:]), names

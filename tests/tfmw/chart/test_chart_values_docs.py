@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import chartkit
@@ -42,13 +43,23 @@ def test_multi_line_descriptions_are_joined():
     assert values_table.values_of(text)[0].description == "first line second line"
 
 
-def test_readme_table_matches_values_yaml():
-    readme = README.read_text()
+def test_the_chart_readme_table_matches_values_yaml():
+    readme = values_table.CHART_README.read_text()
     assert values_table.START in readme and values_table.END in readme, (
-        "README lacks the values-table markers: run python -m tfmw.chart.values_table --write README.md"
+        "the chart README lacks the values-table markers: run python -m tfmw.chart.values_table --write"
     )
     expected = values_table.with_table(readme, values_table.readme_section(VALUES.read_text()))
-    assert readme == expected, "README's values table is stale: python -m tfmw.chart.values_table --write README.md"
+    assert readme == expected, "the chart README's values table is stale: python -m tfmw.chart.values_table --write"
+
+
+def test_the_root_readme_points_to_the_chart_readme_and_holds_no_second_copy():
+    root = README.read_text()
+    assert values_table.START not in root and "charts/tf-multiworker/README.md" in root
+
+
+def test_helm_show_readme_prints_the_chart_readme(helm):
+    shown = subprocess.run([helm, "show", "readme", str(VALUES.parent)], capture_output=True, text=True, check=True)
+    assert shown.stdout.strip() == values_table.CHART_README.read_text().strip()
 
 
 def test_with_table_replaces_only_between_markers():

@@ -730,3 +730,19 @@ def test_make_status_says_what_the_chief_says_while_a_pod_waits():
     )
     summary = observe.run_summary(record, observe.Workers("r", "ml", 2, "a=b", run_id="r1"))
     assert summary.startswith("run r1 Pending (waiting for workers that are not running (r-1: ImagePullBackOff")
+
+
+def test_a_pull_the_registry_refuses_for_credentials_names_the_pull_secret():
+    message = (
+        'failed to pull and unpack image "r.example:5000/ml/x@sha256:ab": failed to resolve reference: pulling from '
+        "host r.example:5000 failed with status code [manifests sha256:ab]: 401 Unauthorized"
+    )
+    hint = observe.image_hint("ErrImagePull", "r.example:5000/ml/x@sha256:ab", True, message)
+    assert hint.startswith("the registry r.example:5000 refused the pull (401 Unauthorized): the pods have no")
+    assert "imagePullSecrets: [{name: regcred}]" in hint
+    held = observe.image_hint("ErrImagePull", "r.example:5000/ml/x:1", True, message, ("old",))
+    assert "the pods' imagePullSecrets (old) hold no credentials it accepts" in held
+    tls = observe.image_hint(
+        "ErrImagePull", "r.example:5000/x:1", True, "x509: certificate signed by unknown authority"
+    )
+    assert tls.startswith("the nodes do not trust r.example:5000's TLS certificate")

@@ -74,8 +74,9 @@ def test_kube_proxy_config_leaves_machine_wide_conntrack_alone(tmp_path):
 
 
 def test_containerd_config_restricts_oom_score_and_uses_the_node_folder(tmp_path):
-    text = nodes.containerd_config(tmp_path, "/usr/lib/cni", tmp_path / "containerd")
+    text = nodes.containerd_config(tmp_path, "/usr/lib/cni", tmp_path / "containerd", tmp_path / "certs.d")
     assert "restrict_oom_score_adj = true" in text
+    assert f'config_path = "{tmp_path / "certs.d"}"' in text  # the cluster's registry: its CA, read per pull
     assert f'root = "{tmp_path / "containerd"}"' in text and f'conf_dir = "{tmp_path / "cni"}"' in text
     assert f'sandbox_image = "{nodes.SANDBOX_IMAGE}"' in text and "SystemdCgroup = false" in text
 
@@ -380,3 +381,39 @@ def test_an_import_is_retried_once_only_after_a_snapshot_race(monkeypatch, tmp_p
         nodes.import_image(1, "ctr", tmp_path / "a.tar", ["r:1"], "sha256:x")
     assert seen.count("import") == calls
     assert ("label" in seen) is not raises
+
+
+# ---------------------------------------------------------------- the cluster tests' node check
+
+
+def test_a_node_that_cannot_run_pods_is_named_with_why():
+    from clusterkit import unfit_nodes
+
+    def node(name, ready="True", spec=None, **pressure):
+        conditions = [{"type": "Ready", "status": ready, "reason": "KubeletNotReady", "message": "PLEG"}]
+        conditions += [{"type": k, "status": "True", "message": v} for k, v in pressure.items()]
+        return {"metadata": {"name": name}, "spec": spec or {}, "status": {"conditions": conditions}}
+
+    fit = node("node-1", spec={"taints": [{"key": "soft", "effect": "PreferNoSchedule"}]})
+    assert unfit_nodes([fit]) == []
+    found = unfit_nodes(
+        [
+            fit,
+            node("node-2", ready="Unknown"),
+            node("node-3", spec={"unschedulable": True}, DiskPressure="ephemeral storage low"),
+            node("node-4", spec={"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]}),
+        ]
+    )
+    assert found == [
+        "node-2: not Ready (KubeletNotReady: PLEG)",
+        "node-3: DiskPressure (ephemeral storage low); cordoned",
+        "node-4: taint node.kubernetes.io/unreachable:NoExecute",
+    ]
+
+
+def test_the_image_caches_are_the_roots_the_nodes_were_given(tmp_path):
+    state = controlplane.ClusterState(str(tmp_path), 3, "198.19.48.1", 6443, 2379, 2380, ["node-1", "node-2"])
+    caches = controlplane.image_caches(state)
+    assert caches == [controlplane.CONTAINERD_CACHE / "k3-n1", controlplane.CONTAINERD_CACHE / "k3-n2"]
+    net = nodes.node_net(3, 2)
+    assert caches[1] == nodes.containerd_root(controlplane.CONTAINERD_CACHE, net)

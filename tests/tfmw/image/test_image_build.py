@@ -684,3 +684,19 @@ def test_save_archive_failure_leaves_no_partial_file(tmp_path, monkeypatch):
         image.save_archive(DEFAULT_CPU, tmp_path / "a", progress=lambda line: None)
     assert "podman save exited 125: Error: no space left on device" == str(error.value)
     assert list((tmp_path / "a").iterdir()) == []
+
+
+def test_a_podman_push_takes_the_registrys_ca_and_writes_the_digest(tmp_path):
+    digest = tmp_path / "digest"
+    assert image.push_command("/usr/bin/podman", "r:5000/x:1", "/ca", digest) == [
+        "/usr/bin/podman",
+        "push",
+        "--cert-dir",
+        "/ca",
+        "--digestfile",
+        str(digest),
+        "r:5000/x:1",
+    ]
+    assert image.push_command("docker", "r:5000/x:1", None, digest) == ["docker", "push", "r:5000/x:1"]
+    with pytest.raises(ImageError, match="--cert-dir/PUSH_CERT_DIR is podman's"):
+        image.push_command("docker", "r:5000/x:1", "/ca", digest)

@@ -35,7 +35,10 @@ def status_lines(result: subprocess.CompletedProcess, status: str) -> list[str]:
 
 
 MINIMAL_CHART = {
-    "Chart.yaml": "apiVersion: v2\nname: tf-multiworker\nversion: 0.1.0\nicon: https://example.com/icon.png\n",
+    "Chart.yaml": (
+        "apiVersion: v2\nname: tf-multiworker\ndescription: a minimal chart\nversion: 0.1.0\n"
+        "icon: https://example.com/icon.png\nmaintainers:\n  - name: someone\n"
+    ),
     "values.yaml": "workers:\n  replicas: 2\n",
     "values.schema.json": textwrap.dedent("""\
         {"type": "object", "additionalProperties": false,
@@ -65,7 +68,7 @@ def repo_copy(tmp_path: Path) -> Path:
         path.write_text(text)
     (root / "values").mkdir()
     (root / "values" / "dev.yaml").write_text("workers:\n  replicas: 3\n")
-    for name in ("Dockerfile", ".hadolint.yaml", ".yamllint"):
+    for name in ("Dockerfile", ".hadolint.yaml", ".yamllint", "ct.yaml"):
         shutil.copy(REPO_ROOT / name, root / name)
     return root
 
@@ -74,8 +77,18 @@ def test_the_minimal_repository_passes(repo_copy):
     result = run_lint(repo_copy, "--skip", "checkov")
     assert result.returncode == 0, result.stdout + result.stderr
     assert (
-        len(status_lines(result, "PASS")) == 2 * 2 + 2 + 2 + 2
-    )  # helm4/helm3 x 2 overlays, validate x 2, hadolint, yamllint, ruff check and format
+        len(status_lines(result, "PASS")) == 2 * 2 + 2 + 2 + 2 + 1
+    )  # helm4/helm3 x 2 overlays, validate x 2, hadolint, yamllint, ruff check and format, ct lint
+
+
+def test_a_chart_yaml_chart_testing_refuses_fails_ct_lint(repo_copy):
+    chart = repo_copy / CHART_RELATIVE / "Chart.yaml"
+    chart.write_text(chart.read_text().replace("maintainers:\n  - name: someone\n", "maintainers:\n  - email: x\n"))
+    result = run_lint(repo_copy, "--only", "ct-lint")
+    assert result.returncode == 1, result.stdout
+    assert status_lines(result, "FAIL")[0].startswith(
+        "FAIL ct lint (chart-testing, ct.yaml): chart-testing's findings"
+    ), result.stdout
 
 
 def test_lint_passes_on_this_repository_without_checkov(tmp_path):
@@ -87,8 +100,9 @@ def test_lint_passes_on_this_repository_without_checkov(tmp_path):
         assert "PASS helm-lint v4." in names and "PASS helm-lint v3." in names
         assert f"PASS validate {overlay} (k8s 1.30, 1.35, strict)" in names
     assert "PASS hadolint Dockerfile" in names and "PASS yamllint" in names
-    assert "PASS validate tests/tfmw/chart/values-all-on.yaml" in names  # the everything-on file is linted too
+    assert "PASS validate charts/tf-multiworker/ci/all-on-values.yaml" in names  # the everything-on file is linted too
     assert "PASS ruff check" in names and "PASS ruff format" in names
+    assert "PASS ct lint (chart-testing, ct.yaml)" in names
     assert result.stdout.strip().splitlines()[-1].startswith("lint OK: ")
     assert sorted(p.name for p in (tmp_path / "rendered").iterdir())[:2] == [
         "chart_defaults.k8s-1.30.yaml",
@@ -227,7 +241,7 @@ def test_overlays_include_chart_defaults_and_the_all_on_overlay(tmp_path):
     (tmp_path / ALL_ON_OVERLAY).parent.mkdir(parents=True)
     (tmp_path / ALL_ON_OVERLAY).write_text("{}\n")
     labels = [o.label for o in discover_overlays(tmp_path)]
-    assert labels == ["chart defaults", "values/a.yaml", "values/b.yaml", "tests/tfmw/chart/values-all-on.yaml"]
+    assert labels == ["chart defaults", "values/a.yaml", "values/b.yaml", "charts/tf-multiworker/ci/all-on-values.yaml"]
 
 
 def test_yamllint_gets_plain_yaml_but_never_helm_templates(repo_copy):
