@@ -101,7 +101,12 @@ def needed_peers(hosts: Sequence[str], rank: int) -> list[str]:
     return list(dict.fromkeys(hosts[i] for i in wanted if i != rank))
 
 
-def _still_pending(hosts: list[str], resolve: Resolver, parallel: int = 32) -> list[str]:
+# Lookups in flight at once during a peer wait: a pass over N names costs about ceil(N / 32)
+# DNS round trips, not N.
+PARALLEL_LOOKUPS = 32
+
+
+def _still_pending(hosts: list[str], resolve: Resolver, parallel: int = PARALLEL_LOOKUPS) -> list[str]:
     """The hosts that do not resolve yet, looked up concurrently: with 1,000 workers one
     lookup at a time would make every pass cost N x the DNS latency."""
     if len(hosts) <= 1:

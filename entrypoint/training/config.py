@@ -245,10 +245,23 @@ def check(config: dict) -> dict:
     return effective
 
 
-def check_example_size(shape, batch: int, key: str) -> int:
+def replica_input_batch(config: dict) -> int:
+    """The examples one replica's input pipeline hands the step at once: every micro-batch of
+    an optimizer step (batchSizePerReplica x gradientAccumulationSteps)."""
+    return config["batchSizePerReplica"] * config["gradientAccumulationSteps"]
+
+
+def check_example_size(shape, config: dict, key: str) -> int:
     """Refuse an example shape or a replica batch over the limits; returns values per example.
     `key` names where the shape came from (the config, or a data file once it is read)."""
     shape = list(shape)
+    batch = replica_input_batch(config)
+    micro = config["gradientAccumulationSteps"]
+    what = (
+        f"batchSizePerReplica x gradientAccumulationSteps ({micro} micro-batches)"
+        if micro > 1
+        else "batchSizePerReplica"
+    )
     elements = math.prod(shape)
     if elements > limits.MAX_EXAMPLE_ELEMENTS:
         raise ConfigError(
@@ -257,9 +270,10 @@ def check_example_size(shape, batch: int, key: str) -> int:
         )
     if batch * elements * 4 > limits.MAX_BATCH_BYTES:
         raise ConfigError(
-            f"training config: batchSizePerReplica: {batch} examples of shape {shape} are "
+            f"training config: {what}: {batch} examples of shape {shape} are "
             f"{batch * elements * 4} bytes per replica batch, more than the limit of "
             f"{limits.MAX_BATCH_BYTES} (2 GiB); use a smaller batch or shape"
+            + (" or fewer gradientAccumulationSteps" if micro > 1 else "")
         )
     return elements
 
@@ -272,7 +286,7 @@ def check_sizes(config: dict) -> None:
         return  # the shape of file data is known only once it is read (data.py checks it there)
     synthetic = data["synthetic"]
     shape = synthetic["inputShape"]
-    elements = check_example_size(shape, config["batchSizePerReplica"], "data.synthetic.inputShape")
+    elements = check_example_size(shape, config, "data.synthetic.inputShape")
     examples = synthetic["examples"]
     if examples * elements * 4 > limits.MAX_SYNTHETIC_BYTES:
         raise ConfigError(

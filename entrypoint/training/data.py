@@ -118,7 +118,7 @@ def _from_arrays(x, y, config, seed, describe, num_classes) -> InputSpec:
     shuffle = config["data"]["shuffleBuffer"]
     _refuse_empty(len(x), describe)
     if config["data"]["source"] == "files":  # synthetic shapes were checked with the config
-        check_example_size(x.shape[1:], config["batchSizePerReplica"], "data.path: the examples' shape")
+        check_example_size(x.shape[1:], config, "data.path: the examples' shape")
 
     def dataset_fn(batch: int, start_step: int) -> tf.data.Dataset:
         ds = tf.data.Dataset.from_tensor_slices((x, y))
@@ -151,7 +151,7 @@ def build_input(config: dict, shared_dir: str, num_workers: int, worker_index: i
 
     try:
         shape = _tfrecord_shape(files[0])
-        check_example_size(shape, config["batchSizePerReplica"], "data.path: the examples' shape")
+        check_example_size(shape, config, "data.path: the examples' shape")
         parse = _tfrecord_parser(shape)
         # Counting reads every record of this worker's share: a corrupt file fails here, once,
         # as a permanent failure, instead of in the middle of training.

@@ -16,7 +16,8 @@ USER_MODEL_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"
 # or overflowing deep inside TensorFlow. Every number must also be finite (config.py).
 MAX_BATCH_PER_REPLICA = 1_048_576  # 2**20 examples
 MAX_EXAMPLE_ELEMENTS = 16_777_216  # 2**24 values per example (64 MiB as float32)
-MAX_BATCH_BYTES = 2 * 1024**3  # one replica's float32 input batch: 2 GiB
+MAX_BATCH_BYTES = 2 * 1024**3  # one replica's float32 input batch (all its micro-batches): 2 GiB
+MAX_ACCUMULATION_STEPS = 1024  # micro-batches per optimizer step
 MAX_SYNTHETIC_BYTES = 4 * 1024**3  # the synthetic data set held in memory: 4 GiB
 MAX_CLASSES = 1_000_000
 MAX_LEARNING_RATE = 10.0  # plain SGD/Adam diverge far below this
@@ -79,6 +80,7 @@ SCHEMA: dict = {
             "then": {"required": ["path", "numClasses"]},
         },
         "batchSizePerReplica": {"type": "integer", "minimum": 1, "maximum": MAX_BATCH_PER_REPLICA},
+        "gradientAccumulationSteps": {"type": "integer", "minimum": 1, "maximum": MAX_ACCUMULATION_STEPS},
         "steps": _STEPS,
         "epochs": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
         "learningRate": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_LEARNING_RATE},
@@ -133,6 +135,8 @@ DEFAULTS: dict = {
         "synthetic": {"examples": 4096, "inputShape": [28, 28, 1], "numClasses": 10},
     },
     "batchSizePerReplica": 64,
+    # micro-batches of batchSizePerReplica per optimizer step (one all-reduce each step)
+    "gradientAccumulationSteps": 1,
     "steps": 200,
     "learningRate": 0.001,
     "optimizer": "adam",

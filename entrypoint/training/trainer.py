@@ -28,7 +28,7 @@ from .. import loglines
 from ..cluster import Cluster
 from ..rundir import Heartbeat, RunDir, is_uri, makedirs, write_completed
 from . import checkpoints, threads
-from .config import ConfigError, RunEnv
+from .config import ConfigError, RunEnv, replica_input_batch
 from .data import build_input
 from .failures import TrainingError, is_retryable
 from .models import build_model
@@ -87,7 +87,7 @@ def communication_options(strategy) -> tf.distribute.experimental.CommunicationO
 REDUCE_DTYPES = {"float32": None, "bfloat16": tf.bfloat16, "float16": tf.float16}
 
 
-def replica_step(model, optimizer, loss_fn, global_batch: int, reduce_dtype, options):
+def replica_step(model, optimizer, loss_fn, global_batch: int, reduce_dtype, options, micro_batches: int = 1):
     """The per-replica training step (run by strategy.run); returns this replica's loss.
 
     The loss is this replica's share of the global mean (sum over its examples / global batch),
@@ -95,15 +95,45 @@ def replica_step(model, optimizer, loss_fn, global_batch: int, reduce_dtype, opt
     reduce_dtype None: apply_gradients all-reduces the float32 gradients itself (unchanged).
     Otherwise the gradients are cast to reduce_dtype, summed across replicas with one explicit
     all-reduce (the strategy's CommunicationOptions), cast back to each variable's dtype and
-    applied without a second aggregation (docs/training.md, "allReduceDtype")."""
+    applied without a second aggregation (docs/training.md, "allReduceDtype").
 
-    def step_fn(x, y):
+    micro_batches k > 1 (gradientAccumulationSteps): the replica's batch holds k micro-batches;
+    their gradients are summed locally, one after another (a while loop: one micro-batch's
+    activations alive at a time), each micro-batch's loss already divided by the whole step's
+    global batch, so the sum is the gradient of the same global mean and the update rule is
+    unchanged; then the one all-reduce and update as above (docs/training.md,
+    "gradientAccumulationSteps")."""
+
+    def loss_and_grads(x, y, share: float = 1.0):
         with tf.GradientTape() as tape:
             logits = model(x, training=True)
             loss = tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
             if model.losses:
-                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
-        grads = tape.gradient(loss, model.trainable_variables)
+                # the regularization once per step: a k-th of it with each micro-batch
+                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses)) * share
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    def accumulated(x, y):
+        variables = model.trainable_variables
+        micro_x = tf.reshape(x, tf.concat([[micro_batches, -1], tf.shape(x)[1:]], 0))
+        micro_y = tf.reshape(y, tf.concat([[micro_batches, -1], tf.shape(y)[1:]], 0))
+
+        def body(i, loss, sums):
+            micro_loss, grads = loss_and_grads(micro_x[i], micro_y[i], 1.0 / micro_batches)
+            sums = [
+                total if g is None else total + tf.convert_to_tensor(g) for total, g in zip(sums, grads, strict=True)
+            ]
+            return i + 1, loss + micro_loss, sums
+
+        start = (tf.constant(0), tf.constant(0.0), [tf.zeros_like(v) for v in variables])
+        _, loss, sums = tf.while_loop(lambda i, *_: i < micro_batches, body, start)
+        return loss, sums
+
+    def step_fn(x, y):
+        if micro_batches == 1:
+            loss, grads = loss_and_grads(x, y)
+        else:
+            loss, grads = accumulated(x, y)
         if reduce_dtype is None:
             optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
             return loss
@@ -533,6 +563,7 @@ def step_functions(strategy, model, optimizer, config: dict, loss_sum, global_ba
         global_batch,
         REDUCE_DTYPES[config["allReduceDtype"]],
         communication_options(strategy),
+        config["gradientAccumulationSteps"],
     )
 
     @tf.function
@@ -590,7 +621,8 @@ def set_up(config: dict, cluster: Cluster, env: RunEnv) -> Session:
     keras.utils.set_random_seed(config["seed"])
 
     replicas = strategy.num_replicas_in_sync
-    per_replica = config["batchSizePerReplica"]
+    # One step = one optimizer update: every micro-batch of every replica (the effective batch).
+    per_replica = replica_input_batch(config)
     global_batch = per_replica * replicas
     spec = build_input(config, env.shared_dir, cluster.num_workers, cluster.worker_index)
     model, optimizer, checkpoint = build_state(strategy, config, spec)
@@ -610,6 +642,7 @@ def set_up(config: dict, cluster: Cluster, env: RunEnv) -> Session:
             worker=f"{cluster.worker_index}/{cluster.num_workers}",
             replicas=replicas,
             global_batch=global_batch,
+            micro_batches=config["gradientAccumulationSteps"],
             collective=collective,
             model=config["model"]["name"],
             data=spec.describe,

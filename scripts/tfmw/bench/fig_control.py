@@ -17,6 +17,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from entrypoint.peers import PARALLEL_LOOKUPS
 from tfmw.chart import helmkit
 
 from . import stats
@@ -212,7 +213,7 @@ def plot(result: Result, path, subtitle: str) -> None:
     b.set_yscale("log")
     b.set_xlabel("peer names")
     b.set_ylabel("wait_for_peers seconds (log)")
-    b.set_title("Peer wait (lookups are sequential)")
+    b.set_title(f"Peer wait (up to {PARALLEL_LOOKUPS} lookups at once)")
     b.legend(fontsize=8)
 
     for label, sizes in (

@@ -44,6 +44,7 @@ class Case:
     steps: int  # timed steps (a multiple of k)
     label: str  # what a reader sees in the table
     dtype: str = "float32"  # the trainer's allReduceDtype
+    micro: int = 1  # the trainer's gradientAccumulationSteps: micro-batches of BATCH per step
 
     def spec(self, warmup_calls: int = 2) -> dict:
         return {
@@ -56,6 +57,7 @@ class Case:
             "warmup_calls": warmup_calls,
             "calls": self.steps // self.k,
             "dtype": self.dtype,
+            "micro": self.micro,
         }
 
 
@@ -71,7 +73,8 @@ def plan(quick: bool) -> list[Case]:
     stage, 3 stages) at width W: compute grows about 4x per doubling of W, so the same
     collective becomes a smaller share of the step. `cnn` is the trainer's default model:
     little compute but 3.2 M parameters (a 12.9 MB gradient per step) — bandwidth-bound; it
-    is also measured with `allReduceDtype: bfloat16` (half the bytes).
+    is also measured with `allReduceDtype: bfloat16` (half the bytes) and with
+    `gradientAccumulationSteps` 2 and 4 (one all-reduce per 2 or 4 micro-batches of BATCH).
     """
     scale = 0.3 if quick else 1.0
 
@@ -82,12 +85,15 @@ def plan(quick: bool) -> list[Case]:
         Case("tiny", "mlp", {"hidden": 8}, [8, 8], 1, steps(150), "tiny MLP (610 params)"),
         Case("cnn", "cnn", {}, IMAGE, 1, steps(40), "cnn (default model)"),
         Case("cnn-bf16", "cnn", {}, IMAGE, 1, steps(40), "cnn, bfloat16 all-reduce", dtype="bfloat16"),
+        # one all-reduce per 2 or 4 micro-batches of the same size: the all-reduce's cost per example
+        Case("cnn-acc2", "cnn", {}, IMAGE, 1, steps(24), "cnn, 2 micro-batches per step", micro=2),
+        Case("cnn-acc4", "cnn", {}, IMAGE, 1, steps(16), "cnn, 4 micro-batches per step", micro=4),
         Case("resnet-w8", "resnet", _resnet(8), IMAGE, 1, steps(60), "resnet width 8"),
         Case("resnet-w16", "resnet", _resnet(16), IMAGE, 1, steps(36), "resnet width 16"),
         Case("resnet-w32", "resnet", _resnet(32), IMAGE, 1, steps(16), "resnet width 32"),
     ]
     if quick:  # the floor, the bandwidth-bound and one compute-bound model
-        cases = [c for c in cases if c.id in ("tiny", "cnn", "cnn-bf16", MAIN_MODEL)]
+        cases = [c for c in cases if c.id in ("tiny", "cnn", "cnn-bf16", "cnn-acc2", "cnn-acc4", MAIN_MODEL)]
     ks = (16,) if not quick else (8,)
     for k in ks:
         cases.append(Case(f"tiny-k{k}", "mlp", {"hidden": 8}, [8, 8], k, steps(160, k), f"tiny MLP, K={k}"))
@@ -252,6 +258,13 @@ class Row:
     floor_ms: float | None = None  # loopback: that many bytes sent and received at once, 2 processes
     added_vs_floor: float | None = None  # (tN - t1) / floor, per round, median
     vs_float32: float | None = None  # N-worker step / the same case's float32 N-worker step, per round
+    micro: int = 1  # micro-batches per step (gradientAccumulationSteps)
+
+    @property
+    def added_per_micro_vs_floor(self) -> float | None:
+        """What distribution adds per micro-batch of BATCH examples, as a multiple of the floor of
+        one all-reduce: the figure accumulation divides (k = 1: added_vs_floor itself)."""
+        return None if self.added_vs_floor is None else self.added_vs_floor / self.micro
 
 
 def _float32_twin(case: Case, cases: list[Case]) -> Case | None:
@@ -262,7 +275,8 @@ def _float32_twin(case: Case, cases: list[Case]) -> Case | None:
             c
             for c in cases
             if c.dtype == "float32"
-            and (c.model, c.args, c.input_shape, c.k) == (case.model, case.args, case.input_shape, case.k)
+            and (c.model, c.args, c.input_shape, c.k, c.micro)
+            == (case.model, case.args, case.input_shape, case.k, case.micro)
         ),
         None,
     )
@@ -304,6 +318,7 @@ def summarize(cases: list[Case], raw: dict) -> list[Row]:
                 floor_ms,
                 added_vs_floor,
                 vs_float32,
+                case.micro,
             )
         )
     return rows
@@ -325,6 +340,8 @@ HEADERS = [
     "loopback floor ms",
     "added / floor",
     "N-worker step vs float32",
+    "micro-batches per step",
+    "added per micro-batch / floor",
 ]
 
 
@@ -346,6 +363,8 @@ def table_rows(rows: list[Row]) -> list[list]:
             r.floor_ms,
             r.added_vs_floor,
             r.vs_float32,
+            r.micro,
+            r.added_per_micro_vs_floor,
         ]
         for r in rows
     ]
@@ -353,7 +372,7 @@ def table_rows(rows: list[Row]) -> list[list]:
 
 def plot(rows: list[Row], workers: int, path, subtitle: str) -> None:
     by_id = {r.id: r for r in rows}
-    sizes = [r for r in rows if r.k == 1]
+    sizes = [r for r in rows if r.k == 1 and r.micro == 1]
     fig, (left, right) = plots.subplots(1, 2, figsize=(12, 4.8))
     xs = range(len(sizes))
     left.bar([x - 0.2 for x in xs], [r.t1_ms for r in sizes], 0.4, label="1 worker")

@@ -49,7 +49,8 @@ def run_case(tf, keras, strategy, case: dict) -> dict:
     from entrypoint.training.models import build_model
     from entrypoint.training.trainer import REDUCE_DTYPES, communication_options, local_loss, replica_step
 
-    per_replica = case["batch"]
+    micro = int(case.get("micro", 1))  # gradientAccumulationSteps: micro-batches of `batch` per step
+    per_replica = case["batch"] * micro
     global_batch = per_replica * strategy.num_replicas_in_sync
     shape = tuple(case["input_shape"])
     classes = 10
@@ -75,6 +76,7 @@ def run_case(tf, keras, strategy, case: dict) -> dict:
         global_batch,
         REDUCE_DTYPES[case.get("dtype", "float32")],
         communication_options(strategy),
+        micro,
     )  # the trainer's step
 
     @tf.function

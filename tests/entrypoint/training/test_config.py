@@ -17,7 +17,8 @@ BAD_CONFIGS = [
     (
         "stepz: 10",
         "training config: stepz: unknown key (allowed here: allReduceDtype, batchSizePerReplica, checkpoint, "
-        "collective, data, epochs, evaluation, export, heartbeatTimeoutSeconds, learningRate, logEverySteps, "
+        "collective, data, epochs, evaluation, export, gradientAccumulationSteps, heartbeatTimeoutSeconds, "
+        "learningRate, logEverySteps, "
         "model, optimizer, seed, steps, "
         "tensorboard, timeoutSeconds)",
     ),
@@ -53,6 +54,22 @@ BAD_CONFIGS = [
     ("data: {synthetic: {inputShape: []}}", "training config: data.synthetic.inputShape: [] should be non-empty"),
     ("steps: 10\nepochs: 2", "training config: epochs: set either steps or epochs, not both"),
     ("epochs: 0", "training config: epochs: 0 is less than the minimum of 1"),
+    (
+        "gradientAccumulationSteps: 0",
+        "training config: gradientAccumulationSteps: 0 is less than the minimum of 1",
+    ),
+    (
+        "gradientAccumulationSteps: 1025",
+        "training config: gradientAccumulationSteps: 1025 is greater than the maximum of 1024",
+    ),
+    (
+        # the input batch holds every micro-batch of a step: 64 x 2049 x 4096 float32 = 2 GiB + 64 examples
+        "batchSizePerReplica: 2049\ngradientAccumulationSteps: 64\n"
+        "data: {synthetic: {examples: 64, inputShape: [4096]}}",
+        "training config: batchSizePerReplica x gradientAccumulationSteps (64 micro-batches): 131136 examples of "
+        "shape [4096] are 2148532224 bytes per replica batch, more than the limit of 2147483648 (2 GiB); use a "
+        "smaller batch or shape or fewer gradientAccumulationSteps",
+    ),
     ("- steps\n- 10", "must hold a mapping, got list"),
     ("steps: [1, 2", "is not valid YAML/JSON"),
 ]

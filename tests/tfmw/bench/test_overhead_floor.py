@@ -59,7 +59,25 @@ def test_summary_floor_and_float32_ratio_are_per_round_pairs():
     assert f32.floor_ms == pytest.approx(12.0)  # median of 8 and 16 ms
     cells = fig_overhead.table_rows([f32, low])
     assert all(len(row) == len(fig_overhead.HEADERS) for row in cells)
-    assert cells[1][-1] == pytest.approx(48 / 68) and cells[0][-1] is None
+    vs = fig_overhead.HEADERS.index("N-worker step vs float32")
+    assert cells[1][vs] == pytest.approx(48 / 68) and cells[0][vs] is None
+
+
+def test_accumulation_divides_what_distribution_adds_per_micro_batch():
+    one = fig_overhead.Case("cnn", "cnn", {}, [28, 28, 1], 1, 10, "cnn")
+    four = fig_overhead.Case("cnn-acc4", "cnn", {}, [28, 28, 1], 1, 8, "cnn, 4 micro-batches", micro=4)
+    assert four.spec()["micro"] == 4 and one.spec()["micro"] == 1
+    common = {"c1": [0.02], "cn": [0.05], "floor": [0.008], "params": 3_213_002, "exchanged_bytes": 12_852_008}
+    # k = 1: 48 ms added per step = 6 floors; k = 4: the step is 4 micro-batches, 4x the compute,
+    # and one all-reduce: 56 ms added per step = 7 floors, 1.75 floors per micro-batch.
+    raw = {"cnn": {"t1": [0.020], "tn": [0.068], **common}, "cnn-acc4": {"t1": [0.080], "tn": [0.136], **common}}
+    f32, acc = fig_overhead.summarize([one, four], raw)
+    assert (f32.added_per_micro_vs_floor, acc.added_per_micro_vs_floor) == (pytest.approx(6.0), pytest.approx(1.75))
+    assert acc.vs_float32 is None  # not a dtype twin of the one-batch case
+    cells = fig_overhead.table_rows([f32, acc])
+    column = fig_overhead.HEADERS.index("added per micro-batch / floor")
+    assert (cells[0][column], cells[1][column]) == (pytest.approx(6.0), pytest.approx(1.75))
+    assert {c.id for c in fig_overhead.plan(True)} >= {"cnn-acc2", "cnn-acc4"}
 
 
 def test_summary_without_floor_leaves_the_new_columns_empty():
@@ -90,3 +108,30 @@ def test_exchange_moves_every_byte_both_ways():
 def test_exchange_floor_runs_two_processes_and_times_each_size():
     floor = fig_overhead.exchange_floor([1000, 200_000], quick=True, blocks=1)
     assert sorted(floor) == [1000, 200_000] and all(t > 0 for t in floor.values())
+
+
+def test_the_report_states_accumulation_against_its_target():
+    from tfmw.bench import report
+
+    common = {"c1": [0.02], "cn": [0.05], "floor": [0.008], "params": 3_213_002, "exchanged_bytes": 12_852_008}
+    cases = [
+        fig_overhead.Case("cnn", "cnn", {}, [28, 28, 1], 1, 10, "cnn"),
+        fig_overhead.Case("cnn-acc2", "cnn", {}, [28, 28, 1], 1, 8, "cnn, 2", micro=2),
+        fig_overhead.Case("cnn-acc4", "cnn", {}, [28, 28, 1], 1, 8, "cnn, 4", micro=4),
+    ]
+    raw = {
+        "cnn": {"t1": [0.020], "tn": [0.068], **common},  # 6 floors per micro-batch
+        "cnn-acc2": {"t1": [0.040], "tn": [0.096], **common},  # 56 ms / 2 = 3.5 floors
+        "cnn-acc4": {"t1": [0.080], "tn": [0.136], **common},  # 56 ms / 4 = 1.75 floors
+    }
+    rows = fig_overhead.summarize(cases, raw)
+    text = report.fig_overhead(
+        rows, fig_overhead.table_rows(rows), fig_overhead.HEADERS, 2, 1, "", fig_overhead.MAIN_MODEL, 0
+    )
+    assert "6.0x at k = 1, 3.5x at k = 2, 1.8x at k = 4 (target: <= 3x at k = 4: met;" in text
+    raw["cnn-acc4"]["tn"] = [0.080 + 0.008 * 13]  # 13 floors per step: 3.25 per micro-batch
+    rows = fig_overhead.summarize(cases, raw)
+    text = report.fig_overhead(
+        rows, fig_overhead.table_rows(rows), fig_overhead.HEADERS, 2, 1, "", fig_overhead.MAIN_MODEL, 0
+    )
+    assert "3.2x at k = 4 (target: <= 3x at k = 4: not met;" in text
