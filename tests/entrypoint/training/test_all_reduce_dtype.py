@@ -1,6 +1,8 @@
-"""Issue 15: `allReduceDtype` — gradients all-reduced in bfloat16/float16 train like float32, the
-all-reduce really runs in the chosen dtype, and the loss is not all-reduced on every step
-(slow: real TensorFlow, two trainer processes as one MWMS group on loopback)."""
+"""The training step's one all-reduce: `allReduceDtype` (gradients all-reduced in bfloat16/float16
+train like float32, the all-reduce really runs in the chosen dtype, and the loss is not
+all-reduced on every step) and `gradientAccumulationSteps` (k micro-batches, one all-reduce,
+the same update as one batch of the same size). Slow: real TensorFlow, two trainer processes
+as one MWMS group on loopback."""
 
 from __future__ import annotations
 
@@ -37,6 +39,16 @@ ARGS = [
 ]
 
 
+# gradientAccumulationSteps: 2 micro-batches of 32 per replica against SGD's one batch of 64 (the
+# same examples make up each step: the pipeline batches 64 per replica either way), so only the
+# order of float sums differs. Final loss relative to one batch, measured on this machine (TF
+# 2.21, CPU, deterministic): 1.3e-6. k times the gradient (each micro-batch's loss divided by its
+# own batch instead of the step's) gave 2.1e-1: the tolerance sits about 80x above the first and
+# 2,000x below the second.
+ACCUMULATION_TOLERANCE = 1e-4
+ACCUMULATED = ["--set", "batchSizePerReplica=32", "--set", "gradientAccumulationSteps=2"]
+
+
 def train(tmp_path, dtype: str, name: str, extra=()) -> dict:
     shared = tmp_path / name
     shared.mkdir()
@@ -53,7 +65,14 @@ def train(tmp_path, dtype: str, name: str, extra=()) -> dict:
     collectives = [parse_line(out, "debug")[0]["train_step_collectives"] for out in group.outputs]
     progress = [row["loss"] for row in parse_line(group.outputs[0], "progress")]
     completed = json.loads((shared / "r" / "COMPLETED").read_text())
-    return {"done": done, "collectives": collectives, "progress": progress, "loss": completed["finalLoss"]}
+    start = parse_line(group.outputs[0], "start")[0]
+    return {
+        "done": done,
+        "collectives": collectives,
+        "progress": progress,
+        "loss": completed["finalLoss"],
+        "start": start,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +80,7 @@ def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dtype")
     runs = {dtype: train(tmp, dtype, dtype) for dtype in ("float32", "bfloat16", "float16")}
     runs.update({f"{dtype}-sgd": train(tmp, dtype, f"{dtype}-sgd", SGD) for dtype in ("float32", "bfloat16")})
+    runs["float32-sgd-2x32"] = train(tmp, "float32", "float32-sgd-2x32", SGD + ACCUMULATED)
     return runs
 
 
@@ -89,3 +109,21 @@ def test_low_precision_all_reduce_trains_like_float32(runs, dtype):
         assert abs(float(low) - float(full)) <= tolerance * float(full) + 1e-4, (dtype, window, low, full)
     deviation = abs(run["loss"] - base["loss"]) / base["loss"]
     assert deviation <= tolerance, f"{dtype}: final loss {run['loss']} vs float32 {base['loss']}: {deviation:.2e}"
+
+
+def test_accumulated_micro_batches_update_like_one_batch_of_the_same_size(runs):
+    base, run = runs["float32-sgd"], runs["float32-sgd-2x32"]
+    # The step is the whole effective batch (2 workers x 64, whatever the split) ...
+    assert run["start"]["global_batch"] == base["start"]["global_batch"] == "128"
+    assert (run["start"]["micro_batches"], base["start"]["micro_batches"]) == ("2", "1")
+    # ... with one all-reduce, of the float32 gradients, as with one batch.
+    assert run["collectives"] == base["collectives"] == ["float32", "float32"]
+    # Both workers hold the same weights, and the split changed them (the micro-batch path ran) ...
+    assert len({d["weights_digest"] for d in run["done"]}) == 1
+    assert run["done"][0]["weights_digest"] != base["done"][0]["weights_digest"]
+    # ... by float rounding only: every window's loss and the final loss agree.
+    assert len(run["progress"]) == len(base["progress"]) == STEPS // 10
+    for window, (split, whole) in enumerate(zip(run["progress"], base["progress"], strict=True)):
+        assert abs(float(split) - float(whole)) <= ACCUMULATION_TOLERANCE * float(whole) + 1e-4, (window, split, whole)
+    deviation = abs(run["loss"] - base["loss"]) / base["loss"]
+    assert deviation <= ACCUMULATION_TOLERANCE, f"final loss {run['loss']} vs {base['loss']}: {deviation:.2e}"
