@@ -20,6 +20,31 @@ EXIT_SIGTERM = 143  # stopped by SIGTERM (128 + 15) after the trainer checkpoint
 # Exit codes of the training command that retrying cannot fix: the supervisor stops at once.
 PERMANENT_TRAINING_EXITS = (EXIT_BAD_CONFIG, EXIT_TRAINING_FAILED)
 
+# TensorFlow's errors of a failed group, by class name (no TensorFlow import: tf.errors classes
+# are named UnavailableError, ...): a peer died, restarted or timed out, and training can resume
+# from the last checkpoint. The trainer exits 75 on them (entrypoint/training/failures.py); the
+# launcher reads them in a user command's traceback (entrypoint/groupbreak.py).
+_RETRYABLE = {"UnavailableError", "DeadlineExceededError", "CancelledError", "AbortedError"}
+# InternalError is retryable only when it comes from the collective/coordination machinery.
+_GROUP_WORDS = ("collective", "coordination", "coordinator", "heartbeat", "peer", "rendezvous")
+# A worker of a resized group that reached the chief while the chief's coordination service
+# still served the group's old size: "Unexpected task registered with task_name=...". The
+# group re-forms at the new size moments later; retrying joins it.
+_STALE_GROUP_WORDS = ("unexpected task registered",)
+
+
+def retryable_by_name(names: set[str], message: str) -> bool:
+    """An error of these class names (its class and bases) and message is a failure of the
+    group: the trainer's errors here, a user command's traceback in entrypoint.groupbreak."""
+    if names & _RETRYABLE:
+        return True
+    text = message.lower()
+    if "InternalError" in names:
+        return any(word in text for word in _GROUP_WORDS)
+    if "InvalidArgumentError" in names:
+        return any(word in text for word in _STALE_GROUP_WORDS)
+    return False
+
 
 class LauncherError(Exception):
     """A failure with a one-line, operator-facing reason and an exit code."""

@@ -409,6 +409,7 @@ class Launcher:
             on_restart=regroup.restarting,
             on_output=tracker.on_line,
             on_beat=tracker.beat,
+            on_group_broken=tracker.group_broke,
             standby_preload=preload,
             tee=self.podlog.write if self.podlog is not None else None,
         )

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from . import loglines
 from .errors import EXIT_BAD_CONFIG, EXIT_OK, EXIT_RETRYABLE, EXIT_SIGTERM, EXIT_TRAINING_FAILED
+from .groupbreak import BreakDetector
 from .hangwatch import ADAPTIVE, FLOOR_SECONDS, HangWatch, Verdict
 from .lifecycle import Phase, Reason
 from .oomkill import OOM_KILLED, MemoryCgroup, oom_cause
@@ -70,6 +71,7 @@ class Ending:
 HANG, OOM, SIGNAL, GROUP, EXIT = "hang", "oom", "signal", "group", "exit"
 RESTART_KINDS = (GROUP, SIGNAL, OOM, HANG, EXIT)
 _GROUP_REASON = f"a peer failed or the group broke (exit {EXIT_RETRYABLE})"
+_BROKEN_REASON = "the group broke"  # a user command's traceback said so (entrypoint.groupbreak)
 
 
 def restart_kind(reason: str) -> str:
@@ -81,7 +83,7 @@ def restart_kind(reason: str) -> str:
         return OOM
     if reason.startswith("killed by signal"):
         return SIGNAL
-    return GROUP if reason == _GROUP_REASON else EXIT
+    return GROUP if reason == _GROUP_REASON or reason.startswith(_BROKEN_REASON) else EXIT
 
 
 def backoff_seconds(failures: int, first: float = 1.0, cap: float = 30.0) -> float:
@@ -107,6 +109,9 @@ class _AttemptWatch:
     bound_said: bool = False  # the adaptive hang bound was announced (once an attempt)
     deadline_hit: bool = False
     term_sent: float = 0.0
+    broken: BreakDetector = field(default_factory=BreakDetector)  # the command's output says its group broke
+    broken_at: float | None = None  # when (monotonic); set by the output pump's thread
+    broken_killed: bool = False  # it did not exit within broken_grace_seconds: ended
 
 
 @dataclass
@@ -154,6 +159,11 @@ class SupervisorConfig:
     # The container's memory cgroup (entrypoint.oomkill): its OOM-kill counter, read before each
     # attempt and after a SIGKILL, tells the kernel's OOM killer from any other SIGKILL.
     memory: MemoryCgroup = field(default_factory=MemoryCgroup)
+    # The command's output ended with a traceback of a group error (entrypoint.groupbreak): it
+    # is only tearing TensorFlow down now. Its process group is ended this long after, so the
+    # group can re-form without waiting out the teardown (18 s measured for a Keras script).
+    broken_grace_seconds: float = 5.0
+    on_group_broken: Callable[[str], None] = lambda error: None  # the attempt is lost from here
 
 
 def completed_marker(run_dir: Path | None) -> Path | None:
@@ -475,11 +485,11 @@ class Supervisor:
         elif self._regroup_why is not None:  # a resize asked for while it started: stop it again
             _signal_group(child, signal.SIGTERM)
         self._last_activity = time.monotonic()
-        pump = threading.Thread(target=self._pump_output, args=(child,), daemon=True)
-        pump.start()
         seen = _AttemptWatch(
             HangWatch(self.cfg.hang_timeout_seconds, self.cfg.hang_detection, floor_seconds=self.cfg.hang_floor_seconds)
         )
+        pump = threading.Thread(target=self._pump_output, args=(child, seen), daemon=True)
+        pump.start()
         while child.poll() is None:
             try:  # wakes at once when the command exits: no poll interval added to a recovery
                 child.wait(self.cfg.poll_seconds)
@@ -492,6 +502,7 @@ class Supervisor:
                 self._spawn_standby()  # this attempt trains: get the next one ready
             self._enforce_deadline(child, seen)
             self._enforce_watchdog(child, seen)
+            self._end_broken_attempt(child, seen)
         pump.join(timeout=5)
         self._child = None
         returncode = -signal.SIGKILL if seen.hung else child.returncode
@@ -573,7 +584,23 @@ class Supervisor:
             _signal_group(child, signal.SIGKILL)
             seen.hung = verdict
 
+    def _end_broken_attempt(self, child: subprocess.Popen, seen: _AttemptWatch) -> None:
+        """The command reported a group error and is still running (TensorFlow's teardown):
+        past the grace, end its process group, as the built-in trainer ends itself."""
+        if seen.broken_at is None or seen.broken_killed or self._stop.is_set() or child.poll() is not None:
+            return
+        if time.monotonic() - seen.broken_at >= self.cfg.broken_grace_seconds:
+            self._say(
+                f"the group broke ({seen.broken.error}) and training did not exit within "
+                f"{self.cfg.broken_grace_seconds:g}s of it (TensorFlow's teardown); ending it to restart sooner"
+            )
+            _signal_group(child, signal.SIGKILL)
+            seen.broken_killed = True
+
     def _attempt_reason(self, returncode: int, seen: _AttemptWatch, oom_kills) -> str:
+        if seen.broken.error is not None and returncode != EXIT_RETRYABLE:
+            how = "ended after the grace" if seen.broken_killed else f"exit {returncode}"
+            return f"{_BROKEN_REASON}: {seen.broken.error} ({how})"
         if seen.hung:
             return f"hang: no progress for {seen.hung.timeout:.3g}s ({seen.hung.basis})"
         if (
@@ -624,7 +651,7 @@ class Supervisor:
         if standby is not None:
             standby.discard()
 
-    def _pump_output(self, child: subprocess.Popen) -> None:
+    def _pump_output(self, child: subprocess.Popen, seen: _AttemptWatch) -> None:
         # Pass every line through unchanged (kubectl logs shows the trainer as is), treat
         # output as a sign of life for commands that do not write the heartbeat, and let the
         # run's tracker follow progress (it never blocks: recording is another thread's job).
@@ -633,7 +660,9 @@ class Supervisor:
         out = sys.stdout.buffer
         for raw in iter(child.stdout.readline, b""):
             self._last_activity = time.monotonic()
-            line = raw.decode(errors="replace").strip()
+            text = raw.decode(errors="replace").rstrip("\r\n")
+            line = text.strip()
+            broke = seen.broken.feed(text)
             if line:
                 self._last_line = line
                 error = loglines.parse_kind(line, loglines.ERROR)
@@ -651,6 +680,16 @@ class Supervisor:
             out.flush()
             if self.cfg.tee is not None:
                 self.cfg.tee(raw if raw.endswith(b"\n") else raw + b"\n")
+            if broke is not None:  # said after the command's own line, which names the error
+                seen.broken_at = time.monotonic()
+                self._say(
+                    f"the group broke: {broke}; training ends within {self.cfg.broken_grace_seconds:g}s "
+                    "(its own exit, else the launcher ends it), then restarts in place"
+                )
+                try:
+                    self.cfg.on_group_broken(broke)
+                except Exception as err:  # the account is a record: it must never stop the output
+                    self._say(f"status: cannot record the group's break ({type(err).__name__}: {err})")
         child.stdout.close()
 
 

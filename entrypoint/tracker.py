@@ -213,6 +213,12 @@ class RunTracker:
         with self._lock:
             self.ledger.failed(self.clock())
 
+    def group_broke(self, error: str) -> None:
+        """The command reported a group error (entrypoint.groupbreak) and is tearing TensorFlow
+        down: the attempt is lost from here, so the teardown counts as the restart's time."""
+        with self._lock:
+            self.ledger.failed(self.clock())
+
     def ready(self, seconds_without_progress: float = 0.0) -> tuple[bool, str]:
         """Is this worker in a group that trains (entrypoint.readiness)? What /ready answers."""
         with self._lock:

@@ -11,16 +11,7 @@ tf.errors classes are named UnavailableError, DeadlineExceededError, ... .
 
 from __future__ import annotations
 
-from ..errors import EXIT_RETRYABLE, EXIT_TRAINING_FAILED
-
-# A peer died, restarted or timed out: training can resume from the last checkpoint.
-_RETRYABLE = {"UnavailableError", "DeadlineExceededError", "CancelledError", "AbortedError"}
-# InternalError is retryable only when it comes from the collective/coordination machinery.
-_GROUP_WORDS = ("collective", "coordination", "coordinator", "heartbeat", "peer", "rendezvous")
-# A worker of a resized group that reached the chief while the chief's coordination service
-# still served the group's old size: "Unexpected task registered with task_name=...". The
-# group re-forms at the new size moments later; retrying joins it.
-_STALE_GROUP_WORDS = ("unexpected task registered",)
+from ..errors import EXIT_RETRYABLE, EXIT_TRAINING_FAILED, retryable_by_name
 
 
 def _class_names(err: BaseException) -> set[str]:
@@ -28,16 +19,7 @@ def _class_names(err: BaseException) -> set[str]:
 
 
 def is_retryable(err: BaseException) -> bool:
-    names = _class_names(err)
-    if names & _RETRYABLE:
-        return True
-    if "InternalError" in names:
-        text = str(err).lower()
-        return any(word in text for word in _GROUP_WORDS)
-    if "InvalidArgumentError" in names:
-        text = str(err).lower()
-        return any(word in text for word in _STALE_GROUP_WORDS)
-    return False
+    return retryable_by_name(_class_names(err), str(err))
 
 
 class TrainingError(Exception):
