@@ -358,12 +358,14 @@ def test_deadline_stops_training_and_fails_the_run(fake_api, tmp_path):
         print("tfmw start run=r1 worker=0/1 replicas=1 resume_step=0 steps=40", flush=True)
         time.sleep(120)
     """
-    run = Run(pod_env(fake_api, tmp_path, TFMW_ACTIVE_DEADLINE_SECONDS="1"), command(tmp_path, body))
+    # 3 s: the deadline counts from the launcher's start, and the child must have set its SIGTERM
+    # handler by then (with 1 s a loaded machine let the SIGTERM arrive before it)
+    run = Run(pod_env(fake_api, tmp_path, TFMW_ACTIVE_DEADLINE_SECONDS="3"), command(tmp_path, body))
     run.until("tfmw launcher idle:", timeout=90)
     assert (tmp_path / "got-term").read_text() == "yes"
     status = fake_api.status("train-status")
     assert (status["phase"], status["reason"]) == ("Failed", "DeadlineExceeded")
-    assert run.line("tfmw launcher deadline: training.activeDeadlineSeconds=1 passed")
+    assert run.line("tfmw launcher deadline: training.activeDeadlineSeconds=3 passed")
     assert run.stop() == 0
 
 
