@@ -10,8 +10,6 @@ alternate, a fresh run id each time (a COMPLETED marker would short-circuit the 
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import tempfile
 import threading
@@ -19,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from entrypoint import loglines
+from tfmw.localrun.proctree import kill_tree
 
 from . import plots, stats
 from .procs import PY, REPO, BenchError, base_env, free_ports, tf_config
@@ -93,11 +92,12 @@ def time_to_first_step(
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    """The process and everything below it gone (the launcher's training command runs in a
+    session of its own), before the next timed start: a leftover trainer would hold a core."""
     if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the launcher's child too (its own session)
-        except ProcessLookupError:
-            pass
+        left = kill_tree(proc.pid)
+        if left:
+            raise BenchError(f"figure 2: processes {left} outlived a SIGKILL for 10 s; the next timing would be wrong")
     proc.wait()
 
 

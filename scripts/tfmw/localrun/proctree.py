@@ -26,3 +26,22 @@ def signal_tree(root: int, sig: int) -> None:
             os.kill(pid, sig)
         except ProcessLookupError:
             pass
+
+
+def kill_tree(root: int, timeout: float = 10.0) -> list[int]:
+    """SIGKILL root and every process below it, found before the first signal (a launcher's
+    training command runs in its own session: killing the launcher's process group misses
+    it), then wait until each is gone. Returns the PIDs still there after `timeout`."""
+    procs = []
+    for pid in descendants(root):
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            continue
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    return [proc.pid for proc in alive]
