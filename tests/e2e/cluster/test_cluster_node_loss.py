@@ -38,7 +38,7 @@ import time
 
 import pytest
 import yaml
-from clusterkit import CHART, REPO, Cluster, all_running, delete_namespace, new_namespace, wait_for
+from clusterkit import CHART, REPO, Cluster, all_running, delete_namespace, new_namespace, unfit_nodes, wait_for
 
 from tfmw.devcluster import controlplane
 from tfmw.devcluster.build import ensure_binaries
@@ -188,10 +188,31 @@ def _millicores(quantity: str) -> int:
     return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
 
 
+def _wait_for_nodes_that_run_pods(cluster: Cluster, count: int, timeout: float = 180) -> None:
+    """Until `count` nodes can run pods (Ready, schedulable, untainted: clusterkit.unfit_nodes);
+    the nodes lost by earlier tests of this module never come back and are not waited for."""
+
+    def fit() -> int:
+        nodes = cluster.api.items("/api/v1/nodes")
+        return len(nodes) - len(unfit_nodes(nodes))
+
+    wait_for(
+        lambda: fit() >= count,
+        timeout,
+        f"{count} nodes that run pods",
+        1,
+        lambda: "\n".join(unfit_nodes(cluster.api.items("/api/v1/nodes"))),
+    )
+
+
 def _lose_a_node_and_recover(
     cluster: Cluster, ns: str, tmp_path, victim_ordinal: int, mid_write: bool = False, no_room: bool = False
 ) -> None:
     steps = MID_WRITE_STEPS if mid_write else STEPS
+    # A node healed by the partition tests just before answers again only once its kubelet has
+    # posted Ready and the node lifecycle controller has lifted its unreachable taint: until
+    # then the scheduler places the workers elsewhere, and "no room" would have no spare node.
+    _wait_for_nodes_that_run_pods(cluster, 3 if no_room else 2)
     _install(cluster, ns, tmp_path, steps, mid_write)
     chief, victim = f"{RELEASE}-tf-multiworker-0", f"{RELEASE}-tf-multiworker-{victim_ordinal}"
     survivor = f"{RELEASE}-tf-multiworker-{1 - victim_ordinal}"
