@@ -47,6 +47,7 @@ def main(argv=None) -> int:
         },
         "seed": 0,
         "batchSizePerReplica": BATCH,
+        "gradientAccumulationSteps": 1,  # one batch at a time
     }
     try:
         spec = build_input(config, "/", 1, 0)

@@ -149,6 +149,7 @@ def evaluation_config(config: dict) -> dict:
         if "numClasses" not in cfg["data"]:
             raise ConfigError("training config: evaluation.path needs data.numClasses (the files' classes)")
     cfg["data"]["shuffleBuffer"] = 0
+    cfg["gradientAccumulationSteps"] = 1  # it reads batchSizePerReplica at a time, no micro-batches
     return cfg
 
 
