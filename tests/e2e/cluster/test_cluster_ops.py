@@ -117,6 +117,11 @@ class LogFollower:
         return "\n".join(line for _, line in self.lines)
 
 
+# The deploy test's run: long enough that helm test and the /metrics scrape meet the workers
+# training (values/local.yaml's 40 steps could end, and scale to 0, before the scrape).
+DEPLOY_STEPS = 200
+
+
 def test_deploy_local_trains_to_completion_then_status_logs_helm_test_and_undeploy(cluster, namespace):
     """`make deploy ENV=local` on the local cluster: helm install -> pods -> real training with
     `helm test` checking every worker's name and gRPC port while they train -> the run Succeeds
@@ -137,6 +142,7 @@ def test_deploy_local_trains_to_completion_then_status_logs_helm_test_and_undepl
         "3m",
         "--poll-seconds",
         "1",
+        sets=(f"training.config.steps={DEPLOY_STEPS}",),
     )
     deployed = time.monotonic()
     assert deploy.returncode == 0, deploy.stdout + deploy.stderr
@@ -169,13 +175,14 @@ def test_deploy_local_trains_to_completion_then_status_logs_helm_test_and_undepl
 
     samples = {s.name: s for family in text_string_to_metric_families(scrape.stdout) for s in family.samples}
     assert samples["tfmw_run_info"].labels["worker"] == "1" and samples["tfmw_run_info"].labels["role"] == "worker"
-    assert samples["tfmw_total_steps"].value == 40
+    assert samples["tfmw_total_steps"].value == DEPLOY_STEPS
 
     # make logs: follows both workers until the StatefulSet controller deletes them at scale-to-0.
     assert follower.wait(timeout=400) == 0, follower.proc.stderr.read()
     logs = follower.text
     for worker in (0, 1):
-        assert f"[pod/{release}-tf-multiworker-{worker}/worker] tfmw progress step=40/40" in logs, logs[-3000:]
+        last = f"tfmw progress step={DEPLOY_STEPS}/{DEPLOY_STEPS}"
+        assert f"[pod/{release}-tf-multiworker-{worker}/worker] {last}" in logs, logs[-3000:]
     assert f"tfmw completed run={release}" in logs
 
     # make status: phase, step, loss and reason come from the status ConfigMap, not the logs.
@@ -193,7 +200,7 @@ def test_deploy_local_trains_to_completion_then_status_logs_helm_test_and_undepl
     assert lines[0].startswith(
         f"release {release} in namespace {namespace}: revision 1 deployed, chart tf-multiworker-"
     )
-    assert f"run {release} Succeeded, step 40/40, loss {data['loss']}" in lines[0]
+    assert f"run {release} Succeeded, step {DEPLOY_STEPS}/{DEPLOY_STEPS}, loss {data['loss']}" in lines[0]
     assert f"finished {data['finishedAt']}" in lines[0]
     assert lines[0].endswith(
         f"workers 0/2: StatefulSet {release}-tf-multiworker scaled to 0 after the run "
@@ -211,7 +218,8 @@ def test_deploy_local_trains_to_completion_then_status_logs_helm_test_and_undepl
     ), head
     for worker in (0, 1):
         assert any(
-            line.startswith(f"[pod/{release}-tf-multiworker-{worker}] tfmw progress step=40/40") for line in kept
+            line.startswith(f"[pod/{release}-tf-multiworker-{worker}] tfmw progress step={DEPLOY_STEPS}/")
+            for line in kept
         ), kept[-20:]
     assert any(line.startswith(f"[pod/{release}-tf-multiworker-0] tfmw completed run={release}") for line in kept)
     wait_for(
