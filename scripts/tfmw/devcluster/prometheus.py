@@ -20,7 +20,6 @@ The scrapes come from the host's address on the cluster's bridge: a release admi
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import socket
@@ -212,25 +211,8 @@ def stop(state: controlplane.ClusterState) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfmw.devcluster.prometheus", description=__doc__.split("\n\n")[0])
-    parser.add_argument("verb", choices=("start", "stop", "discover"))
-    parser.add_argument("--state", type=Path, default=controlplane.DEFAULT_STATE)
-    args = parser.parse_args(argv)
-    state = controlplane.ClusterState.load(args.state)
-    if state is None:
-        print(f"prometheus: no cluster running in {args.state}: make cluster first", file=sys.stderr)
-        return 2
-    try:
-        if args.verb == "start":
-            start(state)
-        elif args.verb == "discover":
-            discover(state)
-        else:
-            stop(state)
-    except PrometheusError as err:
-        print(f"prometheus: {err}", file=sys.stderr)
-        return 1
-    return 0
+    verbs = {"start": start, "stop": stop, "discover": discover}
+    return controlplane.addon_main("prometheus", verbs, (PrometheusError,), argv, __doc__)
 
 
 if __name__ == "__main__":

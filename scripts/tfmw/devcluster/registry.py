@@ -16,7 +16,6 @@ nodes' containerd pulls it with an imagePullSecrets Secret).
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 import secrets
@@ -156,23 +155,8 @@ def stop(state: controlplane.ClusterState) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfmw.devcluster.registry", description=__doc__.split("\n\n")[0])
-    parser.add_argument("verb", choices=("start", "stop"))
-    parser.add_argument("--state", type=Path, default=controlplane.DEFAULT_STATE)
-    args = parser.parse_args(argv)
-    state = controlplane.ClusterState.load(args.state)
-    if state is None:
-        print(f"registry: no cluster running in {args.state}: make cluster first", file=sys.stderr)
-        return 2
-    try:
-        if args.verb == "start":
-            start(state)
-        else:
-            stop(state)
-    except (RegistryError, subprocess.CalledProcessError) as err:
-        print(f"registry: {err}", file=sys.stderr)
-        return 1
-    return 0
+    verbs = {"start": start, "stop": stop}
+    return controlplane.addon_main("registry", verbs, (RegistryError, subprocess.CalledProcessError), argv, __doc__)
 
 
 if __name__ == "__main__":
