@@ -1,6 +1,6 @@
 """`make bench` — measure the performance figures into docs/benchmarks.md and docs/bench/*.png.
 
-    python -m tfmw.bench [--quick] [--only 1,2,3,4,5,6,7,8] [--workers N] [--gpus G]
+    python -m tfmw.bench [--quick] [--only 1,2,3,4,5,6,7,8,9] [--workers N] [--gpus G]
                             [--out docs/benchmarks.md]
 
 Prints each figure's table as it is measured, then writes the document and the plots.
@@ -16,6 +16,7 @@ import argparse
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from tfmw.chart.helmkit import ToolError, find_helm
@@ -31,12 +32,13 @@ from . import (
     fig_pipeline,
     fig_recovery,
     fig_scale,
+    fig_threads,
     report,
 )
 from .machine import load_average, probe
 from .procs import REPO, BenchError
 
-FIGURES = (1, 2, 3, 4, 5, 6, 7, 8)
+FIGURES = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 
 
 def parse_figures(text: str) -> list[int]:
@@ -116,9 +118,12 @@ def run_figure2(args, machine_line: str, plots: Path) -> str:
 
 def run_figure3(args, machine_line: str, plots: Path) -> str:
     runs = [fig_recovery.run(fig_recovery.defaults(args.quick), log=log)]
+    repeats = []
     if not args.quick:
+        repeats = [fig_recovery.run(fig_recovery.KILL_REPEAT, log=log) for _ in range(fig_recovery.KILL_ROUNDS - 1)]
         runs += [fig_recovery.run(config, log=log) for config in fig_recovery.VARIANTS]
     summary = fig_recovery.summary(runs)
+    spread = fig_recovery.kill_worker_spread([runs[0], *repeats])
     plotted = fig_recovery.plot(*summary, plots / "fig3_recovery.png", machine_line)
     saves = fig_recovery.checkpoint_saves(log=log)
     show("Figure 3: checkpoint saves", fig_recovery.CHECKPOINT_HEADERS, saves)
@@ -128,7 +133,7 @@ def run_figure3(args, machine_line: str, plots: Path) -> str:
         goodput = fig_goodput.measure(args.quick, Path(runs_dir), log=log)
     show("Figure 3b: goodput", fig_goodput.HEADERS, fig_goodput.rows(goodput))
     fig_goodput.plot(goodput, plots / "fig3b_goodput.png", machine_line)
-    return report.fig_recovery(runs[0], plotted, runs[1:], summary, args.quick, saves, goodput)
+    return report.fig_recovery(runs[0], plotted, runs[1:], summary, args.quick, saves, goodput, spread)
 
 
 def run_figure4(args, machine_line: str, plots: Path) -> str:
@@ -196,6 +201,18 @@ def run_figure8(args, machine_line: str, plots: Path) -> str:
     )
 
 
+def run_figure9(args, machine_line: str, plots: Path) -> str:
+    return one_measurement(
+        fig_threads,
+        "Figure 9: threads under a CPU limit",
+        "fig9_threads.png",
+        report.fig_threads,
+        args,
+        machine_line,
+        plots,
+    )
+
+
 RUNNERS = {
     1: ("Figure 1: distribution overhead", run_figure1),
     2: ("Figure 2: launcher overhead", run_figure2),
@@ -205,6 +222,7 @@ RUNNERS = {
     6: ("Figure 6: the local Kubernetes cluster", run_figure6),
     7: ("Figure 7: the chart under a real Kueue", run_figure7),
     8: ("Figure 8: the control path at 16 to 1,024 workers", run_figure8),
+    9: ("Figure 9: TensorFlow's threads under a CPU limit", run_figure9),
 }
 
 
@@ -242,6 +260,11 @@ def main(argv=None) -> int:
             failures += 1
             log(f"bench: {title} failed: {err}")
             sections[number] = report.failed(title, str(err))
+        except Exception as err:  # a bug in one figure's code must not lose the others' results
+            failures += 1
+            traceback.print_exc()
+            log(f"bench: {title} failed: {type(err).__name__}: {err}")
+            sections[number] = report.failed(title, f"{type(err).__name__}: {err} (a bug in the bench; see its output)")
     seconds = time.monotonic() - started
     partial = tuple(args.figures) != FIGURES
     command = (

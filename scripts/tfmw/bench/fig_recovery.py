@@ -17,7 +17,7 @@ from tfmw.faults import local as fault_local
 from tfmw.faults import tables as fault_tables
 from tfmw.localrun.podspec import LocalRunError
 
-from . import plots
+from . import plots, stats
 from .procs import ONE_THREAD, PY, REPO, BenchError, base_env
 
 QUICK_SCENARIO = "kill-worker"
@@ -62,6 +62,16 @@ VARIANTS = (
         STATIC_SECONDS,
     ),
 )
+
+
+# kill-worker at the defaults, run this many times in all (the defaults' own run included) for
+# its spread; its target is a resume within RESUME_TARGET_SECONDS.
+KILL_ROUNDS = 3
+RESUME_TARGET_SECONDS = 4.0
+KILL_REPEAT = Config("defaults, kill-worker again", (QUICK_SCENARIO,))
+# The parts of fault -> resumed that are the chief's own path (recovery_parts); the rest
+# (group re-form, restore, first step) waits on the killed worker's new container and TF.
+OWN_PARTS = ("detection", "trainer exit", "restart", "process start")
 
 
 def defaults(quick: bool) -> Config:
@@ -115,6 +125,51 @@ def summary(runs: list[Run]) -> tuple[list[str], list[list]]:
     return (
         ["fault", *(f"{label}: resumed (s)" for label in labels)],
         [[fault, *(by_label.get(label) for label in labels)] for fault, by_label in cells.items()],
+    )
+
+
+@dataclass(frozen=True)
+class Spread:
+    """kill-worker's fault -> resumed over its runs at the defaults: median and (min, max), the
+    parts' medians, and the chief's cold start (its first start's imports, trace, first step)."""
+
+    runs: int
+    resumed: float
+    low: float
+    high: float
+    parts: dict
+    cold_start: float
+
+    @property
+    def met(self) -> bool:
+        return self.high <= RESUME_TARGET_SECONDS
+
+    @property
+    def own(self) -> float:
+        """The median parts on the chief's own path (not waiting for the killed worker)."""
+        return sum(self.parts.get(p, 0.0) for p in OWN_PARTS)
+
+
+def kill_worker_spread(runs: list[Run]) -> Spread | None:
+    """Every measured kill-worker result of `runs` (pure); None without one."""
+    results = [
+        r
+        for done in runs
+        for r in done.results
+        if r.scenario == QUICK_SCENARIO and r.completed and not math.isnan(r.seconds_to_resume)
+    ]
+    if not results:
+        return None
+    resumed = [r.seconds_to_resume for r in results]
+    names = {p for r in results for p in r.parts}
+    parts = {p: stats.median([r.parts.get(p, 0.0) for r in results]) for p in names}
+    colds = [r.seconds_cold_start for r in results if not math.isnan(r.seconds_cold_start)]
+    return Spread(
+        len(results),
+        stats.median(resumed),
+        *stats.spread(resumed),
+        parts,
+        stats.median(colds) if colds else math.nan,
     )
 
 
