@@ -22,6 +22,10 @@ from tfmw.localrun.proctree import kill_tree
 from . import plots, stats
 from .procs import PY, REPO, BenchError, base_env, free_ports, tf_config
 
+# At most this much later to the first step through the launcher than by hand, where the
+# repeats' spread allows saying so.
+TARGET_PERCENT = 2.0
+
 TRAINER_ARGS = [
     "--set",
     "model.name=mlp",

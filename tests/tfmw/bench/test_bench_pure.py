@@ -242,7 +242,7 @@ def test_goodput_rows_cost_and_report_against_the_targets(tmp_path):
             {"startup": 9.0, "restart": 20.1, "lostWork": 5.2, "detection": 0.3},
         ),
     ]
-    assert fig_goodput.steps_for(10) == 5440 and fig_goodput.steps_for(0.01) == 40
+    assert fig_goodput.steps_for(10) == 7040 and fig_goodput.steps_for(0.01) == 40
     [local, without, with_faults] = fig_goodput.rows(runs)
     assert local[:7] == [fig_goodput.LOCAL, 40, 0, 14.2, "47.0%", "reported", 0.8]
     assert without[:7] == ["without faults", 3520, 0, 612.0, "96.2%", "≥ 97%", 0.6]
@@ -394,6 +394,12 @@ def test_partial_run_replaces_only_its_figures():
     assert other.count("**Later partial run:**") == 2 and "newer" in other
     assert other.index("This file:") < other.index("started T2") < other.index("**Machine:**")
     assert "\n\n\n" not in other.split("## Figure")[0]  # no doubled blank lines where notes were
+    # A note keeps only the figures still its own: measured again later, a figure leaves it.
+    later = report.merge(other, {3: "## Figure 3: three\n\nnewest\n"}, "started T4", quick=False)
+    assert "figure(s) 6: started T2" in later and "figure(s) 3,6:" not in later
+    assert "figure(s) 3: started T4" in later and "figure(s) 1: started T3" in later
+    last = report.merge(later, {1: "## Figure 1: one\n\n1\n", 6: "## Figure 6: six\n\n6\n"}, "T5", quick=False)
+    assert "started T2" not in last and "started T3" not in last and last.count("**Later partial run:**") == 2
 
 
 # ---------------------------------------------------------------- tables and refusals
@@ -442,3 +448,16 @@ def test_cli_refusals_are_one_line(repo, args, message):
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "low, median, high, verdict",
+    [
+        (3.2, 5.2, 7.9, "target: at most 2% later — missed in every repeat"),
+        (-1.1, 4.5, 9.0, "target: at most 2% later — this spread cannot tell"),
+        (-0.5, 0.4, 1.5, "target: at most 2% later — met in every repeat"),
+    ],
+)
+def test_the_launcher_figure_judges_its_target_by_the_repeats_spread(low, median, high, verdict):
+    summary = fig_launcher.Summary(2.87, 3.03, 2.31, 2.47, median, low, high, 2.72, 0.17, 9)
+    assert verdict in report.fig_launcher(summary, [], fig_launcher.HEADERS, "0 / 0 / 0")
