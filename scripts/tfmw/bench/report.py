@@ -296,8 +296,8 @@ def fig_launcher(summary, table_rows, headers, load: str) -> str:
             f"target: at most {target:.0f}% later — {verdict}; the spread between repeats is "
             f"{s.overhead_min:+.0f}% to {s.overhead_max:+.0f}%"
             + (
-                ", this shared machine's noise, larger than the effect). "
-                if s.overhead_max - s.overhead_min > abs(s.overhead_percent)
+                ", this shared machine's noise: the repeats disagree on the sign). "
+                if s.overhead_min < 0 < s.overhead_max
                 else "). "
             )
             + f"Importing TensorFlow and tf_keras alone (what the trainer imports) takes {s.import_tensorflow:.2f} s, "
@@ -997,9 +997,8 @@ def footer(quick: bool) -> str:
             "## How to reproduce",
             "",
             "```",
-            "make bench            # all figures: about 2 h on 2 cores (figure 3 alone about 50 min: its goodput "
-            "runs are 12 min each)",
-            "make bench QUICK=1    # fewer repeats and cases: about 25 min",
+            "make bench            # all figures; on 2 cores figure 3 alone takes ~40 min (two 10-minute goodput runs)",
+            "make bench QUICK=1    # fewer repeats and cases (figure 3 in ~5 min)",
             "python -m tfmw.bench --only 2,4          # some figures: replaces only their sections here",
             "python -m tfmw.bench --only 1 --gpus 1   # figure 1 on GPU workers (documented, not run here)",
             "```",

@@ -460,4 +460,6 @@ def test_cli_refusals_are_one_line(repo, args, message):
 )
 def test_the_launcher_figure_judges_its_target_by_the_repeats_spread(low, median, high, verdict):
     summary = fig_launcher.Summary(2.87, 3.03, 2.31, 2.47, median, low, high, 2.72, 0.17, 9)
-    assert verdict in report.fig_launcher(summary, [], fig_launcher.HEADERS, "0 / 0 / 0")
+    text = report.fig_launcher(summary, [], fig_launcher.HEADERS, "0 / 0 / 0")
+    assert verdict in text
+    assert ("the repeats disagree on the sign" in text) == (low < 0 < high)
