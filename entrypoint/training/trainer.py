@@ -842,20 +842,11 @@ def finish(s: Session, state: LoopState, digest: str, started: float) -> Trainin
     return TrainingResult(state.step, finite_or_none(final_loss), overall, model_path, digest, False, ending)
 
 
-# Every session this process set up, kept until it exits. Freeing a session (its strategy,
-# distributed iterator, model) runs TensorFlow's C++ teardown, whose destructors wait on the
-# peers: measured 4 s after the last step of make local's 40-step run, on either worker, before
-# the `tfmw done` line. The process never needs that teardown: it leaves with os._exit once its
-# lines are out (__main__._exit), so a returned session is never freed.
-_SESSIONS: list = []
-
-
 def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> TrainingResult:
     """Run (or resume) training to config['steps'] (or config['epochs']).
 
     stop_requested() is this worker's SIGTERM flag (entrypoint.training.sigterm.SigtermFlag)."""
     session = set_up(config, cluster, env)
-    _SESSIONS.append(session)
     started = time.monotonic()
     state = run_steps(session, stop_requested)
     digest = weights_digest(session.model)

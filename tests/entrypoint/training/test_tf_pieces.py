@@ -138,34 +138,3 @@ def test_file_data_over_the_batch_limit_is_a_config_error(tmp_path):
         r"4294967296 bytes per replica batch, more than the limit of 2147483648",
     ):
         build_input(config, "/", 1, 0)
-
-
-@pytest.mark.parametrize("stopped", [False, True])
-def test_a_returned_session_is_never_freed_so_its_teardown_never_runs(monkeypatch, stopped):
-    # Freeing the strategy and the distributed iterator runs TensorFlow's C++ teardown (seconds,
-    # waiting on peers) before the done / stopped exit; the trainer keeps every session alive
-    # and leaves with os._exit instead.
-    import gc
-    import types
-    import weakref
-
-    from entrypoint.training import trainer
-
-    class FakeSession:
-        model = None
-
-    made = []
-    state = types.SimpleNamespace(
-        stopped=stopped, step=7, final_loss=1.0, steady=types.SimpleNamespace(rate=lambda: 1.0)
-    )
-    finished = trainer.TrainingResult(7, 1.0, 1.0, "model", "digest", False)
-    monkeypatch.setattr(trainer, "set_up", lambda config, cluster, env: made.append(FakeSession()) or made[-1])
-    monkeypatch.setattr(trainer, "run_steps", lambda session, stop: state)
-    monkeypatch.setattr(trainer, "weights_digest", lambda model: "digest")
-    monkeypatch.setattr(trainer, "finish", lambda session, state, digest, started: finished)
-    monkeypatch.setattr(trainer, "_SESSIONS", [])
-    result = trainer.train({}, None, None, lambda: False)
-    alive = weakref.ref(made.pop())
-    gc.collect()
-    assert result.stopped == stopped and result.weights_digest == "digest"
-    assert alive() is not None and trainer._SESSIONS == [alive()]
