@@ -56,16 +56,11 @@ class GoodputRun:
     end_seconds: float = float("nan")  # the chief's last progress line -> its launcher's `tfmw completed`
 
 
-def _kind(line: str) -> str | None:
-    parsed = loglines.parse(line)
-    return None if parsed is None else parsed.kind
-
-
 def chief_end(lines: list[str], times: list[float]) -> float:
     """Seconds from the chief's last progress line to its `tfmw completed` line (pure; NaN if
     either is missing)."""
     stepped = [t for line, t in zip(lines, times, strict=True) if progress_step(line) is not None]
-    done = [t for line, t in zip(lines, times, strict=True) if _kind(line) == loglines.COMPLETED]
+    done = [t for line, t in zip(lines, times, strict=True) if loglines.parse_kind(line, loglines.COMPLETED)]
     return done[-1] - stepped[-1] if stepped and done else float("nan")
 
 
