@@ -143,8 +143,9 @@ def _exit(code: int) -> None:
     time the pod's grace period, the group's recovery or the run's end pays for nothing.
     Nothing is lost: a published checkpoint, the exported model and the COMPLETED marker are
     renamed into place before this, the TensorBoard writers are closed, every line is flushed
-    here, and after a success every worker has passed the group's last barrier, so no peer
-    still needs this one's coordination service. Every other outcome exits normally."""
+    here, and after a success or a stop every worker has passed the group's barrier
+    (entrypoint.training.leaving), so no peer still needs this one's collectives or
+    coordination service. Every other outcome exits normally."""
     if code in (EXIT_OK, EXIT_SIGTERM, EXIT_RETRYABLE):
         sys.stdout.flush()
         sys.stderr.flush()

@@ -26,8 +26,8 @@ from tensorflow.python.checkpoint import checkpoint_management
 
 from .. import loglines
 from ..cluster import Cluster
-from ..rundir import Heartbeat, RunDir, is_uri, makedirs, write_completed
-from . import checkpoints, threads
+from ..rundir import Heartbeat, RunDir, is_uri, makedirs, read_completed, write_completed
+from . import checkpoints, leaving, threads
 from .config import ConfigError, RunEnv, replica_input_batch
 from .data import build_input
 from .failures import TrainingError, is_retryable
@@ -812,11 +812,11 @@ def finish(s: Session, state: LoopState, digest: str, started: float) -> Trainin
         final_loss = recorded if math.isfinite(recorded) else float(s.eval_step(s.iterator).numpy())
     exporting = time.monotonic()
     model_path = export_model(s.model, s.run, s.cluster) if s.config["export"]["enabled"] else ""
-    # Barrier: nobody leaves before every worker has exported; the chief (which hosts the
-    # coordination service) exiting early makes the others' last TensorFlow calls fail. After
-    # it no worker calls TensorFlow again, so each may leave at once (__main__._exit).
+    # Nobody leaves before every worker has exported and is done with the last collective
+    # (entrypoint.training.leaving); after it no worker calls TensorFlow again, so each may
+    # leave at once (__main__._exit).
     waiting = time.monotonic()
-    s.agreement.any_wants_stop(False)
+    leave_together(s, leaving.FINISHED)
     marking = time.monotonic()
     seconds = marking - started
     overall = state.steady.rate()
@@ -847,9 +847,42 @@ def train(config: dict, cluster: Cluster, env: RunEnv, stop_requested) -> Traini
 
     stop_requested() is this worker's SIGTERM flag (entrypoint.training.sigterm.SigtermFlag)."""
     session = set_up(config, cluster, env)
+    _SESSIONS.append(session)
     started = time.monotonic()
     state = run_steps(session, stop_requested)
     digest = weights_digest(session.model)
     if state.stopped:
+        leave_together(session, leaving.STOPPED)
         return TrainingResult(state.step, state.final_loss, state.steady.rate(), "", digest, stopped=True)
     return finish(session, state, digest, started)
+
+
+# The sessions of this process, never freed: freeing one (strategy, distributed iterator,
+# model) runs C++ destructors that wait on RPCs to the peers, 4 s between a finished worker's
+# last barrier and its done line here. Every way out of a trained run leaves with os._exit
+# (__main__._exit) after the group's barrier, so nothing ever needs them freed.
+_SESSIONS: list[Session] = []
+
+
+def leave_together(s: Session, barrier: str) -> None:
+    """Wait at the coordination service's `barrier` until every worker is done with the
+    group's collectives (entrypoint.training.leaving says why). After a finished run a group
+    that broke before everyone arrived is a retryable failure (the restart exports again and
+    waits again); after a stop every worker has saved, so it is only logged."""
+    if s.cluster.num_workers <= 1:
+        return
+    from tensorflow.python.eager import context
+
+    finished = barrier == leaving.FINISHED
+    broken = leaving.leave_together(
+        context.context().wait_at_barrier,
+        barrier,
+        leaving.barrier_timeout_ms(s.config["timeoutSeconds"]),
+        is_chief=s.cluster.is_chief,
+        completed=(lambda: read_completed(s.run) is not None) if finished else None,
+    )
+    if broken is None:
+        return
+    if finished:
+        raise tf.errors.UnavailableError(None, None, f"the group broke before every worker had finished: {broken}")
+    log(loglines.line(loglines.DEBUG, worker=s.cluster.worker_index, leaving=barrier, broken=broken))

@@ -138,3 +138,39 @@ def test_file_data_over_the_batch_limit_is_a_config_error(tmp_path):
         r"4294967296 bytes per replica batch, more than the limit of 2147483648",
     ):
         build_input(config, "/", 1, 0)
+
+
+def _leaving_session(tmp_path, is_chief):
+    from types import SimpleNamespace
+
+    from entrypoint.cluster import Cluster
+    from entrypoint.rundir import RunDir
+
+    cluster = Cluster(num_workers=2, worker_index=0 if is_chief else 1)
+    return SimpleNamespace(cluster=cluster, config=merge_defaults({}), run=RunDir.of(str(tmp_path), "r"))
+
+
+@pytest.mark.parametrize("is_chief", [True, False])
+def test_a_group_broken_at_the_finished_barrier_is_retryable_and_a_stop_only_logs(
+    tmp_path, monkeypatch, capsys, is_chief
+):
+    from tensorflow.python.eager import context
+
+    from entrypoint.training import leaving, trainer
+    from entrypoint.training.failures import is_retryable
+
+    calls = []
+
+    def broken(barrier, timeout_ms):
+        calls.append((barrier, timeout_ms))
+        raise tf.errors.UnavailableError(None, None, "task 1 heartbeat timeout")
+
+    monkeypatch.setattr(context.context(), "wait_at_barrier", broken)
+    monkeypatch.setattr(leaving, "MARKER_WAIT_SECONDS", 0.0)
+    session = _leaving_session(tmp_path, is_chief)
+    with pytest.raises(tf.errors.UnavailableError) as raised:
+        trainer.leave_together(session, leaving.FINISHED)
+    assert is_retryable(raised.value) and "heartbeat timeout" in str(raised.value)
+    trainer.leave_together(session, leaving.STOPPED)  # saved by every worker: nothing to retry
+    assert "leaving=tfmw-stopped" in capsys.readouterr().out
+    assert calls == [("tfmw-finished", 86_400_000), ("tfmw-stopped", 86_400_000)]
