@@ -65,14 +65,18 @@ def heartbeat_file_of(pids: list[int]) -> str | None:
     return None
 
 
-def stop_while_stepping(cluster: LocalCluster, fault_after_step: int, timeout: float) -> tuple[float, dict] | str:
-    """SIGSTOP the victim's training once its launcher holds the adaptive hang bound and its
-    heartbeat says it is stepping; (when, each pod's line count then), else why not."""
+def stop_while_stepping(
+    cluster: LocalCluster, fault_after_step: int, timeout: float, adaptive: bool = True
+) -> tuple[float, dict] | str:
+    """SIGSTOP the victim's training once its heartbeat says it is stepping (and, with
+    `adaptive` hang detection, once its launcher holds the adaptive bound: a static watchdog
+    never says one); (when, each pod's line count then), else why not."""
     victim = cluster.states[HANG_VICTIM]
     deadline = time.monotonic() + timeout
-    bound = cluster.wait_for_line(HANG_VICTIM, lambda raw: bool(said(raw, loglines.LAUNCHER, "hang bound")), timeout)
-    if bound is None:
-        return f"worker {HANG_VICTIM}'s launcher never said its adaptive hang bound within {timeout:g}s"
+    if adaptive:
+        said_bound = lambda raw: bool(said(raw, loglines.LAUNCHER, "hang bound"))  # noqa: E731
+        if cluster.wait_for_line(HANG_VICTIM, said_bound, timeout) is None:
+            return f"worker {HANG_VICTIM}'s launcher never said its adaptive hang bound within {timeout:g}s"
     tries = 0
     while (left := deadline - time.monotonic()) > 0:
         past = lambda raw: (progress_step(raw) or 0) >= fault_after_step  # noqa: E731
@@ -141,17 +145,22 @@ def fault_trigger(scenario: str, fault_after_step: int):
 
 
 def fault_and_recover(
-    cluster: LocalCluster, result: FaultResult, fault_after_step: int, partition_seconds: float, timeout: float
+    cluster: LocalCluster,
+    result: FaultResult,
+    fault_after_step: int,
+    partition_seconds: float,
+    timeout: float,
+    adaptive: bool = True,
 ) -> None:
     """Start the cluster, wait for the trigger, inject the fault, wait for the run's end,
-    and measure it into `result`."""
+    and measure it into `result` (`adaptive`: the workers' hang detection is adaptive)."""
     started = time.monotonic()
     cluster.start()
     if cluster.wait_for_line(0, fault_trigger(result.scenario, fault_after_step), timeout=timeout) is None:
         result.reason = f"never reached step {fault_after_step} before the fault"
         return
     if result.scenario == "hang-worker":
-        stopped = stop_while_stepping(cluster, fault_after_step, timeout)
+        stopped = stop_while_stepping(cluster, fault_after_step, timeout, adaptive)
         if isinstance(stopped, str):
             result.reason = stopped
             return
@@ -205,7 +214,8 @@ def run_scenario(
     cluster = LocalCluster(pods, network, base_env() if env is None else env, grace_seconds=20, out=out)
     try:
         fault_step = DEFAULT_FAULT_AFTER_STEP if fault_after_step is None else fault_after_step
-        fault_and_recover(cluster, result, fault_step, partition_seconds, timeout)
+        adaptive = workload.env_value("TFMW_HANG_DETECTION") != "static"
+        fault_and_recover(cluster, result, fault_step, partition_seconds, timeout, adaptive)
         return result
     finally:
         cluster.shutdown()

@@ -410,3 +410,26 @@ def test_a_node_faults_time_is_split_at_the_clusters_own_marks():
         resumed=float("nan"),
     )
     assert parts == {"detection": 40.0, "pod start": 15.0}
+
+
+class _QuietCluster:
+    """A LocalCluster stand-in whose victim logs progress but never a hang bound, and whose
+    training has no process to stop: only stop_while_stepping's order of waits is observed."""
+
+    def __init__(self):
+        from types import SimpleNamespace
+
+        self.states = {1: SimpleNamespace(lines=[progress(60)])}
+
+    def wait_for_line(self, ordinal, predicate, timeout, start=0):
+        return next((line for line in self.states[ordinal].lines[start:] if predicate(line)), None)
+
+    def training_pids(self, ordinal):
+        return []
+
+
+def test_a_static_watchdog_is_never_waited_on_for_an_adaptive_bound():
+    adaptive = fault_local.stop_while_stepping(_QuietCluster(), 50, 0.5, adaptive=True)
+    assert adaptive == "worker 1's launcher never said its adaptive hang bound within 0.5s"
+    static = fault_local.stop_while_stepping(_QuietCluster(), 50, 0.5, adaptive=False)
+    assert static == "worker 1 was never stopped while stepping (0 tries) within 0.5s"
