@@ -62,7 +62,7 @@ class OneBinary:
     name: str  # e.g. "kueue": the wrapper module's folder and the install folder's prefix
     module: str  # e.g. "sigs.k8s.io/kueue"
     main_package: str
-    version_package: str
+    version_package: str | None  # None: the upstream build stamps no version (training-operator's)
     version_vars: tuple[str, str, str]  # (version, commit, date) variable names
     binary: str
     copies: tuple[tuple[str, str], ...] = ()  # (directory in the module zip, directory installed)
@@ -98,6 +98,8 @@ def install_name(spec: OneBinary, pins: Pins) -> str:
 
 
 def ldflags(spec: OneBinary, version: str, commit: str, build_date: str, declared: set[str]) -> str:
+    if spec.version_package is None:
+        return "-s -w"
     names = spec.version_vars
     values = {names[0]: version, names[1]: commit, names[2]: build_date}
     return " ".join(["-s", "-w"] + x_flags(spec.version_package, values, declared))
@@ -171,7 +173,11 @@ def build(spec: OneBinary, pins: Pins, dest_root: Path, progress: Progress) -> P
     try:
         with cgo_disabled():
             info = module_download(go, spec.gomod, [spec.module], log)[spec.module]
-            declared = declared_vars(go, spec.gomod, [spec.version_package], log)[spec.version_package]
+            declared = (
+                declared_vars(go, spec.gomod, [spec.version_package], log)[spec.version_package]
+                if spec.version_package
+                else set()
+            )
             build_date = json.loads(Path(info["Info"]).read_text())["Time"]
             progress(
                 f"kube: building {spec.name} {pins.version} from the Go module proxy "
