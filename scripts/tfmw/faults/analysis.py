@@ -50,6 +50,8 @@ class FaultResult:
     # preempt-worker, suspend: fault -> the room (or the workers) given back, once the run was
     # Waiting (Suspended); the recovery proper is seconds_to_resume - seconds_held
     seconds_held: float = float("nan")
+    # cluster mode: the install (helm install, or a peer's workload created) -> the chief's first step
+    seconds_to_first_step: float = float("nan")
 
     @property
     def steps_lost(self) -> int:

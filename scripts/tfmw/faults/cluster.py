@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -42,8 +43,9 @@ from tfmw.k8s.kubeconfig import KubeconfigError
 # cluster runs its pods.
 
 # node-loss last: it stays lost
-CLUSTER_SCENARIOS = ("delete-worker", "delete-chief", *disruptions.DISRUPTIONS, *NODE_SCENARIOS)
+CLUSTER_SCENARIOS = ("kill-trainer", "delete-worker", "delete-chief", *disruptions.DISRUPTIONS, *NODE_SCENARIOS)
 VICTIM = {
+    "kill-trainer": 1,
     "delete-worker": 1,
     "delete-chief": 0,
     **dict.fromkeys(disruptions.DISRUPTIONS, 1),
@@ -118,6 +120,46 @@ class Kube:
             pass
 
 
+TRAINER_ARGV = [b"-m", b"entrypoint.training"]
+
+
+def trainer_pids(pod_uid: str, proc: Path = Path("/proc")) -> list[int]:
+    """The PIDs, seen from this host, of `python -m entrypoint.training` in the pod whose UID
+    is `pod_uid` (its cgroup path names the pod: `pod<uid>`, with dashes or underscores). Only
+    where the cluster's nodes run on this host (`make cluster`)."""
+    wanted = {f"pod{pod_uid}", f"pod{pod_uid.replace('-', '_')}"}
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "cmdline").read_bytes().split(b"\0")[1:3] != TRAINER_ARGV:
+                continue
+            cgroup = (entry / "cgroup").read_text()
+        except OSError:
+            continue
+        if any(name in cgroup for name in wanted):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_trainer(kube: Kube, namespace: str, victim: str) -> float:
+    """SIGKILL the victim pod's training process from the host (a pod's own PID 1 cannot be
+    SIGKILLed from inside it, and under a peer the trainer is PID 1); the fault's time."""
+    pod = kube.get(ns_path(namespace, "pods", victim)) or {}
+    uid = (pod.get("metadata") or {}).get("uid", "")
+    pids = trainer_pids(uid) if uid else []
+    if not pids:
+        raise FaultError(f"kill-trainer: no training process of pod {victim} ({uid or 'no uid'}) on this host")
+    fault_time = time.monotonic()
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return fault_time
+
+
 @dataclass
 class Incarnation:
     """One pod (one UID) and one container start of it: its log as it arrived."""
@@ -172,9 +214,20 @@ class PodLogs:
     StatefulSet to 0)."""
 
     def __init__(
-        self, kube: Kube, namespace: str, statefulset: str, selector: str, out=lambda line: None, interval: float = 0.5
+        self,
+        kube: Kube,
+        namespace: str,
+        statefulset: str,
+        selector: str,
+        out=lambda line: None,
+        interval: float = 0.5,
+        ordinal_of=None,
     ):
+        """`ordinal_of(pod)`: the worker index of a pod object, None for a pod that is not a
+        worker (default: the StatefulSet's `<statefulset>-<n>` names; a peer's pods say it in
+        a label)."""
         self.kube, self.namespace, self.statefulset, self.selector = kube, namespace, statefulset, selector
+        self.ordinal_of = ordinal_of or (lambda pod: pod_ordinal(pod["metadata"]["name"], statefulset))
         self.out, self.interval = out, interval
         self.incarnations: dict[tuple[str, int], Incarnation] = {}
         self.current: dict[str, dict] = {}  # pod name -> its object in the last poll
@@ -206,7 +259,7 @@ class PodLogs:
             current = {}
             for pod in listed["items"]:
                 name = pod["metadata"]["name"]
-                ordinal = pod_ordinal(name, self.statefulset)
+                ordinal = self.ordinal_of(pod)
                 if ordinal is None:
                     continue
                 current[name] = pod
@@ -263,6 +316,19 @@ class PodLogs:
                 return value
             time.sleep(interval)
         return None
+
+
+def first_step_after(logs: PodLogs, started: float, timeout: float) -> float:
+    """Seconds from `started` (the install) to the chief's first progress line; NaN when none
+    came within `timeout` (the fault's own wait then says why)."""
+
+    def stepped(pl: PodLogs):
+        chief = merge_incarnations(pl.snapshot()).get(0, Stream())
+        times = [t for t, line in zip(chief.times, chief.lines, strict=True) if progress_step(line) is not None]
+        return times[0] if times else None
+
+    when = logs.wait_for(stepped, timeout)
+    return float("nan") if when is None else when - started
 
 
 def install_sets(
@@ -371,6 +437,7 @@ def run_cluster_scenario(
         selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
         logs = PodLogs(kube, namespace, sts["metadata"]["name"], selector, out=out)
         logs.start()
+        result.seconds_to_first_step = first_step_after(logs, started, timeout)
         ordinal = VICTIM[scenario] if victim_ordinal is None else victim_ordinal
         result.victim = f"{sts['metadata']['name']}-{ordinal}"
         before, fault_time, (node, old_uid) = _fault_once_ready(
@@ -458,6 +525,8 @@ def _fault_once_ready(
             raise FaultError(f"{scenario} of {victim}: {err}") from None
         held.append(disruption)
         fault_time = disruption.fault_time
+    elif scenario == "kill-trainer":
+        fault_time = kill_trainer(kube, namespace, victim)
     elif node_dir is None:
         kube.delete(ns_path(namespace, "pods", victim))
     else:
@@ -513,7 +582,7 @@ def _record_recovery(
         marks = {o: first_index_after(st.times, fault_time) for o, st in streams.items()}
         fill_result(result, streams, marks, fault_time)
     result.marker_digest = (completed_marker(kube, namespace, sts) or {}).get("weightsDigest", "")
-    if outcome == "done" and not new:
+    if outcome == "done" and not new and result.scenario != "kill-trainer":
         result.reason = f"pod {victim} was not recreated"
     elif outcome == "done":
         result.completed = True
