@@ -14,6 +14,9 @@ ANY_CONTEXT ?=
 SET ?=
 SET_FILE ?=
 QUICK ?=
+# make bench PEERS=1: also figure 10, the chart beside Kubeflow's TFJob and a JobSet (their
+# controllers built once from their pinned Go modules and installed on the figure's own cluster)
+PEERS ?=
 FRESH ?=
 # Cluster targets: kube context (default: current), helm --timeout, DRY_RUN=1 renders and prints only.
 KUBE_CONTEXT ?=
@@ -175,8 +178,8 @@ undeploy: setup-tools ## Uninstall the release (shared storage is kept)
 	$(TFMW) undeploy $(TARGET_ARGS) $(GUARD_ARG)
 
 .PHONY: bench
-bench: setup ## Measure the performance figures into docs/benchmarks.md (QUICK=1 for a short run)
-	$(PY) -m tfmw.bench $(if $(QUICK),--quick)
+bench: setup ## Measure the performance figures into docs/benchmarks.md (QUICK=1 for a short run; PEERS=1 adds the TFJob/JobSet figure)
+	$(PY) -m tfmw.bench $(if $(QUICK),--quick) $(if $(filter 1,$(PEERS)),--peers)
 
 .PHONY: image
 image: $(VENV_STAMP) ## Build the worker image (VARIANT=gpu|cpu, IMAGE=registry/name, BASE=debian, PUSH=1) with docker or podman

@@ -1,7 +1,9 @@
 """`make bench` — measure the performance figures into docs/benchmarks.md and docs/bench/*.png.
 
-    python -m tfmw.bench [--quick] [--only 1,2,3,4,5,6,7,8,9] [--workers N] [--gpus G]
+    python -m tfmw.bench [--quick] [--peers] [--only 1,2,3,4,5,6,7,8,9,10] [--workers N] [--gpus G]
                             [--out docs/benchmarks.md]
+
+Figure 10 (the chart beside Kubeflow's TFJob and a JobSet) is opt-in: --peers, or --only 10.
 
 Prints each figure's table as it is measured, then writes the document and the plots.
 A figure that fails is reported in the document as not measured (with the reason) and
@@ -29,6 +31,7 @@ from . import (
     fig_kueue,
     fig_launcher,
     fig_overhead,
+    fig_peers,
     fig_pipeline,
     fig_recovery,
     fig_scale,
@@ -39,6 +42,8 @@ from .machine import load_average, probe
 from .procs import REPO, BenchError
 
 FIGURES = (1, 2, 3, 4, 5, 6, 7, 8, 9)
+# Opt-in: measured only when asked (--peers, or --only): it builds and runs other projects' controllers.
+OPT_IN = (10,)
 
 
 def parse_figures(text: str) -> list[int]:
@@ -46,10 +51,9 @@ def parse_figures(text: str) -> list[int]:
     figures = []
     for part in text.split(","):
         part = part.strip()
-        if not part.isdigit() or int(part) not in FIGURES:
+        if not part.isdigit() or int(part) not in FIGURES + OPT_IN:
             raise ValueError(
-                f"--only {text!r}: {part!r} is not a figure number; use numbers from 1 to {FIGURES[-1]}, e.g. "
-                "--only 1,4"
+                f"--only {text!r}: {part!r} is not a figure number; use numbers from 1 to {OPT_IN[-1]}, e.g. --only 1,4"
             )
         figures.append(int(part))
     return sorted(set(figures))
@@ -59,6 +63,9 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m tfmw.bench", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats and cases (under 3 minutes)")
     parser.add_argument("--only", default=",".join(map(str, FIGURES)), help="figures to measure, e.g. 1,4")
+    parser.add_argument(
+        "--peers", action="store_true", help="also figure 10: the chart beside a TFJob and a JobSet (opt-in)"
+    )
     parser.add_argument(
         "--workers",
         type=int,
@@ -74,7 +81,7 @@ def parse_args(argv):
     parser.add_argument("--out", default=str(REPO / "docs" / "benchmarks.md"), help="markdown file to write")
     args = parser.parse_args(argv)
     try:
-        args.figures = parse_figures(args.only)
+        args.figures = parse_figures(args.only) + ([] if not args.peers or 10 in parse_figures(args.only) else [10])
     except ValueError as err:
         parser.exit(2, f"bench: {err}\n")
     if args.workers < 2:
@@ -213,6 +220,18 @@ def run_figure9(args, machine_line: str, plots: Path) -> str:
     )
 
 
+def run_figure10(args, machine_line: str, plots: Path) -> str:
+    return one_measurement(
+        fig_peers,
+        "Figure 10: the chart, a TFJob and a JobSet",
+        "fig10_peers.png",
+        report.fig_peers,
+        args,
+        machine_line,
+        plots,
+    )
+
+
 RUNNERS = {
     1: ("Figure 1: distribution overhead", run_figure1),
     2: ("Figure 2: launcher overhead", run_figure2),
@@ -223,6 +242,7 @@ RUNNERS = {
     7: ("Figure 7: the chart under a real Kueue", run_figure7),
     8: ("Figure 8: the control path at 16 to 1,024 workers", run_figure8),
     9: ("Figure 9: TensorFlow's threads under a CPU limit", run_figure9),
+    10: ("Figure 10: the same run under the chart, a TFJob and a JobSet", run_figure10),
 }
 
 
@@ -266,11 +286,11 @@ def main(argv=None) -> int:
             log(f"bench: {title} failed: {type(err).__name__}: {err}")
             sections[number] = report.failed(title, f"{type(err).__name__}: {err} (a bug in the bench; see its output)")
     seconds = time.monotonic() - started
-    partial = tuple(args.figures) != FIGURES
+    partial = not set(FIGURES) <= set(args.figures)
     command = (
         ("python -m tfmw.bench " + " ".join(sys.argv[1:] if argv is None else argv))
         if partial
-        else "make bench" + (" QUICK=1" if args.quick else "")
+        else "make bench" + (" QUICK=1" if args.quick else "") + (" PEERS=1" if 10 in args.figures else "")
     )
     if partial and out.is_file() and "## Figure " in out.read_text():
         note = (

@@ -52,7 +52,8 @@ INTRO = (
     "lost to a fault, (4) what grows with the number of workers on the control path, (5) "
     "whether the input pipeline can keep up with the step, (6) how fast the local Kubernetes "
     "cluster starts and runs the chart, beside `make local`, (7) what a real Kueue adds, (8) the "
-    "control path's requests at 16 to 1,024 workers, (9) TensorFlow's threads under a CPU limit."
+    "control path's requests at 16 to 1,024 workers, (9) TensorFlow's threads under a CPU limit, "
+    "(10, opt-in) the same run and faults under Kubeflow's TFJob and a JobSet."
 )
 PARTIAL = "**Later partial run:**"
 
@@ -992,6 +993,46 @@ def fig_scale(result, table_rows, headers, load: str) -> str:
     )
 
 
+def fig_peers(s, table_rows, headers, load: str) -> str:
+    """Figure 10: the chart beside a TFJob and a JobSet, the same run and faults."""
+    from . import fig_peers as peers
+
+    settings = (
+        f"a cluster of the figure's own (figure 6's), the worker image, and the peers installed from their own "
+        f"manifests: {'; '.join(s.settings)}. The same run under each: `values/local.yaml`'s model and data "
+        f"(the `cnn`, synthetic), {peers.STEPS} steps, a checkpoint every {peers.CHECKPOINT_EVERY}, a progress "
+        "line every step, 2 workers with `values/local.yaml`'s resources, checkpoints on a ReadWriteMany claim. "
+        "The chart: `helm install` with `values/local.yaml` (its launcher in front of the trainer). The peers run "
+        "the built-in trainer itself (`python -m entrypoint.training`), as their users run a TensorFlow script: "
+        "a TFJob of 2 `Worker` replicas, `restartPolicy: OnFailure`, `cleanPodPolicy: Running`, the operator's "
+        "TF_CONFIG; a JobSet of one Indexed Job of 2 pods, `restartPolicy: OnFailure`, `backoffLimit` "
+        f"{peers.run.workloads.BACKOFF_LIMIT}, `failurePolicy.maxRestarts` {peers.run.workloads.MAX_RESTARTS}, "
+        "TF_CONFIG from the pod's index (`python -m entrypoint tf-config`). The fault to worker 1 once the "
+        f"chief has a checkpoint and passed step {peers.FAULT_AFTER_STEP}: `kill-trainer` (the training process "
+        "SIGKILLed from the host; the pod stays), `delete-worker` (the pod deleted through the API server), "
+        "`drain-worker` (its node cordoned, the pod evicted). A run not ended within "
+        f"{peers.RUN_TIMEOUT:.0f} s is left as it is: nobody steps in. {s.rounds} round(s), the systems' order "
+        "rotating; medians (min-max), the ratios paired per round."
+    )
+    return "\n".join(
+        [
+            "## Figure 10: the same run under the chart, a TFJob and a JobSet",
+            "",
+            settings_line(settings, load),
+            "",
+            image("fig10_peers.png", "fault to resumed under the chart, a TFJob and a JobSet"),
+            "",
+            table(headers, table_rows),
+            "",
+            "*Fault -> resumed*: the fault to the chief's first progress line of the group that re-formed "
+            "after it; *steps re-trained*: the step reached before the group broke minus the step it resumed "
+            "from, per round; *same weights*: the run's final weights digest equals the one most completed "
+            "runs of this figure ended with (the runs are deterministic: same seed, same data order).",
+            "",
+        ]
+    )
+
+
 def footer(quick: bool) -> str:
     return "\n".join(
         [
@@ -1002,6 +1043,7 @@ def footer(quick: bool) -> str:
             "make bench QUICK=1    # fewer repeats and cases (figure 3 in ~5 min)",
             "python -m tfmw.bench --only 2,4          # some figures: replaces only their sections here",
             "python -m tfmw.bench --only 1 --gpus 1   # figure 1 on GPU workers (documented, not run here)",
+            "make bench PEERS=1    # also figure 10: the chart beside TFJob and JobSet (builds both once, ~10 min)",
             "```",
             "",
             "Figures 6 and 7 each start a Kubernetes cluster of their own (root; the pinned binaries, the worker "

@@ -429,8 +429,18 @@ def test_markdown_and_console_tables():
 def test_only_refuses_unknown_figures():
     assert parse_figures("4,1,4") == [1, 4]
     assert parse_figures("6") == [6]
-    with pytest.raises(ValueError, match="numbers from 1 to 9"):
-        parse_figures("1,10")
+    assert parse_figures("10") == [10]  # the opt-in figure, asked for by number
+    with pytest.raises(ValueError, match="numbers from 1 to 10"):
+        parse_figures("1,11")
+
+
+def test_the_peers_figure_is_measured_only_when_asked():
+    from tfmw.bench.__main__ import FIGURES, parse_args
+
+    assert parse_args([]).figures == list(FIGURES)
+    assert parse_args(["--peers"]).figures == [*FIGURES, 10]
+    assert parse_args(["--peers", "--only", "10"]).figures == [10]
+    assert parse_args(["--peers", "--only", "2"]).figures == [2, 10]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,177 @@
+"""One run of the same training under a peer (TFJob or JobSet) or the chart, on the local
+cluster, with one fault, measured the way the fault harness measures the chart
+(tfmw.faults.cluster: every pod incarnation's log followed through the API server, the
+measurements from the trainer's own lines by tfmw.faults.analysis.fill_result).
+
+Faults (worker 1 is the victim, once the chief has published a checkpoint and passed the
+fault step):
+    kill-trainer   the training process SIGKILLed from the host (the pod stays)
+    delete-worker  the pod deleted through the API server
+    drain-worker   its node cordoned and the pod evicted (tfmw.faults.disruptions)
+
+Each run reports: install -> the chief's first step; fault -> the group's first step after it;
+steps re-trained; whether the run ended Succeeded without anyone's help, and its weights.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfmw.faults import disruptions
+from tfmw.faults.analysis import FaultResult, fill_result
+from tfmw.faults.cluster import (
+    FaultError,
+    Kube,
+    PodLogs,
+    Stream,
+    first_index_after,
+    first_step_after,
+    kill_trainer,
+    merge_incarnations,
+    ready_for_fault,
+    run_cluster_scenario,
+)
+from tfmw.k8s.api import ApiError, ns_path
+from tfmw.peers import workloads
+
+SYSTEMS = ("chart", "tfjob", "jobset")
+FAULTS = ("kill-trainer", "delete-worker", "drain-worker")
+VICTIM = 1
+API = {
+    "tfjob": ("/apis/kubeflow.org/v1", "tfjobs"),
+    "jobset": ("/apis/jobset.x-k8s.io/v1alpha2", "jobsets"),
+}
+
+
+@dataclass
+class PeerRun:
+    system: str
+    fault: str
+    result: FaultResult  # result.seconds_to_first_step: the install -> the chief's first step
+    phase: str = ""  # Succeeded / Failed / '' (neither within the timeout)
+    incarnations: int = 0  # worker pods and container starts first seen after the fault
+
+
+def inject(kube: Kube, fault: str, namespace: str, victim: str, held: list) -> float:
+    """Do `fault` to `victim`; its time (monotonic)."""
+    if fault == "kill-trainer":
+        return kill_trainer(kube, namespace, victim)
+    if fault == "delete-worker":
+        fault_time = time.monotonic()
+        kube.delete(ns_path(namespace, "pods", victim))
+        return fault_time
+    if fault == "drain-worker":
+        disruption = disruptions.disrupt(kube, "drain-worker", namespace, "", victim, "")
+        held.append(disruption)
+        return disruption.fault_time
+    raise ValueError(fault)
+
+
+def _victim_name(logs: PodLogs) -> str:
+    names = [inc.name for inc in logs.snapshot() if inc.ordinal == VICTIM]
+    return names[-1] if names else ""
+
+
+def _restarts_after(logs: PodLogs, fault_time: float) -> int:
+    """Worker incarnations (container starts, new pods) first seen after the fault."""
+    return sum(inc.first_seen >= fault_time for inc in logs.snapshot())
+
+
+def run_peer(
+    kube: Kube,
+    system: str,
+    fault: str,
+    image: str,
+    values: dict,
+    resources: dict,
+    steps: int = 120,
+    checkpoint_every: int = 20,
+    fault_after_step: int = 50,
+    timeout: float = 300,
+    out=lambda line: None,
+) -> PeerRun:
+    """A TFJob or a JobSet of the run in a namespace of its own (deleted after), with `fault`."""
+    kind = system
+    name = f"peer-{system}"
+    namespace = f"tfmw-peers-{os.getpid()}-{system}-{fault}"[:63]
+    run = PeerRun(system, fault, FaultResult(fault, False, "", steps, checkpoint_every))
+    result = run.result
+    group, plural = API[kind]
+    kube.call("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    logs = None
+    held: list[disruptions.Disruption] = []
+    started = time.monotonic()
+    try:
+        config = workloads.training_config(values, steps, checkpoint_every)
+        kube.call("POST", ns_path(namespace, "configmaps"), workloads.config_map(f"{name}-training", config))
+        kube.call("POST", ns_path(namespace, "persistentvolumeclaims"), workloads.shared_claim(f"{name}-shared"))
+        build = workloads.tfjob if kind == "tfjob" else workloads.jobset
+        obj = build(name, image, f"{name}-training", f"{name}-shared", resources)
+        created = time.monotonic()
+        kube.call("POST", f"{group}/namespaces/{namespace}/{plural}", obj)
+        selector = f"app.kubernetes.io/name={name}"
+        logs = PodLogs(kube, namespace, name, selector, out=out, ordinal_of=workloads.ordinal_of(kind))
+        logs.start()
+
+        result.seconds_to_first_step = first_step_after(logs, created, timeout)
+        if result.seconds_to_first_step != result.seconds_to_first_step:  # NaN
+            why = f" ({logs.last_error})" if logs.last_error else ""
+            raise FaultError(f"no first step within {timeout:g}s{why}")
+
+        def checkpoint_and_step(pl: PodLogs):
+            return ready_for_fault(merge_incarnations(pl.snapshot()).get(0, Stream()), fault_after_step)
+
+        if logs.wait_for(checkpoint_and_step, timeout) is None:
+            raise FaultError(f"never reached a checkpoint and step {fault_after_step} before the fault")
+        result.victim = _victim_name(logs)
+        fault_time = inject(kube, fault, namespace, result.victim, held)
+        path = f"{group}/namespaces/{namespace}/{plural}/{name}"
+        ended = logs.wait_for(lambda pl: workloads.phase(kind, kube.get(path)), timeout, interval=0.5)
+        run.phase = ended or ""
+        time.sleep(1.0)  # the last lines arrive before the streams are read
+        result.seconds_total = time.monotonic() - started
+        streams = merge_incarnations(logs.snapshot())
+        if 0 in streams:
+            marks = {o: first_index_after(st.times, fault_time) for o, st in streams.items()}
+            fill_result(result, streams, marks, fault_time)
+        run.incarnations = _restarts_after(logs, fault_time)
+        result.completed = run.phase == "Succeeded"
+        result.reason = f"{kind} {run.phase or f'neither Succeeded nor Failed within {timeout:g}s'}"
+        result.log_tail = [f"[{inc.name} {inc.uid[:8]}] {line}" for inc in logs.snapshot() for line in inc.lines[-8:]]
+        return run
+    except (FaultError, ApiError) as err:
+        result.reason = str(err)
+        return run
+    finally:
+        for disruption in held:
+            disruption.cleanup()
+        if logs is not None:
+            logs.stop()
+        kube.delete_namespace(namespace)
+
+
+def run_chart(
+    kube: Kube,
+    kubeconfig: Path,
+    fault: str,
+    steps: int = 120,
+    checkpoint_every: int = 20,
+    fault_after_step: int = 50,
+    timeout: float = 300,
+    out=lambda line: None,
+) -> PeerRun:
+    """The chart's run with the same fault, through the fault harness's cluster mode."""
+    result = run_cluster_scenario(
+        fault,
+        kubeconfig,
+        steps=steps,
+        checkpoint_every=checkpoint_every,
+        fault_after_step=fault_after_step,
+        timeout=timeout,
+        kube=kube,
+        out=out,
+    )
+    return PeerRun("chart", fault, result, phase="Succeeded" if result.completed else "")

@@ -1,0 +1,192 @@
+"""The same training run as a peer's users would write it (pure: objects, no API calls).
+
+Both run the project's image and its built-in trainer, `python -m entrypoint.training`,
+directly: what a TFJob or JobSet user runs is a TensorFlow script, and the launcher in front
+of it (its peer wait, in-place restarts, watchdog, status) is the chart's own, so it is not
+lent to the peers. The config is values/local.yaml's model and data with the fault
+harness's steps and checkpoint interval; the checkpoints go to a ReadWriteMany claim, as in
+the chart's run.
+
+- TFJob (kubeflow.org/v1): `Worker` replicas, the operator's TF_CONFIG on the container named
+  `tensorflow`, port `tfjob-port` 2222, `restartPolicy: OnFailure` (the kubelet restarts a
+  failed trainer in place; the operator recreates a deleted pod), `cleanPodPolicy: Running`.
+- JobSet (jobset.x-k8s.io/v1alpha2): one replicated job of one Indexed Job with 2 pods; JobSet
+  sets no TF_CONFIG, so the container derives it from its Indexed Job identity with the
+  image's `python -m entrypoint tf-config` first; `restartPolicy: OnFailure` with the Job's
+  `backoffLimit`, and JobSet's `failurePolicy.maxRestarts` recreating the whole group when a
+  Job fails. The fields JobSet's mutating webhook would default are set here too.
+"""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+PORT = 2222
+TRAINER = ["python", "-m", "entrypoint.training"]
+CONFIG_DIR = "/etc/tfmw"
+SHARED = "/shared"
+BACKOFF_LIMIT = 6  # each Job's pod failures before the Job fails (Kubernetes' default)
+MAX_RESTARTS = 3  # JobSet: whole-group recreations before it is Failed
+
+
+def training_config(values: dict, steps: int, checkpoint_every: int) -> dict:
+    """values/local.yaml's training.config with the harness's steps, checkpoint interval and a
+    progress line every step."""
+    config = json.loads(json.dumps((values.get("training") or {}).get("config") or {}))
+    config["steps"] = steps
+    config.setdefault("checkpoint", {})["everySteps"] = checkpoint_every
+    config["logEverySteps"] = 1
+    return config
+
+
+def config_map(name: str, config: dict) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name},
+        "data": {"training.yaml": yaml.safe_dump(config, sort_keys=True)},
+    }
+
+
+def shared_claim(name: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+
+
+def _container(name: str, image: str, run_id: str, resources: dict, command: list[str]) -> dict:
+    return {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": command,
+        "env": [
+            {"name": "TFMW_RUN_ID", "value": run_id},
+            {"name": "TFMW_SHARED_DIR", "value": SHARED},
+            {"name": "TFMW_TRAINING_CONFIG", "value": f"{CONFIG_DIR}/training.yaml"},
+        ],
+        "ports": [{"name": "tfjob-port", "containerPort": PORT, "protocol": "TCP"}],
+        "resources": resources,
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [
+            {"name": "training-config", "mountPath": CONFIG_DIR, "readOnly": True},
+            {"name": "shared", "mountPath": SHARED},
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "home", "mountPath": "/home/tfmw"},
+        ],
+    }
+
+
+def _pod_spec(container: dict, config: str, claim: str, restart_policy: str) -> dict:
+    return {
+        "restartPolicy": restart_policy,
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": 30,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000},
+        "containers": [container],
+        "volumes": [
+            {"name": "training-config", "configMap": {"name": config}},
+            {"name": "shared", "persistentVolumeClaim": {"claimName": claim}},
+            {"name": "tmp", "emptyDir": {}},
+            {"name": "home", "emptyDir": {}},
+        ],
+    }
+
+
+def tfjob(name: str, image: str, config: str, claim: str, resources: dict, replicas: int = 2) -> dict:
+    container = _container("tensorflow", image, name, resources, TRAINER)  # the operator's container name
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name},
+        "spec": {
+            "runPolicy": {"cleanPodPolicy": "Running"},
+            "tfReplicaSpecs": {
+                "Worker": {
+                    "replicas": replicas,
+                    "restartPolicy": "OnFailure",
+                    "template": {
+                        "metadata": {"labels": {"app.kubernetes.io/name": name}},
+                        "spec": _pod_spec(container, config, claim, "OnFailure"),
+                    },
+                }
+            },
+        },
+    }
+
+
+JOBSET_JOB = "workers"
+
+
+def jobset_command() -> list[str]:
+    """TF_CONFIG from the pod's Indexed Job identity, then the trainer, in one process."""
+    return ["sh", "-c", 'TF_CONFIG="$(python -m entrypoint tf-config)" exec ' + " ".join(TRAINER)]
+
+
+def jobset(name: str, image: str, config: str, claim: str, resources: dict, replicas: int = 2) -> dict:
+    container = _container("worker", image, name, resources, jobset_command())
+    container["env"] += [
+        {"name": "TFMW_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "TFMW_SERVICE", "value": name},  # the subdomain: the JobSet's name
+        {"name": "TFMW_REPLICAS", "value": str(replicas)},
+        {"name": "TFMW_PORT", "value": str(PORT)},
+    ]
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name},
+        "spec": {
+            "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
+            "successPolicy": {"operator": "All", "targetReplicatedJobs": [JOBSET_JOB]},
+            "failurePolicy": {"maxRestarts": MAX_RESTARTS},
+            "replicatedJobs": [
+                {
+                    "name": JOBSET_JOB,
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "completionMode": "Indexed",
+                            "completions": replicas,
+                            "parallelism": replicas,
+                            "backoffLimit": BACKOFF_LIMIT,
+                            "template": {
+                                "metadata": {"labels": {"app.kubernetes.io/name": name}},
+                                "spec": _pod_spec(container, config, claim, "OnFailure"),
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def ordinal_of(kind: str):
+    """pod object -> its worker index (None: not a worker of the run), from the label each
+    controller sets."""
+    label = "training.kubeflow.org/replica-index" if kind == "tfjob" else "batch.kubernetes.io/job-completion-index"
+
+    def ordinal(pod: dict) -> int | None:
+        value = ((pod.get("metadata") or {}).get("labels") or {}).get(label, "")
+        return int(value) if value.isdigit() else None
+
+    return ordinal
+
+
+def phase(kind: str, obj: dict | None) -> str:
+    """'Succeeded', 'Failed' or '' (still running) from a TFJob's or JobSet's conditions."""
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    true = {c.get("type") for c in conditions if c.get("status") == "True"}
+    if kind == "tfjob":
+        return "Succeeded" if "Succeeded" in true else "Failed" if "Failed" in true else ""
+    return "Succeeded" if "Completed" in true else "Failed" if "Failed" in true else ""

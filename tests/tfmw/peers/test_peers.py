@@ -1,0 +1,134 @@
+"""The peers of figure 10 (tfmw.peers): their workloads and install objects (pure, fast), the
+trainer's process found from the host, and (slow, no cluster) that the pinned modules download
+and their own manifests render with the image built here."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from tfmw.devcluster.build import module_download
+from tfmw.faults.cluster import trainer_pids
+from tfmw.peers import builds, install, workloads
+
+RESOURCES = {"requests": {"cpu": "500m"}, "limits": {"cpu": "1"}}
+
+
+def test_the_run_is_values_local_model_with_the_harness_steps():
+    values = {"training": {"config": {"model": {"name": "cnn"}, "steps": 40, "checkpoint": {"everySteps": 20}}}}
+    config = workloads.training_config(values, 120, 30)
+    assert config == {"model": {"name": "cnn"}, "steps": 120, "checkpoint": {"everySteps": 30}, "logEverySteps": 1}
+    assert values["training"]["config"]["steps"] == 40  # the values are not changed
+
+
+def test_a_tfjob_runs_the_trainer_itself_in_the_container_the_operator_configures():
+    job = workloads.tfjob("peer-tfjob", "img:1", "cm", "pvc", RESOURCES)
+    worker = job["spec"]["tfReplicaSpecs"]["Worker"]
+    container = worker["template"]["spec"]["containers"][0]
+    assert worker["replicas"] == 2 and worker["restartPolicy"] == "OnFailure"
+    assert container["name"] == "tensorflow" and container["ports"][0]["name"] == "tfjob-port"
+    assert container["command"] == ["python", "-m", "entrypoint.training"]
+    assert not any(e["name"] == "TF_CONFIG" for e in container["env"])  # the operator's
+
+
+def test_a_jobset_sets_what_its_webhook_would_default_and_derives_tf_config_from_the_index():
+    spec = workloads.jobset("peer-jobset", "img:1", "cm", "pvc", RESOURCES)["spec"]
+    job = spec["replicatedJobs"][0]["template"]["spec"]
+    assert spec["successPolicy"]["operator"] == "All" and spec["network"]["publishNotReadyAddresses"]
+    assert job["completionMode"] == "Indexed" and job["completions"] == job["parallelism"] == 2
+    container = job["template"]["spec"]["containers"][0]
+    assert "python -m entrypoint tf-config" in container["command"][-1]
+    assert {e["name"]: e.get("value") for e in container["env"]}["TFMW_SERVICE"] == "peer-jobset"
+
+
+@pytest.mark.parametrize(
+    "kind, labels, ordinal",
+    [
+        ("tfjob", {"training.kubeflow.org/replica-index": "1"}, 1),
+        ("jobset", {"batch.kubernetes.io/job-completion-index": "0"}, 0),
+        ("jobset", {"training.kubeflow.org/replica-index": "1"}, None),
+        ("tfjob", {}, None),
+    ],
+)
+def test_a_peers_pod_is_a_worker_by_its_controllers_label(kind, labels, ordinal):
+    assert workloads.ordinal_of(kind)({"metadata": {"labels": labels}}) == ordinal
+
+
+@pytest.mark.parametrize(
+    "kind, conditions, phase",
+    [
+        ("tfjob", [("Running", "True")], ""),
+        ("tfjob", [("Running", "False"), ("Succeeded", "True")], "Succeeded"),
+        ("tfjob", [("Failed", "True")], "Failed"),
+        ("jobset", [("Completed", "True")], "Succeeded"),
+        ("jobset", [("Failed", "True")], "Failed"),
+        ("jobset", [("Completed", "False")], ""),
+    ],
+)
+def test_the_runs_end_is_read_from_the_controllers_conditions(kind, conditions, phase):
+    obj = {"status": {"conditions": [{"type": t, "status": s} for t, s in conditions]}}
+    assert workloads.phase(kind, obj) == phase
+    assert workloads.phase(kind, None) == ""
+
+
+def test_the_wrapper_changes_only_the_image_and_jobsets_cpu_request():
+    tfjob = install.kustomization(install.TFJOB, "tfmw.local/training-operator:v1.9.0")
+    assert tfjob["resources"] == ["../manifests/overlays/standalone"]
+    assert tfjob["images"] == [
+        {"name": "kubeflow/training-operator", "newName": "tfmw.local/training-operator", "newTag": "v1.9.0"}
+    ]
+    assert "patches" not in tfjob
+    jobset = install.kustomization(install.JOBSET, "tfmw.local/jobset:v0.12.0")
+    (patch,) = yaml.safe_load(jobset["patches"][0]["patch"])
+    assert patch["value"] == install.JOBSET_CPU_REQUEST and patch["path"].endswith("/requests/cpu")
+
+
+def _fake_proc(root: Path, pid: int, argv: list[str], cgroup: str) -> None:
+    entry = root / str(pid)
+    entry.mkdir()
+    (entry / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    (entry / "cgroup").write_text(cgroup)
+
+
+def test_the_trainer_of_one_pod_is_found_from_the_host(tmp_path):
+    uid = "1234-ab"
+    trainer = ["python", "-m", "entrypoint.training"]
+    _fake_proc(tmp_path, 10, trainer, f"0::/kubepods/burstable/pod{uid}/c1\n")
+    _fake_proc(tmp_path, 11, trainer, "0::/kubepods/burstable/podffff-00/c2\n")  # another pod's
+    _fake_proc(tmp_path, 12, ["python", "-m", "entrypoint", "run", "--", *trainer], f"0::/x/pod{uid}/c1\n")
+    _fake_proc(tmp_path, 13, trainer, "0::/kubepods.slice/kubepods-pod1234_ab.slice/c\n")
+    (tmp_path / "self").mkdir()
+    assert sorted(trainer_pids(uid, tmp_path)) == [10, 13]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", sorted(install.PEERS))
+def test_the_pinned_peer_downloads_and_its_own_manifests_render_with_the_image_built_here(tmp_path, key):
+    """No build and no cluster: the wrapper module's pin resolves at the proxy, and upstream's
+    kustomization of that version renders with only the image changed."""
+    peer = install.PEERS[key]
+    go = shutil.which("go")
+    assert go, "Go is needed to build the peers (make bench PEERS=1)"
+    info = module_download(go, peer.build.gomod, [peer.build.module], tmp_path / "go.log")[peer.build.module]
+    assert info["Version"] == builds.version(peer.build)
+    install_dir = tmp_path / "install"
+    for source, dest in peer.build.copies:
+        shutil.copytree(Path(info["Dir"]) / source, install_dir / dest)
+    for path in [install_dir, *install_dir.rglob("*")]:  # the module cache is read-only
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    no_cluster = SimpleNamespace(kubeconfig=tmp_path / "none")  # kubectl kustomize reads no cluster
+    rendered = list(yaml.safe_load_all(install.render(no_cluster, peer, install_dir)))
+    deployments = [o for o in rendered if o and o["kind"] == "Deployment"]
+    assert [d["metadata"]["name"] for d in deployments] == [peer.deployment]
+    assert {d["metadata"]["namespace"] for d in deployments} == {peer.namespace}
+    (container,) = deployments[0]["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == install.image_ref(peer) and container["command"] == ["/manager"]
+    crds = {o["metadata"]["name"] for o in rendered if o and o["kind"] == "CustomResourceDefinition"}
+    assert {"tfjob": "tfjobs.kubeflow.org", "jobset": "jobsets.jobset.x-k8s.io"}[key] in crds
+    webhooks = [o for o in rendered if o and o["kind"].endswith("WebhookConfiguration")]
+    assert webhooks, "its own webhooks, with its own certificates"
