@@ -108,6 +108,11 @@ def run_peer(
         config = workloads.training_config(values, steps, checkpoint_every)
         kube.call("POST", ns_path(namespace, "configmaps"), workloads.config_map(f"{name}-training", config))
         kube.call("POST", ns_path(namespace, "persistentvolumeclaims"), workloads.shared_claim(f"{name}-shared"))
+        # Pods of a namespace whose default ServiceAccount is not there yet are refused (and
+        # retried by the controller): not what the measured start should include.
+        deadline = time.monotonic() + 60
+        while kube.get(ns_path(namespace, "serviceaccounts", "default")) is None and time.monotonic() < deadline:
+            time.sleep(0.2)
         build = workloads.tfjob if kind == "tfjob" else workloads.jobset
         obj = build(name, image, f"{name}-training", f"{name}-shared", resources)
         created = time.monotonic()

@@ -242,7 +242,7 @@ def test_goodput_rows_cost_and_report_against_the_targets(tmp_path):
             {"startup": 9.0, "restart": 20.1, "lostWork": 5.2, "detection": 0.3},
         ),
     ]
-    assert fig_goodput.steps_for(10) == 7680 and fig_goodput.steps_for(0.01) == 40
+    assert fig_goodput.steps_for(10) == 9080 and fig_goodput.steps_for(0.01) == 40
     [local, without, with_faults] = fig_goodput.rows(runs)
     assert local[:7] == [fig_goodput.LOCAL, 40, 0, 14.2, "47.0%", "reported", 0.8]
     assert without[:7] == ["without faults", 3520, 0, 612.0, "96.2%", "≥ 97%", 0.6]
