@@ -173,6 +173,7 @@ class Incarnation:
     lines: list[str] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
     follow: LogStream | None = None
+    opening: bool = False  # a follow of its log is being opened (PodLogs._read)
     ended: bool = False
 
 
@@ -277,22 +278,29 @@ class PodLogs:
                     # Follow once the container has started; follow again (skipping what was
                     # read) if a stream broke while the container still runs.
                     started = "running" in state or "terminated" in state
-                    if started and (inc.follow is None or (inc.ended and "running" in state)):
+                    if started and not inc.opening and (inc.follow is None or (inc.ended and "running" in state)):
                         self._follow(inc, pod["spec"]["containers"][0]["name"])
             self.current = current
             self.stopping.wait(self.interval)
 
     def _follow(self, inc: Incarnation, container: str) -> None:
         skip = len(inc.lines)
-        inc.ended = False
+        inc.ended, inc.opening = False, True
+        threading.Thread(target=self._read, args=(inc, container, skip), daemon=True, name=f"logs-{inc.name}").start()
+
+    def _read(self, inc: Incarnation, container: str, skip: int) -> None:
+        # Opened here, never in the poll: the API server proxies a log from the pod's kubelet,
+        # and for a node that is cut off it holds the request until its dial times out. A poll
+        # waiting on that missed a replacement pod that lived less than that (node-partition).
         try:
-            inc.follow = self.kube.api.follow_log(self.namespace, inc.name, container=container)
+            stream = self.kube.api.follow_log(self.namespace, inc.name, container=container)
         except ApiError as err:
             self.last_error, inc.ended = f"log of {inc.name}: {err}", True  # tried again at the next poll
+            inc.opening = False
             return
-        threading.Thread(target=self._read, args=(inc, inc.follow, skip), daemon=True, name=f"logs-{inc.name}").start()
-
-    def _read(self, inc: Incarnation, stream: LogStream, skip: int) -> None:
+        inc.follow, inc.opening = stream, False
+        if self.stopping.is_set():
+            stream.close()
         for number, line in enumerate(stream):
             if number < skip:
                 continue

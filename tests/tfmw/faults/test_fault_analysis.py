@@ -433,3 +433,60 @@ def test_a_static_watchdog_is_never_waited_on_for_an_adaptive_bound():
     assert adaptive == "worker 1's launcher never said its adaptive hang bound within 0.5s"
     static = fault_local.stop_while_stepping(_QuietCluster(), 50, 0.5, adaptive=False)
     assert static == "worker 1 was never stopped while stepping (0 tries) within 0.5s"
+
+
+class _Lines:
+    def __init__(self, lines):
+        self.lines = lines
+
+    def __iter__(self):
+        return iter(self.lines)
+
+    def close(self):
+        pass
+
+
+class _CutOffKube:
+    """Pod list and logs as the API server gives them while worker 1's node is cut off: the old
+    worker 1's log never opens (the kubelet does not answer), its replacement lives briefly."""
+
+    def __init__(self):
+        import threading
+        from types import SimpleNamespace
+
+        self.hang = threading.Event()
+        self.pods = [self._pod("w-1", "old")]
+        self.api = SimpleNamespace(follow_log=self.follow_log)
+
+    @staticmethod
+    def _pod(name, uid):
+        return {
+            "metadata": {"name": name, "uid": uid},
+            "spec": {"containers": [{"name": "worker"}]},
+            "status": {"phase": "Running", "containerStatuses": [{"restartCount": 0, "state": {"running": {}}}]},
+        }
+
+    def items(self, path, selector):
+        return list(self.pods)
+
+    def follow_log(self, namespace, pod, container=None):
+        if self.pods[0]["metadata"]["uid"] == "old":
+            self.hang.wait(30)  # the API server waiting on a kubelet it cannot reach
+            return _Lines([])
+        return _Lines([DONE.format("d")])
+
+
+def test_a_log_that_cannot_be_opened_does_not_hide_the_pod_that_replaces_it():
+    import time as clock
+
+    kube = _CutOffKube()
+    logs = fault_cluster.PodLogs(kube, "ns", "w", "sel", interval=0.05)
+    logs.start()
+    try:
+        clock.sleep(0.3)  # the old pod's follow is opening and hangs
+        kube.pods = [kube._pod("w-1", "new")]
+        seen = logs.wait_for(lambda pl: [i for i in pl.snapshot() if i.uid == "new" and i.lines], 5)
+        assert seen and seen[0].lines == [DONE.format("d")] and seen[0].running_since == seen[0].running_since
+    finally:
+        kube.hang.set()
+        logs.stop()
