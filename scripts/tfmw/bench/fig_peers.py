@@ -5,7 +5,8 @@ On a cluster of its own (figure 6's: the control plane, CoreDNS and two real nod
 worker image; binaries, the image and the peers' managers built once beforehand and not timed),
 with Kubeflow's training-operator (TFJob) and the JobSet controller installed from their own
 manifests (tfmw.peers.install). Per round, for each fault, the three systems one after another
-(the order rotating by round), each in a fresh namespace: the run of values/local.yaml's model
+(the order rotating by round; a TFJob once with each restart policy its users set), each in
+a fresh namespace: the run of values/local.yaml's model
 (120 steps, a checkpoint every 20, 2 workers with values/local.yaml's resources), the fault to
 worker 1 once the chief has a checkpoint and passed step 50 (tfmw.peers.run). Per run: install
 -> the chief's first step; fault -> the group's first step after it; steps trained twice;
@@ -82,7 +83,8 @@ def measure(quick: bool, log=print) -> Summary:
             kube = Kube(state.kubeconfig)
             for index in range(rounds):
                 for fault in run.FAULTS:
-                    order = run.SYSTEMS[index % 3 :] + run.SYSTEMS[: index % 3]
+                    turn = index % len(run.SYSTEMS)
+                    order = run.SYSTEMS[turn:] + run.SYSTEMS[:turn]
                     for system in order:
                         runs.append(one(kube, state.kubeconfig, system, fault, ref, values, resources, index, log))
         finally:
@@ -174,16 +176,17 @@ def table_rows(s: Summary) -> list[list]:
 
 def plot(s: Summary, path, subtitle: str) -> None:
     fig, ax = plots.subplots(1, 1, figsize=(9, 4))
-    width = 0.27
+    width = 0.8 / len(run.SYSTEMS)
     for offset, system in enumerate(run.SYSTEMS):
         values = []
         for fault in run.FAULTS:
             mine = [r.result.seconds_to_resume for r in s.runs if r.system == system and r.fault == fault]
             mine = [v for v in mine if not math.isnan(v)]
             values.append(stats.median(mine) if mine else 0.0)
-        ax.bar([i + (offset - 1) * width for i in range(len(run.FAULTS))], values, width, label=system)
+        shift = (offset - (len(run.SYSTEMS) - 1) / 2) * width
+        ax.bar([i + shift for i in range(len(run.FAULTS))], values, width, label=system)
     ax.set_xticks(range(len(run.FAULTS)), run.FAULTS)
     ax.set_ylabel("fault -> resumed, seconds (median)")
     ax.legend()
-    ax.set_title(f"the same run under the chart, a TFJob and a JobSet\n{subtitle}", fontsize=9)
+    ax.set_title(f"the same run under the chart, a TFJob (two restart policies) and a JobSet\n{subtitle}", fontsize=9)
     plots.save(fig, path)

@@ -37,13 +37,23 @@ from tfmw.faults.cluster import (
 from tfmw.k8s.api import ApiError, ns_path
 from tfmw.peers import workloads
 
-SYSTEMS = ("chart", "tfjob", "jobset")
+# the chart, a TFJob with each restart policy its users set, a JobSet
+SYSTEMS = ("chart", "tfjob-onfailure", "tfjob-exitcode", "jobset")
 FAULTS = ("kill-trainer", "delete-worker", "drain-worker")
 VICTIM = 1
 API = {
     "tfjob": ("/apis/kubeflow.org/v1", "tfjobs"),
     "jobset": ("/apis/jobset.x-k8s.io/v1alpha2", "jobsets"),
 }
+
+
+def workload(system: str, image: str, config: str, claim: str, resources: dict) -> tuple[str, dict]:
+    """(its API kind, the object) of `system` (pure)."""
+    name = f"peer-{system}"
+    if system == "jobset":
+        return "jobset", workloads.jobset(name, image, config, claim, resources)
+    policy = {"tfjob-onfailure": "OnFailure", "tfjob-exitcode": "ExitCode"}[system]
+    return "tfjob", workloads.tfjob(name, image, config, claim, resources, policy=policy)
 
 
 @dataclass
@@ -94,12 +104,10 @@ def run_peer(
     out=lambda line: None,
 ) -> PeerRun:
     """A TFJob or a JobSet of the run in a namespace of its own (deleted after), with `fault`."""
-    kind = system
     name = f"peer-{system}"
     namespace = f"tfmw-peers-{os.getpid()}-{system}-{fault}"[:63]
     run = PeerRun(system, fault, FaultResult(fault, False, "", steps, checkpoint_every))
     result = run.result
-    group, plural = API[kind]
     kube.call("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
     logs = None
     held: list[disruptions.Disruption] = []
@@ -113,8 +121,8 @@ def run_peer(
         deadline = time.monotonic() + 60
         while kube.get(ns_path(namespace, "serviceaccounts", "default")) is None and time.monotonic() < deadline:
             time.sleep(0.2)
-        build = workloads.tfjob if kind == "tfjob" else workloads.jobset
-        obj = build(name, image, f"{name}-training", f"{name}-shared", resources)
+        kind, obj = workload(system, image, f"{name}-training", f"{name}-shared", resources)
+        group, plural = API[kind]
         created = time.monotonic()
         kube.call("POST", f"{group}/namespaces/{namespace}/{plural}", obj)
         selector = f"app.kubernetes.io/name={name}"
@@ -144,7 +152,9 @@ def run_peer(
             fill_result(result, streams, marks, fault_time)
         run.incarnations = _restarts_after(logs, fault_time)
         result.completed = run.phase == "Succeeded"
-        result.reason = f"{kind} {run.phase or f'neither Succeeded nor Failed within {timeout:g}s'}"
+        said = workloads.phase_message(kube.get(path))
+        ended = run.phase or f"neither Succeeded nor Failed within {timeout:g}s"
+        result.reason = f"{system} {ended}" + (f" ({said})" if said else "")
         result.log_tail = [f"[{inc.name} {inc.uid[:8]}] {line}" for inc in logs.snapshot() for line in inc.lines[-8:]]
         return run
     except (FaultError, ApiError) as err:

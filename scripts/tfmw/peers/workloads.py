@@ -8,8 +8,9 @@ harness's steps and checkpoint interval; the checkpoints go to a ReadWriteMany c
 the chart's run.
 
 - TFJob (kubeflow.org/v1): `Worker` replicas, the operator's TF_CONFIG on the container named
-  `tensorflow`, port `tfjob-port` 2222, `restartPolicy: OnFailure` (the kubelet restarts a
-  failed trainer in place; the operator recreates a deleted pod), `cleanPodPolicy: Running`.
+  `tensorflow`, port `tfjob-port` 2222, `cleanPodPolicy: Running`, and either restart policy its
+  users set: `OnFailure` (the kubelet restarts a failed trainer in place) or `ExitCode` (the
+  operator recreates a pod whose trainer died of a signal).
 - JobSet (jobset.x-k8s.io/v1alpha2): one replicated job of one Indexed Job with 2 pods; JobSet
   sets no TF_CONFIG, so the container derives it from its Indexed Job identity with the
   image's `python -m entrypoint tf-config` first; `restartPolicy: OnFailure` with the Job's
@@ -103,7 +104,17 @@ def _pod_spec(container: dict, config: str, claim: str, restart_policy: str) -> 
     }
 
 
-def tfjob(name: str, image: str, config: str, claim: str, resources: dict, replicas: int = 2) -> dict:
+# TFJob's two ways a user asks for restarts: the kubelet restarts a failed container in place
+# (OnFailure), or the operator recreates the pod when the exit code is 128 or more (a signal)
+# and fails the job on 1-127 (ExitCode; pkg/controller.v1/common/pod.go, v1.9.0).
+TFJOB_POLICIES = ("OnFailure", "ExitCode")
+
+
+def tfjob(
+    name: str, image: str, config: str, claim: str, resources: dict, replicas: int = 2, policy: str = "OnFailure"
+) -> dict:
+    if policy not in TFJOB_POLICIES:
+        raise ValueError(f"TFJob restartPolicy {policy!r}; one of {', '.join(TFJOB_POLICIES)}")
     container = _container("tensorflow", image, name, resources, TRAINER)  # the operator's container name
     return {
         "apiVersion": "kubeflow.org/v1",
@@ -114,10 +125,11 @@ def tfjob(name: str, image: str, config: str, claim: str, resources: dict, repli
             "tfReplicaSpecs": {
                 "Worker": {
                     "replicas": replicas,
-                    "restartPolicy": "OnFailure",
+                    "restartPolicy": policy,
                     "template": {
                         "metadata": {"labels": {"app.kubernetes.io/name": name}},
-                        "spec": _pod_spec(container, config, claim, "OnFailure"),
+                        # the operator sets the pods' own policy from the replica's (ExitCode: Never)
+                        "spec": _pod_spec(container, config, claim, "OnFailure" if policy == "OnFailure" else "Never"),
                     },
                 }
             },
@@ -174,7 +186,8 @@ def jobset(name: str, image: str, config: str, claim: str, resources: dict, repl
 def ordinal_of(kind: str):
     """pod object -> its worker index (None: not a worker of the run), from the label each
     controller sets."""
-    label = "training.kubeflow.org/replica-index" if kind == "tfjob" else "batch.kubernetes.io/job-completion-index"
+    tfjob = kind.startswith("tfjob")
+    label = "training.kubeflow.org/replica-index" if tfjob else "batch.kubernetes.io/job-completion-index"
 
     def ordinal(pod: dict) -> int | None:
         value = ((pod.get("metadata") or {}).get("labels") or {}).get(label, "")
@@ -187,6 +200,15 @@ def phase(kind: str, obj: dict | None) -> str:
     """'Succeeded', 'Failed' or '' (still running) from a TFJob's or JobSet's conditions."""
     conditions = ((obj or {}).get("status") or {}).get("conditions") or []
     true = {c.get("type") for c in conditions if c.get("status") == "True"}
-    if kind == "tfjob":
+    if kind.startswith("tfjob"):
         return "Succeeded" if "Succeeded" in true else "Failed" if "Failed" in true else ""
     return "Succeeded" if "Completed" in true else "Failed" if "Failed" in true else ""
+
+
+def phase_message(obj: dict | None) -> str:
+    """The message of the controller's newest true condition ('' when none) (pure)."""
+    conditions = [c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
+    if not conditions:
+        return ""
+    newest = max(conditions, key=lambda c: c.get("lastTransitionTime") or "")
+    return f"{newest.get('type')}: {newest.get('reason', '')}: {' '.join(str(newest.get('message', '')).split())}"

@@ -14,7 +14,7 @@ import yaml
 
 from tfmw.devcluster.build import module_download
 from tfmw.faults.cluster import trainer_pids
-from tfmw.peers import builds, install, workloads
+from tfmw.peers import builds, install, run, workloads
 
 RESOURCES = {"requests": {"cpu": "500m"}, "limits": {"cpu": "1"}}
 
@@ -26,18 +26,31 @@ def test_the_run_is_values_local_model_with_the_harness_steps():
     assert values["training"]["config"]["steps"] == 40  # the values are not changed
 
 
-def test_a_tfjob_runs_the_trainer_itself_in_the_container_the_operator_configures():
-    job = workloads.tfjob("peer-tfjob", "img:1", "cm", "pvc", RESOURCES)
+@pytest.mark.parametrize(
+    "system, policy, pod_policy",
+    [("tfjob-onfailure", "OnFailure", "OnFailure"), ("tfjob-exitcode", "ExitCode", "Never")],
+)
+def test_a_tfjob_runs_the_trainer_itself_in_the_container_the_operator_configures(system, policy, pod_policy):
+    kind, job = run.workload(system, "img:1", "cm", "pvc", RESOURCES)
+    assert kind == "tfjob" and job["metadata"]["name"] == f"peer-{system}"
     worker = job["spec"]["tfReplicaSpecs"]["Worker"]
     container = worker["template"]["spec"]["containers"][0]
-    assert worker["replicas"] == 2 and worker["restartPolicy"] == "OnFailure"
+    assert worker["replicas"] == 2 and worker["restartPolicy"] == policy
+    assert worker["template"]["spec"]["restartPolicy"] == pod_policy
     assert container["name"] == "tensorflow" and container["ports"][0]["name"] == "tfjob-port"
     assert container["command"] == ["python", "-m", "entrypoint.training"]
     assert not any(e["name"] == "TF_CONFIG" for e in container["env"])  # the operator's
 
 
+def test_a_tfjob_restart_policy_the_operator_does_not_know_is_refused():
+    with pytest.raises(ValueError, match="'Always'"):
+        workloads.tfjob("peer", "img:1", "cm", "pvc", RESOURCES, policy="Always")
+
+
 def test_a_jobset_sets_what_its_webhook_would_default_and_derives_tf_config_from_the_index():
-    spec = workloads.jobset("peer-jobset", "img:1", "cm", "pvc", RESOURCES)["spec"]
+    kind, obj = run.workload("jobset", "img:1", "cm", "pvc", RESOURCES)
+    spec = obj["spec"]
+    assert kind == "jobset"
     job = spec["replicatedJobs"][0]["template"]["spec"]
     assert spec["successPolicy"]["operator"] == "All" and spec["network"]["publishNotReadyAddresses"]
     assert job["completionMode"] == "Indexed" and job["completions"] == job["parallelism"] == 2
@@ -49,7 +62,7 @@ def test_a_jobset_sets_what_its_webhook_would_default_and_derives_tf_config_from
 @pytest.mark.parametrize(
     "kind, labels, ordinal",
     [
-        ("tfjob", {"training.kubeflow.org/replica-index": "1"}, 1),
+        ("tfjob-exitcode", {"training.kubeflow.org/replica-index": "1"}, 1),
         ("jobset", {"batch.kubernetes.io/job-completion-index": "0"}, 0),
         ("jobset", {"training.kubeflow.org/replica-index": "1"}, None),
         ("tfjob", {}, None),
@@ -74,6 +87,23 @@ def test_the_runs_end_is_read_from_the_controllers_conditions(kind, conditions, 
     obj = {"status": {"conditions": [{"type": t, "status": s} for t, s in conditions]}}
     assert workloads.phase(kind, obj) == phase
     assert workloads.phase(kind, None) == ""
+
+
+def test_the_controllers_own_words_on_the_runs_end():
+    conditions = [
+        {"type": "Running", "status": "False", "lastTransitionTime": "2026-01-01T00:00:01Z"},
+        {"type": "Created", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "C"},
+        {
+            "type": "Failed",
+            "status": "True",
+            "lastTransitionTime": "2026-01-01T00:00:09Z",
+            "reason": "TFJobFailed",
+            "message": "TFJob ns/j has failed because 1 Worker replica(s) failed.",
+        },
+    ]
+    said = workloads.phase_message({"status": {"conditions": conditions}})
+    assert said == "Failed: TFJobFailed: TFJob ns/j has failed because 1 Worker replica(s) failed."
+    assert workloads.phase_message({}) == ""
 
 
 def test_the_wrapper_changes_only_the_image_and_jobsets_cpu_request():
