@@ -14,6 +14,7 @@ from tfmw.table import fmt, markdown_table
 
 from . import fig_goodput, stats
 from . import fig_kueue as fk
+from . import fig_peers as fpe
 from . import fig_scale as fsc
 from . import fig_threads as fth
 from .fig_launcher import TARGET_PERCENT as LAUNCHER_TARGET_PERCENT
@@ -995,12 +996,10 @@ def fig_scale(result, table_rows, headers, load: str) -> str:
 
 def fig_peers(s, table_rows, headers, load: str) -> str:
     """Figure 10: the chart beside a TFJob and a JobSet, the same run and faults."""
-    from . import fig_peers as peers
-
     settings = (
         f"a cluster of the figure's own (figure 6's), the worker image, and the peers installed from their own "
         f"manifests: {'; '.join(s.settings)}. The same run under each: `values/local.yaml`'s model and data "
-        f"(the `cnn`, synthetic), {peers.STEPS} steps, a checkpoint every {peers.CHECKPOINT_EVERY}, a progress "
+        f"(the `cnn`, synthetic), {fpe.STEPS} steps, a checkpoint every {fpe.CHECKPOINT_EVERY}, a progress "
         "line every step, 2 workers with `values/local.yaml`'s resources, checkpoints on a ReadWriteMany claim. "
         "The chart: `helm install` with `values/local.yaml` (its launcher in front of the trainer). The peers run "
         "the built-in trainer itself (`python -m entrypoint.training`), as their users run a TensorFlow script: "
@@ -1009,12 +1008,12 @@ def fig_peers(s, table_rows, headers, load: str) -> str:
         "once with `restartPolicy: ExitCode` (`tfjob-exitcode`: the operator recreates a pod whose exit code is "
         "128 or more, a signal, and fails the job on 1-127); a JobSet of one Indexed Job of 2 pods, "
         "`restartPolicy: OnFailure`, `backoffLimit` "
-        f"{peers.run.workloads.BACKOFF_LIMIT}, `failurePolicy.maxRestarts` {peers.run.workloads.MAX_RESTARTS}, "
+        f"{fpe.run.workloads.BACKOFF_LIMIT}, `failurePolicy.maxRestarts` {fpe.run.workloads.MAX_RESTARTS}, "
         "TF_CONFIG from the pod's index (`python -m entrypoint tf-config`). The fault to worker 1 once the "
-        f"chief has a checkpoint and passed step {peers.FAULT_AFTER_STEP}: `kill-trainer` (the training process "
+        f"chief has a checkpoint and passed step {fpe.FAULT_AFTER_STEP}: `kill-trainer` (the training process "
         "SIGKILLed from the host; the pod stays), `delete-worker` (the pod deleted through the API server), "
         "`drain-worker` (its node cordoned, the pod evicted). A run not ended within "
-        f"{peers.RUN_TIMEOUT:.0f} s is left as it is: nobody steps in. {s.rounds} round(s), the systems' order "
+        f"{fpe.RUN_TIMEOUT:.0f} s is left as it is: nobody steps in. {s.rounds} round(s), the systems' order "
         "rotating; medians (min-max), the ratios paired per round."
     )
     return "\n".join(
