@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 from tensorflow.python.checkpoint import checkpoint_management
+from tensorflow.python.eager import context
 
 from .. import loglines
 from ..cluster import Cluster
@@ -170,7 +171,6 @@ def configure_heartbeat(seconds: float) -> None:
     with TensorFlow's defaults; this is the same call with the timeout set."""
     from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
     from tensorflow.python.distribute import multi_worker_util
-    from tensorflow.python.eager import context
 
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     cluster_spec = resolver.cluster_spec()
@@ -871,8 +871,6 @@ def leave_together(s: Session, barrier: str) -> None:
     waits again); after a stop every worker has saved, so it is only logged."""
     if s.cluster.num_workers <= 1:
         return
-    from tensorflow.python.eager import context
-
     finished = barrier == leaving.FINISHED
     broken = leaving.leave_together(
         context.context().wait_at_barrier,

@@ -62,7 +62,6 @@ class PeerRun:
     fault: str
     result: FaultResult  # result.seconds_to_first_step: the install -> the chief's first step
     phase: str = ""  # Succeeded / Failed / '' (neither within the timeout)
-    incarnations: int = 0  # worker pods and container starts first seen after the fault
 
 
 def inject(kube: Kube, fault: str, namespace: str, victim: str, held: list) -> float:
@@ -83,11 +82,6 @@ def inject(kube: Kube, fault: str, namespace: str, victim: str, held: list) -> f
 def _victim_name(logs: PodLogs) -> str:
     names = [inc.name for inc in logs.snapshot() if inc.ordinal == VICTIM]
     return names[-1] if names else ""
-
-
-def _restarts_after(logs: PodLogs, fault_time: float) -> int:
-    """Worker incarnations (container starts, new pods) first seen after the fault."""
-    return sum(inc.first_seen >= fault_time for inc in logs.snapshot())
 
 
 def run_peer(
@@ -150,7 +144,6 @@ def run_peer(
         if 0 in streams:
             marks = {o: first_index_after(st.times, fault_time) for o, st in streams.items()}
             fill_result(result, streams, marks, fault_time)
-        run.incarnations = _restarts_after(logs, fault_time)
         result.completed = run.phase == "Succeeded"
         said = workloads.phase_message(kube.get(path))
         ended = run.phase or f"neither Succeeded nor Failed within {timeout:g}s"
