@@ -1,9 +1,10 @@
 """`make bench` — measure the performance figures into docs/benchmarks.md and docs/bench/*.png.
 
-    python -m tfmw.bench [--quick] [--peers] [--only 1,2,3,4,5,6,7,8,9,10] [--workers N] [--gpus G]
+    python -m tfmw.bench [--quick] [--peers] [--only 1,2,3,4,5,6,7,8,9,10,11] [--workers N] [--gpus G]
                             [--out docs/benchmarks.md]
 
-Figure 10 (the chart beside Kubeflow's TFJob and a JobSet) is opt-in: --peers, or --only 10.
+Figures 10 and 11 (the chart beside Kubeflow's TFJob and a JobSet; 11: a node lost) are opt-in:
+--peers, or --only 10,11.
 
 Prints each figure's table as it is measured, then writes the document and the plots.
 A figure that fails is reported in the document as not measured (with the reason) and
@@ -30,6 +31,7 @@ from . import (
     fig_goodput,
     fig_kueue,
     fig_launcher,
+    fig_node_peers,
     fig_overhead,
     fig_peers,
     fig_pipeline,
@@ -43,7 +45,7 @@ from .procs import REPO, BenchError
 
 FIGURES = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 # Opt-in: measured only when asked (--peers, or --only): it builds and runs other projects' controllers.
-OPT_IN = (10,)
+OPT_IN = (10, 11)
 
 
 def parse_figures(text: str) -> list[int]:
@@ -64,7 +66,9 @@ def parse_args(argv):
     parser.add_argument("--quick", action="store_true", help="fewer repeats and cases (under 3 minutes)")
     parser.add_argument("--only", default=",".join(map(str, FIGURES)), help="figures to measure, e.g. 1,4")
     parser.add_argument(
-        "--peers", action="store_true", help="also figure 10: the chart beside a TFJob and a JobSet (opt-in)"
+        "--peers",
+        action="store_true",
+        help="also figures 10 and 11: the chart beside a TFJob and a JobSet (opt-in)",
     )
     parser.add_argument(
         "--workers",
@@ -81,7 +85,8 @@ def parse_args(argv):
     parser.add_argument("--out", default=str(REPO / "docs" / "benchmarks.md"), help="markdown file to write")
     args = parser.parse_args(argv)
     try:
-        args.figures = parse_figures(args.only) + ([] if not args.peers or 10 in parse_figures(args.only) else [10])
+        figures = parse_figures(args.only)
+        args.figures = sorted(set(figures) | (set(OPT_IN) if args.peers else set()))
     except ValueError as err:
         parser.exit(2, f"bench: {err}\n")
     if args.workers < 2:
@@ -232,6 +237,18 @@ def run_figure10(args, machine_line: str, plots: Path) -> str:
     )
 
 
+def run_figure11(args, machine_line: str, plots: Path) -> str:
+    return one_measurement(
+        fig_node_peers,
+        "Figure 11: a node lost under the chart, a TFJob and a JobSet",
+        "fig11_node_peers.png",
+        report.fig_node_peers,
+        args,
+        machine_line,
+        plots,
+    )
+
+
 RUNNERS = {
     1: ("Figure 1: distribution overhead", run_figure1),
     2: ("Figure 2: launcher overhead", run_figure2),
@@ -243,6 +260,7 @@ RUNNERS = {
     8: ("Figure 8: the control path at 16 to 1,024 workers", run_figure8),
     9: ("Figure 9: TensorFlow's threads under a CPU limit", run_figure9),
     10: ("Figure 10: the same run under the chart, a TFJob and a JobSet", run_figure10),
+    11: ("Figure 11: a node lost under the chart, a TFJob and a JobSet", run_figure11),
 }
 
 
@@ -290,7 +308,7 @@ def main(argv=None) -> int:
     command = (
         ("python -m tfmw.bench " + " ".join(sys.argv[1:] if argv is None else argv))
         if partial
-        else "make bench" + (" QUICK=1" if args.quick else "") + (" PEERS=1" if 10 in args.figures else "")
+        else "make bench" + (" QUICK=1" if args.quick else "") + (" PEERS=1" if set(OPT_IN) & set(args.figures) else "")
     )
     if partial and out.is_file() and "## Figure " in out.read_text():
         note = (

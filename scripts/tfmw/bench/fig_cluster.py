@@ -848,8 +848,8 @@ def measure_local_round(runs_dir, round_index: int, log=print) -> float:
     return timing.first_step
 
 
-def cluster_up(controlplane, state_dir: str, bins: dict, archive, log=print, figure: str = "figure 6"):
-    """(state, Up) of one `make cluster`, with what up() said about the worker image."""
+def cluster_up(controlplane, state_dir: str, bins: dict, archive, log=print, figure: str = "figure 6", nodes: int = 2):
+    """(state, Up) of one `make cluster` of `nodes` nodes, with what up() said about the worker image."""
     said: list[str] = []
 
     def say(line: str) -> None:
@@ -859,7 +859,7 @@ def cluster_up(controlplane, state_dir: str, bins: dict, archive, log=print, fig
     log(f"  {figure}: make cluster (controlplane.up)")
     started = time.monotonic()
     try:
-        state = controlplane.up(state_dir, nodes=2, bins=bins, images=[archive], say=say)
+        state = controlplane.up(state_dir, nodes=nodes, bins=bins, images=[archive], say=say)
     except controlplane.ClusterError as err:
         raise BenchError(f"{figure}: make cluster failed: {err}") from None
     return state, make_up(state.ready_seconds, time.monotonic() - started, said)

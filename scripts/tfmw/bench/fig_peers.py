@@ -56,6 +56,7 @@ class Summary:
     runs: tuple  # run.PeerRun, every round
     rounds: int
     settings: tuple[str, ...]  # one line per peer: its version and what differs from upstream
+    faults: tuple[str, ...] = run.FAULTS  # the table's and plot's rows, in order
 
 
 def measure(quick: bool, log=print) -> Summary:
@@ -146,7 +147,7 @@ def ratios(s: Summary, system: str, fault: str) -> list[float]:
 def table_rows(s: Summary) -> list[list]:
     reference = _weights(s)
     rows = []
-    for fault in run.FAULTS:
+    for fault in s.faults:
         for system in run.SYSTEMS:
             mine = [r for r in s.runs if r.system == system and r.fault == fault]
             if not mine:
@@ -179,13 +180,13 @@ def plot(s: Summary, path, subtitle: str) -> None:
     width = 0.8 / len(run.SYSTEMS)
     for offset, system in enumerate(run.SYSTEMS):
         values = []
-        for fault in run.FAULTS:
+        for fault in s.faults:
             mine = [r.result.seconds_to_resume for r in s.runs if r.system == system and r.fault == fault]
             mine = [v for v in mine if not math.isnan(v)]
             values.append(stats.median(mine) if mine else 0.0)
         shift = (offset - (len(run.SYSTEMS) - 1) / 2) * width
-        ax.bar([i + shift for i in range(len(run.FAULTS))], values, width, label=system)
-    ax.set_xticks(range(len(run.FAULTS)), run.FAULTS)
+        ax.bar([i + shift for i in range(len(s.faults))], values, width, label=system)
+    ax.set_xticks(range(len(s.faults)), s.faults)
     ax.set_ylabel("fault -> resumed, seconds (median)")
     ax.legend()
     ax.set_title(f"the same run under the chart, a TFJob (two restart policies) and a JobSet\n{subtitle}", fontsize=9)

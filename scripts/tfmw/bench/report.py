@@ -14,6 +14,7 @@ from tfmw.table import fmt, markdown_table
 
 from . import fig_goodput, stats
 from . import fig_kueue as fk
+from . import fig_node_peers as fnp
 from . import fig_peers as fpe
 from . import fig_scale as fsc
 from . import fig_threads as fth
@@ -1035,6 +1036,44 @@ def fig_peers(s, table_rows, headers, load: str) -> str:
     )
 
 
+def fig_node_peers(s, table_rows, headers, load: str) -> str:
+    """Figure 11: worker 1's node lost under the chart, a TFJob and a JobSet."""
+    settings = (
+        f"figure 10's run and systems (the peers' settings there), with worker 1's node lost once the chief has "
+        f"a checkpoint and passed step {fpe.FAULT_AFTER_STEP}: every process of the node SIGKILLed and its link "
+        f"cut, as a machine is lost. A lost node stays lost, so each run has a cluster of its own: {fnp.NODES} "
+        "nodes (figure 6's otherwise), the peer's controller installed from its own manifests on one of them (the "
+        "chart needs none), the 2 workers spread one per node (a topology spread constraint) and off the "
+        "controller's node, so the controller outlives the loss as on a cluster whose controllers run on nodes of "
+        "their own. Kubernetes' defaults apply to the peers' pods (an unreachable node tolerated for 300 s); the "
+        "chart's own `workers.nodeLossTolerationSeconds` to its workers. The cluster declares a node unreachable "
+        f"after 40 s (its `--node-monitor-grace-period`). A run not ended {fnp.NODE_LOSS_TIMEOUT:.0f} s after the "
+        f"fault is reported as it was left: nobody steps in. {s.rounds} round(s); medians (min-max)."
+    )
+    ended = []
+    for r in s.runs:
+        parts = fc.parts_cell(r.result.node_parts.items()) if r.result.node_parts else ""
+        ended.append(f"- `{r.system}`: {r.result.reason}" + (f"; fault -> resumed in parts: {parts}" if parts else ""))
+    return "\n".join(
+        [
+            "## Figure 11: a node lost under the chart, a TFJob and a JobSet",
+            "",
+            settings_line(settings, load),
+            "",
+            image("fig11_node_peers.png", "a lost node: fault to resumed under the chart, a TFJob and a JobSet"),
+            "",
+            table(headers, table_rows),
+            "",
+            "How each run ended, in the controller's own words where it has any, and where its pods were left:",
+            "",
+            *ended,
+            "",
+            "The columns are figure 10's.",
+            "",
+        ]
+    )
+
+
 def footer(quick: bool) -> str:
     return "\n".join(
         [
@@ -1045,7 +1084,7 @@ def footer(quick: bool) -> str:
             "make bench QUICK=1    # fewer repeats and cases (figure 3 in ~5 min)",
             "python -m tfmw.bench --only 2,4          # some figures: replaces only their sections here",
             "python -m tfmw.bench --only 1 --gpus 1   # figure 1 on GPU workers (documented, not run here)",
-            "make bench PEERS=1    # also figure 10: the chart beside TFJob and JobSet (builds both once, ~10 min)",
+            "make bench PEERS=1    # also figures 10 and 11: the chart beside TFJob and JobSet (builds both once)",
             "```",
             "",
             "Figures 6 and 7 each start a Kubernetes cluster of their own (root; the pinned binaries, the worker "

@@ -8,6 +8,9 @@ fault step):
     kill-trainer   the training process SIGKILLed from the host (the pod stays)
     delete-worker  the pod deleted through the API server
     drain-worker   its node cordoned and the pod evicted (tfmw.faults.disruptions)
+    node-loss      its node lost as a machine is: every process SIGKILLed, its link cut
+                   (tfmw.faults.nodes; the node stays lost, so one run per cluster). The
+                   workers are spread one per node, off the nodes given as the controller's.
 
 Each run reports: install -> the chief's first step; fault -> the group's first step after it;
 steps re-trained; whether the run ended Succeeded without anyone's help, and its weights.
@@ -34,12 +37,14 @@ from tfmw.faults.cluster import (
     ready_for_fault,
     run_cluster_scenario,
 )
+from tfmw.faults.nodes import NodeFaultError, cluster_dir, fault_node
 from tfmw.k8s.api import ApiError, ns_path
 from tfmw.peers import workloads
 
 # the chart, a TFJob with each restart policy its users set, a JobSet
 SYSTEMS = ("chart", "tfjob-onfailure", "tfjob-exitcode", "jobset")
 FAULTS = ("kill-trainer", "delete-worker", "drain-worker")
+NODE_LOSS = "node-loss"  # one run per cluster: the node stays lost
 VICTIM = 1
 API = {
     "tfjob": ("/apis/kubeflow.org/v1", "tfjobs"),
@@ -47,13 +52,15 @@ API = {
 }
 
 
-def workload(system: str, image: str, config: str, claim: str, resources: dict) -> tuple[str, dict]:
-    """(its API kind, the object) of `system` (pure)."""
+def workload(
+    system: str, image: str, config: str, claim: str, resources: dict, extra: dict | None = None
+) -> tuple[str, dict]:
+    """(its API kind, the object) of `system` (pure); `extra`: pod-spec fields added."""
     name = f"peer-{system}"
     if system == "jobset":
-        return "jobset", workloads.jobset(name, image, config, claim, resources)
+        return "jobset", workloads.jobset(name, image, config, claim, resources, extra=extra)
     policy = {"tfjob-onfailure": "OnFailure", "tfjob-exitcode": "ExitCode"}[system]
-    return "tfjob", workloads.tfjob(name, image, config, claim, resources, policy=policy)
+    return "tfjob", workloads.tfjob(name, image, config, claim, resources, policy=policy, extra=extra)
 
 
 @dataclass
@@ -76,6 +83,17 @@ def inject(kube: Kube, fault: str, namespace: str, victim: str, held: list) -> f
         disruption = disruptions.disrupt(kube, "drain-worker", namespace, "", victim, "")
         held.append(disruption)
         return disruption.fault_time
+    if fault == NODE_LOSS:
+        try:
+            directory = cluster_dir(kube.kubeconfig)
+        except NodeFaultError as err:
+            raise FaultError(str(err), 2) from None
+        node = ((kube.get(ns_path(namespace, "pods", victim)) or {}).get("spec") or {}).get("nodeName", "")
+        if not node:
+            raise FaultError(f"{NODE_LOSS}: pod {victim} is on no node")
+        fault_time = time.monotonic()
+        fault_node(directory, NODE_LOSS, node)
+        return fault_time
     raise ValueError(fault)
 
 
@@ -96,8 +114,11 @@ def run_peer(
     fault_after_step: int = 50,
     timeout: float = 300,
     out=lambda line: None,
+    avoid_nodes: tuple[str, ...] = (),
 ) -> PeerRun:
-    """A TFJob or a JobSet of the run in a namespace of its own (deleted after), with `fault`."""
+    """A TFJob or a JobSet of the run in a namespace of its own (deleted after), with `fault`.
+    Under node-loss the workers are spread one per node, never on `avoid_nodes` (where the
+    peer's controller runs)."""
     name = f"peer-{system}"
     namespace = f"tfmw-peers-{os.getpid()}-{system}-{fault}"[:63]
     run = PeerRun(system, fault, FaultResult(fault, False, "", steps, checkpoint_every))
@@ -115,7 +136,8 @@ def run_peer(
         deadline = time.monotonic() + 60
         while kube.get(ns_path(namespace, "serviceaccounts", "default")) is None and time.monotonic() < deadline:
             time.sleep(0.2)
-        kind, obj = workload(system, image, f"{name}-training", f"{name}-shared", resources)
+        extra = workloads.placement(name, avoid_nodes) if fault == NODE_LOSS else None
+        kind, obj = workload(system, image, f"{name}-training", f"{name}-shared", resources, extra)
         group, plural = API[kind]
         created = time.monotonic()
         kube.call("POST", f"{group}/namespaces/{namespace}/{plural}", obj)
@@ -148,6 +170,8 @@ def run_peer(
         said = workloads.phase_message(kube.get(path))
         ended = run.phase or f"neither Succeeded nor Failed within {timeout:g}s"
         result.reason = f"{system} {ended}" + (f" ({said})" if said else "")
+        if run.phase != "Succeeded":  # where it was left: what an admin would find
+            result.reason += f"; pods: {workloads.pods_line(kube.items(ns_path(namespace, 'pods'), selector))}"
         result.log_tail = [f"[{inc.name} {inc.uid[:8]}] {line}" for inc in logs.snapshot() for line in inc.lines[-8:]]
         return run
     except (FaultError, ApiError) as err:
@@ -158,7 +182,10 @@ def run_peer(
             disruption.cleanup()
         if logs is not None:
             logs.stop()
-        kube.delete_namespace(namespace)
+        # A pod on a lost node stays Terminating for good (no kubelet confirms it stopped), and
+        # so would its namespace: the cluster goes instead (one node-loss run per cluster).
+        if fault != NODE_LOSS:
+            kube.delete_namespace(namespace)
 
 
 def run_chart(

@@ -88,8 +88,36 @@ def _container(name: str, image: str, run_id: str, resources: dict, command: lis
     }
 
 
-def _pod_spec(container: dict, config: str, claim: str, restart_policy: str) -> dict:
-    return {
+def placement(name: str, avoid_nodes: tuple[str, ...] = ()) -> dict:
+    """Pod-spec fields putting the run's workers one per node, never on `avoid_nodes` (pure).
+
+    For a node lost: the workers must not share the lost node, and the peer's controller
+    (on an avoided node) must survive it, as it would on a cluster whose controllers run on
+    nodes of their own. A lost (tainted) node is not counted, so the replacement may join the
+    survivor's node: the same rule as the chart's node-loss runs (tfmw.faults.nodes.SPREAD)."""
+    spec: dict = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "nodeTaintsPolicy": "Honor",
+                "labelSelector": {"matchLabels": {"app.kubernetes.io/name": name}},
+            }
+        ]
+    }
+    if avoid_nodes:
+        term = {
+            "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": list(avoid_nodes)}]
+        }
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        }
+    return spec
+
+
+def _pod_spec(container: dict, config: str, claim: str, restart_policy: str, extra: dict | None = None) -> dict:
+    return (extra or {}) | {
         "restartPolicy": restart_policy,
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": 30,
@@ -111,8 +139,16 @@ TFJOB_POLICIES = ("OnFailure", "ExitCode")
 
 
 def tfjob(
-    name: str, image: str, config: str, claim: str, resources: dict, replicas: int = 2, policy: str = "OnFailure"
+    name: str,
+    image: str,
+    config: str,
+    claim: str,
+    resources: dict,
+    replicas: int = 2,
+    policy: str = "OnFailure",
+    extra: dict | None = None,
 ) -> dict:
+    """`extra`: pod-spec fields added (placement())."""
     if policy not in TFJOB_POLICIES:
         raise ValueError(f"TFJob restartPolicy {policy!r}; one of {', '.join(TFJOB_POLICIES)}")
     container = _container("tensorflow", image, name, resources, TRAINER)  # the operator's container name
@@ -129,7 +165,9 @@ def tfjob(
                     "template": {
                         "metadata": {"labels": {"app.kubernetes.io/name": name}},
                         # the operator sets the pods' own policy from the replica's (ExitCode: Never)
-                        "spec": _pod_spec(container, config, claim, "OnFailure" if policy == "OnFailure" else "Never"),
+                        "spec": _pod_spec(
+                            container, config, claim, "OnFailure" if policy == "OnFailure" else "Never", extra
+                        ),
                     },
                 }
             },
@@ -145,7 +183,10 @@ def jobset_command() -> list[str]:
     return ["sh", "-c", 'TF_CONFIG="$(python -m entrypoint tf-config)" exec ' + " ".join(TRAINER)]
 
 
-def jobset(name: str, image: str, config: str, claim: str, resources: dict, replicas: int = 2) -> dict:
+def jobset(
+    name: str, image: str, config: str, claim: str, resources: dict, replicas: int = 2, extra: dict | None = None
+) -> dict:
+    """`extra`: pod-spec fields added (placement())."""
     container = _container("worker", image, name, resources, jobset_command())
     container["env"] += [
         {"name": "TFMW_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
@@ -173,7 +214,7 @@ def jobset(name: str, image: str, config: str, claim: str, resources: dict, repl
                             "backoffLimit": BACKOFF_LIMIT,
                             "template": {
                                 "metadata": {"labels": {"app.kubernetes.io/name": name}},
-                                "spec": _pod_spec(container, config, claim, "OnFailure"),
+                                "spec": _pod_spec(container, config, claim, "OnFailure", extra),
                             },
                         }
                     },
@@ -212,3 +253,21 @@ def phase_message(obj: dict | None) -> str:
         return ""
     newest = max(conditions, key=lambda c: c.get("lastTransitionTime") or "")
     return f"{newest.get('type')}: {newest.get('reason', '')}: {' '.join(str(newest.get('message', '')).split())}"
+
+
+def pods_line(pods: list[dict]) -> str:
+    """Where the run's pods are, in one line (pure): name, node, phase or Terminating, the
+    container's restarts and what it waits for, e.g.
+    `peer-jobset-workers-0-0-x on n1: Running, 3 restarts, CrashLoopBackOff`."""
+    parts = []
+    for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("name", "")):
+        meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+        state = "Terminating" if meta.get("deletionTimestamp") else status.get("phase", "?")
+        words = [state]
+        containers = status.get("containerStatuses") or []
+        restarts = sum(c.get("restartCount", 0) for c in containers)
+        if restarts:
+            words.append(f"{restarts} restart{'s' if restarts != 1 else ''}")
+        words += [w for c in containers if (w := ((c.get("state") or {}).get("waiting") or {}).get("reason"))]
+        parts.append(f"{meta.get('name', '?')} on {spec.get('nodeName') or 'no node'}: {', '.join(words)}")
+    return "; ".join(parts) or "no pods"

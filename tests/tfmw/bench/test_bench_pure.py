@@ -429,18 +429,20 @@ def test_markdown_and_console_tables():
 def test_only_refuses_unknown_figures():
     assert parse_figures("4,1,4") == [1, 4]
     assert parse_figures("6") == [6]
-    assert parse_figures("10") == [10]  # the opt-in figure, asked for by number
-    with pytest.raises(ValueError, match="numbers from 1 to 10"):
-        parse_figures("1,11")
+    assert parse_figures("10") == [10]  # the opt-in figures, asked for by number
+    assert parse_figures("11,10") == [10, 11]
+    with pytest.raises(ValueError, match="numbers from 1 to 11"):
+        parse_figures("1,12")
 
 
 def test_the_peers_figure_is_measured_only_when_asked():
     from tfmw.bench.__main__ import FIGURES, parse_args
 
     assert parse_args([]).figures == list(FIGURES)
-    assert parse_args(["--peers"]).figures == [*FIGURES, 10]
-    assert parse_args(["--peers", "--only", "10"]).figures == [10]
-    assert parse_args(["--peers", "--only", "2"]).figures == [2, 10]
+    assert parse_args(["--peers"]).figures == [*FIGURES, 10, 11]
+    assert parse_args(["--only", "11"]).figures == [11]
+    assert parse_args(["--peers", "--only", "10"]).figures == [10, 11]
+    assert parse_args(["--peers", "--only", "2"]).figures == [2, 10, 11]
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tfmw.devcluster.build import module_download
-from tfmw.faults.cluster import trainer_pids
+from tfmw.faults.cluster import FaultError, trainer_pids
 from tfmw.peers import builds, install, run, workloads
 
 RESOURCES = {"requests": {"cpu": "500m"}, "limits": {"cpu": "1"}}
@@ -116,6 +116,60 @@ def test_the_wrapper_changes_only_the_image_and_jobsets_cpu_request():
     jobset = install.kustomization(install.JOBSET, "tfmw.local/jobset:v0.12.0")
     (patch,) = yaml.safe_load(jobset["patches"][0]["patch"])
     assert patch["value"] == install.JOBSET_CPU_REQUEST and patch["path"].endswith("/requests/cpu")
+
+
+@pytest.mark.parametrize("system", run.SYSTEMS[1:])
+def test_under_a_node_loss_the_workers_spread_one_per_node_and_off_the_controllers(system):
+    extra = workloads.placement(f"peer-{system}", ("node-1",))
+    kind, obj = run.workload(system, "img:1", "cm", "pvc", RESOURCES, extra)
+    if kind == "tfjob":
+        pod = obj["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    else:
+        pod = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    (spread,) = pod["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["whenUnsatisfiable"] == "DoNotSchedule"
+    assert spread["nodeTaintsPolicy"] == "Honor"  # a lost (tainted) node does not count
+    assert spread["labelSelector"] == {"matchLabels": {"app.kubernetes.io/name": f"peer-{system}"}}
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["node-1"]}]
+    assert pod["containers"][0]["command"]  # the rest of the pod is the same
+    assert "affinity" not in run.workload(system, "img:1", "cm", "pvc", RESOURCES)[1]  # other faults: as before
+
+
+def test_without_nodes_to_avoid_the_workers_are_only_spread():
+    assert set(workloads.placement("peer-jobset")) == {"topologySpreadConstraints"}
+
+
+def test_where_the_runs_pods_were_left_is_one_line():
+    pods = [
+        {
+            "metadata": {"name": "w-1", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"nodeName": "node-2"},
+            "status": {"phase": "Running", "containerStatuses": [{"restartCount": 0, "state": {"running": {}}}]},
+        },
+        {
+            "metadata": {"name": "w-0"},
+            "spec": {"nodeName": "node-3"},
+            "status": {
+                "phase": "Running",
+                "containerStatuses": [{"restartCount": 4, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}],
+            },
+        },
+        {"metadata": {"name": "w-2"}, "spec": {}, "status": {"phase": "Pending"}},
+    ]
+    assert workloads.pods_line(pods) == (
+        "w-0 on node-3: Running, 4 restarts, CrashLoopBackOff; w-1 on node-2: Terminating; w-2 on no node: Pending"
+    )
+    assert workloads.pods_line([]) == "no pods"
+
+
+def test_a_node_loss_needs_the_local_clusters_state_folder(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("{}")
+    not_ours = SimpleNamespace(kubeconfig=kubeconfig)
+    with pytest.raises(FaultError, match="node-loss and node-partition act on the nodes of `make cluster`") as err:
+        run.inject(not_ours, run.NODE_LOSS, "ns", "peer-jobset-workers-0-1", [])
+    assert err.value.exit_code == 2
 
 
 def _fake_proc(root: Path, pid: int, argv: list[str], cgroup: str) -> None:

@@ -1,0 +1,129 @@
+"""Figure 11 (opt-in, `make bench PEERS=1`): a node lost, under the chart and under its peers.
+
+Figure 10's run and systems (tfmw.bench.fig_peers), with the one fault figure 10 cannot
+repeat on one cluster: worker 1's node lost as a machine is (every process on it SIGKILLed,
+its link cut: tfmw.faults.nodes), once the chief has a checkpoint and passed step 50. A lost
+node stays lost, so each system gets a cluster of its own: three nodes (figure 6's otherwise),
+the peer's controller installed from its own manifests (the chart needs none), the two
+workers spread one per node and off the controller's node, so the controller survives the
+loss as it would on a cluster whose controllers run on nodes of their own. Nobody steps in:
+a run that has not ended NODE_LOSS_TIMEOUT after the fault is reported as it was left (its
+pods, their restarts). Kubernetes' defaults apply to the peers' pods (a NoExecute toleration
+of 300 s for an unreachable node); the chart's are its own (`workers.nodeLossTolerationSeconds`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import yaml
+
+from tfmw.devcluster import controlplane
+from tfmw.devcluster.build import KubeBuildError
+from tfmw.faults.analysis import FaultResult
+from tfmw.faults.cluster import FaultError, Kube
+from tfmw.image import build as image
+from tfmw.k8s.api import ns_path
+from tfmw.peers import builds, install, run
+
+from . import fig_peers
+from .fig_cluster import cluster_down, cluster_parts, cluster_up
+from .fig_peers import CHECKPOINT_EVERY, FAULT_AFTER_STEP, STEPS, Summary
+from .procs import REPO, BenchError
+
+# figure 10's table and plot, over this figure's one fault
+HEADERS, table_rows, plot = fig_peers.HEADERS, fig_peers.table_rows, fig_peers.plot
+
+FIGURE = "figure 11"
+NODES = 3  # two for the workers (one is lost), one for the peer's controller
+# The fault -> the run's end: past Kubernetes' 40 s to declare the node unreachable here and
+# its default 300 s toleration, with room for a replacement's start and the remaining steps.
+NODE_LOSS_TIMEOUT = 600.0
+# The chart's run first: when it cannot recover, nothing else is worth the next 30 minutes' wait.
+ORDER = ("chart", "jobset", "tfjob-onfailure", "tfjob-exitcode")
+
+
+def peer_of(system: str) -> install.Peer | None:
+    """The controller `system` needs (None: the chart needs none) (pure)."""
+    if system == "chart":
+        return None
+    return install.PEERS["jobset" if system == "jobset" else "tfjob"]
+
+
+def controller_nodes(pods: list[dict]) -> tuple[str, ...]:
+    """The nodes a controller's pods run on (pure)."""
+    return tuple(sorted({n for p in pods if (n := (p.get("spec") or {}).get("nodeName"))}))
+
+
+def measure(quick: bool, log=print) -> Summary:
+    bins, archive = cluster_parts(log, FIGURE)
+    try:
+        ref = image.ensure_image(variant="cpu", base="debian", progress=lambda line: log(f"  {FIGURE}: {line}"))
+        for spec in builds.PEERS.values():
+            builds.ensure(spec, progress=lambda line: log(f"  {FIGURE}: {line}"))
+    except (image.ImageError, KubeBuildError) as err:
+        raise BenchError(f"{FIGURE}: {err}") from None
+    values = yaml.safe_load((REPO / "values" / "local.yaml").read_text())
+    resources = values["workers"]["resources"]
+    rounds = 1 if quick else 3
+    runs = []
+    for index in range(rounds):
+        for system in ORDER[index % len(ORDER) :] + ORDER[: index % len(ORDER)]:
+            runs.append(one(bins, archive, system, ref, values, resources, index, log))
+    return Summary(tuple(runs), rounds, tuple(install.settings(p) for p in install.PEERS.values()), (run.NODE_LOSS,))
+
+
+def one(bins, archive, system: str, ref: str, values, resources, index: int, log) -> run.PeerRun:
+    """One run of `system` with worker 1's node lost, on a fresh cluster (down after)."""
+    say = lambda line: log(f"  {FIGURE}: {line}")  # noqa: E731
+    log(f"  {FIGURE}: round {index + 1}: {run.NODE_LOSS} under {system}")
+    work = tempfile.mkdtemp(prefix="tfmw-bench-node-peers-")
+    state_dir = os.path.join(work, "state")
+    try:
+        state, _ = cluster_up(controlplane, state_dir, bins, archive, log, FIGURE, nodes=NODES)
+        try:
+            kube = Kube(state.kubeconfig)
+            peer = peer_of(system)
+            if peer is None:
+                done = run.run_chart(
+                    kube, state.kubeconfig, run.NODE_LOSS, STEPS, CHECKPOINT_EVERY, FAULT_AFTER_STEP, NODE_LOSS_TIMEOUT
+                )
+            else:
+                try:
+                    install.install(state, peer, say=say)
+                except install.PeerError as err:
+                    raise BenchError(f"{FIGURE}: {peer.key} could not be installed: {err}") from None
+                avoid = controller_nodes(kube.items(ns_path(peer.namespace, "pods"), ""))
+                say(f"{peer.key}'s controller on {', '.join(avoid) or 'no node'}: the workers run elsewhere")
+                done = run.run_peer(
+                    kube,
+                    system,
+                    run.NODE_LOSS,
+                    ref,
+                    values,
+                    resources,
+                    STEPS,
+                    CHECKPOINT_EVERY,
+                    FAULT_AFTER_STEP,
+                    NODE_LOSS_TIMEOUT,
+                    avoid_nodes=avoid,
+                )
+        except FaultError as err:
+            done = run.PeerRun(
+                system, run.NODE_LOSS, FaultResult(run.NODE_LOSS, False, str(err), STEPS, CHECKPOINT_EVERY)
+            )
+        finally:
+            cluster_down(controlplane, state_dir, log, FIGURE)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    r = done.result
+    log(
+        f"  {FIGURE}: round {index + 1}: {run.NODE_LOSS} under {system}: first step {r.seconds_to_first_step:.1f} s, "
+        f"resumed {r.seconds_to_resume:.1f} s after the fault, {done.phase or 'not ended'} ({r.reason})"
+    )
+    if not r.completed:
+        for line in r.log_tail[-16:]:
+            log(f"    {line}")
+    return done
