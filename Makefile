@@ -14,8 +14,9 @@ ANY_CONTEXT ?=
 SET ?=
 SET_FILE ?=
 QUICK ?=
-# make bench PEERS=1: also figure 10, the chart beside Kubeflow's TFJob and a JobSet (their
-# controllers built once from their pinned Go modules and installed on the figure's own cluster)
+# make bench PEERS=1: also figures 10 and 11, the chart beside Kubeflow's TFJob and a JobSet (their
+# controllers built once from their pinned Go modules and installed on the figures' own clusters;
+# figure 11, a node lost, takes a fresh cluster per run and up to 10 minutes a peer)
 PEERS ?=
 FRESH ?=
 # Cluster targets: kube context (default: current), helm --timeout, DRY_RUN=1 renders and prints only.
@@ -178,7 +179,7 @@ undeploy: setup-tools ## Uninstall the release (shared storage is kept)
 	$(TFMW) undeploy $(TARGET_ARGS) $(GUARD_ARG)
 
 .PHONY: bench
-bench: setup ## Measure the performance figures into docs/benchmarks.md (QUICK=1 for a short run; PEERS=1 adds the TFJob/JobSet figure)
+bench: setup ## Measure the performance figures into docs/benchmarks.md (QUICK=1 for a short run; PEERS=1 adds the TFJob/JobSet figures)
 	$(PY) -m tfmw.bench $(if $(QUICK),--quick) $(if $(filter 1,$(PEERS)),--peers)
 
 .PHONY: image

@@ -172,6 +172,9 @@ def run_peer(
         result.reason = f"{system} {ended}" + (f" ({said})" if said else "")
         if run.phase != "Succeeded":  # where it was left: what an admin would find
             result.reason += f"; pods: {workloads.pods_line(kube.items(ns_path(namespace, 'pods'), selector))}"
+            if kind == "jobset":
+                jobs = kube.items(ns_path(namespace, "jobs", group="batch/v1"), "")  # the run's namespace
+                result.reason += f"; Jobs: {workloads.jobs_line(jobs)}"
         result.log_tail = [f"[{inc.name} {inc.uid[:8]}] {line}" for inc in logs.snapshot() for line in inc.lines[-8:]]
         return run
     except (FaultError, ApiError) as err:

@@ -271,3 +271,17 @@ def pods_line(pods: list[dict]) -> str:
         words += [w for c in containers if (w := ((c.get("state") or {}).get("waiting") or {}).get("reason"))]
         parts.append(f"{meta.get('name', '?')} on {spec.get('nodeName') or 'no node'}: {', '.join(words)}")
     return "; ".join(parts) or "no pods"
+
+
+def jobs_line(jobs: list[dict]) -> str:
+    """A JobSet's Jobs in one line (pure): name, true conditions, pods still terminating, e.g.
+    `peer-jobset-workers-0: SuccessCriteriaMet, 1 terminating`. A Job adds Complete only once
+    none of its pods is terminating."""
+    parts = []
+    for job in sorted(jobs, key=lambda j: (j.get("metadata") or {}).get("name", "")):
+        status = job.get("status") or {}
+        words = [c.get("type", "?") for c in status.get("conditions") or [] if c.get("status") == "True"]
+        if status.get("terminating"):
+            words.append(f"{status['terminating']} terminating")
+        parts.append(f"{(job.get('metadata') or {}).get('name', '?')}: {', '.join(words) or 'no condition'}")
+    return "; ".join(parts) or "no Jobs"

@@ -163,6 +163,26 @@ def test_where_the_runs_pods_were_left_is_one_line():
     assert workloads.pods_line([]) == "no pods"
 
 
+def test_a_jobsets_jobs_are_one_line_with_the_pods_they_still_wait_for():
+    jobs = [
+        {
+            "metadata": {"name": "peer-jobset-workers-0"},
+            "status": {
+                "terminating": 1,
+                "conditions": [
+                    {"type": "SuccessCriteriaMet", "status": "True"},
+                    {"type": "Complete", "status": "False"},
+                ],
+            },
+        },
+        {"metadata": {"name": "peer-jobset-workers-1"}, "status": {}},
+    ]
+    assert workloads.jobs_line(jobs) == (
+        "peer-jobset-workers-0: SuccessCriteriaMet, 1 terminating; peer-jobset-workers-1: no condition"
+    )
+    assert workloads.jobs_line([]) == "no Jobs"
+
+
 def test_a_node_loss_needs_the_local_clusters_state_folder(tmp_path):
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("{}")
