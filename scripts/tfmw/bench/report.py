@@ -1053,7 +1053,10 @@ def fig_node_peers(s, table_rows, headers, load: str) -> str:
     ended = []
     for r in s.runs:
         parts = fc.parts_cell(r.result.node_parts.items()) if r.result.node_parts else ""
-        ended.append(f"- `{r.system}`: {r.result.reason}" + (f"; fault -> resumed in parts: {parts}" if parts else ""))
+        when = "" if math.isnan(r.seconds_to_end) else f" ({r.seconds_to_end:.0f} s after the fault)"
+        ended.append(
+            f"- `{r.system}`{when}: {r.result.reason}" + (f"; fault -> resumed in parts: {parts}" if parts else "")
+        )
     return "\n".join(
         [
             "## Figure 11: a node lost under the chart, a TFJob and a JobSet",

@@ -69,6 +69,7 @@ class PeerRun:
     fault: str
     result: FaultResult  # result.seconds_to_first_step: the install -> the chief's first step
     phase: str = ""  # Succeeded / Failed / '' (neither within the timeout)
+    seconds_to_end: float = float("nan")  # the fault -> the controller said Succeeded or Failed
 
 
 def inject(kube: Kube, fault: str, namespace: str, victim: str, held: list) -> float:
@@ -160,6 +161,8 @@ def run_peer(
         path = f"{group}/namespaces/{namespace}/{plural}/{name}"
         ended = logs.wait_for(lambda pl: workloads.phase(kind, kube.get(path)), timeout, interval=0.5)
         run.phase = ended or ""
+        if ended:
+            run.seconds_to_end = time.monotonic() - fault_time
         time.sleep(1.0)  # the last lines arrive before the streams are read
         result.seconds_total = time.monotonic() - started
         streams = merge_incarnations(logs.snapshot())

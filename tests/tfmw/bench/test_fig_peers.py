@@ -47,12 +47,15 @@ def test_figure_10s_table_keeps_its_three_faults():
 def test_figure_11s_section_says_how_each_run_ended_and_where_the_charts_time_went():
     chart = _run("chart", "node-loss", 58.0, "Succeeded", reason="status phase Succeeded")
     chart.result.node_parts = {"detection": 36.0, "eviction": 10.0}
-    stranded = _run("tfjob-onfailure", "node-loss", NAN, "", reason="tfjob-onfailure neither; pods: w-1 Terminating")
-    summary = fig_peers.Summary((chart, stranded), 1, ("x",), (run.NODE_LOSS,))
+    stranded = _run("jobset", "node-loss", NAN, "", reason="jobset neither; pods: w-1 Terminating")
+    failed = _run("tfjob-onfailure", "node-loss", NAN, "Failed", reason="tfjob-onfailure Failed")
+    failed.seconds_to_end = 351.2
+    summary = fig_peers.Summary((chart, stranded, failed), 1, ("x",), (run.NODE_LOSS,))
     text = report.fig_node_peers(summary, fig_node_peers.table_rows(summary), fig_node_peers.HEADERS, "0.5")
     assert text.startswith("## Figure 11: a node lost")
     assert "- `chart`: status phase Succeeded; fault -> resumed in parts: detection 36 s, eviction 10 s" in text
-    assert "- `tfjob-onfailure`: tfjob-onfailure neither; pods: w-1 Terminating" in text
+    assert "- `jobset`: jobset neither; pods: w-1 Terminating" in text
+    assert "- `tfjob-onfailure` (351 s after the fault): tfjob-onfailure Failed" in text
     assert f"{fig_node_peers.NODE_LOSS_TIMEOUT:.0f} s after the fault" in text
 
 
