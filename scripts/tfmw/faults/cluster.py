@@ -524,22 +524,51 @@ def _fault_once_ready(
     before = {inc.uid for inc in logs.snapshot() if inc.name == victim}
     pod = kube.get(ns_path(namespace, "pods", victim)) or {}
     node, uid = (pod.get("spec") or {}).get("nodeName", ""), (pod.get("metadata") or {}).get("uid", "")
-    fault_time = time.monotonic()
-    if scenario in disruptions.DISRUPTIONS:  # `disrupting`: the release, and where the disruption goes
-        release, held = disrupting
+    release, held = disrupting  # the release, and where a disruption goes
+    fault_time = inject(kube, scenario, namespace, victim, held, node=node, node_dir=node_dir, release=release)
+    return before, fault_time, (node, uid)
+
+
+def inject(
+    kube: Kube,
+    scenario: str,
+    namespace: str,
+    victim: str,
+    held: list,
+    node: str = "",
+    node_dir: Path | None = None,
+    release: str = "",
+) -> float:
+    """Do `scenario` to pod `victim` (on `node`; looked up when not given), whoever runs it (the
+    chart's `release`, or a peer's workload); the fault's time (monotonic). A disruption goes to
+    `held`, to be given back after the run. Node faults act on `make cluster`'s nodes (`node_dir`:
+    its state folder, found from the kubeconfig when not given)."""
+    if scenario in disruptions.DISRUPTIONS:
         try:
             disruption = disruptions.disrupt(kube, scenario, namespace, release, victim, str(CHART))
         except ApiError as err:
             raise FaultError(f"{scenario} of {victim}: {err}") from None
         held.append(disruption)
-        fault_time = disruption.fault_time
-    elif scenario == "kill-trainer":
-        fault_time = kill_trainer(kube, namespace, victim)
-    elif node_dir is None:
-        kube.delete(ns_path(namespace, "pods", victim))
-    else:
+        return disruption.fault_time
+    if scenario == "kill-trainer":
+        return kill_trainer(kube, namespace, victim)
+    if scenario in NODE_SCENARIOS:
+        if node_dir is None:
+            try:
+                node_dir = cluster_dir(kube.kubeconfig)
+            except NodeFaultError as err:
+                raise FaultError(str(err), 2) from None
+        node = node or ((kube.get(ns_path(namespace, "pods", victim)) or {}).get("spec") or {}).get("nodeName", "")
+        if not node:
+            raise FaultError(f"{scenario}: pod {victim} is on no node")
+        fault_time = time.monotonic()
         fault_node(node_dir, scenario, node)
-    return before, fault_time, (node, uid)
+        return fault_time
+    if scenario not in CLUSTER_SCENARIOS:
+        raise ValueError(f"not a cluster scenario: {scenario!r}")
+    fault_time = time.monotonic()
+    kube.delete(ns_path(namespace, "pods", victim))
+    return fault_time
 
 
 def _hold_then_give_back(

@@ -32,12 +32,11 @@ from tfmw.faults.cluster import (
     Stream,
     first_index_after,
     first_step_after,
-    kill_trainer,
+    inject,
     merge_incarnations,
     ready_for_fault,
     run_cluster_scenario,
 )
-from tfmw.faults.nodes import NodeFaultError, cluster_dir, fault_node
 from tfmw.k8s.api import ApiError, ns_path
 from tfmw.peers import workloads
 
@@ -70,32 +69,6 @@ class PeerRun:
     result: FaultResult  # result.seconds_to_first_step: the install -> the chief's first step
     phase: str = ""  # Succeeded / Failed / '' (neither within the timeout)
     seconds_to_end: float = float("nan")  # the fault -> the controller said Succeeded or Failed
-
-
-def inject(kube: Kube, fault: str, namespace: str, victim: str, held: list) -> float:
-    """Do `fault` to `victim`; its time (monotonic)."""
-    if fault == "kill-trainer":
-        return kill_trainer(kube, namespace, victim)
-    if fault == "delete-worker":
-        fault_time = time.monotonic()
-        kube.delete(ns_path(namespace, "pods", victim))
-        return fault_time
-    if fault == "drain-worker":
-        disruption = disruptions.disrupt(kube, "drain-worker", namespace, "", victim, "")
-        held.append(disruption)
-        return disruption.fault_time
-    if fault == NODE_LOSS:
-        try:
-            directory = cluster_dir(kube.kubeconfig)
-        except NodeFaultError as err:
-            raise FaultError(str(err), 2) from None
-        node = ((kube.get(ns_path(namespace, "pods", victim)) or {}).get("spec") or {}).get("nodeName", "")
-        if not node:
-            raise FaultError(f"{NODE_LOSS}: pod {victim} is on no node")
-        fault_time = time.monotonic()
-        fault_node(directory, NODE_LOSS, node)
-        return fault_time
-    raise ValueError(fault)
 
 
 def _victim_name(logs: PodLogs) -> str:
@@ -157,7 +130,7 @@ def run_peer(
         if logs.wait_for(checkpoint_and_step, timeout) is None:
             raise FaultError(f"never reached a checkpoint and step {fault_after_step} before the fault")
         result.victim = _victim_name(logs)
-        fault_time = inject(kube, fault, namespace, result.victim, held)
+        fault_time = inject(kube, fault, namespace, result.victim, held)  # the harness's own
         path = f"{group}/namespaces/{namespace}/{plural}/{name}"
         ended = logs.wait_for(lambda pl: workloads.phase(kind, kube.get(path)), timeout, interval=0.5)
         run.phase = ended or ""

@@ -490,3 +490,35 @@ def test_a_log_that_cannot_be_opened_does_not_hide_the_pod_that_replaces_it():
     finally:
         kube.hang.set()
         logs.stop()
+
+
+class _RecordingKube:
+    """The API calls inject() makes, answered from a pod table (no cluster)."""
+
+    def __init__(self, pods: dict, kubeconfig="/nowhere/kubeconfig"):
+        self.pods, self.deleted, self.kubeconfig = pods, [], kubeconfig
+
+    def get(self, path: str):
+        return self.pods.get(path.rsplit("/", 1)[-1])
+
+    def delete(self, path: str) -> None:
+        self.deleted.append(path)
+
+
+def test_one_inject_deletes_a_pod_for_the_chart_and_the_peers_alike():
+    kube = _RecordingKube({"w-1": {"spec": {"nodeName": "node-2"}}})
+    before = fault_cluster.time.monotonic()
+    fault_time = fault_cluster.inject(kube, "delete-worker", "ns", "w-1", [])
+    assert kube.deleted == ["/api/v1/namespaces/ns/pods/w-1"] and fault_time >= before
+
+
+def test_a_node_fault_on_a_pod_without_a_node_is_refused_before_anything_is_done(tmp_path):
+    kube = _RecordingKube({"w-1": {"spec": {}}})
+    with pytest.raises(fault_cluster.FaultError, match="node-loss: pod w-1 is on no node"):
+        fault_cluster.inject(kube, "node-loss", "ns", "w-1", [], node_dir=tmp_path)
+    assert kube.deleted == []
+
+
+def test_inject_knows_only_the_cluster_scenarios():
+    with pytest.raises(ValueError, match="'hang-worker'"):
+        fault_cluster.inject(_RecordingKube({}), "hang-worker", "ns", "w-1", [])

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tfmw.devcluster.build import module_download
-from tfmw.faults.cluster import FaultError, trainer_pids
+from tfmw.faults.cluster import FaultError, inject, trainer_pids
 from tfmw.peers import builds, install, run, workloads
 
 RESOURCES = {"requests": {"cpu": "500m"}, "limits": {"cpu": "1"}}
@@ -188,7 +188,7 @@ def test_a_node_loss_needs_the_local_clusters_state_folder(tmp_path):
     kubeconfig.write_text("{}")
     not_ours = SimpleNamespace(kubeconfig=kubeconfig)
     with pytest.raises(FaultError, match="node-loss and node-partition act on the nodes of `make cluster`") as err:
-        run.inject(not_ours, run.NODE_LOSS, "ns", "peer-jobset-workers-0-1", [])
+        inject(not_ours, run.NODE_LOSS, "ns", "peer-jobset-workers-0-1", [])
     assert err.value.exit_code == 2
 
 
