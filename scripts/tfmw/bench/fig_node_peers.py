@@ -18,20 +18,16 @@ import os
 import shutil
 import tempfile
 
-import yaml
-
 from tfmw.devcluster import controlplane
-from tfmw.devcluster.build import KubeBuildError
 from tfmw.faults.analysis import FaultResult
 from tfmw.faults.cluster import FaultError, Kube
-from tfmw.image import build as image
 from tfmw.k8s.api import ns_path
-from tfmw.peers import builds, install, run
+from tfmw.peers import install, run
 
 from . import fig_peers
-from .fig_cluster import cluster_down, cluster_parts, cluster_up
+from .fig_cluster import cluster_down, cluster_up
 from .fig_peers import CHECKPOINT_EVERY, FAULT_AFTER_STEP, STEPS, Summary
-from .procs import REPO, BenchError
+from .procs import BenchError
 
 # figure 10's table and plot, over this figure's one fault
 HEADERS, table_rows, plot = fig_peers.HEADERS, fig_peers.table_rows, fig_peers.plot
@@ -58,31 +54,23 @@ def controller_nodes(pods: list[dict]) -> tuple[str, ...]:
 
 
 def measure(quick: bool, log=print) -> Summary:
-    bins, archive = cluster_parts(log, FIGURE)
-    try:
-        ref = image.ensure_image(variant="cpu", base="debian", progress=lambda line: log(f"  {FIGURE}: {line}"))
-        for spec in builds.PEERS.values():
-            builds.ensure(spec, progress=lambda line: log(f"  {FIGURE}: {line}"))
-    except (image.ImageError, KubeBuildError) as err:
-        raise BenchError(f"{FIGURE}: {err}") from None
-    values = yaml.safe_load((REPO / "values" / "local.yaml").read_text())
-    resources = values["workers"]["resources"]
+    parts = fig_peers.prepare(FIGURE, log)
     rounds = 1 if quick else 3
     runs = []
     for index in range(rounds):
         for system in ORDER[index % len(ORDER) :] + ORDER[: index % len(ORDER)]:
-            runs.append(one(bins, archive, system, ref, values, resources, index, log))
+            runs.append(one(parts, system, index, log))
     return Summary(tuple(runs), rounds, tuple(install.settings(p) for p in install.PEERS.values()), (run.NODE_LOSS,))
 
 
-def one(bins, archive, system: str, ref: str, values, resources, index: int, log) -> run.PeerRun:
+def one(parts: fig_peers.Parts, system: str, index: int, log) -> run.PeerRun:
     """One run of `system` with worker 1's node lost, on a fresh cluster (down after)."""
     say = lambda line: log(f"  {FIGURE}: {line}")  # noqa: E731
     log(f"  {FIGURE}: round {index + 1}: {run.NODE_LOSS} under {system}")
     work = tempfile.mkdtemp(prefix="tfmw-bench-node-peers-")
     state_dir = os.path.join(work, "state")
     try:
-        state, _ = cluster_up(controlplane, state_dir, bins, archive, log, FIGURE, nodes=NODES)
+        state, _ = cluster_up(controlplane, state_dir, parts.bins, parts.archive, log, FIGURE, nodes=NODES)
         try:
             kube = Kube(state.kubeconfig)
             peer = peer_of(system)
@@ -101,9 +89,9 @@ def one(bins, archive, system: str, ref: str, values, resources, index: int, log
                     kube,
                     system,
                     run.NODE_LOSS,
-                    ref,
-                    values,
-                    resources,
+                    parts.ref,
+                    parts.values,
+                    parts.resources,
                     STEPS,
                     CHECKPOINT_EVERY,
                     FAULT_AFTER_STEP,
@@ -118,12 +106,4 @@ def one(bins, archive, system: str, ref: str, values, resources, index: int, log
             cluster_down(controlplane, state_dir, log, FIGURE)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    r = done.result
-    log(
-        f"  {FIGURE}: round {index + 1}: {run.NODE_LOSS} under {system}: first step {r.seconds_to_first_step:.1f} s, "
-        f"resumed {r.seconds_to_resume:.1f} s after the fault, {done.phase or 'not ended'} ({r.reason})"
-    )
-    if not r.completed:
-        for line in r.log_tail[-16:]:
-            log(f"    {line}")
-    return done
+    return fig_peers.said(done, index, FIGURE, log)

@@ -59,16 +59,33 @@ class Summary:
     faults: tuple[str, ...] = run.FAULTS  # the table's and plot's rows, in order
 
 
-def measure(quick: bool, log=print) -> Summary:
-    bins, archive = cluster_parts(log, FIGURE)
+@dataclass(frozen=True)
+class Parts:
+    """What the peers' figures build or read first, untimed."""
+
+    bins: dict  # the cluster's binaries
+    archive: Path  # the worker image's archive, for the nodes
+    ref: str  # the worker image
+    values: dict  # values/local.yaml: the run's model and resources
+    resources: dict
+
+
+def prepare(figure: str, log=print) -> Parts:
+    """The cluster's binaries, the worker image and both peers' managers, built when not yet."""
+    bins, archive = cluster_parts(log, figure)
     try:
-        ref = image.ensure_image(variant="cpu", base="debian", progress=lambda line: log(f"  {FIGURE}: {line}"))
+        ref = image.ensure_image(variant="cpu", base="debian", progress=lambda line: log(f"  {figure}: {line}"))
         for spec in builds.PEERS.values():
-            builds.ensure(spec, progress=lambda line: log(f"  {FIGURE}: {line}"))
+            builds.ensure(spec, progress=lambda line: log(f"  {figure}: {line}"))
     except (image.ImageError, KubeBuildError) as err:
-        raise BenchError(f"{FIGURE}: {err}") from None
+        raise BenchError(f"{figure}: {err}") from None
     values = yaml.safe_load((REPO / "values" / "local.yaml").read_text())
-    resources = values["workers"]["resources"]
+    return Parts(bins, archive, ref, values, values["workers"]["resources"])
+
+
+def measure(quick: bool, log=print) -> Summary:
+    parts = prepare(FIGURE, log)
+    bins, archive, ref, values, resources = parts.bins, parts.archive, parts.ref, parts.values, parts.resources
     rounds = 1 if quick else 3
     work = tempfile.mkdtemp(prefix="tfmw-bench-peers-")
     state_dir = os.path.join(work, "state")
@@ -103,9 +120,14 @@ def one(kube, kubeconfig: Path, system: str, fault: str, ref: str, values, resou
         done = run.run_peer(
             kube, system, fault, ref, values, resources, STEPS, CHECKPOINT_EVERY, FAULT_AFTER_STEP, RUN_TIMEOUT
         )
+    return said(done, index, FIGURE, log)
+
+
+def said(done: run.PeerRun, index: int, figure: str, log) -> run.PeerRun:
+    """`done`, after one line on it (and its last log lines when it did not complete)."""
     r = done.result
     log(
-        f"  {FIGURE}: round {index + 1}: {fault} under {system}: first step {r.seconds_to_first_step:.1f} s, "
+        f"  {figure}: round {index + 1}: {done.fault} under {done.system}: first step {r.seconds_to_first_step:.1f} s, "
         f"resumed {r.seconds_to_resume:.1f} s after the fault, {_retrained(r)} steps re-trained, "
         f"{done.phase or 'not ended'} ({r.reason})"
     )

@@ -66,3 +66,24 @@ def test_each_system_gets_its_own_controller_and_the_workers_avoid_its_node():
     pods = [{"spec": {"nodeName": "node-2"}}, {"spec": {"nodeName": "node-2"}}, {"spec": {}}]
     assert fig_node_peers.controller_nodes(pods) == ("node-2",)
     assert sorted(fig_node_peers.ORDER) == sorted(run.SYSTEMS) and fig_node_peers.ORDER[0] == "chart"
+
+
+def test_a_node_loss_run_that_cannot_start_is_reported_and_its_cluster_still_goes(monkeypatch):
+    from types import SimpleNamespace
+
+    from tfmw.faults.cluster import FaultError
+
+    downs, lines = [], []
+    monkeypatch.setattr(fig_node_peers, "cluster_up", lambda *a, **k: (SimpleNamespace(kubeconfig="/x"), None))
+    monkeypatch.setattr(fig_node_peers, "cluster_down", lambda *a, **k: downs.append(a[1]))
+
+    def refused(kubeconfig):
+        raise FaultError("the cluster of /x does not answer")
+
+    monkeypatch.setattr(fig_node_peers, "Kube", refused)
+    parts = fig_peers.Parts({}, None, "img", {}, {})
+    done = fig_node_peers.one(parts, "jobset", 0, lines.append)
+    assert (done.system, done.fault, done.phase) == ("jobset", run.NODE_LOSS, "")
+    assert done.result.reason == "the cluster of /x does not answer" and not done.result.completed
+    assert len(downs) == 1
+    assert any("node-loss under jobset: first step nan s" in line and "not ended" in line for line in lines)
