@@ -26,7 +26,7 @@ PARTS = (
 # Each part and the parts it may import. `make bench` measures everything; nothing imports it.
 ALLOWED = {
     "bench": set(PARTS) | {"table", "iproute"},
-    # figure 10's peers: their builds and installs on make cluster, their runs through the harness
+    # figures 10-11's peers: their builds and installs on make cluster, their runs through the harness
     "peers": {"faults", "devcluster", "chart", "k8s"},
     "faults": {"chart", "deploy", "k8s", "localrun", "devcluster", "table"},
     "cli": {"chart", "deploy", "k8s"},

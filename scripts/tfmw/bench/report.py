@@ -55,7 +55,8 @@ INTRO = (
     "whether the input pipeline can keep up with the step, (6) how fast the local Kubernetes "
     "cluster starts and runs the chart, beside `make local`, (7) what a real Kueue adds, (8) the "
     "control path's requests at 16 to 1,024 workers, (9) TensorFlow's threads under a CPU limit, "
-    "(10, opt-in) the same run and faults under Kubeflow's TFJob and a JobSet."
+    "(10, opt-in) the same run and faults under Kubeflow's TFJob and a JobSet, (11, opt-in) the same for a "
+    "lost node."
 )
 PARTIAL = "**Later partial run:**"
 
@@ -1045,7 +1046,8 @@ def fig_node_peers(s, table_rows, headers, load: str) -> str:
         "nodes (figure 6's otherwise), the peer's controller installed from its own manifests on one of them (the "
         "chart needs none), the 2 workers spread one per node (a topology spread constraint) and off the "
         "controller's node, so the controller outlives the loss as on a cluster whose controllers run on nodes of "
-        "their own. Kubernetes' defaults apply to the peers' pods (an unreachable node tolerated for 300 s); the "
+        "their own (a replacement pod: the chart's on the third node, free; a peer's on the survivor's node, the "
+        "third holding the controller; every node's CPUs are this machine's). Kubernetes' defaults apply to the peers' pods (an unreachable node tolerated for 300 s); the "
         "chart's own `workers.nodeLossTolerationSeconds` to its workers. The cluster declares a node unreachable "
         f"after 40 s (its `--node-monitor-grace-period`). A run not ended {fnp.NODE_LOSS_TIMEOUT:.0f} s after the "
         f"fault is reported as it was left: nobody steps in. {s.rounds} round(s); medians (min-max)."

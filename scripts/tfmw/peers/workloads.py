@@ -94,7 +94,8 @@ def placement(name: str, avoid_nodes: tuple[str, ...] = ()) -> dict:
     For a node lost: the workers must not share the lost node, and the peer's controller
     (on an avoided node) must survive it, as it would on a cluster whose controllers run on
     nodes of their own. A lost (tainted) node is not counted, so the replacement may join the
-    survivor's node: the same rule as the chart's node-loss runs (tfmw.faults.nodes.SPREAD)."""
+    survivor's node. The chart's node-loss runs spread the same way (tfmw.faults.nodes.SPREAD)
+    but avoid no node, so on a cluster with a free node its replacement starts there."""
     spec: dict = {
         "topologySpreadConstraints": [
             {
