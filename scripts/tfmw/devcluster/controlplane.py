@@ -877,6 +877,8 @@ def _write_credentials(start: Startup, api_port: int) -> None:
     """The bridge and the API server's port, the cluster's PKI, a kubeconfig per identity."""
     state = start.state
     create_bridge(state.slot)
+    for name in nodemod.clear_stale_slot(state.slot):
+        start.say(f"cluster: cgroup {name} of an earlier cluster still runs processes; left alone")
     state.api_port = free_port(state.address, api_port)
     state.dns_ports = {"health": free_port(state.address), "ready": free_port(state.address)}
     pki.make_cluster_pki(

@@ -49,6 +49,8 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 # Machine-wide settings the kubelet changes at start (pkg/kubelet/cm: setupKernelTunables).
 KERNEL_SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops")
 SANDBOX_IMAGE = "tfmw.local/pause:catatonit"
+# What the kubelets keep free on the disk they share with the host before they evict pods.
+IMAGE_FS_RESERVE = "1Gi"
 CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
 KUBELET_MAX_OPEN_FILES = 16384  # at most the hard RLIMIT_NOFILE here (20000)
 NODE_PORT = 10250
@@ -215,15 +217,21 @@ def kubelet_config(net: NodeNet, node_dir: Path, pki_dir: Path, cluster_dns: str
             "nodeStatusReportFrequency": "20s",
             "syncFrequency": "10s",
             "fileCheckFrequency": "20s",
-            # One disk for every node and the host: evict only when it is truly full.
+            # One disk for every node and the host, and the kubelet counts its use against the
+            # whole disk's size (which on a thinly provisioned machine can be far more than is
+            # free): evict only when it is truly full, an absolute 1 GiB rather than a share.
             "evictionHard": {
                 "memory.available": "100Mi",
-                "nodefs.available": "2%",
-                "imagefs.available": "2%",
+                "nodefs.available": IMAGE_FS_RESERVE,
+                "imagefs.available": IMAGE_FS_RESERVE,
                 "nodefs.inodesFree": "2%",
             },
-            "imageGCHighThresholdPercent": 98,
-            "imageGCLowThresholdPercent": 95,
+            # No image garbage collection: every image here was imported (the sandbox image
+            # too), none can be pulled again, so an image the kubelet frees to make room is a
+            # node that can start no pod ("failed to get sandbox image") until it is rebuilt.
+            # 100 is the kubelet's documented "off"; the node caches are ours to trim.
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
             "containerLogMaxSize": "20Mi",
             "containerLogMaxFiles": 3,
             "shutdownGracePeriod": "0s",
@@ -482,6 +490,21 @@ def set_node_link(net: NodeNet, up: bool) -> None:
     """Cut (or restore) the node's only link, its veth on the cluster bridge: nothing reaches
     the node or its pods, and they reach nothing."""
     _ip("link", "set", net.host_veth, "up" if up else "down")
+
+
+def clear_stale_slot(slot: int) -> list[str]:
+    """What a cluster that once had slot `slot` left behind (a `down` that could not finish):
+    its node namespaces and veths, and its nodes' cgroups once empty. Called when a new
+    cluster takes the slot, whose free bridge says no cluster runs there. Returns the cgroups
+    still running processes, left alone."""
+    remove_networks(slot)
+    busy = []
+    for name in sorted({p.name for root in cgroup_cleanup_roots() for p in root.glob(f"tfmwk{slot}-n*")}):
+        if cgroup_pids(name):
+            busy.append(name)
+        else:
+            remove_cgroups(name, timeout=0)
+    return busy
 
 
 def leftover_cgroups(prefix: str) -> list[str]:

@@ -100,12 +100,16 @@ def test_cluster_down_after_a_crash_leaves_no_process_mount_or_namespace(cluster
     process and the API server are SIGKILLed, so the kubelet, containerd and the container are
     orphans nobody stops); `cluster down` still removes everything: processes, mounts, cgroups,
     namespaces, the bridge, nftables tables (they live in the node's namespace), the kernel
-    settings the kubelet changed, the state folder."""
+    settings the kubelet changed, the state folder. A crashed cluster's empty cgroup in the
+    slot it takes (one `down` could not remove) is cleared by `up`."""
     from tfmw.devcluster import nodes
 
     directory = tmp_path / "second"
     env = dict(os.environ)
     sysctls_before = nodes.read_kernel_sysctls()
+    stale = f"tfmwk{controlplane.free_slot()}-n5"  # a node index this one-node cluster never has
+    nodes.make_cgroups(stale)
+    assert nodes.leftover_cgroups(stale)
     up = subprocess.run(
         [
             sys.executable,
@@ -128,6 +132,7 @@ def test_cluster_down_after_a_crash_leaves_no_process_mount_or_namespace(cluster
     assert up.stdout.strip().splitlines()[-1] == f"export KUBECONFIG={directory / 'kubeconfig'}"
     state = controlplane.ClusterState.load(directory)
     assert state.slot != cluster.state.slot
+    assert stale.startswith(f"tfmwk{state.slot}-") and not nodes.leftover_cgroups(stale)
     api = state.api()
     api.create(
         ns_path("default", "pods"),

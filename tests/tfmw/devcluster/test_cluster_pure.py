@@ -66,6 +66,16 @@ def test_kubelet_config_fits_this_machine_and_serves_only_authenticated_calls(tm
     assert cfg["tlsCertFile"].endswith(f"node-{net.name}-serving.crt")
 
 
+def test_kubelet_never_frees_an_image_it_could_not_pull_again(tmp_path):
+    """Every image on a node was imported (no registry serves it): the kubelet's image garbage
+    collection is off, and eviction waits for a truly full disk, not a share of a disk the
+    host also fills."""
+    _, cfg = _cfg(tmp_path)
+    assert cfg["imageGCHighThresholdPercent"] == 100  # the kubelet's "off"
+    assert cfg["imageGCLowThresholdPercent"] < cfg["imageGCHighThresholdPercent"]  # kubelet validation
+    assert cfg["evictionHard"]["nodefs.available"] == cfg["evictionHard"]["imagefs.available"] == "1Gi"
+
+
 def test_kube_proxy_config_leaves_machine_wide_conntrack_alone(tmp_path):
     net = nodes.node_net(0, 2)
     cfg = json.loads(nodes.kube_proxy_config(net, tmp_path / "kc", "198.19.0.0/20"))
@@ -417,3 +427,23 @@ def test_the_image_caches_are_the_roots_the_nodes_were_given(tmp_path):
     assert caches == [controlplane.CONTAINERD_CACHE / "k3-n1", controlplane.CONTAINERD_CACHE / "k3-n2"]
     net = nodes.node_net(3, 2)
     assert caches[1] == nodes.containerd_root(controlplane.CONTAINERD_CACHE, net)
+
+
+def test_a_new_cluster_clears_its_slots_stale_empty_cgroups_and_leaves_running_ones(tmp_path, monkeypatch):
+    roots = [tmp_path / "cpu", tmp_path / "memory"]
+    for root in roots:
+        (root / "tfmwk3-n2" / "kubepods" / "besteffort").mkdir(parents=True)
+        (root / "tfmwk4-n2").mkdir()  # another slot's: not this cluster's to touch
+    running = roots[0] / "tfmwk3-n4"
+    running.mkdir()
+    (running / "cgroup.procs").write_text("4242\n")  # a process still in it
+    networks_cleared = []
+    monkeypatch.setattr(nodes, "cgroup_hierarchies", lambda types=("cgroup",): roots)
+    monkeypatch.setattr(nodes, "cgroup_cleanup_roots", lambda: roots)
+    monkeypatch.setattr(nodes, "remove_networks", networks_cleared.append)
+    monkeypatch.setattr(nodes.os, "kill", lambda *a: pytest.fail("no process is signalled"))
+
+    assert nodes.clear_stale_slot(3) == ["tfmwk3-n4"]
+    assert networks_cleared == [3]
+    assert not any((root / "tfmwk3-n2").exists() for root in roots)
+    assert running.is_dir() and all((root / "tfmwk4-n2").is_dir() for root in roots)
