@@ -57,7 +57,7 @@ def measure(quick: bool, log=print) -> Summary:
     rounds = 1 if quick else 3
     runs = []
     for index in range(rounds):
-        for system in ORDER[index % len(ORDER) :] + ORDER[: index % len(ORDER)]:
+        for system in fig_peers.rotated(ORDER, index):
             runs.append(one(parts, system, index, log))
     return Summary(tuple(runs), rounds, tuple(install.settings(p) for p in install.PEERS.values()), (run.NODE_LOSS,))
 

@@ -83,15 +83,21 @@ def prepare(figure: str, log=print) -> Parts:
     return Parts(bins, archive, ref, values, values["workers"]["resources"])
 
 
+def rotated(order: tuple[str, ...], index: int) -> tuple[str, ...]:
+    """Round `index`'s order: each system goes first in turn, so none always has the cores'
+    warmest or coldest turn (pure)."""
+    turn = index % len(order)
+    return tuple(order[turn:]) + tuple(order[:turn])
+
+
 def measure(quick: bool, log=print) -> Summary:
     parts = prepare(FIGURE, log)
-    bins, archive, ref, values, resources = parts.bins, parts.archive, parts.ref, parts.values, parts.resources
     rounds = 1 if quick else 3
     work = tempfile.mkdtemp(prefix="tfmw-bench-peers-")
     state_dir = os.path.join(work, "state")
     runs = []
     try:
-        state, _ = cluster_up(controlplane, state_dir, bins, archive, log, FIGURE)
+        state, _ = cluster_up(controlplane, state_dir, parts.bins, parts.archive, log, FIGURE)
         try:
             for peer in install.PEERS.values():
                 try:
@@ -101,10 +107,8 @@ def measure(quick: bool, log=print) -> Summary:
             kube = Kube(state.kubeconfig)
             for index in range(rounds):
                 for fault in run.FAULTS:
-                    turn = index % len(run.SYSTEMS)
-                    order = run.SYSTEMS[turn:] + run.SYSTEMS[:turn]
-                    for system in order:
-                        runs.append(one(kube, state.kubeconfig, system, fault, ref, values, resources, index, log))
+                    for system in rotated(run.SYSTEMS, index):
+                        runs.append(one(kube, state.kubeconfig, system, fault, parts, index, log))
         finally:
             cluster_down(controlplane, state_dir, log, FIGURE)
     finally:
@@ -112,13 +116,22 @@ def measure(quick: bool, log=print) -> Summary:
     return Summary(tuple(runs), rounds, tuple(install.settings(peer) for peer in install.PEERS.values()))
 
 
-def one(kube, kubeconfig: Path, system: str, fault: str, ref: str, values, resources, index: int, log) -> run.PeerRun:
+def one(kube, kubeconfig: Path, system: str, fault: str, parts: Parts, index: int, log) -> run.PeerRun:
     log(f"  {FIGURE}: round {index + 1}: {fault} under {system}")
     if system == "chart":
         done = run.run_chart(kube, kubeconfig, fault, STEPS, CHECKPOINT_EVERY, FAULT_AFTER_STEP, RUN_TIMEOUT)
     else:
         done = run.run_peer(
-            kube, system, fault, ref, values, resources, STEPS, CHECKPOINT_EVERY, FAULT_AFTER_STEP, RUN_TIMEOUT
+            kube,
+            system,
+            fault,
+            parts.ref,
+            parts.values,
+            parts.resources,
+            STEPS,
+            CHECKPOINT_EVERY,
+            FAULT_AFTER_STEP,
+            RUN_TIMEOUT,
         )
     return said(done, index, FIGURE, log)
 

@@ -26,7 +26,8 @@ import yaml
 from tfmw.devcluster import controlplane
 from tfmw.k8s.api import ns_path, time_seconds
 
-NODE_SCENARIOS = ("node-partition", "node-loss")
+NODE_LOSS = "node-loss"  # the node stays lost: one run per cluster
+NODE_SCENARIOS = ("node-partition", NODE_LOSS)
 VICTIM_ORDINAL = 1  # worker 1's node
 # One worker per node while the nodes answer; a tainted (lost) node does not count, so the
 # replacement may join the survivor on its node.

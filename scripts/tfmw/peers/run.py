@@ -37,13 +37,13 @@ from tfmw.faults.cluster import (
     ready_for_fault,
     run_cluster_scenario,
 )
+from tfmw.faults.nodes import NODE_LOSS
 from tfmw.k8s.api import ApiError, ns_path
 from tfmw.peers import workloads
 
 # the chart, a TFJob with each restart policy its users set, a JobSet
 SYSTEMS = ("chart", "tfjob-onfailure", "tfjob-exitcode", "jobset")
 FAULTS = ("kill-trainer", "delete-worker", "drain-worker")
-NODE_LOSS = "node-loss"  # one run per cluster: the node stays lost
 VICTIM = 1
 API = {
     "tfjob": ("/apis/kubeflow.org/v1", "tfjobs"),

@@ -87,3 +87,9 @@ def test_a_node_loss_run_that_cannot_start_is_reported_and_its_cluster_still_goe
     assert done.result.reason == "the cluster of /x does not answer" and not done.result.completed
     assert len(downs) == 1
     assert any("node-loss under jobset: first step nan s" in line and "not ended" in line for line in lines)
+
+
+def test_each_system_goes_first_in_turn_over_the_rounds():
+    order = ("chart", "jobset", "tfjob")
+    assert [fig_peers.rotated(order, i)[0] for i in range(4)] == ["chart", "jobset", "tfjob", "chart"]
+    assert sorted(fig_peers.rotated(order, 2)) == sorted(order)  # every system, each once
