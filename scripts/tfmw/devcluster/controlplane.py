@@ -1072,14 +1072,22 @@ def load_images(state: ClusterState, archives: list[Path], say=print) -> None:
     contents = {archive: nodemod.archive_image(archive) for archive in archives}
     imported: list[str] = []
 
-    def one(name: str) -> None:
+    def running(name: str) -> int:
         pid = state.pids.get(name, 0)
         if not is_ours(pid, state.created.get(name)):
             raise ClusterError(f"{name} is not running; `make cluster-down` then `make cluster`", exit_code=3)
-        present = nodemod.node_images(pid, ctr)
-        for archive, (refs, image_id) in contents.items():
-            if nodemod.has_image(present, refs, image_id):
-                continue
+        return pid
+
+    def missing(name: str) -> list[Path]:
+        present = nodemod.node_images(running(name), ctr)
+        return [
+            archive for archive, (refs, image_id) in contents.items() if not nodemod.has_image(present, refs, image_id)
+        ]
+
+    def one(name: str, archives: list[Path]) -> None:
+        pid = running(name)
+        for archive in archives:
+            refs, image_id = contents[archive]
             try:
                 nodemod.import_image(pid, ctr, archive, refs, image_id)
             except nodemod.NodeError as err:
@@ -1091,7 +1099,13 @@ def load_images(state: ClusterState, archives: list[Path], say=print) -> None:
         )
 
     with concurrent.futures.ThreadPoolExecutor(len(state.nodes)) as pool:
-        for future in [pool.submit(one, name) for name in state.nodes]:
+        to_import = dict(zip(state.nodes, pool.map(missing, state.nodes), strict=True))
+        need = nodemod.IMPORT_COPIES * sum(a.stat().st_size for archives in to_import.values() for a in archives)
+        if need and (
+            no_room := nodemod.import_room_error(need, _free_bytes(CONTAINERD_CACHE), CONTAINERD_CACHE)
+        ):
+            raise ClusterError(no_room, exit_code=3)
+        for future in [pool.submit(one, name, archives) for name, archives in to_import.items()]:
             future.result()
     big = [a for a in archives if a.stat().st_size > 10 << 20]
     for archive in big:
@@ -1105,6 +1119,11 @@ def load_images(state: ClusterState, archives: list[Path], say=print) -> None:
                 else "already in every node"
             )
         )
+
+
+def _free_bytes(path: Path) -> int:
+    """Free bytes on the disk that holds `path` (or would, once made)."""
+    return shutil.disk_usage(next(p for p in (path, *path.parents) if p.exists())).free
 
 
 def _node(state: ClusterState, name: str) -> nodemod.NodeNet:

@@ -51,6 +51,10 @@ KERNEL_SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"
 SANDBOX_IMAGE = "tfmw.local/pause:catatonit"
 # What the kubelets keep free on the disk they share with the host before they evict pods.
 IMAGE_FS_RESERVE = "1Gi"
+IMAGE_FS_RESERVE_BYTES = 1 << 30
+# A node's cache holds an imported image twice: its layers as the archive has them and their
+# unpacked files (a 1.8 GB worker image takes 3.6 GB a node).
+IMPORT_COPIES = 2
 CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
 KUBELET_MAX_OPEN_FILES = 16384  # at most the hard RLIMIT_NOFILE here (20000)
 NODE_PORT = 10250
@@ -730,6 +734,19 @@ def stale_ids(images: dict[str, dict[str, str]], keep: set[str]) -> list[str]:
 def remove_images(pid: int, ctr: str, refs: list[str]) -> None:
     if refs:
         ctr_images(pid, ctr, "rm", *refs, timeout=120)
+
+
+def import_room_error(need: int, free: int, where: Path) -> str | None:
+    """Why importing images taking `need` bytes into the nodes' caches in `where` would leave
+    the disk too full for the kubelets (they evict every pod once less than IMAGE_FS_RESERVE is
+    free), or None when there is room (pure)."""
+    if free - need >= IMAGE_FS_RESERVE_BYTES:
+        return None
+    return (
+        f"importing the image(s) into the nodes needs about {need / 1e9:.1f} GB more on the disk of {where}, "
+        f"and the kubelets evict every pod once less than {IMAGE_FS_RESERVE} is free: {free / 1e9:.1f} GB is free. "
+        f"Free disk space, or delete node caches no running cluster uses (folders under {where})"
+    )
 
 
 def has_image(images: dict[str, dict[str, str]], refs: list[str], image_id: str) -> bool:

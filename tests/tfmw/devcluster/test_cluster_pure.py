@@ -9,6 +9,7 @@ import ipaddress
 import json
 import os
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -447,3 +448,33 @@ def test_a_new_cluster_clears_its_slots_stale_empty_cgroups_and_leaves_running_o
     assert networks_cleared == [3]
     assert not any((root / "tfmwk3-n2").exists() for root in roots)
     assert running.is_dir() and all((root / "tfmwk4-n2").is_dir() for root in roots)
+
+
+def test_room_for_an_import_leaves_the_kubelets_their_reserve():
+    where = Path("/x/.tools/containerd")
+    assert nodes.import_room_error(4 << 30, 6 << 30, where) is None
+    error = nodes.import_room_error(4 << 30, (4 << 30) + (1 << 29), where)
+    assert error and "4.3 GB more" in error and "4.8 GB is free" in error and str(where) in error
+    assert nodes.IMAGE_FS_RESERVE in error and "\n" not in error
+
+
+def test_an_import_with_no_room_is_refused_before_any_node_imports(tmp_path, monkeypatch):
+    """Two nodes lack a 1 GB image (2 GB each once unpacked) and 4.5 GB is free: refused,
+    naming the room it needs, and no node imports a byte."""
+    archive = tmp_path / "worker.tar"
+    with open(archive, "wb") as f:
+        f.truncate(10**9)  # sparse: its size is what counts
+    state = controlplane.ClusterState(str(tmp_path), 3, "198.19.48.1", 1, 2, 3, ["node-1", "node-2"])
+    state.pids = {"node-1": 11, "node-2": 12}
+    imports = []
+    monkeypatch.setattr(controlplane, "is_ours", lambda pid, created: True)
+    monkeypatch.setattr(nodes, "archive_image", lambda a: (["img:1"], "sha256:1"))
+    monkeypatch.setattr(nodes, "node_images", lambda pid, ctr: {})
+    monkeypatch.setattr(nodes, "import_image", lambda *a: imports.append(a))
+    monkeypatch.setattr(controlplane, "_free_bytes", lambda path: 4_500_000_000)
+    with pytest.raises(controlplane.ClusterError) as refused:
+        controlplane.load_images(state, [archive], say=lambda line: None)
+    assert (
+        refused.value.exit_code == 3 and "4.0 GB more" in str(refused.value) and "4.5 GB is free" in str(refused.value)
+    )
+    assert imports == []
