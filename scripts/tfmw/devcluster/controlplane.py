@@ -878,7 +878,9 @@ def _write_credentials(start: Startup, api_port: int) -> None:
     state = start.state
     create_bridge(state.slot)
     for name in nodemod.clear_stale_slot(state.slot):
-        start.say(f"cluster: cgroup {name} of an earlier cluster still runs processes; left alone")
+        start.say(
+            f"cluster: cgroup {name} of an earlier cluster still holds processes or could not be removed; left alone"
+        )
     state.api_port = free_port(state.address, api_port)
     state.dns_ports = {"health": free_port(state.address), "ready": free_port(state.address)}
     pki.make_cluster_pki(
@@ -1101,9 +1103,7 @@ def load_images(state: ClusterState, archives: list[Path], say=print) -> None:
     with concurrent.futures.ThreadPoolExecutor(len(state.nodes)) as pool:
         to_import = dict(zip(state.nodes, pool.map(missing, state.nodes), strict=True))
         need = nodemod.IMPORT_COPIES * sum(a.stat().st_size for archives in to_import.values() for a in archives)
-        if need and (
-            no_room := nodemod.import_room_error(need, _free_bytes(CONTAINERD_CACHE), CONTAINERD_CACHE)
-        ):
+        if need and (no_room := nodemod.import_room_error(need, _free_bytes(CONTAINERD_CACHE), CONTAINERD_CACHE)):
             raise ClusterError(no_room, exit_code=3)
         for future in [pool.submit(one, name, archives) for name, archives in to_import.items()]:
             future.result()

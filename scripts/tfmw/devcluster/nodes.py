@@ -499,16 +499,16 @@ def set_node_link(net: NodeNet, up: bool) -> None:
 def clear_stale_slot(slot: int) -> list[str]:
     """What a cluster that once had slot `slot` left behind (a `down` that could not finish):
     its node namespaces and veths, and its nodes' cgroups once empty. Called when a new
-    cluster takes the slot, whose free bridge says no cluster runs there. Returns the cgroups
-    still running processes, left alone."""
+    cluster takes the slot, whose free bridge says no cluster runs there. Signals nothing:
+    returns the cgroups left, those still running processes and any the kernel kept."""
     remove_networks(slot)
-    busy = []
+    left = []
     for name in sorted({p.name for root in cgroup_cleanup_roots() for p in root.glob(f"tfmwk{slot}-n*")}):
         if cgroup_pids(name):
-            busy.append(name)
-        else:
-            remove_cgroups(name, timeout=0)
-    return busy
+            left.append(name)
+        elif remove_cgroups(name, timeout=0):  # no process found: nothing is killed
+            left.append(name)
+    return left
 
 
 def leftover_cgroups(prefix: str) -> list[str]:
