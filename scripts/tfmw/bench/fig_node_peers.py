@@ -84,19 +84,7 @@ def one(parts: fig_peers.Parts, system: str, index: int, log) -> run.PeerRun:
                     raise FaultError(f"{peer.key} could not be installed: {err}") from None
                 avoid = controller_nodes(kube.items(ns_path(peer.namespace, "pods"), ""))
                 say(f"{peer.key}'s controller on {', '.join(avoid) or 'no node'}: the workers run elsewhere")
-                done = run.run_peer(
-                    kube,
-                    system,
-                    run.NODE_LOSS,
-                    parts.ref,
-                    parts.values,
-                    parts.resources,
-                    STEPS,
-                    CHECKPOINT_EVERY,
-                    FAULT_AFTER_STEP,
-                    NODE_LOSS_TIMEOUT,
-                    avoid_nodes=avoid,
-                )
+                done = fig_peers.peer_run(kube, system, run.NODE_LOSS, parts, NODE_LOSS_TIMEOUT, avoid_nodes=avoid)
         except FaultError as err:
             done = run.PeerRun(
                 system, run.NODE_LOSS, FaultResult(run.NODE_LOSS, False, str(err), STEPS, CHECKPOINT_EVERY)

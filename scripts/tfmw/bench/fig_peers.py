@@ -121,19 +121,25 @@ def one(kube, kubeconfig: Path, system: str, fault: str, parts: Parts, index: in
     if system == "chart":
         done = run.run_chart(kube, kubeconfig, fault, STEPS, CHECKPOINT_EVERY, FAULT_AFTER_STEP, RUN_TIMEOUT)
     else:
-        done = run.run_peer(
-            kube,
-            system,
-            fault,
-            parts.ref,
-            parts.values,
-            parts.resources,
-            STEPS,
-            CHECKPOINT_EVERY,
-            FAULT_AFTER_STEP,
-            RUN_TIMEOUT,
-        )
+        done = peer_run(kube, system, fault, parts, RUN_TIMEOUT)
     return said(done, index, FIGURE, log)
+
+
+def peer_run(kube, system: str, fault: str, parts: Parts, timeout: float, **options) -> run.PeerRun:
+    """One run of a peer with the figures' image, values, steps and fault point."""
+    return run.run_peer(
+        kube,
+        system,
+        fault,
+        parts.ref,
+        parts.values,
+        parts.resources,
+        STEPS,
+        CHECKPOINT_EVERY,
+        FAULT_AFTER_STEP,
+        timeout,
+        **options,
+    )
 
 
 def said(done: run.PeerRun, index: int, figure: str, log) -> run.PeerRun:
