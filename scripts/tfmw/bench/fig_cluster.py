@@ -41,45 +41,29 @@ built once beforehand and not timed), what issue 19's "Speed and budget" asks:
   off with the chart's defaults (workers.nodeLossTolerationSeconds, the launcher's lost-peer
   watch), fault -> the replacement pod Running and -> the group resumed (target <= 90 s),
   steps lost, and what the cut-off pod wrote once the link healed (must be none).
+
+Here: the figure's settings, what a run found (pure: its rounds, pairs, resizes, disruptions and
+their Summary), its table and its plot. fig_cluster_measure measures it on a cluster of its own
+(cluster_kit) and is the figure's entry; fig_cluster_report writes its section.
 """
 
 from __future__ import annotations
 
-import collections
-import contextlib
-import json
 import math
-import os
 import re
-import shutil
-import signal
-import subprocess
-import tempfile
-import time
 from dataclasses import dataclass
-from pathlib import Path
 
-from entrypoint.lifecycle import rfc3339
 from entrypoint.loglines import progress_step
-from tfmw.chart.helmkit import ToolError, find_helm, helm_error_line
-from tfmw.deploy import install
-from tfmw.devcluster import controlplane
-from tfmw.devcluster.build import KubeBuildError, ensure_binaries
-from tfmw.faults import cluster as fault_cluster
 from tfmw.faults import disruptions
-from tfmw.faults import local as fault_local
-from tfmw.image import build as image
-from tfmw.k8s.api import ApiError, ns_path, time_seconds
-from tfmw.localrun.podspec import LocalRunError
+from tfmw.k8s.api import time_seconds
 
 from . import plots, stats
-from .fig_launcher import time_to_first_step
-from .procs import PY, BenchError, base_env
+from .cluster_kit import Up
+from .report import parts_cell
 
 READY_TARGET_S = 20.0  # issues 10 and 19: `make cluster` ready within 20 s once built
 RUNNING_TARGET_S = 5.0  # issues 10 and 19: both pods Running within 5 s of helm install returning, image present
 WORKERS = 2
-POLL = 0.1
 # The fault pair (scripts/tfmw/faults' defaults, as figure 3 runs them): the same for both sides.
 FAULT_STEPS = 120
 FAULT_CHECKPOINT_EVERY = 20
@@ -103,17 +87,6 @@ RESIZE_SETS = (
 NAN = float("nan")
 
 
-def run_sets(run_id: str) -> list[str]:
-    """The --set items of every measured run, cluster and local alike: a short run whose first
-    step is logged; each run a fresh id (pure)."""
-    return [
-        "training.config.steps=10",
-        "training.config.logEverySteps=1",
-        "training.config.checkpoint.everySteps=10",
-        f"training.runId={run_id}",
-    ]
-
-
 def running_workers(pods: list[dict]) -> int:
     """Worker pods in phase Running and not being deleted (pure)."""
     return sum(
@@ -121,51 +94,6 @@ def running_workers(pods: list[dict]) -> int:
         for p in pods
         if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
     )
-
-
-def has_first_step(log_text: str) -> bool:
-    return any(progress_step(line) is not None for line in log_text.splitlines())
-
-
-# controlplane.load_images says one of these about the worker image (through up()'s `say`).
-IMAGE_LINE = re.compile(
-    r"cluster: image (?P<refs>\S.*?) (?:imported into (?P<nodes>\d+) node\(s\) in "
-    r"(?P<seconds>[0-9.]+)s|(?P<cached>already in every node))"
-)
-
-
-@dataclass(frozen=True)
-class Up:
-    """One `make cluster` (controlplane.up): its ready_seconds, the call's wall time, and what
-    it said about the worker image: "imported" (import_seconds: up()'s own figure, every node
-    importing in parallel), "cached" (already in every node's containerd) or "unknown"."""
-
-    ready_seconds: float
-    wall_seconds: float
-    image: str = "unknown"
-    import_seconds: float = NAN
-    import_nodes: int = 0
-
-
-def image_import(lines: list[str]) -> tuple[str, float, int]:
-    """(image, import seconds, nodes) from up()'s `say` lines: the last line about the worker
-    image decides; ("unknown", nan, 0) when up() said nothing about it (pure)."""
-    found = ("unknown", NAN, 0)
-    for line in lines:
-        match = IMAGE_LINE.search(line)
-        if match is None:
-            continue
-        found = (
-            ("cached", NAN, 0)
-            if match["cached"]
-            else ("imported", float(match["seconds"].rstrip(".")), int(match["nodes"]))
-        )
-    return found
-
-
-def make_up(ready_seconds: float, wall_seconds: float, lines: list[str]) -> Up:
-    image, seconds, nodes = image_import(lines)
-    return Up(ready_seconds, wall_seconds, image, seconds, nodes)
 
 
 def wants_second_up(first: Up) -> bool:
@@ -200,7 +128,7 @@ class FaultPair:
         return not self.problem
 
 
-def _failure(side: str, result) -> str:
+def not_counted(side: str, result) -> str:
     """Why one side of a fault pair does not count ("" when it does) (pure)."""
     if not result.completed:
         return f"{side} {result.scenario}: {result.reason or 'did not complete'}"
@@ -211,7 +139,7 @@ def _failure(side: str, result) -> str:
 
 def fault_pair(cluster, local) -> FaultPair:
     """A FaultPair from the harness's two FaultResults (scripts/tfmw/faults/) (pure)."""
-    problem = "; ".join(p for p in (_failure("cluster", cluster), _failure("make local", local)) if p)
+    problem = "; ".join(p for p in (not_counted("cluster", cluster), not_counted("make local", local)) if p)
     return FaultPair(
         cluster_resumed=cluster.seconds_to_resume,
         local_resumed=local.seconds_to_resume,
@@ -332,8 +260,8 @@ class Disrupted:
 
 def disrupted(scenario: str, pairs: list) -> Disrupted:
     """`pairs`: per round, (the scenario's FaultResult, the round's pod-delete seconds) (pure)."""
-    problems = tuple(p for p in (_failure("cluster", r) for r, _ in pairs) if p)
-    ok = [(r, delete) for r, delete in pairs if not _failure("cluster", r) and not math.isnan(delete)]
+    problems = tuple(p for p in (not_counted("cluster", r) for r, _ in pairs) if p)
+    ok = [(r, delete) for r, delete in pairs if not not_counted("cluster", r) and not math.isnan(delete)]
     if not ok:
         return Disrupted(scenario, problems=problems or ("not run",))
     ratios = stats.paired_ratios([r.seconds_to_resume for r, _ in ok], [delete for _, delete in ok])
@@ -356,7 +284,7 @@ def node_fields(result) -> dict:
     """The Summary's node-partition fields from the harness's FaultResult (None: not run) (pure)."""
     if result is None:
         return {}
-    problem = _failure("cluster", result)
+    problem = not_counted("cluster", result)
     if problem:
         return {"node_problem": problem}
     return dict(
@@ -438,11 +366,6 @@ def up_label(up: Up, index: int, count: int) -> str:
         "cached": "the image already in both nodes' containerd cache",
     }.get(up.image, "the image import not reported")
     return f"`make cluster` ready ({which}{image}; controlplane.up's ready_seconds)"
-
-
-def parts_cell(parts) -> str:
-    """`detection 40 s, eviction 10 s, ...` (pure)."""
-    return ", ".join(f"{name} {seconds:.0f} s" for name, seconds in parts)
 
 
 def ratio_cell(value: float) -> str:
@@ -570,370 +493,6 @@ def table_rows(s: Summary) -> list[list]:
             ["of which: upgrade → the chief re-forming the group", r.reformed, "-"],
         ]
     return rows
-
-
-# ---------------------------------------------------------------- measuring
-
-
-def _kubeconfig_env(state) -> dict:
-    return dict(os.environ, KUBECONFIG=str(state.kubeconfig))
-
-
-def helm_run(state, *args: str, timeout: float = 300, figure: str = "figure 6") -> subprocess.CompletedProcess:
-
-    proc = subprocess.run(
-        [find_helm(), *args], capture_output=True, text=True, env=_kubeconfig_env(state), timeout=timeout
-    )
-    if proc.returncode != 0:
-        raise BenchError(f"{figure}: helm {args[0]} exited {proc.returncode}: {helm_error_line(proc.stderr)}")
-    return proc
-
-
-def wait_until(predicate, timeout: float, what: str, figure: str = "figure 6"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(POLL)
-    raise BenchError(f"{figure}: {what} not within {timeout:g}s")
-
-
-@contextlib.contextmanager
-def fresh_namespace(state, name: str, log=print, figure: str = "figure 6"):
-    """A fresh namespace (its default ServiceAccount there), deleted afterwards with every pod
-    stopped before the next measurement: they would share its CPUs."""
-
-    api = state.api("admin")
-    try:
-        api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    except ApiError as err:
-        raise BenchError(f"{figure}: namespace {name} cannot be made: {err}") from None
-    try:
-        wait_until(
-            lambda: api.get_or_none(ns_path(name, "serviceaccounts", "default")),
-            60,
-            f"the default ServiceAccount of namespace {name}",
-            figure,
-        )
-        yield api
-    finally:
-        api.delete(f"/api/v1/namespaces/{name}")
-        try:
-            wait_until(lambda: not api.items(ns_path(name, "pods")), 180, f"the pods of namespace {name} to stop")
-        except BenchError as err:
-            log(f"  {figure}: {err}")
-
-
-def measure_cluster_round(state, round_index: int, log=print) -> tuple[float, float, float]:
-    """(helm install seconds, return -> pods Running, install start -> first step) of one release
-    in a namespace of its own, deleted afterwards."""
-
-    namespace = f"bench-{round_index}-{os.getpid()}"
-    release = "bench"
-    selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
-    args = checked_args(release, namespace, run_sets(f"bench-cluster-{round_index}"))
-    with fresh_namespace(state, namespace, log) as api:
-        log(f"  figure 6: round {round_index + 1}: helm install on the cluster")
-        started = time.monotonic()
-        helm_run(state, *args)
-        returned = time.monotonic()
-        wait_until(
-            lambda: running_workers(api.items(ns_path(namespace, "pods"), labelSelector=selector)) == WORKERS,
-            120,
-            "both worker pods Running",
-        )
-        running = time.monotonic()
-        chief = f"{release}-tf-multiworker-0"
-
-        def chief_stepped() -> bool:
-            try:
-                text = api.request("GET", ns_path(namespace, "pods", chief) + "/log", raw=True)
-            except ApiError:
-                return False  # the container's log is not there yet
-            return has_first_step(text.decode(errors="replace"))
-
-        wait_until(chief_stepped, 300, "the chief's first training step")
-        first_step = time.monotonic()
-        return returned - started, running - returned, first_step - started
-
-
-def _fault_line(where: str, result) -> str:
-    return (
-        f"  figure 6: {where} {result.scenario}: "
-        f"{'recovered' if result.completed else 'NOT recovered: ' + result.reason}"
-        f"; fault at step {result.step_at_fault}, resumed from {result.resume_step}, "
-        f"fault → resumed {result.seconds_to_resume:.1f} s"
-    )
-
-
-def measure_cluster_fault(state, round_index: int, log=print, scenario: str = CLUSTER_FAULT):
-    """The fault harness's `delete-worker` (or `scenario`) on the figure's cluster, in a
-    namespace of its own; its FaultResult."""
-
-    namespace = f"bench-{scenario}-{round_index}-{os.getpid()}"[:63]
-    log(f"  figure 6: round {round_index + 1}: {scenario} on the cluster (scripts/tfmw/faults --cluster)")
-    last_lines = collections.deque(maxlen=40)  # the pods' last lines, shown if the run fails
-    with fresh_namespace(state, namespace, log):
-        try:
-            result = fault_cluster.run_cluster_scenario(
-                scenario,
-                Path(state.kubeconfig),
-                namespace=namespace,
-                release="bench-fault",
-                steps=FAULT_STEPS,
-                checkpoint_every=FAULT_CHECKPOINT_EVERY,
-                fault_after_step=FAULT_AFTER_STEP,
-                timeout=FAULT_TIMEOUT,
-                out=last_lines.append,
-            )
-        except (ToolError, fault_cluster.FaultError) as err:
-            raise BenchError(f"figure 6: {scenario}: {err}") from None
-        if not result.completed:
-            log("\n".join(last_lines) or "  figure 6: (no line from the pods)")
-            log(pods_line(state, namespace))
-    log(_fault_line("cluster", result) + f", fault → the replacement pod Running {result.seconds_to_pod_running:.1f} s")
-    return result
-
-
-def _resize_once(state, api, namespace: str, release: str, workers: tuple, log=print) -> Resize:
-    """`helm upgrade` of the running release to workers[1], then the chief's log until the
-    group's first step at that size."""
-    chief = f"{release}-tf-multiworker-0"
-    status = ns_path(namespace, "configmaps", f"{release}-tf-multiworker-status")
-    log(f"  figure 6: resize {workers[0]} -> {workers[1]} workers (helm upgrade)")
-    upgraded_at = time.time()
-    helm_run(state, *_release_args("upgrade", release, namespace, workers[1]))
-
-    def resumed() -> Resize | None:
-        data = (api.get_or_none(status) or {}).get("data") or {}
-        if f"{workers[1]} workers training" not in data.get("message", ""):
-            return None
-        since = rfc3339(upgraded_at - 1)
-        try:
-            text = api.request(
-                "GET",
-                ns_path(namespace, "pods", chief) + "/log",
-                query={"timestamps": "true", "sinceTime": since},
-                raw=True,
-            )
-        except ApiError:
-            return None
-        return resize_marks(text.decode(errors="replace"), workers, upgraded_at)
-
-    try:
-        result = wait_until(resumed, 300, f"the group's first step at {workers[1]} workers")
-    except BenchError as err:
-        log(pods_line(state, namespace))
-        return Resize(workers, problem=str(err).removeprefix("figure 6: "))
-    log(
-        f"  figure 6: resized to {workers[1]}: re-forming after {result.reformed:.1f} s, first step after "
-        f"{result.resumed:.1f} s, resumed from step {result.resumed_from} (stopped at {result.stopped_at})"
-    )
-    return result
-
-
-def _release_args(verb: str, release: str, namespace: str, workers: int) -> list[str]:
-    return checked_args(release, namespace, (*RESIZE_SETS, f"workers.replicas={workers}"), verb=verb)
-
-
-def checked_args(release: str, namespace: str, sets, verb: str = "install", figure: str = "figure 6") -> list[str]:
-    """The helm arguments of a measured release, its values checked as make deploy checks them."""
-    try:
-        return install.checked_args(release, namespace, list(sets), verb=verb)
-    except ToolError as err:
-        raise BenchError(f"{figure}: the measured release's values are refused: {err}") from None
-
-
-def measure_resizes(state, log=print) -> list[Resize]:
-    """A 2-worker release grown and shrunk by `helm upgrade` once it has a checkpoint: one
-    Resize per size in RESIZES; the rest not measured once one fails."""
-    namespace, release = f"bench-resize-{os.getpid()}", "bench-resize"
-    status = ns_path(namespace, "configmaps", f"{release}-tf-multiworker-status")
-    results: list[Resize] = []
-    with fresh_namespace(state, namespace, log) as api:
-        log(f"  figure 6: a {WORKERS}-worker run to resize (helm install)")
-        helm_run(state, *_release_args("install", release, namespace, WORKERS))
-        try:
-            wait_until(
-                lambda: (
-                    int(((api.get_or_none(status) or {}).get("data") or {}).get("lastCheckpointStep") or 0)
-                    >= 2 * RESIZE_EVERY
-                ),
-                300,
-                "the run's first checkpoints",
-            )
-        except BenchError as err:
-            return [Resize((WORKERS, RESIZES[0]), problem=str(err).removeprefix("figure 6: "))]
-        before = WORKERS
-        for after in RESIZES:
-            results.append(_resize_once(state, api, namespace, release, (before, after), log))
-            if results[-1].problem:
-                break
-            before = after
-    return results
-
-
-def pods_line(state, namespace: str, figure: str = "figure 6") -> str:
-    """One line per pod of `namespace`: its phase and its container's state (for a failed run)."""
-
-    try:
-        pods = state.api("admin").items(ns_path(namespace, "pods"))
-    except Exception as err:  # only a diagnostic
-        return f"  {figure}: the pods of {namespace} could not be listed: {err}"
-    parts = []
-    for pod in pods:
-        status = pod.get("status") or {}
-        containers = [f"{c.get('name')}: {json.dumps(c.get('state'))}" for c in status.get("containerStatuses") or []]
-        parts.append(f"{pod['metadata']['name']} {status.get('phase')} {'; '.join(containers)}")
-    return f"  {figure}: pods: " + (" | ".join(parts) or "none")
-
-
-def measure_local_fault(runs_dir, round_index: int, log=print):
-    """The fault harness's `kill-worker` on `make local`'s runner; its FaultResult."""
-
-    log(f"  figure 6: round {round_index + 1}: {LOCAL_FAULT} on make local (scripts/tfmw/faults/)")
-    try:
-        result = fault_local.run_scenario(
-            LOCAL_FAULT,
-            runs_dir=Path(runs_dir),
-            steps=FAULT_STEPS,
-            checkpoint_every=FAULT_CHECKPOINT_EVERY,
-            fault_after_step=FAULT_AFTER_STEP,
-            timeout=FAULT_TIMEOUT,
-        )
-    except (ToolError, LocalRunError) as err:
-        raise BenchError(f"figure 6: {LOCAL_FAULT}: {err}") from None
-    log(_fault_line("make local", result))
-    if not result.completed:
-        log("\n".join(result.log_tail[-20:]) or "  figure 6: (no line from the pods)")
-    return result
-
-
-def _stop_local_run(proc: subprocess.Popen) -> None:
-    """Let `make local` finish its short run (it removes its network namespaces), then make sure."""
-    try:
-        proc.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGTERM)  # its handler stops the pods and cleans up
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def measure_local_round(runs_dir, round_index: int, log=print) -> float:
-    """`make local` start -> its first training step, seconds."""
-    command = [
-        PY,
-        "-m",
-        "tfmw.localrun.run",
-        "--runs-dir",
-        str(runs_dir),
-        "--release",
-        f"bench-local-{round_index}",
-        "--fresh",
-        "--timeout",
-        "300",
-    ]
-    for item in run_sets(f"bench-local-{round_index}"):
-        command += ["--set", item]
-    log(f"  figure 6: round {round_index + 1}: make local")
-    # The local pods get the environment `make local` passes on (not figure 1's one-thread limit:
-    # the cluster's pods do not have it either).
-    timing = time_to_first_step(
-        command, base_env(one_thread=False), timeout=300, stop=_stop_local_run, figure="figure 6"
-    )
-    return timing.first_step
-
-
-def cluster_up(controlplane, state_dir: str, bins: dict, archive, log=print, figure: str = "figure 6", nodes: int = 2):
-    """(state, Up) of one `make cluster` of `nodes` nodes, with what up() said about the worker image."""
-    said: list[str] = []
-
-    def say(line: str) -> None:
-        said.append(line)
-        log(f"  {figure}: {line}")
-
-    log(f"  {figure}: make cluster (controlplane.up)")
-    started = time.monotonic()
-    try:
-        state = controlplane.up(state_dir, nodes=nodes, bins=bins, images=[archive], say=say)
-    except controlplane.ClusterError as err:
-        raise BenchError(f"{figure}: make cluster failed: {err}") from None
-    return state, make_up(state.ready_seconds, time.monotonic() - started, said)
-
-
-def cluster_down(controlplane, state_dir: str, log=print, figure: str = "figure 6") -> float:
-    log(f"  {figure}: make cluster-down (controlplane.down)")
-    started = time.monotonic()
-    controlplane.down(state_dir, say=lambda line: log(f"  {figure}: {line}"))
-    return time.monotonic() - started
-
-
-def cluster_parts(log=print, figure: str = "figure 6") -> tuple[dict, Path]:
-    """(the cluster's binaries, the worker image's archive), built once and not timed; refuses
-    a run without root (the nodes need network namespaces and a bridge)."""
-    if os.geteuid() != 0:
-        raise BenchError(
-            f"{figure}: the local cluster needs root (network namespaces, a bridge); run make bench as root"
-        )
-    try:
-        bins = ensure_binaries(progress=lambda line: log(f"  {figure}: {line}"))
-    except KubeBuildError as err:
-        raise BenchError(f"{figure}: the cluster binaries could not be built: {err}") from None
-    try:
-        # The nodes run the worker image: `up` imports it into a node unless the node's
-        # containerd cache already holds that image id.
-        ref = image.ensure_image(variant="cpu", base="debian", progress=lambda line: log(f"  {figure}: {line}"))
-        return bins, image.save_archive(ref, controlplane.IMAGE_CACHE)
-    except image.ImageError as err:
-        raise BenchError(f"{figure}: the worker image could not be built: {err}") from None
-
-
-def measure(quick: bool, log=print) -> Summary:
-    bins, archive = cluster_parts(log)
-    rounds = 1 if quick else 3
-    work = tempfile.mkdtemp(prefix="tfmw-bench-cluster-")
-    state_dir = os.path.join(work, "state")
-    results, fault_pairs, ups = [], [], []
-    disruption_pairs: dict = {scenario: [] for scenario in DISRUPTIONS}
-    try:
-        state, first = cluster_up(controlplane, state_dir, bins, archive, log)
-        ups.append(first)
-        try:
-            if wants_second_up(first):
-                log("  figure 6: the first up imported the image: cluster-down and up again, the image now cached")
-                cluster_down(controlplane, state_dir, log)
-                state, second = cluster_up(controlplane, state_dir, bins, archive, log)
-                ups.append(second)
-            for r in range(rounds):
-                local_dir = os.path.join(work, "local")
-                # Alternate which goes first so neither always gets the warmer page cache.
-                if r % 2 == 0:
-                    cluster = measure_cluster_round(state, r, log)
-                    local = measure_local_round(local_dir, r, log)
-                    cluster_fault = measure_cluster_fault(state, r, log)
-                    local_fault = measure_local_fault(local_dir, r, log)
-                else:
-                    local = measure_local_round(local_dir, r, log)
-                    cluster = measure_cluster_round(state, r, log)
-                    local_fault = measure_local_fault(local_dir, r, log)
-                    cluster_fault = measure_cluster_fault(state, r, log)
-                results.append(ClusterRound(*cluster, local_first_step=local))
-                fault_pairs.append(fault_pair(cluster_fault, local_fault))
-                deleted = NAN if _failure("cluster", cluster_fault) else cluster_fault.seconds_to_resume
-                for scenario in DISRUPTIONS:
-                    disruption_pairs[scenario].append((measure_cluster_fault(state, r, log, scenario), deleted))
-            resizes = measure_resizes(state, log)  # three workers: before a node is cut off
-            # Last: it taints, and for a while loses, one of the two nodes.
-            node = measure_cluster_fault(state, rounds, log, scenario=NODE_FAULT)
-        finally:
-            down_seconds = cluster_down(controlplane, state_dir, log)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return summarize(ups, down_seconds, results, fault_pairs, node, resizes, disruption_pairs)
 
 
 def _bar_value(value: float) -> float:

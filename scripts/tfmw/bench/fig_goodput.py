@@ -14,8 +14,10 @@ each scrape's round trip is kept: an upper bound on what serving the metrics cos
 
 from __future__ import annotations
 
+import math
 import signal
 import statistics
+import tempfile
 import threading
 import time
 import urllib.request
@@ -30,8 +32,10 @@ from tfmw.faults import local as fault_local
 from tfmw.localrun.kubelet import EXIT_TIMED_OUT, LocalCluster
 from tfmw.localrun.run import base_env, choose_network
 
-from . import plots
+from . import plots, stats
+from .figure import BenchRun
 from .procs import ONE_THREAD, BenchError
+from .report import image, table
 
 # The cnn's step on this 2-core machine with its checkpoints, to size the runs: at a
 # checkpoint every 50 steps 7,680 steps took 522 s without faults (0.068 s a step, the run
@@ -214,3 +218,83 @@ def plot(results: list[GoodputRun], path: Path, subtitle: str) -> None:
     ax.legend(fontsize=7, loc="lower right", ncol=4)
     fig.suptitle(f"Figure 3b: goodput and badput by cause\n{subtitle}", fontsize=10)
     plots.save(fig, path)
+
+
+# ---------------------------------------------------------------- figure 3b, within figure 3
+
+
+def run_part(bench: BenchRun) -> list[GoodputRun]:
+    """Figure 3b: its runs (in a folder of their own), their table shown, their plot drawn."""
+    with tempfile.TemporaryDirectory(prefix="tfmw-goodput-") as runs_dir:
+        goodput = measure(bench.quick, Path(runs_dir), log=bench.log)
+    bench.show("Figure 3b: goodput", HEADERS, rows(goodput))
+    plot(goodput, bench.plots / "fig3b_goodput.png", bench.machine_line)
+    return goodput
+
+
+def section_lines(goodput: list, quick: bool) -> list[str]:
+    """Figure 3b's part of figure 3's section: what the runs were, their table, against the targets,
+    and the metrics endpoint's cost (pure)."""
+    cost = metrics_cost(goodput)
+    lines = [
+        "**Goodput over a long run** (figure 3b): the share of the run's wall time that produced training "
+        'progress that was kept, and where the rest went (docs/contracts.md, "Goodput"; the chief\'s own '
+        "account, its `tfmw completed` line). First `make local`'s own run as it ships (`values/local.yaml`: "
+        f"the `cnn`, 40 steps), {1 if quick else LOCAL_ROUNDS} time(s): its goodput, reported, and "
+        "the chief's end (its last progress line to its "
+        f"launcher's `tfmw completed`: export, the barrier, COMPLETED, the exit), target ≤ "
+        f"{END_TARGET_SECONDS:.0f} s. Then two real runs of `values/local.yaml`'s model "
+        "(the `cnn`, synthetic data) at the trainer's default checkpoint interval (a checkpoint "
+        f"every {LONG_CHECKPOINT_EVERY} steps; the values file's 20 suits its 40-step demo), "
+        "one thread per process, sized to about "
+        f"{'2' if quick else '10'} minutes each: one without faults, one with worker 1's whole pod SIGKILLed "
+        f"every {'60' if quick else '180'} s, each run once (a 10-minute run is its own average over "
+        "its faults). Targets: "
+        + ", ".join(f"goodput ≥ {target:.0%} {label}" for label, target in TARGETS.items())
+        + ".",
+        "",
+        image("fig3b_goodput.png", "goodput and badput by cause, with and without faults"),
+        "",
+        table(HEADERS, rows(goodput)),
+        "",
+        *verdicts(goodput),
+    ]
+    if cost is not None:
+        lines += [
+            f"**The metrics endpoint's cost**: the chief's `/metrics` was scraped once a second through "
+            f"the fault-free run ({cost[2]} scrapes, median {cost[0]:.1f} ms a round trip, an upper bound on "
+            f"the launcher's work). At a usual {PROMETHEUS_INTERVAL_SECONDS:.0f} s scrape interval "
+            f"that is {cost[1]:.3%} of the time, so of every step's time (target ≤ 1 %); nothing is computed "
+            "between scrapes (the collector reads the tracker when asked).",
+            "",
+        ]
+    return lines
+
+
+def verdicts(goodput: list) -> list[str]:
+    """Each goodput run against its target, and the chief's end against its own (pure)."""
+    said = []
+    local = [r for r in goodput if r.label not in TARGETS]
+    if local:
+        shares = [r.goodput for r in local]
+        said.append(
+            f"{local[0].label} {stats.median(shares):.1%} of its {stats.median([r.wall_seconds for r in local]):.0f} s"
+            + (f" (median of {len(local)} runs, {min(shares):.1%}-{max(shares):.1%})" if len(local) > 1 else "")
+        )
+    for r in goodput:
+        if r.label in TARGETS:
+            target = TARGETS[r.label]
+            said.append(f"{r.label} {r.goodput:.1%} ({'met' if r.goodput >= target else 'MISSED'}, ≥ {target:.0%})")
+    ends = [r.end_seconds for r in goodput if not math.isnan(r.end_seconds)]
+    if ends:
+        worst = max(ends)
+        verdict = "met" if worst <= END_TARGET_SECONDS else "MISSED"
+        said.append(
+            f"the chief's end median {stats.median(ends):.2f} s, at most {worst:.2f} s in these {len(ends)} runs "
+            f"({verdict} in every run, ≤ {END_TARGET_SECONDS:.0f} s)"
+            if verdict == "met"
+            else f"the chief's end median {stats.median(ends):.2f} s, at most {worst:.2f} s in these {len(ends)} runs "
+            f"(MISSED in {sum(e > END_TARGET_SECONDS for e in ends)} of them, ≤ "
+            f"{END_TARGET_SECONDS:.0f} s)"
+        )
+    return ["**Against the targets:** " + "; ".join(said) + ".", ""]

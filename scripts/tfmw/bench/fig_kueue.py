@@ -26,6 +26,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from tfmw.devcluster import controlplane, kueue
 from tfmw.k8s.api import ApiError, ns_path, time_seconds
 
 from . import plots, stats
-from .fig_cluster import (
+from .cluster_kit import (
     checked_args,
     cluster_down,
     cluster_parts,
@@ -47,7 +48,9 @@ from .fig_cluster import (
     run_sets,
     wait_until,
 )
+from .figure import BenchRun, measured
 from .procs import BenchError
+from .report import image, judged, settings_line, table
 
 FIGURE = "figure 7"
 POLL = 0.1
@@ -360,3 +363,71 @@ def plot(s: Summary, path, subtitle: str) -> None:
     ax.set_ylabel("seconds (median)")
     ax.set_title(f"Kueue {s.kueue_version} on make cluster\n{subtitle}", fontsize=9)
     plots.save(fig, path)
+
+
+# ---------------------------------------------------------------- the figure
+
+TITLE = "Figure 7: the chart under a real Kueue"
+
+
+def run_figure(bench: BenchRun) -> str:
+    return measured(bench, sys.modules[__name__], "Figure 7: under Kueue", "fig7_kueue.png", section)
+
+
+def kueue_text(s) -> str:
+    """Figure 7's reading (pure)."""
+    ratios = [r.ratio for r in s.rounds]
+    plain = stats.median([r.plain_first_step for r in s.rounds])
+    queued = stats.median([r.queued_first_step for r in s.rounds])
+    admitted = stats.median([r.admitted for r in s.rounds])
+    ratio = stats.median(ratios)
+    text = (
+        f"A 2-worker release that fits the quota reaches its first step {queued:.1f} s after `helm install` under "
+        f"Kueue against {plain:.1f} s without it: a median ratio of {ratio:.2f}x "
+        f"({judged(min(ratios), max(ratios), ratio)}). Kueue admitted the Workload {admitted:.1f} s after the "
+        "install: its webhooks gate each pod as it is created, its StatefulSet integration builds the Workload, "
+        "the queue admits it and the pods are ungated; the rest (the scheduler, the kubelets, the launcher, "
+        "TensorFlow, the model) is the same as without Kueue."
+    )
+    p = s.preemption
+    if p.problem:
+        return text + f" The preemption was not measured: {p.problem}."
+    exact = "none" if p.retrained == 0 else str(p.retrained)
+    return text + (
+        f" Preempted by a higher WorkloadPriorityClass, the running group stopped {p.stopped:.1f} s after the "
+        f"higher-priority release was installed (each worker's SIGTERM: the group's checkpoint at step "
+        f"{p.stopped_at}, the chief recording `Waiting`), and the higher-priority release took its first step "
+        f"{p.high_first_step:.1f} s after its install. Once it ended (its scale to 0 puts its Workload on hold), "
+        f"Kueue admitted the preempted group again in {p.readmitted:.1f} s, and it trained again "
+        f"{p.resumed:.1f} s after that end ({stats.ratio(p.resumed, plain):.2f}x a fresh install's first step), "
+        f"from step {p.resumed_from}: steps trained twice: {exact}."
+    )
+
+
+def section(s, table_rows, headers, load: str) -> str:
+    """Figure 7's section of docs/benchmarks.md (pure)."""
+    return "\n".join(
+        [
+            "## Figure 7: the chart under a real Kueue",
+            "",
+            image("fig7_kueue.png", "install to admitted and first step with and without Kueue; preemption"),
+            "",
+            settings_line(
+                f"figure 6's cluster (its own, two nodes) with Kueue {s.kueue_version} built from its Go module and "
+                "installed with its own chart (`scripts/tfmw/devcluster/kueue.py`: the `statefulset` integration, "
+                "WaitForPodsReady at its defaults, one ClusterQueue of 1500m CPU, i.e. three local workers). Per "
+                "round, figure 6's short 2-worker release (`values/local.yaml`, 10 steps, a fresh run id) "
+                "installed twice, back to back, the order alternating: plain, in a namespace Kueue does not "
+                "manage, and with `scheduling.gang=kueue` into the namespace's LocalQueue; the Workload and the "
+                "chief's log polled every 0.1 s. Once, a preemption: a long `tfmw-low` release (the `mlp` model, a "
+                f"checkpoint every 50 steps) past step {LOW_CHECKPOINTS}, then a short `tfmw-high` one that "
+                f"does not fit beside it. {len(s.rounds)} round(s); medians, the ratios paired per round.",
+                load,
+            ),
+            "",
+            table(headers, table_rows),
+            "",
+            "**Reading it.** " + kueue_text(s),
+            "",
+        ]
+    )

@@ -14,8 +14,10 @@ of 300 s for an unreachable node); the chart's are its own (`workers.nodeLossTol
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
+import sys
 import tempfile
 
 from tfmw.devcluster import controlplane
@@ -25,8 +27,10 @@ from tfmw.k8s.api import ns_path
 from tfmw.peers import install, run
 
 from . import fig_peers
-from .fig_cluster import cluster_down, cluster_up
+from .cluster_kit import cluster_down, cluster_up
 from .fig_peers import CHECKPOINT_EVERY, FAULT_AFTER_STEP, STEPS, Summary
+from .figure import BenchRun, measured
+from .report import image, parts_cell, settings_line, table
 
 # figure 10's table and plot, over this figure's one fault
 HEADERS, table_rows, plot = fig_peers.HEADERS, fig_peers.table_rows, fig_peers.plot
@@ -94,3 +98,55 @@ def one(parts: fig_peers.Parts, system: str, index: int, log) -> run.PeerRun:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return fig_peers.said(done, index, FIGURE, log)
+
+
+# ---------------------------------------------------------------- the figure
+
+TITLE = "Figure 11: a node lost under the chart, a TFJob and a JobSet"
+
+
+def run_figure(bench: BenchRun) -> str:
+    return measured(bench, sys.modules[__name__], TITLE, "fig11_node_peers.png", section)
+
+
+def section(s, table_rows, headers, load: str) -> str:
+    """Figure 11: worker 1's node lost under the chart, a TFJob and a JobSet."""
+    settings = (
+        f"figure 10's run and systems (the peers' settings there), with worker 1's node lost once the chief has "
+        f"a checkpoint and passed step {FAULT_AFTER_STEP}: every process of the node SIGKILLed and its link "
+        f"cut, as a machine is lost. A lost node stays lost, so each run has a cluster of its own: {NODES} "
+        "nodes (figure 6's otherwise), the peer's controller installed from its own manifests on one of them (the "
+        "chart needs none), the 2 workers spread one per node (a topology spread constraint) and off the "
+        "controller's node, so the controller outlives the loss as on a cluster whose controllers run on nodes of "
+        "their own (a replacement pod: the chart's on the third node, free; a peer's on the survivor's node, the "
+        "third holding the controller; every node's CPUs are this machine's). Kubernetes' defaults apply to the "
+        "peers' pods (an unreachable node tolerated for 300 s); the "
+        "chart's own `workers.nodeLossTolerationSeconds` to its workers. The cluster declares a node unreachable "
+        f"after 40 s (its `--node-monitor-grace-period`). A run not ended {NODE_LOSS_TIMEOUT:.0f} s after the "
+        f"fault is reported as it was left: nobody steps in. {s.rounds} round(s); medians (min-max)."
+    )
+    ended = []
+    for r in s.runs:
+        parts = parts_cell(r.result.node_parts.items()) if r.result.node_parts else ""
+        when = "" if math.isnan(r.seconds_to_end) else f" ({r.seconds_to_end:.0f} s after the fault)"
+        ended.append(
+            f"- `{r.system}`{when}: {r.result.reason}" + (f"; fault -> resumed in parts: {parts}" if parts else "")
+        )
+    return "\n".join(
+        [
+            "## Figure 11: a node lost under the chart, a TFJob and a JobSet",
+            "",
+            settings_line(settings, load),
+            "",
+            image("fig11_node_peers.png", "a lost node: fault to resumed under the chart, a TFJob and a JobSet"),
+            "",
+            table(headers, table_rows),
+            "",
+            "How each run ended, in the controller's own words where it has any, and where its pods were left:",
+            "",
+            *ended,
+            "",
+            "The columns are figure 10's.",
+            "",
+        ]
+    )

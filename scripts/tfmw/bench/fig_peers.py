@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,12 +29,14 @@ import yaml
 from tfmw.devcluster import controlplane
 from tfmw.devcluster.build import KubeBuildError
 from tfmw.faults.cluster import Kube
-from tfmw.image import build as image
+from tfmw.image import build as image_build
 from tfmw.peers import builds, install, run
 
 from . import plots, stats
-from .fig_cluster import cluster_down, cluster_parts, cluster_up
+from .cluster_kit import cluster_down, cluster_parts, cluster_up
+from .figure import BenchRun, measured
 from .procs import REPO, BenchError
+from .report import image, settings_line, table
 
 FIGURE = "figure 10"
 NAN = float("nan")
@@ -74,10 +77,10 @@ def prepare(figure: str, log=print) -> Parts:
     """The cluster's binaries, the worker image and both peers' managers, built when not yet."""
     bins, archive = cluster_parts(log, figure)
     try:
-        ref = image.ensure_image(variant="cpu", base="debian", progress=lambda line: log(f"  {figure}: {line}"))
+        ref = image_build.ensure_image(variant="cpu", base="debian", progress=lambda line: log(f"  {figure}: {line}"))
         for spec in builds.PEERS.values():
             builds.ensure(spec, progress=lambda line: log(f"  {figure}: {line}"))
-    except (image.ImageError, KubeBuildError) as err:
+    except (image_build.ImageError, KubeBuildError) as err:
         raise BenchError(f"{figure}: {err}") from None
     values = yaml.safe_load((REPO / "values" / "local.yaml").read_text())
     return Parts(bins, archive, ref, values, values["workers"]["resources"])
@@ -232,3 +235,55 @@ def plot(s: Summary, path, subtitle: str) -> None:
     ax.legend()
     ax.set_title(f"the same run under the chart, a TFJob (two restart policies) and a JobSet\n{subtitle}", fontsize=9)
     plots.save(fig, path)
+
+
+# ---------------------------------------------------------------- the figure
+
+TITLE = "Figure 10: the same run under the chart, a TFJob and a JobSet"
+
+
+def run_figure(bench: BenchRun) -> str:
+    return measured(
+        bench, sys.modules[__name__], "Figure 10: the chart, a TFJob and a JobSet", "fig10_peers.png", section
+    )
+
+
+def section(s, table_rows, headers, load: str) -> str:
+    """Figure 10: the chart beside a TFJob and a JobSet, the same run and faults."""
+    settings = (
+        f"a cluster of the figure's own (figure 6's), the worker image, and the peers installed from their own "
+        f"manifests: {'; '.join(s.settings)}. The same run under each: `values/local.yaml`'s model and data "
+        f"(the `cnn`, synthetic), {STEPS} steps, a checkpoint every {CHECKPOINT_EVERY}, a progress "
+        "line every step, 2 workers with `values/local.yaml`'s resources, checkpoints on a ReadWriteMany claim. "
+        "The chart: `helm install` with `values/local.yaml` (its launcher in front of the trainer). The peers run "
+        "the built-in trainer itself (`python -m entrypoint.training`), as their users run a TensorFlow script: "
+        "a TFJob of 2 `Worker` replicas, `cleanPodPolicy: Running`, the operator's TF_CONFIG, once with "
+        "`restartPolicy: OnFailure` (`tfjob-onfailure`: the kubelet restarts a failed container in place) and "
+        "once with `restartPolicy: ExitCode` (`tfjob-exitcode`: the operator recreates a pod whose exit code is "
+        "128 or more, a signal, and fails the job on 1-127); a JobSet of one Indexed Job of 2 pods, "
+        "`restartPolicy: OnFailure`, `backoffLimit` "
+        f"{run.workloads.BACKOFF_LIMIT}, `failurePolicy.maxRestarts` {run.workloads.MAX_RESTARTS}, "
+        "TF_CONFIG from the pod's index (`python -m entrypoint tf-config`). The fault to worker 1 once the "
+        f"chief has a checkpoint and passed step {FAULT_AFTER_STEP}: `kill-trainer` (the training process "
+        "SIGKILLed from the host; the pod stays), `delete-worker` (the pod deleted through the API server), "
+        "`drain-worker` (its node cordoned, the pod evicted). A run not ended within "
+        f"{RUN_TIMEOUT:.0f} s is left as it is: nobody steps in. {s.rounds} round(s), the systems' order "
+        "rotating; medians (min-max), the ratios paired per round."
+    )
+    return "\n".join(
+        [
+            "## Figure 10: the same run under the chart, a TFJob and a JobSet",
+            "",
+            settings_line(settings, load),
+            "",
+            image("fig10_peers.png", "fault to resumed under the chart, a TFJob and a JobSet"),
+            "",
+            table(headers, table_rows),
+            "",
+            "*Fault -> resumed*: the fault to the chief's first progress line of the group that re-formed "
+            "after it; *steps re-trained*: the step reached before the group broke minus the step it resumed "
+            "from, per round; *same weights*: the run's final weights digest equals the one most completed "
+            "runs of this figure ended with (the runs are deterministic: same seed, same data order).",
+            "",
+        ]
+    )

@@ -17,8 +17,10 @@ from tfmw.faults import local as fault_local
 from tfmw.faults import tables as fault_tables
 from tfmw.localrun.podspec import LocalRunError
 
-from . import plots, stats
+from . import fig_goodput, plots, stats
+from .figure import BenchRun
 from .procs import ONE_THREAD, PY, REPO, BenchError, base_env
+from .report import image, table
 
 QUICK_SCENARIO = "kill-worker"
 # The warm standby's on/off value (entrypoint/standby.py, charts/tf-multiworker/values.yaml).
@@ -247,3 +249,138 @@ def checkpoint_saves(log=print, timeout: float = 600) -> list[list]:
         raise BenchError(f"figure 3: checkpoint saves: exit {proc.returncode}: {(proc.stdout + proc.stderr)[-300:]}")
     log("  figure 3: checkpoint saves: " + "; ".join(f"{r[0]} sync {r[2]:.3f}s async {r[3]:.3f}s" for r in rows))
     return rows
+
+
+# ---------------------------------------------------------------- the figure
+
+TITLE = "Figure 3: recovery after a fault"
+
+
+def run_figure(bench: BenchRun) -> str:
+    runs = [run(defaults(bench.quick), log=bench.log)]
+    repeats = []
+    if not bench.quick:
+        repeats = [run(KILL_REPEAT, log=bench.log) for _ in range(KILL_ROUNDS - 1)]
+        runs += [run(config, log=bench.log) for config in VARIANTS]
+    resumed = summary(runs)
+    spread = kill_worker_spread([runs[0], *repeats])
+    plotted = plot(*resumed, bench.plots / "fig3_recovery.png", bench.machine_line)
+    saves = checkpoint_saves(log=bench.log)
+    bench.show("Figure 3: checkpoint saves", CHECKPOINT_HEADERS, saves)
+    goodput = fig_goodput.run_part(bench)
+    return section(runs[0], plotted, runs[1:], resumed, bench.quick, saves, goodput, spread)
+
+
+def section(
+    defaults,
+    plotted: bool,
+    variants: list,
+    summary: tuple[list, list],
+    quick: bool,
+    saves: list | None = None,
+    goodput: list | None = None,
+    spread=None,
+) -> str:
+    """Figure 3: the harness's table at the chart's defaults, then the same faults with one
+    setting changed (`variants`: fig_recovery.Run each) and the summary of fault → resumed per
+    configuration (fig_recovery.summary)."""
+
+    lines = ["## Figure 3: recovery after a fault", ""]
+    if plotted:
+        lines += [image("fig3_recovery.png", "fault to training resumed, per configuration"), ""]
+    lines += [
+        f"*Command:* `{defaults.config.command()}` — **{defaults.status}**.",
+        "",
+        "Method (the harness, `scripts/tfmw/faults/`): each row is a real 2-worker MWMS run of the rendered "
+        "chart by `make local`'s runner with the chart's defaults (`values/local.yaml`; nothing about detection or "
+        "restarts is tuned: `training.hangTimeoutSeconds` 600 with `training.hangDetection: adaptive`, TensorFlow's "
+        "coordination heartbeat, the warm standby on for the built-in trainer); the fault is injected mid-training "
+        "(see the harness's docstring for what each fault is); 'fault → resumed' is the time from the fault to the "
+        "chief's first progress line after its restart, 'steps lost' the steps trained before the fault minus the "
+        "step the group resumed from (at most one checkpoint interval)."
+        + (" Quick mode runs one fault." if quick else ""),
+        "",
+        *fault_tables.table(defaults.results),
+        "",
+        "**Where fault → resumed goes**, at the chief's milestones (`scripts/tfmw/faults/analysis.py` recovery_parts): "
+        "detection (the fault to the first line that shows it), trainer exit (to the chief's launcher seeing its "
+        "trainer gone), restart (back-off, peer wait; a killed chief's pod restart), process start (the new "
+        "trainer's imports: none with the warm standby), group re-form (until every worker joined the coordination "
+        "service: the killed worker's own cold start sits here), restore (model build, checkpoint restore), first "
+        "step (tracing). *cold start*: the chief's first start in the same run, `starting training (attempt 1)` to "
+        "its first step; *goodput*: the chief's time account for the whole run (docs/contracts.md).",
+        "",
+        *fault_tables.parts_table(defaults.results),
+        "",
+        *kill_worker_lines(spread),
+    ]
+    if variants:
+        lines += [
+            "**With and without adaptive detection and the warm standby.** The faults each setting decides, "
+            "re-run with that one setting changed from the defaults: `training.warmStandby=false` (every restart "
+            "imports TensorFlow again), `training.hangDetection=static` with the 20 s watchdog the harness used "
+            "to set by hand (static at the chart's 600 s, a hang would cost ten minutes), and both (the previous "
+            "defaults). Fault → resumed, seconds ('-': not run in that configuration, or not measured; the "
+            "partition lasts 15 s, a floor for its resume time):",
+            "",
+            table(summary[0], [[fault, *map(_seconds, cells)] for fault, *cells in summary[1]]),
+            "",
+        ]
+        for variant in variants:
+            lines += [
+                f"{variant.config.label}: `{variant.config.command()}` — **{variant.status}**:",
+                "",
+                *fault_tables.table(variant.results),
+                "",
+            ]
+    if saves:
+        lines += [
+            "**Checkpoint saves: synchronous or async.** How long a save stalls the step loop "
+            "(`python -m tfmw.bench.checkpoint_save`: the trainer's model builder and optimizer state, "
+            "medians of 5 saves after a warm-up, one thread): the trainer's `tf.train.Checkpoint.write`, against "
+            "TensorFlow's async checkpoint (`CheckpointOptions(enable_async=True)`), whose call returns once "
+            "the values are copied while a background thread writes the files. Not adopted (docs/failure-model.md, "
+            '"Checkpoints"): the trainer publishes a checkpoint (the state-file rename every restore reads) only '
+            "once its files are complete, so an async save must be waited for before that rename; what async "
+            "can save is the write time of the last column minus the copy, per checkpoint, and only by publishing "
+            "from a background thread serialized with the next boundary vote and the SIGTERM checkpoint.",
+            "",
+            table(CHECKPOINT_HEADERS, saves),
+            "",
+        ]
+    if goodput:
+        lines += fig_goodput.section_lines(goodput, quick)
+    return "\n".join(lines)
+
+
+def _seconds(value: float | None) -> str:
+    """A time as the harness's table prints it (0.1 s); '-' when not run or not measured."""
+    return "-" if value is None or value != value else f"{value:.1f}"
+
+
+def kill_worker_lines(spread) -> list[str]:
+    """Figure 3's kill-worker over its runs against its target, and what is ours of it (pure)."""
+    if spread is None:
+        return []
+    verdict = "met" if spread.met else "MISSED"
+    reform = spread.parts.get("group re-form", math.nan)
+    first = spread.parts.get("first step", math.nan)
+    restore = spread.parts.get("restore", math.nan)
+    return [
+        f"**kill-worker over {spread.runs} runs at the defaults**: fault → resumed median "
+        f"{spread.resumed:.1f} s ({spread.low:.1f}–{spread.high:.1f}); target ≤ "
+        f"{RESUME_TARGET_SECONDS:.0f} s in every run: **{verdict}**. Medians of the parts: "
+        + ", ".join(
+            f"{name} {spread.parts[name]:.1f} s" for name in fault_analysis.RECOVERY_PARTS if name in spread.parts
+        )
+        + f". The chief's own path (detection, trainer exit, restart, process start: the warm standby "
+        f"takes over) is {spread.own:.1f} s. The rest waits on the killed worker: its whole pod was "
+        f"SIGKILLed, so the group re-forms ({reform:.1f} s) only once the kubelet has restarted its container "
+        "(make local's runner waits 1 s before a restart) and its new "
+        "launcher has imported Python, TensorFlow and the trainer (no standby survives its container); then both "
+        f"restore ({restore:.1f} s) and trace the step (first step {first:.1f} s). The chief's cold start in "
+        f"the same runs, imports to first step, is {spread.cold_start:.1f} s: the floor of a new container, "
+        "so the restart wait plus this cold start put a new container's resume above the target on "
+        "this machine.",
+        "",
+    ]

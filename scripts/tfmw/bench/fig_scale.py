@@ -24,6 +24,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -33,7 +34,9 @@ from entrypoint.peers import needed_peers
 from tfmw.devcluster.fakeapi import FakeAPI, make_certificate
 
 from . import plots
+from .figure import BenchRun, measured
 from .procs import PY, REPO, BenchError, base_env
+from .report import image, settings_line, table
 
 FIGURE = "figure 8"
 # The commit before the control path was made O(N): what "before" is measured from.
@@ -331,3 +334,80 @@ def plot(result: Result, path, subtitle: str) -> None:
     axes[1].plot([16, 1024], [64, 4096], ":", color="grey", label="4N (target)")
     fig.suptitle(subtitle, fontsize=8)
     plots.save(fig, path)
+
+
+# ---------------------------------------------------------------- the figure
+
+TITLE = "Figure 8: the control path at 16 to 1,024 workers"
+
+
+def run_figure(bench: BenchRun) -> str:
+    return measured(bench, sys.modules[__name__], "Figure 8: the control path at scale", "fig8_scale.png", section)
+
+
+def scale_text(result) -> str:
+    """Figure 8's reading (pure): this code against the base, and against the targets."""
+    now = {p.workers: p for p in result.points if p.code == "now"}
+    base = {p.workers: p for p in result.points if p.code == "base"}
+    top = max(now)
+    big, small = now[top], now[min(now)]
+    parts = [
+        f"At {top:,} workers the whole release asks the API server {big.steady_rps:.2f} times a second while it "
+        f"trains (target: at most 1, whatever N; {small.steady_rps:.2f} at {min(now)}): the chief reads the "
+        "group's size every 5 s and writes the status at each checkpoint, nobody else asks anything. "
+        f"A group restart costs {big.dns_restart:,.0f} DNS lookups (target 4N = {4 * top:,}): the chief "
+        "resolves every name, each other worker the three it needs (entrypoint.peers.needed_peers). While the "
+        f"restarted group stalls the release asks {big.restart_rps:.1f} times a second, the one-off reads of "
+        "the restart (each launcher's status and size, once) spread over the window, then one list of the "
+        "release's pods by the chief and the chief's pod by worker 1 and the last every 5 s."
+    ]
+    if top in base:
+        b = base[top]
+        parts.append(
+            f"The base ({result.base_rev}) at {top:,}: {b.steady_rps:.0f} requests a second in steady state "
+            f"({b.steady_rps / big.steady_rps:.0f}x), {b.dns_restart:,.0f} lookups per restart "
+            f"({b.dns_restart / big.dns_restart:.0f}x)" + (", from its code's arithmetic." if b.computed else ".")
+        )
+    measured = sorted(n for n, p in base.items() if not p.computed)
+    if measured:
+        n = measured[-1]
+        parts.append(
+            f"Measured side by side at {n:,} workers: {base[n].steady_rps:.1f} against {now[n].steady_rps:.2f} "
+            f"requests a second, {base[n].dns_restart:,.0f} against {now[n].dns_restart:,.0f} lookups per restart; "
+            f"CPU per launcher {base[n].cpu_ms_per_s:.2f} against {now[n].cpu_ms_per_s:.2f} ms a second."
+        )
+    parts.append(
+        f"Memory per launcher is the launchers' processes' resident memory over N ({big.mib_per_launcher:.1f} MiB "
+        f"at {top:,}, an interpreter shared by {PER_PROCESS} launchers here); in a pod the launcher is a "
+        "process of its own (about 30 MiB)."
+    )
+    return " ".join(parts)
+
+
+def section(result, table_rows, headers, load: str) -> str:
+    """Figure 8's section of docs/benchmarks.md (pure)."""
+    return "\n".join(
+        [
+            "## Figure 8: the control path at 16 to 1,024 workers",
+            "",
+            image("fig8_scale.png", "API requests per second and DNS lookups per restart against the group's size"),
+            "",
+            settings_line(
+                "N real launchers (the entrypoint's own `Launcher`, 128 threads to a process, "
+                "`scripts/tfmw/bench/scale_worker.py`) form one group against the API server double "
+                "(`tfmw.devcluster.fakeapi`: real HTTPS, the StatefulSet's scale, the status ConfigMap, N worker "
+                "pods, Events), with a resolver that counts each lookup of a worker's name and answers it with "
+                "loopback, and a stub in sh for the training command (a heartbeat every 2 s, the chief's checkpoint "
+                f"every 10 s). Steady state: {result.steady_seconds:.0f} s of training. A group restart: every "
+                "worker's training exits 75 (a broken group), restarts in place and stays stalled for "
+                f"{result.restart_seconds:.0f} s, past the lost-peer watch's 10 s. Before: the committed base "
+                f"`{result.base_rev}` from a `git worktree`, the same harness.",
+                load,
+            ),
+            "",
+            table(headers, table_rows),
+            "",
+            "**Reading it.** " + scale_text(result),
+            "",
+        ]
+    )

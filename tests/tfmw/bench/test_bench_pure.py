@@ -12,7 +12,8 @@ import types
 import pytest
 
 from tfmw.bench import fig_control, fig_launcher, fig_overhead, fig_pipeline, fig_recovery, report, stats
-from tfmw.bench.__main__ import one_measurement, parse_figures
+from tfmw.bench.cli import parse_figures
+from tfmw.bench.figure import one_measurement
 from tfmw.bench.machine import cpu_model, memory_gib
 from tfmw.bench.parse import bench_cases
 from tfmw.bench.procs import BenchError
@@ -193,16 +194,16 @@ def test_recovery_report_publishes_the_harness_results():
         fig_recovery.Run(fig_recovery.VARIANTS[0], [resumed("kill-worker", 25.8, completed=False)]),
     ]
     summary = fig_recovery.summary(runs)
-    text = report.fig_recovery(runs[0], True, runs[1:], summary, quick=False)
+    text = fig_recovery.section(runs[0], True, runs[1:], summary, quick=False)
     assert text.startswith("## Figure 3:") and "fig3_recovery.png" in text
     assert "*Command:* `python -m tfmw.faults` — **every fault recovered**." in text
     assert "| kill-worker | yes | 50 | 40 | 10 (≤ 20) | nan | 4.0 | 0 | yes |" in text
     assert f"warm standby off: `{fig_recovery.VARIANTS[0].command()}` — **1 of 1 faults NOT recovered**" in text
     assert "| kill-worker | NO: timeout |" in text and "| kill-worker | 4.0 | 25.8 |" in text
-    quick = report.fig_recovery(runs[0], False, [], fig_recovery.summary(runs[:1]), quick=True)
+    quick = fig_recovery.section(runs[0], False, [], fig_recovery.summary(runs[:1]), quick=True)
     assert "Quick mode runs one fault." in quick and "png" not in quick and "With and without" not in quick
     assert "**Where fault → resumed goes**" in text and "| kill-worker | - | - |" in text  # no parts measured
-    saved = report.fig_recovery(
+    saved = fig_recovery.section(
         runs[0],
         False,
         [],
@@ -248,7 +249,7 @@ def test_goodput_rows_cost_and_report_against_the_targets(tmp_path):
     assert without[:7] == ["without faults", 3520, 0, 612.0, "96.2%", "≥ 97%", 0.6]
     assert with_faults[2] == 3 and with_faults[7 + 3] == 20.1  # the restart column
     assert fig_goodput.metrics_cost(runs) == (3.0, 3.0 / 1e3 / 15, 3)
-    text = report.fig_recovery(
+    text = fig_recovery.section(
         fig_recovery.Run(fig_recovery.DEFAULTS, []), False, [], ([], []), quick=False, goodput=runs
     )
     assert "**Goodput over a long run**" in text and "fig3b_goodput.png" in text
@@ -261,7 +262,7 @@ def test_goodput_rows_cost_and_report_against_the_targets(tmp_path):
     ) in text
     runs.insert(1, fig_goodput.GoodputRun(fig_goodput.LOCAL, 40, 0, True, "", 0.41, 15.0, {}, end_seconds=3.5))
     runs.insert(1, fig_goodput.GoodputRun(fig_goodput.LOCAL, 40, 0, True, "", 0.52, 12.0, {}, end_seconds=0.6))
-    text = "\n".join(report.goodput_verdicts(runs))
+    text = "\n".join(fig_goodput.verdicts(runs))
     assert f"{fig_goodput.LOCAL} 47.0% of its 14 s (median of 3 runs, 41.0%-52.0%)" in text
     assert "the chief's end median 0.70 s, at most 3.50 s in these 4 runs (MISSED in 1 of them, ≤ 1 s)" in text
     fig_goodput.plot(runs, tmp_path / "g.png", "machine")
@@ -302,14 +303,14 @@ def test_kill_worker_spread_says_the_median_range_own_path_and_verdict():
     spread = fig_recovery.kill_worker_spread(runs)
     assert (spread.runs, spread.resumed, spread.low, spread.high) == (3, 4.8, 3.9, 5.4)
     assert spread.parts["group re-form"] == 3.2 and spread.own == pytest.approx(0.4) and not spread.met
-    text = "\n".join(report.kill_worker_lines(spread))
+    text = "\n".join(fig_recovery.kill_worker_lines(spread))
     assert "fault → resumed median 4.8 s (3.9–5.4); target ≤ 4 s in every run: **MISSED**" in text
     assert "detection 0.1 s, restart 0.1 s, process start 0.2 s, group re-form 3.2 s, first step 1.0 s" in text
     assert "re-forms (3.2 s)" in text and "is 4.2 s" in text
     assert fig_recovery.kill_worker_spread([fig_recovery.Run(fig_recovery.DEFAULTS, [])]) is None
-    assert report.kill_worker_lines(None) == []
+    assert fig_recovery.kill_worker_lines(None) == []
     fast = fig_recovery.kill_worker_spread([fig_recovery.Run(fig_recovery.DEFAULTS, [killed(3.5, 2.0)])])
-    assert fast.met and "**met**" in "\n".join(report.kill_worker_lines(fast))
+    assert fast.met and "**met**" in "\n".join(fig_recovery.kill_worker_lines(fast))
 
 
 def test_one_measurement_shows_plots_and_writes_the_figure(tmp_path, capsys):
@@ -436,7 +437,7 @@ def test_only_refuses_unknown_figures():
 
 
 def test_the_peers_figure_is_measured_only_when_asked():
-    from tfmw.bench.__main__ import FIGURES, parse_args
+    from tfmw.bench.cli import FIGURES, parse_args
 
     assert parse_args([]).figures == list(FIGURES)
     assert parse_args(["--peers"]).figures == [*FIGURES, 10, 11]
@@ -472,6 +473,6 @@ def test_cli_refusals_are_one_line(repo, args, message):
 )
 def test_the_launcher_figure_judges_its_target_by_the_repeats_spread(low, median, high, verdict):
     summary = fig_launcher.Summary(2.87, 3.03, 2.31, 2.47, median, low, high, 2.72, 0.17, 9)
-    text = report.fig_launcher(summary, [], fig_launcher.HEADERS, "0 / 0 / 0")
+    text = fig_launcher.section(summary, [], fig_launcher.HEADERS, "0 / 0 / 0")
     assert verdict in text
     assert ("the repeats disagree on the sign" in text) == (low < 0 < high)

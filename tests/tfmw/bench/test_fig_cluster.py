@@ -7,14 +7,14 @@ import math
 
 import pytest
 
-from tfmw.bench import fig_cluster, report
+from tfmw.bench import cluster_kit, fig_cluster, fig_cluster_report
 from tfmw.faults import analysis as fault_analysis
 from tfmw.faults import disruptions
 from tfmw.k8s.api import time_seconds
 
 R = fig_cluster.ClusterRound
-IMPORTED = fig_cluster.Up(40.5, 41.0, "imported", 24.2, 2)
-CACHED = fig_cluster.Up(14.0, 14.4, "cached")
+IMPORTED = cluster_kit.Up(40.5, 41.0, "imported", 24.2, 2)
+CACHED = cluster_kit.Up(14.0, 14.4, "cached")
 
 
 def fault_result(
@@ -49,15 +49,15 @@ def test_image_import_reads_up_s_own_line():
         "cluster: image ghcr.io/tf-multiworker/tf-multiworker:0.1.0-cpu imported into 2 node(s) in 23.4s",
         "cluster: ready in 41.2s: Kubernetes v1.35.4, 2 node(s), API server x, logs in y",
     ]
-    assert fig_cluster.image_import(said) == ("imported", 23.4, 2)
-    assert fig_cluster.image_import(["cluster: image ghcr.io/a/b:1-cpu already in every node"])[0] == "cached"
-    image, seconds, nodes = fig_cluster.image_import(["cluster: ready in 3.0s"])
+    assert cluster_kit.image_import(said) == ("imported", 23.4, 2)
+    assert cluster_kit.image_import(["cluster: image ghcr.io/a/b:1-cpu already in every node"])[0] == "cached"
+    image, seconds, nodes = cluster_kit.image_import(["cluster: ready in 3.0s"])
     assert (image, nodes) == ("unknown", 0) and math.isnan(seconds)
-    up = fig_cluster.make_up(41.2, 42.0, said)
+    up = cluster_kit.make_up(41.2, 42.0, said)
     assert (up.image, up.import_seconds, up.ready_seconds, up.wall_seconds) == ("imported", 23.4, 41.2, 42.0)
     # Only a first `up` that imported is followed by a second one (the image then cached).
     assert fig_cluster.wants_second_up(up) and not fig_cluster.wants_second_up(CACHED)
-    assert not fig_cluster.wants_second_up(fig_cluster.Up(3.0, 3.1))
+    assert not fig_cluster.wants_second_up(cluster_kit.Up(3.0, 3.1))
 
 
 # ---------------------------------------------------------------- fault pairs
@@ -116,7 +116,7 @@ def test_a_node_partition_is_two_rows_with_the_target_and_what_the_fenced_side_w
     failed = fault_result("node-partition", float("nan"), completed=False, reason="pod x was not recreated")
     s = fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)], node=failed)
     assert fig_cluster.table_rows(s)[-2][2] == "NOT measured: cluster node-partition: pod x was not recreated"
-    text = report.fig_cluster(
+    text = fig_cluster_report.section(
         fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)], node=cut), [], fig_cluster.HEADERS, "load 1"
     )
     assert "costs 70.5 s to the group's first step after it resumed (target ≤ 90 s)" in text
@@ -126,7 +126,7 @@ def test_a_node_partition_is_two_rows_with_the_target_and_what_the_fenced_side_w
     s = fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)], node=cut)
     parts = fig_cluster.table_rows(s)[-1]
     assert parts[1:] == [62.0, "detection 40 s, eviction 10 s, force delete 3 s, pod start 9 s"]
-    text = report.fig_cluster(s, [], fig_cluster.HEADERS, "load 1")
+    text = fig_cluster_report.section(s, [], fig_cluster.HEADERS, "load 1")
     assert "measured in parts: detection 40 s, eviction 10 s, force delete 3 s, pod start 9 s." in text
     # not run: no rows
     s = fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)])
@@ -166,11 +166,11 @@ def test_resizes_are_two_rows_each_and_a_sentence():
     assert rows[-4][1:] == [12.25, "resumed from step 150, the step the group stopped at (no step lost)"]
     assert rows[-3][1] == 4.5
     assert rows[-2][2] == "NOT measured: the group's first step at 2 workers not within 300s"
-    text = report.fig_cluster(s, [], fig_cluster.HEADERS, "load 1")
+    text = fig_cluster_report.section(s, [], fig_cluster.HEADERS, "load 1")
     assert "2 → 3 workers resumed 12.2 s after `helm upgrade` started" in text
     assert "from step 150, the step the group stopped at" in text
     assert "3 → 2 workers was not measured: the group's first step" in text
-    assert report.resize_text(()) == ""
+    assert fig_cluster_report.resize_text(()) == ""
 
 
 # ---------------------------------------------------------------- table and text
@@ -182,7 +182,7 @@ def test_cluster_summary_pairs_rounds_and_checks_the_targets():
         R(install_seconds=0.5, return_to_running=1.0, install_to_first_step=20.0, local_first_step=10.0),
         R(install_seconds=0.7, return_to_running=6.0, install_to_first_step=30.0, local_first_step=20.0),
     ]
-    s = fig_cluster.summarize([fig_cluster.Up(12.0, 13.5, "cached")], 4.0, rounds, [pair(24.0, 12.0)])
+    s = fig_cluster.summarize([cluster_kit.Up(12.0, 13.5, "cached")], 4.0, rounds, [pair(24.0, 12.0)])
     assert s.ratio == pytest.approx(1.75) and (s.ratio_min, s.ratio_max) == (pytest.approx(1.5), pytest.approx(2.0))
     assert s.install_to_first_step == 25.0 and s.local_first_step == 15.0 and s.install_seconds == pytest.approx(0.6)
     assert (s.return_to_running, s.return_to_running_max, s.rounds) == (3.5, 6.0, 2)
@@ -215,7 +215,7 @@ def test_table_has_a_row_per_up_with_the_import():
 
 def test_cluster_report_states_the_ratios_the_nodes_and_the_image():
     s = fig_cluster.summarize([IMPORTED, CACHED], 3.0, [R(0.5, 1.2, 24.0, 12.0)], [pair(30.0, 12.0, running=9.0)])
-    text = report.fig_cluster(s, fig_cluster.table_rows(s), fig_cluster.HEADERS, "1 / 1 / 1")
+    text = fig_cluster_report.section(s, fig_cluster.table_rows(s), fig_cluster.HEADERS, "1 / 1 / 1")
     assert text.startswith("## Figure 6:") and "2.00x (slower in its one round" in text
     assert "node agent" not in text and "kubelet + containerd" in text and "kube-proxy" in text
     assert "worker image" in text and "24.2 s" in text and "ready in 14.0 s (within the 20 s target)" in text
@@ -225,7 +225,7 @@ def test_cluster_report_states_the_ratios_the_nodes_and_the_image():
     noisy = fig_cluster.summarize(
         [CACHED], 9.5, [R(0.5, 1.2, 24.0, 12.0), R(0.5, 1.2, 10.0, 20.0)], [pair(20.0, 10.0), pair(5.0, 10.0)]
     )
-    noisy_text = report.fig_cluster(noisy, fig_cluster.table_rows(noisy), fig_cluster.HEADERS, "1 / 1 / 1")
+    noisy_text = fig_cluster_report.section(noisy, fig_cluster.table_rows(noisy), fig_cluster.HEADERS, "1 / 1 / 1")
     assert noisy_text.count("cannot tell the two apart") == 2
     assert "already in both nodes' containerd cache" in noisy_text
 
@@ -235,7 +235,7 @@ def test_cluster_report_names_an_unmeasured_fault_pair():
         fault_result("delete-worker", float("nan"), completed=False, reason="boom"), fault_result("kill-worker", 9.0)
     )
     s = fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)], [unmeasured])
-    text = report.fig_cluster(s, fig_cluster.table_rows(s), fig_cluster.HEADERS, "1 / 1 / 1")
+    text = fig_cluster_report.section(s, fig_cluster.table_rows(s), fig_cluster.HEADERS, "1 / 1 / 1")
     assert "The fault pair was not measured in this run: cluster delete-worker: boom." in text
     assert fig_cluster.table_rows(s)[-1][2] == "NOT measured: cluster delete-worker: boom"
     mixed = fig_cluster.summarize([CACHED], 2.0, [R(0.5, 1.0, 20.0, 10.0)], [pair(20.0, 10.0), unmeasured])
@@ -260,16 +260,16 @@ def test_cluster_pure_helpers():
         {"metadata": {"name": "d"}},
     ]
     assert fig_cluster.running_workers(pods) == 1
-    assert fig_cluster.has_first_step("tfmw start x\ntfmw progress step=1/10 loss=2\n")
-    assert not fig_cluster.has_first_step("tfmw start x\ntfmw launcher peers: all 2 resolved\n")
-    sets = fig_cluster.run_sets("r-1")
+    assert cluster_kit.has_first_step("tfmw start x\ntfmw progress step=1/10 loss=2\n")
+    assert not cluster_kit.has_first_step("tfmw start x\ntfmw launcher peers: all 2 resolved\n")
+    sets = cluster_kit.run_sets("r-1")
     assert "training.runId=r-1" in sets and "training.config.logEverySteps=1" in sets
 
 
 def test_cluster_report_when_every_up_imported_the_image():
-    again = fig_cluster.Up(50.0, 50.3, "imported", 44.7, 2)
+    again = cluster_kit.Up(50.0, 50.3, "imported", 44.7, 2)
     s = fig_cluster.summarize([IMPORTED, again], 2.0, [R(0.5, 1.0, 20.0, 10.0)], [pair(20.0, 10.0)])
-    text = report.fig_cluster(s, fig_cluster.table_rows(s), fig_cluster.HEADERS, "1 / 1 / 1")
+    text = fig_cluster_report.section(s, fig_cluster.table_rows(s), fig_cluster.HEADERS, "1 / 1 / 1")
     assert "Every `up` imported the worker image into both nodes (24.2 s of 40.5 s, 44.7 s of 50.0 s ready" in text
     assert "imported it again" in text and "took 16.3 s, 5.3 s." in text
     assert [r[2].startswith("MISSED") for r in fig_cluster.table_rows(s)[:2]] == [True, True]
@@ -333,9 +333,9 @@ def test_the_disruptions_are_a_sentence_of_the_report():
         fig_cluster.Disrupted("drain-worker", 5.6, float("nan"), 0.95, 0.95, 0.95, 0, 1),
         fig_cluster.Disrupted("preempt-worker", 17.1, 3.5, 2.91, 2.91, 2.91, 0, 1),
     )
-    text = report.disruption_text(ds)
+    text = fig_cluster_report.disruption_text(ds)
     assert "a drain of worker 1's node 5.6 s, 0.95x the same round's pod delete, 0 step(s) re-trained" in text
     assert "a priority preemption of worker 1 17.1 s (3.5 s of it after the room returned)" in text
-    missing = report.disruption_text((fig_cluster.Disrupted("suspend", problems=("cluster suspend: x",)),))
+    missing = fig_cluster_report.disruption_text((fig_cluster.Disrupted("suspend", problems=("cluster suspend: x",)),))
     assert missing == " The voluntary disruptions were not measured: cluster suspend: x."
-    assert report.disruption_text(()) == ""
+    assert fig_cluster_report.disruption_text(()) == ""

@@ -3,7 +3,7 @@ the report's text. No timing assertions: benchmarks are not tests."""
 
 from __future__ import annotations
 
-from tfmw.bench import fig_kueue, report
+from tfmw.bench import fig_kueue
 from tfmw.k8s.api import time_seconds
 
 R = fig_kueue.QueuedRound
@@ -56,12 +56,12 @@ def test_an_unmeasured_preemption_is_one_row_and_a_sentence():
     s = summary(fig_kueue.Preemption(problem="low recorded Waiting not within 180s"))
     rows = fig_kueue.table_rows(s)
     assert rows[-1][0] == "preemption: not measured (low recorded Waiting not within 180s)"
-    assert "The preemption was not measured: low recorded Waiting not within 180s." in report.kueue_text(s)
+    assert "The preemption was not measured: low recorded Waiting not within 180s." in fig_kueue.kueue_text(s)
 
 
 def test_report_states_the_ratio_and_what_the_preemption_cost():
     s = summary()
-    text = report.fig_kueue(s, fig_kueue.table_rows(s), fig_kueue.HEADERS, "1.0 / 1.0 / 1.0")
+    text = fig_kueue.section(s, fig_kueue.table_rows(s), fig_kueue.HEADERS, "1.0 / 1.0 / 1.0")
     assert text.startswith("## Figure 7: the chart under a real Kueue")
     assert "a median ratio of 1.20x" in text and "v0.19.2" in text
     assert "from step 350: steps trained twice: none." in text

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from tfmw.bench import fig_node_peers, fig_peers, report
+from tfmw.bench import fig_node_peers, fig_peers
 from tfmw.faults.analysis import FaultResult
 from tfmw.peers import install, run
 
@@ -51,7 +51,7 @@ def test_figure_11s_section_says_how_each_run_ended_and_where_the_charts_time_we
     failed = _run("tfjob-onfailure", "node-loss", NAN, "Failed", reason="tfjob-onfailure Failed")
     failed.seconds_to_end = 351.2
     summary = fig_peers.Summary((chart, stranded, failed), 1, ("x",), (run.NODE_LOSS,))
-    text = report.fig_node_peers(summary, fig_node_peers.table_rows(summary), fig_node_peers.HEADERS, "0.5")
+    text = fig_node_peers.section(summary, fig_node_peers.table_rows(summary), fig_node_peers.HEADERS, "0.5")
     assert text.startswith("## Figure 11: a node lost")
     assert "- `chart`: status phase Succeeded; fault -> resumed in parts: detection 36 s, eviction 10 s" in text
     assert "- `jobset`: jobset neither; pods: w-1 Terminating" in text

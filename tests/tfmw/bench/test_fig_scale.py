@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfmw.bench import fig_scale, report
+from tfmw.bench import fig_scale
 
 P = fig_scale.Point
 
@@ -57,7 +57,7 @@ def test_rows_put_this_code_first_and_mark_the_computed_base():
 
 
 def test_report_says_the_targets_and_the_ratios():
-    text = report.fig_scale(result(), fig_scale.table_rows(result()), fig_scale.HEADERS, "1 / 1 / 1")
+    text = fig_scale.section(result(), fig_scale.table_rows(result()), fig_scale.HEADERS, "1 / 1 / 1")
     assert text.startswith("## Figure 8: the control path at 16 to 1,024 workers")
     assert "At 1,024 workers the whole release asks the API server 0.67 times a second" in text
     assert "target 4N = 4,096" in text

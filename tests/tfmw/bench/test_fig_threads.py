@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tfmw.bench import fig_threads, report
+from tfmw.bench import fig_threads
 from tfmw.bench.procs import BenchError
 
 
@@ -68,6 +68,6 @@ def test_the_ratio_is_paired_per_round_and_the_report_says_which_is_faster():
     rows = fig_threads.table_rows(result)
     assert rows[0][:2] == [sized, "1/2"] and rows[1][:2] == [default, "unset"]
     assert rows[0][2] == pytest.approx(41.0) and rows[0][4] == "22%" and rows[1][4] == "87%"
-    text = report.fig_threads(result, rows, fig_threads.HEADERS, "0.1 / 0.1 / 0.1")
+    text = fig_threads.section(result, rows, fig_threads.HEADERS, "0.1 / 0.1 / 0.1")
     assert "the step took 0.75x TensorFlow's default's time, 1.33x the steps per second" in text
     assert "faster in every round" in text and "1 thread(s) against TensorFlow's 2" in text

@@ -111,8 +111,6 @@ def test_exchange_floor_runs_two_processes_and_times_each_size():
 
 
 def test_the_report_states_accumulation_against_its_target():
-    from tfmw.bench import report
-
     common = {"c1": [0.02], "cn": [0.05], "floor": [0.008], "params": 3_213_002, "exchanged_bytes": 12_852_008}
     cases = [
         fig_overhead.Case("cnn", "cnn", {}, [28, 28, 1], 1, 10, "cnn"),
@@ -125,13 +123,13 @@ def test_the_report_states_accumulation_against_its_target():
         "cnn-acc4": {"t1": [0.080], "tn": [0.136], **common},  # 56 ms / 4 = 1.75 floors
     }
     rows = fig_overhead.summarize(cases, raw)
-    text = report.fig_overhead(
+    text = fig_overhead.section(
         rows, fig_overhead.table_rows(rows), fig_overhead.HEADERS, 2, 1, "", fig_overhead.MAIN_MODEL, 0
     )
     assert "6.0x at k = 1, 3.5x at k = 2, 1.8x at k = 4 (target: <= 3x at k = 4: met;" in text
     raw["cnn-acc4"]["tn"] = [0.080 + 0.008 * 13]  # 13 floors per step: 3.25 per micro-batch
     rows = fig_overhead.summarize(cases, raw)
-    text = report.fig_overhead(
+    text = fig_overhead.section(
         rows, fig_overhead.table_rows(rows), fig_overhead.HEADERS, 2, 1, "", fig_overhead.MAIN_MODEL, 0
     )
     assert "3.2x at k = 4 (target: <= 3x at k = 4: not met;" in text
