@@ -18,6 +18,7 @@ from repo import REPO
 
 from tfmw.devcluster.controlplane import ClusterState
 from tfmw.faults.cluster import Kube, PodLogs
+from tfmw.k8s import namespaces
 from tfmw.k8s.api import Api, ApiError, ns_path
 
 CHART = REPO / "charts" / "tf-multiworker"
@@ -156,30 +157,19 @@ def wait_nodes_fit(cluster: Cluster, timeout: float) -> None:
 
 
 def new_namespace(cluster: Cluster, prefix: str, labels: dict | None = None) -> str:
+    """A namespace of the test's own (tfmw.k8s.namespaces), ready for pods."""
     name = f"{prefix[:40].lower().replace('_', '-').strip('-')}-{uuid.uuid4().hex[:5]}"
-    cluster.api.create(
-        "/api/v1/namespaces",
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}},
-    )
-    wait_for(
-        lambda: cluster.api.get_or_none(ns_path(name, "serviceaccounts", "default")),
-        60,
-        f"the default ServiceAccount in {name}",
-    )
+    wait = namespaces.SERVICE_ACCOUNT_SECONDS
+    if not namespaces.create(cluster.api, name, labels, timeout=wait):
+        raise AssertionError(f"timed out after {wait:g}s waiting for the default ServiceAccount in {name}")
     return name
 
 
 def delete_namespace(cluster: Cluster, name: str, timeout: float = 120) -> None:
-    """Delete the namespace (no new pod can be created in it from then on), remove its pods at
-    once (grace period 0: the node kills their processes) and wait until they are gone, so one
-    test's workers never eat the next test's CPU. The namespace controller finishes the rest
-    in the background."""
-    cluster.api.delete(f"/api/v1/namespaces/{name}")
-    for pod in cluster.pods(name):
-        cluster.api.delete(
-            ns_path(name, "pods", pod["metadata"]["name"]),
-            {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
-        )
+    """Delete the namespace and its pods at once (tfmw.k8s.namespaces) and wait until they are
+    gone, so one test's workers never eat the next test's CPU. The namespace controller
+    finishes the rest in the background."""
+    namespaces.delete(cluster.api, name, force_pods=True)
     wait_for(
         lambda: not cluster.pods(name),
         timeout,

@@ -4,6 +4,7 @@ helm's errors as one line, and strict validation of rendered objects.
     find_helm() / find_helm3() / find_kubectl()  -> the binary to run ($HELM, .tools/bin/helm, PATH)
     helm_version(helm) -> "v4.1.4";  helm_major(helm) -> 4
     helm_template(helm, chart, values_files=[...], sets=[...], kube_version="1.30") -> CompletedProcess
+    run_helm(kubeconfig, "upgrade", ...) -> CompletedProcess; HelmFailed (its error as one line) if it fails
     parse_manifests(text) -> [object, ...]
     validate_objects(objects, "1.35") -> Validation(problems, custom)
     is_builtin_api("apps/v1") -> True;  is_builtin_api("scheduling.x-k8s.io/v1alpha1") -> False
@@ -289,6 +290,36 @@ def chart_refusal(stderr: str | bytes | None) -> str | None:
     # The chart's own words: helm's "execution error at (<template>:1:4): " only says where.
     first = re.sub(r"^execution error at \([^)]*\): ", "", helm_error_line(problems[0]))
     return "; ".join(" ".join(p.split()) for p in [first, *problems[1:]])
+
+
+# ---------------------------------------------------------------- helm against a cluster
+
+
+class HelmFailed(ToolError):
+    """A helm command against a cluster exited non-zero; `why` is its error as one line
+    (helm_error_line), for each caller to say what it was doing."""
+
+    def __init__(self, argv: Sequence[str], returncode: int, why: str):
+        super().__init__(f"helm {argv[0] if argv else ''} exited {returncode}: {why}", exit_code=4)
+        self.argv, self.returncode, self.why = list(argv), returncode, why
+
+
+def run_helm(
+    kubeconfig: str | os.PathLike,
+    *args: str,
+    helm: str | os.PathLike | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = HELM_TIMEOUT_SECONDS,
+    check: bool = True,
+) -> subprocess.CompletedProcess:
+    """`helm <args>` against the cluster of `kubeconfig` (KUBECONFIG added to `env`, by default
+    this process's environment). With `check`, HelmFailed when it exits non-zero. A ToolError
+    (exit 127) when there is no helm; subprocess.TimeoutExpired after `timeout` seconds."""
+    environment = dict(os.environ if env is None else env, KUBECONFIG=str(kubeconfig))
+    proc = subprocess.run([find_helm(helm), *args], capture_output=True, text=True, env=environment, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise HelmFailed(args, proc.returncode, helm_error_line(proc.stderr))
+    return proc
 
 
 # ---------------------------------------------------------------- Kubernetes API and schemas

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import yaml
 
-from tfmw.chart.helmkit import ToolError, find_helm
+from tfmw.chart.helmkit import HelmFailed, ToolError, run_helm
 from tfmw.devcluster import controlplane, images
 from tfmw.devcluster.build import KubeBuildError
 from tfmw.devcluster.build_kueue import binary_path, chart_path, ensure_kueue, read_pins
@@ -154,15 +154,13 @@ def manage_namespace(api: Api, namespace: str) -> None:
 
 
 def _helm(state: controlplane.ClusterState, *args: str, timeout: float = 420) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(state.dir)}
     try:
-        helm = find_helm()
+        run_helm(state.kubeconfig, *args, env=env, timeout=timeout)
+    except HelmFailed as err:
+        raise KueueError(f"helm {args[0]} of Kueue's chart failed: {err.why}") from None
     except ToolError as err:
         raise KueueError(str(err)) from None
-    env = {"KUBECONFIG": str(state.kubeconfig), "PATH": "/usr/bin:/bin", "HOME": str(state.dir)}
-    proc = subprocess.run([helm, *args], capture_output=True, text=True, timeout=timeout, env=env)
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise KueueError(f"helm {args[0]} of Kueue's chart failed: {last}")
 
 
 def install(state: controlplane.ClusterState, say=print) -> None:

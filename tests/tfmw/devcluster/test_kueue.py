@@ -80,3 +80,18 @@ def test_the_api_server_reaches_pod_served_webhooks_and_aggregated_apis(tmp_path
     assert "--enable-aggregator-routing=true" in args
     assert args[args.index("--requestheader-allowed-names") + 1] == "front-proxy-client"
     assert args[args.index("--proxy-client-cert-file") + 1].endswith("front-proxy-client.crt")
+
+
+def test_kueues_chart_is_installed_by_helm_with_the_clusters_kubeconfig_and_fails_in_one_line(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    helm = tmp_path / "helm"
+    helm.write_text('#!/bin/sh\necho "Error: UPGRADE FAILED: boom" >&2\nexit 1\n')
+    helm.chmod(0o755)
+    monkeypatch.setenv("HELM", str(helm))
+    state = SimpleNamespace(kubeconfig=tmp_path / "kubeconfig", dir=tmp_path)
+    with pytest.raises(kueue.KueueError, match=r"^helm upgrade of Kueue's chart failed: UPGRADE FAILED: boom$"):
+        kueue._helm(state, "upgrade", "--install", kueue.RELEASE)
+    monkeypatch.setenv("HELM", str(tmp_path / "none"))
+    with pytest.raises(kueue.KueueError, match="helm not found"):
+        kueue._helm(state, "uninstall", kueue.RELEASE)
