@@ -5,11 +5,13 @@ followed through it (tfmw.k8s.Api)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from entrypoint import loglines
 from entrypoint.loglines import progress_step
 from entrypoint.rundir import RunDir
 from tfmw.chart import render
-from tfmw.chart.helmkit import ToolError, find_helm, helm_error_line
+from tfmw.chart.helmkit import HelmFailed, ToolError, find_helm, run_helm
 from tfmw.deploy import install
 from tfmw.faults import disruptions
 from tfmw.faults.analysis import FaultResult, fill_result, said
@@ -32,6 +34,7 @@ from tfmw.faults.nodes import (
     node_parts,
     spread_values,
 )
+from tfmw.k8s import namespaces
 from tfmw.k8s.api import Api, ApiError, LogStream, ns_path
 from tfmw.k8s.kubeconfig import KubeconfigError
 
@@ -70,18 +73,16 @@ class Kube:
     def __init__(self, kubeconfig: Path, helm: str | None = None):
         self.kubeconfig = Path(kubeconfig)
         self.helm_bin = find_helm(helm)
-        self.env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
         try:
             self.api = Api.from_kubeconfig(kubeconfig_env=str(self.kubeconfig), timeout=30)
         except KubeconfigError as err:
             raise FaultError(f"--kubeconfig {kubeconfig}: {err}", exit_code=2) from None
 
     def helm(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
-        proc = subprocess.run([self.helm_bin, *args], capture_output=True, text=True, env=self.env, timeout=timeout)
-        if check and proc.returncode != 0:
-            why = helm_error_line(proc.stderr)
-            raise FaultError(f"`helm {' '.join(args[:3])} ...` exited {proc.returncode}: {why}")
-        return proc
+        try:
+            return run_helm(self.kubeconfig, *args, helm=self.helm_bin, timeout=timeout, check=check)
+        except HelmFailed as err:
+            raise FaultError(f"`helm {' '.join(args[:3])} ...` exited {err.returncode}: {err.why}") from None
 
     def call(self, method: str, path: str, body: dict | None = None, **query):
         """One API call; FaultError naming it when the server refuses or does not answer."""
@@ -108,14 +109,18 @@ class Kube:
         except ApiError as err:
             raise FaultError(f"DELETE {path}: {err}") from None
 
+    def make_namespace(self, namespace: str) -> None:
+        """A namespace of the harness's own, ready for pods (its default ServiceAccount there)."""
+        try:
+            namespaces.create(self.api, namespace)
+        except ApiError as err:
+            raise FaultError(f"POST {namespaces.NAMESPACES}: {err}") from None
+
     def delete_namespace(self, namespace: str, timeout: float = 180) -> None:
         """Delete the namespace and wait until it is gone (best effort: the harness's cleanup)."""
-        path = f"/api/v1/namespaces/{namespace}"
-        deadline = time.monotonic() + timeout
         try:
-            self.api.delete(path)
-            while time.monotonic() < deadline and self.api.get_or_none(path) is not None:
-                time.sleep(1)
+            namespaces.delete(self.api, namespace)
+            namespaces.wait_gone(self.api, namespace, timeout)
         except ApiError:
             pass
 
@@ -393,6 +398,238 @@ def run_end(streams: dict[int, Stream], fault_time: float) -> str | None:
     return next((line for st in streams.values() for line in st.lines if said(line, loglines.FAILED)), None)
 
 
+# ---------------------------------------------------------------- one faulted run
+
+
+@dataclass
+class Pods:
+    """A run's workers as the harness follows them (PodLogs): `name` the StatefulSet's (or the
+    workload's) name, `selector` their labels, `ordinal_of` a pod object's worker index (None: the
+    StatefulSet's `<name>-<n>`), `since` when its measured start began (None: before the install)."""
+
+    name: str
+    selector: str
+    ordinal_of: Callable[[dict], int | None] | None = None
+    since: float | None = None
+
+
+class FaultedRun:
+    """What differs between faulted runs (faulted_run does the rest, the same for each): how the
+    run is installed, how its victim gets the fault, what "ended" means and what is recorded at
+    the end, and what is removed after it. The chart's run (ChartRun) and a peer's TFJob or
+    JobSet (tfmw.peers.run) are the two. A step that cannot go on raises FaultError (or
+    ApiError): the result's reason."""
+
+    # No first step within the timeout: stop there and say so. Otherwise the wait for a
+    # checkpoint and the fault step gives up later, saying why.
+    needs_first_step = False
+
+    def __init__(self, kube: Kube, namespace: str, result: FaultResult, timeout: float, out=lambda line: None):
+        self.kube, self.namespace, self.result, self.timeout, self.out = kube, namespace, result, timeout, out
+        self.logs: PodLogs | None = None  # set by faulted_run once the run is installed
+        self.held: list[disruptions.Disruption] = []  # the disruptions to undo after the run
+
+    def install(self) -> Pods:
+        """Start the run in the namespace; its workers to follow."""
+        raise NotImplementedError
+
+    def fault(self) -> float:
+        """Do the fault to the victim (the run is ready for it); the fault's time (monotonic)."""
+        raise NotImplementedError
+
+    def wait_end(self, fault_time: float):
+        """Wait until the run has ended (at most the timeout); what its end was (None: not ended)."""
+        raise NotImplementedError
+
+    def record(self, started: float, fault_time: float, outcome) -> None:
+        """Fill the result: `started` the install's start, `outcome` what wait_end said."""
+        raise NotImplementedError
+
+    def clean_up(self, own_namespace: bool) -> None:
+        """Remove the run (the namespace, when it is the harness's own)."""
+        if own_namespace:
+            self.kube.delete_namespace(self.namespace)
+
+
+def faulted_run(run: FaultedRun, fault_after_step: int, own_namespace: bool = True) -> None:
+    """One faulted run on the cluster, its measurements in run.result: in run.namespace (made
+    here, and removed after, when `own_namespace`), the run installed, every pod incarnation's
+    log followed, the fault done once the chief has published a checkpoint and passed
+    `fault_after_step`, the wait for the run's end, and what happened recorded. A FaultError
+    (or ApiError) on the way is the result's reason; whatever happens, the disruptions held are
+    undone, the logs closed and the run removed. Raises FaultError only when the namespace
+    cannot be made."""
+    kube, result = run.kube, run.result
+    if own_namespace:
+        kube.make_namespace(run.namespace)
+    started = time.monotonic()
+    try:
+        pods = run.install()
+        run.logs = PodLogs(kube, run.namespace, pods.name, pods.selector, out=run.out, ordinal_of=pods.ordinal_of)
+        run.logs.start()
+        since = started if pods.since is None else pods.since
+        result.seconds_to_first_step = first_step_after(run.logs, since, run.timeout)
+        if run.needs_first_step and math.isnan(result.seconds_to_first_step):
+            raise FaultError(f"no first step within {run.timeout:g}s{_last_error(run.logs)}")
+        wait_ready_for_fault(run.logs, fault_after_step, run.timeout)
+        fault_time = run.fault()
+        outcome = run.wait_end(fault_time)
+        run.record(started, fault_time, outcome)
+    except (FaultError, ApiError) as err:
+        result.reason = str(err)
+    finally:
+        for disruption in run.held:
+            disruption.cleanup()
+        if run.logs is not None:
+            run.logs.stop()
+        run.clean_up(own_namespace)
+
+
+def _last_error(logs: PodLogs) -> str:
+    return f" ({logs.last_error})" if logs.last_error else ""
+
+
+def wait_ready_for_fault(logs: PodLogs, fault_after_step: int, timeout: float) -> None:
+    """Until the chief has published a checkpoint and passed `fault_after_step`; FaultError
+    when it has not within `timeout` seconds."""
+
+    def checkpoint_and_step(pl: PodLogs):
+        return ready_for_fault(merge_incarnations(pl.snapshot()).get(0, Stream()), fault_after_step)
+
+    if logs.wait_for(checkpoint_and_step, timeout) is None:
+        raise FaultError(f"never reached a checkpoint and step {fault_after_step} before the fault" + _last_error(logs))
+
+
+def fill_from_logs(result: FaultResult, logs: PodLogs, started: float, fault_time: float) -> None:
+    """The run's total time and what its trainers' lines say about the recovery (fill_result)."""
+    time.sleep(1.0)  # a launcher's last lines (after `tfmw done`) arrive before the streams are read
+    result.seconds_total = time.monotonic() - started
+    streams = merge_incarnations(logs.snapshot())
+    if 0 in streams:
+        marks = {o: first_index_after(st.times, fault_time) for o, st in streams.items()}
+        fill_result(result, streams, marks, fault_time)
+
+
+def log_tail(logs: PodLogs, lines: int) -> list[str]:
+    """Each incarnation's last `lines` lines, named by its pod and UID."""
+    return [f"[{inc.name} {inc.uid[:8]}] {line}" for inc in logs.snapshot() for line in inc.lines[-lines:]]
+
+
+# ---------------------------------------------------------------- the chart's run
+
+
+def worker_selector(release: str) -> str:
+    return f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
+
+
+class ChartRun(FaultedRun):
+    """The chart installed with helm, its victim pod deleted through the API server (or its
+    trainer killed, the pod disrupted, its node lost or cut off). It has ended once every pod
+    logged `tfmw done` after the fault, or one `tfmw failed`; then the logs, the status ConfigMap
+    and the COMPLETED marker say how it recovered."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        namespace: str,
+        result: FaultResult,
+        timeout: float,
+        out,
+        release: str,
+        sets: list[str],
+        node_dir: Path | None,
+        victim_ordinal: int,
+    ):
+        super().__init__(kube, namespace, result, timeout, out)
+        self.scenario, self.release, self.sets = result.scenario, release, sets
+        self.node_dir, self.victim_ordinal = node_dir, victim_ordinal
+        self.sts: dict = {}
+        self.before: set[str] = set()  # the victim's pod UIDs before the fault
+        self.node, self.old_uid = "", ""  # the victim's node and UID at the fault
+
+    def install(self) -> Pods:
+        values = [spread_values(self.node_dir)] if self.node_dir else []
+        self.sts = _install_run(self.kube, self.release, self.namespace, self.sets, values=values)
+        name = self.sts["metadata"]["name"]
+        self.result.victim = f"{name}-{self.victim_ordinal}"
+        return Pods(name, worker_selector(self.release))
+
+    def fault(self) -> float:
+        """The victim pod deleted through the API server, or its node lost or cut off."""
+        victim = self.result.victim
+        self.before = {inc.uid for inc in self.logs.snapshot() if inc.name == victim}
+        pod = self.kube.get(ns_path(self.namespace, "pods", victim)) or {}
+        self.node = (pod.get("spec") or {}).get("nodeName", "")
+        self.old_uid = (pod.get("metadata") or {}).get("uid", "")
+        return inject(
+            self.kube,
+            self.scenario,
+            self.namespace,
+            victim,
+            self.held,
+            node=self.node,
+            node_dir=self.node_dir,
+            release=self.release,
+        )
+
+    def wait_end(self, fault_time: float):
+        if self.scenario in disruptions.HELD_PHASE:
+            _hold_then_give_back(self.kube, self.namespace, self.sts, self.scenario, self.held[0], self.timeout)
+            self.result.seconds_held = time.monotonic() - fault_time
+        return self.logs.wait_for(lambda pl: run_end(merge_incarnations(pl.snapshot()), fault_time), self.timeout)
+
+    def record(self, started: float, fault_time: float, outcome) -> None:
+        result, kube = self.result, self.kube
+        self._record_recovery(started, fault_time, outcome)
+        if self.node_dir is not None:  # before a heal: the Events of the cut are all there by now
+            fault_wall = time.time() - (time.monotonic() - fault_time)
+            events = (kube.get(ns_path(self.namespace, "events")) or {}).get("items") or []
+            victim = (result.victim, self.old_uid)
+            result.node_parts = node_parts(
+                events, victim, fault_wall, result.seconds_to_pod_running, result.seconds_to_resume
+            )
+        if self.scenario == "node-partition":
+            result.fenced_writes = heal_and_check(
+                kube, self.node_dir, self.node, self.namespace, result.victim, self.old_uid, self.out
+            )
+            if result.fenced_writes != "none":
+                result.completed, result.reason = False, f"the cut-off pod wrote after the heal: {result.fenced_writes}"
+        elif self.scenario == "node-loss":
+            result.reason += f"; node {self.node} stays lost (make cluster-down, then make cluster)"
+
+    def _record_recovery(self, started: float, fault_time: float, outcome: str | None) -> None:
+        """What the logs, the status ConfigMap and the COMPLETED marker say about the recovery."""
+        result, kube, logs = self.result, self.kube, self.logs
+        victim = result.victim
+        new = [
+            inc
+            for inc in logs.snapshot()
+            if inc.name == victim and inc.uid not in self.before and inc.running_since == inc.running_since
+        ]
+        if new:
+            result.recreated_pod = new[0].name
+            result.seconds_to_pod_running = new[0].running_since - fault_time
+        status = kube.get(ns_path(self.namespace, "configmaps", f"{self.sts['metadata']['name']}-status"))
+        phase = ((status or {}).get("data") or {}).get("phase", "")
+        fill_from_logs(result, logs, started, fault_time)
+        result.marker_digest = (completed_marker(kube, self.namespace, self.sts) or {}).get("weightsDigest", "")
+        if outcome == "done" and not new and result.scenario != "kill-trainer":
+            result.reason = f"pod {victim} was not recreated"
+        elif outcome == "done":
+            result.completed = True
+            result.reason = f"status phase {phase}" if phase else "every worker logged tfmw done"
+        else:
+            result.reason = outcome or (
+                f"no `tfmw done` from every worker within {self.timeout:g}s (status phase {phase or '-'})"
+            )
+        result.log_tail = log_tail(logs, 12)
+
+    def clean_up(self, own_namespace: bool) -> None:
+        super().clean_up(own_namespace)
+        if not own_namespace:
+            self.kube.helm("uninstall", self.release, "-n", self.namespace, check=False)
+
+
 def run_cluster_scenario(
     scenario: str,
     kubeconfig: Path,
@@ -417,7 +654,6 @@ def run_cluster_scenario(
     if scenario not in CLUSTER_SCENARIOS:
         raise FaultError(f"unknown cluster scenario {scenario!r}; known: {', '.join(CLUSTER_SCENARIOS)}", 2)
     kube = kube or Kube(kubeconfig)
-    release = release or f"fault-{scenario}"[:40]
     result = FaultResult(scenario, False, "", steps, checkpoint_every)
     node_dir = None
     if scenario in NODE_SCENARIOS:
@@ -426,61 +662,21 @@ def run_cluster_scenario(
         except NodeFaultError as err:
             raise FaultError(str(err), 2) from None
     own_namespace = namespace is None
-    if own_namespace:
-        namespace = f"tfmw-faults-{os.getpid()}-{scenario}"[:63]
-        kube.call("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
-    logs = None
-    held: list[disruptions.Disruption] = []
-    started = time.monotonic()
-    try:
-        sts = _install_run(
-            kube,
-            release,
-            namespace,
-            install_sets(
-                steps, checkpoint_every, hang_timeout_seconds, (*disruptions.EXTRA_SETS.get(scenario, ()), *extra_sets)
-            ),
-            values=[spread_values(node_dir)] if node_dir else [],
-        )
-        selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
-        logs = PodLogs(kube, namespace, sts["metadata"]["name"], selector, out=out)
-        logs.start()
-        result.seconds_to_first_step = first_step_after(logs, started, timeout)
-        ordinal = VICTIM[scenario] if victim_ordinal is None else victim_ordinal
-        result.victim = f"{sts['metadata']['name']}-{ordinal}"
-        before, fault_time, (node, old_uid) = _fault_once_ready(
-            kube, logs, namespace, result.victim, fault_after_step, timeout, scenario, node_dir, (release, held)
-        )
-        if scenario in disruptions.HELD_PHASE:
-            _hold_then_give_back(kube, namespace, sts, scenario, held[0], timeout)
-            result.seconds_held = time.monotonic() - fault_time
-        outcome = logs.wait_for(lambda pl: run_end(merge_incarnations(pl.snapshot()), fault_time), timeout)
-        _record_recovery(result, kube, logs, namespace, sts, (started, before, fault_time), outcome, timeout)
-        if node_dir is not None:  # before a heal: the Events of the cut are all there by now
-            fault_wall = time.time() - (time.monotonic() - fault_time)
-            events = (kube.get(ns_path(namespace, "events")) or {}).get("items") or []
-            result.node_parts = node_parts(
-                events, (result.victim, old_uid), fault_wall, result.seconds_to_pod_running, result.seconds_to_resume
-            )
-        if scenario == "node-partition":
-            result.fenced_writes = heal_and_check(kube, node_dir, node, namespace, result.victim, old_uid, out)
-            if result.fenced_writes != "none":
-                result.completed, result.reason = False, f"the cut-off pod wrote after the heal: {result.fenced_writes}"
-        elif scenario == "node-loss":
-            result.reason += f"; node {node} stays lost (make cluster-down, then make cluster)"
-        return result
-    except FaultError as err:
-        result.reason = str(err)
-        return result
-    finally:
-        for disruption in held:
-            disruption.cleanup()
-        if logs is not None:
-            logs.stop()
-        if own_namespace:
-            kube.delete_namespace(namespace)
-        else:
-            kube.helm("uninstall", release, "-n", namespace, check=False)
+    run = ChartRun(
+        kube,
+        namespace or f"tfmw-faults-{os.getpid()}-{scenario}"[:63],
+        result,
+        timeout,
+        out,
+        release=release or f"fault-{scenario}"[:40],
+        sets=install_sets(
+            steps, checkpoint_every, hang_timeout_seconds, (*disruptions.EXTRA_SETS.get(scenario, ()), *extra_sets)
+        ),
+        node_dir=node_dir,
+        victim_ordinal=VICTIM[scenario] if victim_ordinal is None else victim_ordinal,
+    )
+    faulted_run(run, fault_after_step, own_namespace)
+    return result
 
 
 def _install_run(kube: Kube, release: str, namespace: str, sets: list[str], values: list[Path] = ()) -> dict:
@@ -491,42 +687,10 @@ def _install_run(kube: Kube, release: str, namespace: str, sets: list[str], valu
     except ToolError as err:
         raise FaultError(f"the run's values are refused: {err}") from None
     kube.helm(*args)
-    selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component=worker"
-    statefulsets = kube.items(ns_path(namespace, "statefulsets", group="apps/v1"), selector)
+    statefulsets = kube.items(ns_path(namespace, "statefulsets", group="apps/v1"), worker_selector(release))
     if len(statefulsets) != 1:
         raise FaultError(f"expected one worker StatefulSet for release {release}, found {len(statefulsets)}")
     return statefulsets[0]
-
-
-def _fault_once_ready(
-    kube: Kube,
-    logs: PodLogs,
-    namespace: str,
-    victim: str,
-    fault_after_step: int,
-    timeout: float,
-    scenario: str,
-    node_dir: Path | None,
-    disrupting: tuple[str, list] = ("", []),
-) -> tuple[set[str], float, tuple[str, str]]:
-    """Once the chief saved a checkpoint and passed `fault_after_step`: the victim pod is
-    deleted through the API server, or its node lost or cut off. Returns the victim's pod UIDs
-    before the fault, the fault's time, and the victim's node and UID at the fault."""
-
-    def checkpoint_and_step(pl: PodLogs):
-        return ready_for_fault(merge_incarnations(pl.snapshot()).get(0, Stream()), fault_after_step)
-
-    if logs.wait_for(checkpoint_and_step, timeout) is None:
-        raise FaultError(
-            f"never reached a checkpoint and step {fault_after_step} before the fault"
-            + (f" ({logs.last_error})" if logs.last_error else "")
-        )
-    before = {inc.uid for inc in logs.snapshot() if inc.name == victim}
-    pod = kube.get(ns_path(namespace, "pods", victim)) or {}
-    node, uid = (pod.get("spec") or {}).get("nodeName", ""), (pod.get("metadata") or {}).get("uid", "")
-    release, held = disrupting  # the release, and where a disruption goes
-    fault_time = inject(kube, scenario, namespace, victim, held, node=node, node_dir=node_dir, release=release)
-    return before, fault_time, (node, uid)
 
 
 def inject(
@@ -586,47 +750,6 @@ def _hold_then_give_back(
             raise FaultError(f"{scenario}: the run was never {phase} within {timeout:g}s")
         time.sleep(0.5)
     disruption.give_back()
-
-
-def _record_recovery(
-    result: FaultResult,
-    kube: Kube,
-    logs: PodLogs,
-    namespace: str,
-    sts: dict,
-    fault: tuple[float, set[str], float],
-    outcome: str | None,
-    timeout: float,
-) -> None:
-    """What the logs, the status ConfigMap and the COMPLETED marker say about the recovery.
-    `fault`: when the run started, the victim's pod UIDs before the fault, the fault's time."""
-    started, before, fault_time = fault
-    victim = result.victim
-    new = [
-        inc
-        for inc in logs.snapshot()
-        if inc.name == victim and inc.uid not in before and inc.running_since == inc.running_since
-    ]
-    if new:
-        result.recreated_pod = new[0].name
-        result.seconds_to_pod_running = new[0].running_since - fault_time
-    status = kube.get(ns_path(namespace, "configmaps", f"{sts['metadata']['name']}-status"))
-    phase = ((status or {}).get("data") or {}).get("phase", "")
-    time.sleep(1.0)  # a launcher's last lines (after `tfmw done`) arrive before the streams are read
-    result.seconds_total = time.monotonic() - started
-    streams = merge_incarnations(logs.snapshot())
-    if 0 in streams:
-        marks = {o: first_index_after(st.times, fault_time) for o, st in streams.items()}
-        fill_result(result, streams, marks, fault_time)
-    result.marker_digest = (completed_marker(kube, namespace, sts) or {}).get("weightsDigest", "")
-    if outcome == "done" and not new and result.scenario != "kill-trainer":
-        result.reason = f"pod {victim} was not recreated"
-    elif outcome == "done":
-        result.completed = True
-        result.reason = f"status phase {phase}" if phase else "every worker logged tfmw done"
-    else:
-        result.reason = outcome or f"no `tfmw done` from every worker within {timeout:g}s (status phase {phase or '-'})"
-    result.log_tail = [f"[{inc.name} {inc.uid[:8]}] {line}" for inc in logs.snapshot() for line in inc.lines[-12:]]
 
 
 def check_cluster(kubeconfig: Path) -> Kube:

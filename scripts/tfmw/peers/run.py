@@ -1,7 +1,9 @@
 """One run of the same training under a peer (TFJob or JobSet) or the chart, on the local
-cluster, with one fault, measured the way the fault harness measures the chart
-(tfmw.faults.cluster: every pod incarnation's log followed through the API server, the
-measurements from the trainer's own lines by tfmw.faults.analysis.fill_result).
+cluster, with one fault, through the fault harness's one faulted run of the chart
+(tfmw.faults.cluster.faulted_run: every pod incarnation's log followed through the API server,
+the measurements from the trainer's own lines by tfmw.faults.analysis.fill_result); only the
+install (a TFJob or a JobSet), what "ended" means (its controller's word) and what is
+recorded differ.
 
 Faults (worker 1 is the victim, once the chief has published a checkpoint and passed the
 fault step):
@@ -23,22 +25,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfmw.faults import disruptions
-from tfmw.faults.analysis import FaultResult, fill_result
+from tfmw.faults.analysis import FaultResult
 from tfmw.faults.cluster import (
-    FaultError,
+    FaultedRun,
     Kube,
     PodLogs,
-    Stream,
-    first_index_after,
-    first_step_after,
+    Pods,
+    faulted_run,
+    fill_from_logs,
     inject,
-    merge_incarnations,
-    ready_for_fault,
+    log_tail,
     run_cluster_scenario,
 )
 from tfmw.faults.nodes import NODE_LOSS
-from tfmw.k8s.api import ApiError, ns_path
+from tfmw.k8s.api import ns_path
 from tfmw.peers import workloads
 
 # the chart, a TFJob with each restart policy its users set, a JobSet
@@ -51,15 +51,20 @@ API = {
 }
 
 
+def workload_kind(system: str) -> str:
+    """The API kind a peer's `system` runs as: jobset or tfjob (pure)."""
+    return "jobset" if system == "jobset" else "tfjob"
+
+
 def workload(
     system: str, image: str, config: str, claim: str, resources: dict, extra: dict | None = None
 ) -> tuple[str, dict]:
     """(its API kind, the object) of `system` (pure); `extra`: pod-spec fields added."""
-    name = f"peer-{system}"
-    if system == "jobset":
-        return "jobset", workloads.jobset(name, image, config, claim, resources, extra=extra)
+    name, kind = f"peer-{system}", workload_kind(system)
+    if kind == "jobset":
+        return kind, workloads.jobset(name, image, config, claim, resources, extra=extra)
     policy = {"tfjob-onfailure": "OnFailure", "tfjob-exitcode": "ExitCode"}[system]
-    return "tfjob", workloads.tfjob(name, image, config, claim, resources, policy=policy, extra=extra)
+    return kind, workloads.tfjob(name, image, config, claim, resources, policy=policy, extra=extra)
 
 
 @dataclass
@@ -76,6 +81,64 @@ def _victim_name(logs: PodLogs) -> str:
     return names[-1] if names else ""
 
 
+class PeerFaultedRun(FaultedRun):
+    """The run as a TFJob or a JobSet (its ConfigMap and shared claim first), the fault done
+    to worker 1 by the harness's own inject(). It has ended once its controller says Succeeded
+    or Failed; the reason says which, in the controller's words, and where its pods were left."""
+
+    needs_first_step = True
+
+    def __init__(self, kube: Kube, namespace: str, run: PeerRun, timeout: float, out, config: dict, workload: dict):
+        """`config` the training config (its ConfigMap's), `workload` the TFJob or JobSet (run.workload)."""
+        super().__init__(kube, namespace, run.result, timeout, out)
+        self.run, self.config, self.workload = run, config, workload
+        self.name = f"peer-{run.system}"
+        group, plural = API[workload_kind(run.system)]
+        self.collection = f"{group}/namespaces/{namespace}/{plural}"
+
+    def install(self) -> Pods:
+        name, namespace = self.name, self.namespace
+        self.kube.call("POST", ns_path(namespace, "configmaps"), workloads.config_map(f"{name}-training", self.config))
+        self.kube.call("POST", ns_path(namespace, "persistentvolumeclaims"), workloads.shared_claim(f"{name}-shared"))
+        created = time.monotonic()
+        self.kube.call("POST", self.collection, self.workload)
+        ordinal_of = workloads.ordinal_of(workload_kind(self.run.system))
+        return Pods(name, f"app.kubernetes.io/name={name}", ordinal_of, since=created)
+
+    def fault(self) -> float:
+        self.result.victim = _victim_name(self.logs)
+        return inject(self.kube, self.run.fault, self.namespace, self.result.victim, self.held)  # the harness's own
+
+    def wait_end(self, fault_time: float):
+        kind, path = workload_kind(self.run.system), f"{self.collection}/{self.name}"
+        ended = self.logs.wait_for(lambda pl: workloads.phase(kind, self.kube.get(path)), self.timeout, interval=0.5)
+        self.run.phase = ended or ""
+        if ended:
+            self.run.seconds_to_end = time.monotonic() - fault_time
+        return ended
+
+    def record(self, started: float, fault_time: float, outcome) -> None:
+        run, result = self.run, self.result
+        fill_from_logs(result, self.logs, started, fault_time)
+        result.completed = run.phase == "Succeeded"
+        said = workloads.phase_message(self.kube.get(f"{self.collection}/{self.name}"))
+        ended = run.phase or f"neither Succeeded nor Failed within {self.timeout:g}s"
+        result.reason = f"{run.system} {ended}" + (f" ({said})" if said else "")
+        if run.phase != "Succeeded":  # where it was left: what an admin would find
+            pods = self.kube.items(ns_path(self.namespace, "pods"), f"app.kubernetes.io/name={self.name}")
+            result.reason += f"; pods: {workloads.pods_line(pods)}"
+            if workload_kind(run.system) == "jobset":
+                jobs = self.kube.items(ns_path(self.namespace, "jobs", group="batch/v1"), "")  # the run's namespace
+                result.reason += f"; Jobs: {workloads.jobs_line(jobs)}"
+        result.log_tail = log_tail(self.logs, 8)
+
+    def clean_up(self, own_namespace: bool) -> None:
+        # A pod on a lost node stays Terminating for good (no kubelet confirms it stopped), and
+        # so would its namespace: the cluster goes instead (one node-loss run per cluster).
+        if self.run.fault != NODE_LOSS:
+            super().clean_up(own_namespace)
+
+
 def run_peer(
     kube: Kube,
     system: str,
@@ -90,81 +153,17 @@ def run_peer(
     out=lambda line: None,
     avoid_nodes: tuple[str, ...] = (),
 ) -> PeerRun:
-    """A TFJob or a JobSet of the run in a namespace of its own (deleted after), with `fault`.
-    Under node-loss the workers are spread one per node, never on `avoid_nodes` (where the
-    peer's controller runs)."""
-    name = f"peer-{system}"
-    namespace = f"tfmw-peers-{os.getpid()}-{system}-{fault}"[:63]
+    """A TFJob or a JobSet of the run in a namespace of its own (deleted after), with `fault`,
+    through the harness's faulted run (tfmw.faults.cluster.faulted_run). Under node-loss the
+    workers are spread one per node, never on `avoid_nodes` (where the peer's controller runs)."""
     run = PeerRun(system, fault, FaultResult(fault, False, "", steps, checkpoint_every))
-    result = run.result
-    kube.call("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
-    logs = None
-    held: list[disruptions.Disruption] = []
-    started = time.monotonic()
-    try:
-        config = workloads.training_config(values, steps, checkpoint_every)
-        kube.call("POST", ns_path(namespace, "configmaps"), workloads.config_map(f"{name}-training", config))
-        kube.call("POST", ns_path(namespace, "persistentvolumeclaims"), workloads.shared_claim(f"{name}-shared"))
-        # Pods of a namespace whose default ServiceAccount is not there yet are refused (and
-        # retried by the controller): not what the measured start should include.
-        deadline = time.monotonic() + 60
-        while kube.get(ns_path(namespace, "serviceaccounts", "default")) is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        extra = workloads.placement(name, avoid_nodes) if fault == NODE_LOSS else None
-        kind, obj = workload(system, image, f"{name}-training", f"{name}-shared", resources, extra)
-        group, plural = API[kind]
-        created = time.monotonic()
-        kube.call("POST", f"{group}/namespaces/{namespace}/{plural}", obj)
-        selector = f"app.kubernetes.io/name={name}"
-        logs = PodLogs(kube, namespace, name, selector, out=out, ordinal_of=workloads.ordinal_of(kind))
-        logs.start()
-
-        result.seconds_to_first_step = first_step_after(logs, created, timeout)
-        if result.seconds_to_first_step != result.seconds_to_first_step:  # NaN
-            why = f" ({logs.last_error})" if logs.last_error else ""
-            raise FaultError(f"no first step within {timeout:g}s{why}")
-
-        def checkpoint_and_step(pl: PodLogs):
-            return ready_for_fault(merge_incarnations(pl.snapshot()).get(0, Stream()), fault_after_step)
-
-        if logs.wait_for(checkpoint_and_step, timeout) is None:
-            raise FaultError(f"never reached a checkpoint and step {fault_after_step} before the fault")
-        result.victim = _victim_name(logs)
-        fault_time = inject(kube, fault, namespace, result.victim, held)  # the harness's own
-        path = f"{group}/namespaces/{namespace}/{plural}/{name}"
-        ended = logs.wait_for(lambda pl: workloads.phase(kind, kube.get(path)), timeout, interval=0.5)
-        run.phase = ended or ""
-        if ended:
-            run.seconds_to_end = time.monotonic() - fault_time
-        time.sleep(1.0)  # the last lines arrive before the streams are read
-        result.seconds_total = time.monotonic() - started
-        streams = merge_incarnations(logs.snapshot())
-        if 0 in streams:
-            marks = {o: first_index_after(st.times, fault_time) for o, st in streams.items()}
-            fill_result(result, streams, marks, fault_time)
-        result.completed = run.phase == "Succeeded"
-        said = workloads.phase_message(kube.get(path))
-        ended = run.phase or f"neither Succeeded nor Failed within {timeout:g}s"
-        result.reason = f"{system} {ended}" + (f" ({said})" if said else "")
-        if run.phase != "Succeeded":  # where it was left: what an admin would find
-            result.reason += f"; pods: {workloads.pods_line(kube.items(ns_path(namespace, 'pods'), selector))}"
-            if kind == "jobset":
-                jobs = kube.items(ns_path(namespace, "jobs", group="batch/v1"), "")  # the run's namespace
-                result.reason += f"; Jobs: {workloads.jobs_line(jobs)}"
-        result.log_tail = [f"[{inc.name} {inc.uid[:8]}] {line}" for inc in logs.snapshot() for line in inc.lines[-8:]]
-        return run
-    except (FaultError, ApiError) as err:
-        result.reason = str(err)
-        return run
-    finally:
-        for disruption in held:
-            disruption.cleanup()
-        if logs is not None:
-            logs.stop()
-        # A pod on a lost node stays Terminating for good (no kubelet confirms it stopped), and
-        # so would its namespace: the cluster goes instead (one node-loss run per cluster).
-        if fault != NODE_LOSS:
-            kube.delete_namespace(namespace)
+    name = f"peer-{system}"
+    extra = workloads.placement(name, avoid_nodes) if fault == NODE_LOSS else None
+    _, obj = workload(system, image, f"{name}-training", f"{name}-shared", resources, extra)
+    config = workloads.training_config(values, steps, checkpoint_every)
+    namespace = f"tfmw-peers-{os.getpid()}-{system}-{fault}"[:63]
+    faulted_run(PeerFaultedRun(kube, namespace, run, timeout, out, config, obj), fault_after_step)
+    return run
 
 
 def run_chart(
