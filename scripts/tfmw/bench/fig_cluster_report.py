@@ -15,7 +15,7 @@ from .fig_cluster import (
     NODE_LOSS_TARGET_S,
     RESIZE_EVERY,
 )
-from .report import image, judged, parts_cell, settings_line, table
+from .report import image, judged, paragraphs, parts_cell, settings_line, table
 
 
 def section(s, table_rows, headers, load: str) -> str:
@@ -58,59 +58,52 @@ def section(s, table_rows, headers, load: str) -> str:
         )
     faults += resize_text(s.resizes)
     faults += disruption_text(s.disruptions)
-    return "\n".join(
-        [
-            "## Figure 6: the local Kubernetes cluster, and the chart on it beside `make local`",
-            "",
-            image(
-                "fig6_cluster.png",
-                "cluster ready (image imported or cached) and down times, helm install to pods "
-                "Running and to first step, pod delete to resumed, vs make local",
-            ),
-            "",
-            settings_line(
-                "a cluster of the figure's own (`scripts/tfmw/devcluster/controlplane.py`: etcd, kube-apiserver, "
-                "kube-controller-manager, kube-scheduler v1.35.4, CoreDNS, and two real nodes, each a kubelet + "
-                "containerd (runc, CNI bridge) + kube-proxy in a network and mount namespace of its own; binaries "
-                "built once beforehand and not timed). The pods run the project's worker image (`make image "
-                "BASE=debian`, the CPU variant, built beforehand and not timed), which `make cluster` imports into "
-                "each node's containerd unless that node's cache already holds it. The chart with "
-                "`values/local.yaml` (2 CPU workers, on the cluster each limited to 1 CPU and 2 GiB, which "
-                "`make local` does not enforce; the `cnn` model, synthetic data; shared storage: a claim from the "
-                "cluster's StorageClass, a folder for `make local`) and `--set training.config.steps=10 "
-                "training.config.logEverySteps=1 training.config.checkpoint.everySteps=10 training.runId=<fresh>`, "
-                "the same for `make local` (`python -m tfmw.localrun.run --fresh`, network namespaces). Per round: "
-                "one `helm install` (no --wait) in a fresh namespace, pods and the chief's log polled through the "
-                "API server every 0.1 s, then the namespace deleted and its pods gone; one `make local` run from "
-                "process start to its first `tfmw progress step=1/..` line; then a fault pair from the fault "
-                f"harness (`scripts/tfmw/faults/`: {FAULT_STEPS} steps, a checkpoint every "
-                f"{FAULT_CHECKPOINT_EVERY}, "
-                f"the fault once the chief is past step {FAULT_AFTER_STEP}): `{CLUSTER_FAULT}` on the cluster "
-                "(pod 1 deleted through the API server, in a fresh namespace) and `" + LOCAL_FAULT + "` on `make "
-                "local` (SIGKILL of pod 1), fault → resumed being the fault to the chief's first progress line "
-                "after the restart (on the cluster followed through the API, the pod list polled every 0.5 s). "
-                f"{s.rounds} round(s), alternating which goes first; medians, the ratios paired per round. The "
-                "first step includes importing TensorFlow, the peer wait and building the model in both.",
-                load,
-            ),
-            "",
-            table(headers, table_rows),
-            "",
-            f"**Reading it.** {ready_text(s)} The cluster is gone in {s.down_seconds:.1f} s. "
-            f"`helm install` returns in {s.install_seconds:.2f} s and both worker pods are Running "
-            f"{s.return_to_running:.2f} s later (max {s.return_to_running_max:.2f} s; target 5 s, the image "
-            "present): the StatefulSet controller creates them (`Parallel` pod management), the scheduler binds "
-            "them to the two nodes, and each node's kubelet has containerd start the pod's sandbox and its "
-            "container with runc, the image already there (`IfNotPresent`). From `helm install` to the first "
-            f"training step takes {s.install_to_first_step:.1f} s on the cluster against {s.local_first_step:.1f} s "
-            f"for `make local`: a median ratio of {s.ratio:.2f}x ({judged(s.ratio_min, s.ratio_max, s.ratio)}). Of "
-            f"the cluster's time, {s.install_seconds:.1f} s is `helm install` and {s.return_to_running:.1f} s getting "
-            f"the pods Running; the remaining {s.running_to_first_step:.1f} s is the pods' own start (the launcher, "
-            "the peer wait until each name resolves through CoreDNS, importing TensorFlow, building the model), "
-            f"against {s.local_first_step:.1f} s for the whole of `make local`, which renders with `helm template` "
-            f"and starts the same processes itself, without containers. {faults}",
-            "",
-        ]
+    return paragraphs(
+        "## Figure 6: the local Kubernetes cluster, and the chart on it beside `make local`",
+        image(
+            "fig6_cluster.png",
+            "cluster ready (image imported or cached) and down times, helm install to pods "
+            "Running and to first step, pod delete to resumed, vs make local",
+        ),
+        settings_line(
+            "a cluster of the figure's own (`scripts/tfmw/devcluster/controlplane.py`: etcd, kube-apiserver, "
+            "kube-controller-manager, kube-scheduler v1.35.4, CoreDNS, and two real nodes, each a kubelet + "
+            "containerd (runc, CNI bridge) + kube-proxy in a network and mount namespace of its own; binaries "
+            "built once beforehand and not timed). The pods run the project's worker image (`make image "
+            "BASE=debian`, the CPU variant, built beforehand and not timed), which `make cluster` imports into "
+            "each node's containerd unless that node's cache already holds it. The chart with "
+            "`values/local.yaml` (2 CPU workers, on the cluster each limited to 1 CPU and 2 GiB, which "
+            "`make local` does not enforce; the `cnn` model, synthetic data; shared storage: a claim from the "
+            "cluster's StorageClass, a folder for `make local`) and `--set training.config.steps=10 "
+            "training.config.logEverySteps=1 training.config.checkpoint.everySteps=10 training.runId=<fresh>`, "
+            "the same for `make local` (`python -m tfmw.localrun.run --fresh`, network namespaces). Per round: "
+            "one `helm install` (no --wait) in a fresh namespace, pods and the chief's log polled through the "
+            "API server every 0.1 s, then the namespace deleted and its pods gone; one `make local` run from "
+            "process start to its first `tfmw progress step=1/..` line; then a fault pair from the fault "
+            f"harness (`scripts/tfmw/faults/`: {FAULT_STEPS} steps, a checkpoint every "
+            f"{FAULT_CHECKPOINT_EVERY}, "
+            f"the fault once the chief is past step {FAULT_AFTER_STEP}): `{CLUSTER_FAULT}` on the cluster "
+            "(pod 1 deleted through the API server, in a fresh namespace) and `" + LOCAL_FAULT + "` on `make "
+            "local` (SIGKILL of pod 1), fault → resumed being the fault to the chief's first progress line "
+            "after the restart (on the cluster followed through the API, the pod list polled every 0.5 s). "
+            f"{s.rounds} round(s), alternating which goes first; medians, the ratios paired per round. The "
+            "first step includes importing TensorFlow, the peer wait and building the model in both.",
+            load,
+        ),
+        table(headers, table_rows),
+        f"**Reading it.** {ready_text(s)} The cluster is gone in {s.down_seconds:.1f} s. "
+        f"`helm install` returns in {s.install_seconds:.2f} s and both worker pods are Running "
+        f"{s.return_to_running:.2f} s later (max {s.return_to_running_max:.2f} s; target 5 s, the image "
+        "present): the StatefulSet controller creates them (`Parallel` pod management), the scheduler binds "
+        "them to the two nodes, and each node's kubelet has containerd start the pod's sandbox and its "
+        "container with runc, the image already there (`IfNotPresent`). From `helm install` to the first "
+        f"training step takes {s.install_to_first_step:.1f} s on the cluster against {s.local_first_step:.1f} s "
+        f"for `make local`: a median ratio of {s.ratio:.2f}x ({judged(s.ratio_min, s.ratio_max, s.ratio)}). Of "
+        f"the cluster's time, {s.install_seconds:.1f} s is `helm install` and {s.return_to_running:.1f} s getting "
+        f"the pods Running; the remaining {s.running_to_first_step:.1f} s is the pods' own start (the launcher, "
+        "the peer wait until each name resolves through CoreDNS, importing TensorFlow, building the model), "
+        f"against {s.local_first_step:.1f} s for the whole of `make local`, which renders with `helm template` "
+        f"and starts the same processes itself, without containers. {faults}",
     )
 
 

@@ -25,7 +25,7 @@ from . import stats
 from .figure import BenchRun
 from .machine import load_average
 from .procs import REPO, BenchError
-from .report import image, settings_line, table
+from .report import image, paragraphs, settings_line, table
 
 CHART = REPO / "charts" / "tf-multiworker"
 RELEASE = "tf-multiworker"
@@ -311,56 +311,45 @@ def section(result, helm_rows, growth: dict, load: str) -> str:
         [[n, tc["default"][n], tc["longest"][n]] for n in ns],
     )
     growth_text = "; ".join(f"`{s}` grows {v:.0f} bytes per worker" for s, v in grows.items())
-    return "\n".join(
-        [
-            "## Figure 4: scale of the control path (1 to 1,000 workers)",
-            "",
-            image("fig4_control.png", "helm template size/time, peer wait, TF_CONFIG size vs workers"),
-            "",
-            settings_line(
-                "`helm template` of the chart with its defaults and `--set workers.replicas=N`, median of "
-                "the repeats; `entrypoint.peers.wait_for_peers` with an injected resolver (a sleep per "
-                "lookup, no DNS), real clock; TF_CONFIG built by `entrypoint.cluster.build_tf_config` from "
-                "the rendered StatefulSet's env, for the last pod.",
-                load,
-            ),
-            "",
-            helm_table,
-            "",
-            "**Rendered size.** The workers are one StatefulSet, so the workload objects "
-            f"({', '.join('`' + s + '`' for s in constant)}) are the same size for 1 and for 1,000 workers "
-            "(only the `replicas` number changes). "
-            + (
-                f"What grows: {growth_text} — the `helm test` pod lists every worker address as an argument "
-                f"({sum(grows.values()) * helm_rows[-1]['n'] / 1000:.0f} KB at {helm_rows[-1]['n']:,} workers, "
-                "far below "
-                "Kubernetes' ~1.5 MB object limit). "
-                if grows
-                else ""
-            )
-            + f"`helm template` takes {helm_rows[-1]['seconds'] / helm_rows[0]['seconds']:.1f}x as long for "
-            f"{helm_rows[-1]['n']:,} workers as for {helm_rows[0]['n']:,} "
-            f"({helm_rows[0]['seconds'] * 1e3:.0f} vs. {helm_rows[-1]['seconds'] * 1e3:.0f} ms).",
-            "",
-            peer_table,
-            "",
-            f"**Peer wait.** `wait_for_peers` resolves up to {PARALLEL_LOOKUPS} names at once, so one pass over "
-            f"N names costs about ceil(N / {PARALLEL_LOOKUPS}) lookup times (lower bound column; e.g. 1,000 names "
-            "x a 5 ms DNS answer = 32 x 5 ms = 0.16 s per pass). Only the chief waits for all N names before "
-            "TensorFlow starts; every other worker waits for the chief's alone (docs/contracts.md). The loop's "
-            "own overhead is small (0 ms rows: thread start-up for each pass). When names appear "
-            "late, the doubling backoff (0.25 s up to 5 s) overshoots the moment they resolve by up to the last "
-            "sleep (the 'all resolve after' row).",
-            "",
-            tf_table,
-            "",
-            f"**TF_CONFIG.** Every pod's TF_CONFIG lists every worker, so it grows linearly: "
-            f"{tc['default'][ns[-1]]:,} bytes at {ns[-1]:,} workers with the chart's default names. Linux refuses to "
-            f"start a process with one environment string over 128 KiB (MAX_ARG_STRLEN; `exec` fails with E2BIG, "
-            f"checked on this machine): the launcher could not start the training command above about "
-            f"{tc['limit_default']:,} workers with the default names, and above about {tc['limit_longest']:,} "
-            "workers with 52-character release names in a 63-character namespace — below the chart's schema "
-            "maximum of 1,024 replicas.",
-            "",
-        ]
+    return paragraphs(
+        "## Figure 4: scale of the control path (1 to 1,000 workers)",
+        image("fig4_control.png", "helm template size/time, peer wait, TF_CONFIG size vs workers"),
+        settings_line(
+            "`helm template` of the chart with its defaults and `--set workers.replicas=N`, median of "
+            "the repeats; `entrypoint.peers.wait_for_peers` with an injected resolver (a sleep per "
+            "lookup, no DNS), real clock; TF_CONFIG built by `entrypoint.cluster.build_tf_config` from "
+            "the rendered StatefulSet's env, for the last pod.",
+            load,
+        ),
+        helm_table,
+        "**Rendered size.** The workers are one StatefulSet, so the workload objects "
+        f"({', '.join('`' + s + '`' for s in constant)}) are the same size for 1 and for 1,000 workers "
+        "(only the `replicas` number changes). "
+        + (
+            f"What grows: {growth_text} — the `helm test` pod lists every worker address as an argument "
+            f"({sum(grows.values()) * helm_rows[-1]['n'] / 1000:.0f} KB at {helm_rows[-1]['n']:,} workers, "
+            "far below "
+            "Kubernetes' ~1.5 MB object limit). "
+            if grows
+            else ""
+        )
+        + f"`helm template` takes {helm_rows[-1]['seconds'] / helm_rows[0]['seconds']:.1f}x as long for "
+        f"{helm_rows[-1]['n']:,} workers as for {helm_rows[0]['n']:,} "
+        f"({helm_rows[0]['seconds'] * 1e3:.0f} vs. {helm_rows[-1]['seconds'] * 1e3:.0f} ms).",
+        peer_table,
+        f"**Peer wait.** `wait_for_peers` resolves up to {PARALLEL_LOOKUPS} names at once, so one pass over "
+        f"N names costs about ceil(N / {PARALLEL_LOOKUPS}) lookup times (lower bound column; e.g. 1,000 names "
+        "x a 5 ms DNS answer = 32 x 5 ms = 0.16 s per pass). Only the chief waits for all N names before "
+        "TensorFlow starts; every other worker waits for the chief's alone (docs/contracts.md). The loop's "
+        "own overhead is small (0 ms rows: thread start-up for each pass). When names appear "
+        "late, the doubling backoff (0.25 s up to 5 s) overshoots the moment they resolve by up to the last "
+        "sleep (the 'all resolve after' row).",
+        tf_table,
+        f"**TF_CONFIG.** Every pod's TF_CONFIG lists every worker, so it grows linearly: "
+        f"{tc['default'][ns[-1]]:,} bytes at {ns[-1]:,} workers with the chart's default names. Linux refuses to "
+        f"start a process with one environment string over 128 KiB (MAX_ARG_STRLEN; `exec` fails with E2BIG, "
+        f"checked on this machine): the launcher could not start the training command above about "
+        f"{tc['limit_default']:,} workers with the default names, and above about {tc['limit_longest']:,} "
+        "workers with 52-character release names in a 63-character namespace — below the chart's schema "
+        "maximum of 1,024 replicas.",
     )

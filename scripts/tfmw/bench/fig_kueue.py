@@ -50,7 +50,7 @@ from .cluster_kit import (
 )
 from .figure import BenchRun, measured
 from .procs import BenchError
-from .report import image, judged, settings_line, table
+from .report import image, judged, paragraphs, settings_line, table
 
 FIGURE = "figure 7"
 POLL = 0.1
@@ -406,28 +406,21 @@ def kueue_text(s) -> str:
 
 def section(s, table_rows, headers, load: str) -> str:
     """Figure 7's section of docs/benchmarks.md (pure)."""
-    return "\n".join(
-        [
-            "## Figure 7: the chart under a real Kueue",
-            "",
-            image("fig7_kueue.png", "install to admitted and first step with and without Kueue; preemption"),
-            "",
-            settings_line(
-                f"figure 6's cluster (its own, two nodes) with Kueue {s.kueue_version} built from its Go module and "
-                "installed with its own chart (`scripts/tfmw/devcluster/kueue.py`: the `statefulset` integration, "
-                "WaitForPodsReady at its defaults, one ClusterQueue of 1500m CPU, i.e. three local workers). Per "
-                "round, figure 6's short 2-worker release (`values/local.yaml`, 10 steps, a fresh run id) "
-                "installed twice, back to back, the order alternating: plain, in a namespace Kueue does not "
-                "manage, and with `scheduling.gang=kueue` into the namespace's LocalQueue; the Workload and the "
-                "chief's log polled every 0.1 s. Once, a preemption: a long `tfmw-low` release (the `mlp` model, a "
-                f"checkpoint every 50 steps) past step {LOW_CHECKPOINTS}, then a short `tfmw-high` one that "
-                f"does not fit beside it. {len(s.rounds)} round(s); medians, the ratios paired per round.",
-                load,
-            ),
-            "",
-            table(headers, table_rows),
-            "",
-            "**Reading it.** " + kueue_text(s),
-            "",
-        ]
+    return paragraphs(
+        "## Figure 7: the chart under a real Kueue",
+        image("fig7_kueue.png", "install to admitted and first step with and without Kueue; preemption"),
+        settings_line(
+            f"figure 6's cluster (its own, two nodes) with Kueue {s.kueue_version} built from its Go module and "
+            "installed with its own chart (`scripts/tfmw/devcluster/kueue.py`: the `statefulset` integration, "
+            "WaitForPodsReady at its defaults, one ClusterQueue of 1500m CPU, i.e. three local workers). Per "
+            "round, figure 6's short 2-worker release (`values/local.yaml`, 10 steps, a fresh run id) "
+            "installed twice, back to back, the order alternating: plain, in a namespace Kueue does not "
+            "manage, and with `scheduling.gang=kueue` into the namespace's LocalQueue; the Workload and the "
+            "chief's log polled every 0.1 s. Once, a preemption: a long `tfmw-low` release (the `mlp` model, a "
+            f"checkpoint every 50 steps) past step {LOW_CHECKPOINTS}, then a short `tfmw-high` one that "
+            f"does not fit beside it. {len(s.rounds)} round(s); medians, the ratios paired per round.",
+            load,
+        ),
+        table(headers, table_rows),
+        "**Reading it.** " + kueue_text(s),
     )

@@ -23,7 +23,7 @@ from . import plots, stats
 from .figure import BenchRun
 from .machine import load_average
 from .procs import PY, REPO, BenchError, base_env, free_ports, tf_config
-from .report import image, settings_line, table
+from .report import image, paragraphs, settings_line, table
 
 # At most this much later to the first step through the launcher than by hand, where the
 # repeats' spread allows saying so.
@@ -272,39 +272,32 @@ def section(summary, table_rows, headers, load: str) -> str:
         verdict = "met in every repeat"
     else:
         verdict = "this spread cannot tell"
-    return "\n".join(
-        [
-            "## Figure 2: launcher overhead (process start to first training step)",
-            "",
-            image("fig2_launcher.png", "time to first step, launcher vs. by hand"),
-            "",
-            settings_line(
-                "single worker (TF_CONFIG with one worker on loopback, preset, so the launcher validates and keeps "
-                "it; its peer wait resolves 127.0.0.1); built-in trainer with `model.name=mlp`, "
-                "`model.args={hidden: 32}`, 512 synthetic examples, `logEverySteps=1`, export and TensorBoard off; "
-                f"one thread per process as in figure 1; {s.repeats} repeats of each, alternating which goes first, "
-                "fresh run id each time; medians.",
-                load,
-            ),
-            "",
-            table(headers, table_rows),
-            "",
-            f"**Reading it.** Through the launcher the first step comes {abs(s.overhead_percent):.1f}% "
-            f"{'later' if s.overhead_percent >= 0 else 'earlier'} than by hand (median of the per-repeat differences; "
-            f"target: at most {target:.0f}% later — {verdict}; the spread between repeats is "
-            f"{s.overhead_min:+.0f}% to {s.overhead_max:+.0f}%"
-            + (
-                ", this shared machine's noise: the repeats disagree on the sign). "
-                if s.overhead_min < 0 < s.overhead_max
-                else "). "
-            )
-            + f"Importing TensorFlow and tf_keras alone (what the trainer imports) takes {s.import_tensorflow:.2f} s, "
-            f"against {s.hand_first_step:.2f} s to the first step by hand (measured in separate processes on a shared "
-            "machine: compare the magnitudes, not the difference); the launcher's own work (Python start, "
-            "settings, TF_CONFIG validation, peer wait, spawning "
-            f"the child) is about what `python -m entrypoint tf-config` costs, {s.launcher_alone:.2f} s, because the "
-            "launcher never imports TensorFlow. The first step is detected from the `tfmw progress step=1/..` line "
-            "(the launcher relays the child's output line by line); `tfmw start` is printed once the model is built.",
-            "",
-        ]
+    return paragraphs(
+        "## Figure 2: launcher overhead (process start to first training step)",
+        image("fig2_launcher.png", "time to first step, launcher vs. by hand"),
+        settings_line(
+            "single worker (TF_CONFIG with one worker on loopback, preset, so the launcher validates and keeps "
+            "it; its peer wait resolves 127.0.0.1); built-in trainer with `model.name=mlp`, "
+            "`model.args={hidden: 32}`, 512 synthetic examples, `logEverySteps=1`, export and TensorBoard off; "
+            f"one thread per process as in figure 1; {s.repeats} repeats of each, alternating which goes first, "
+            "fresh run id each time; medians.",
+            load,
+        ),
+        table(headers, table_rows),
+        f"**Reading it.** Through the launcher the first step comes {abs(s.overhead_percent):.1f}% "
+        f"{'later' if s.overhead_percent >= 0 else 'earlier'} than by hand (median of the per-repeat differences; "
+        f"target: at most {target:.0f}% later — {verdict}; the spread between repeats is "
+        f"{s.overhead_min:+.0f}% to {s.overhead_max:+.0f}%"
+        + (
+            ", this shared machine's noise: the repeats disagree on the sign). "
+            if s.overhead_min < 0 < s.overhead_max
+            else "). "
+        )
+        + f"Importing TensorFlow and tf_keras alone (what the trainer imports) takes {s.import_tensorflow:.2f} s, "
+        f"against {s.hand_first_step:.2f} s to the first step by hand (measured in separate processes on a shared "
+        "machine: compare the magnitudes, not the difference); the launcher's own work (Python start, "
+        "settings, TF_CONFIG validation, peer wait, spawning "
+        f"the child) is about what `python -m entrypoint tf-config` costs, {s.launcher_alone:.2f} s, because the "
+        "launcher never imports TensorFlow. The first step is detected from the `tfmw progress step=1/..` line "
+        "(the launcher relays the child's output line by line); `tfmw start` is printed once the model is built.",
     )

@@ -30,7 +30,7 @@ from . import fig_peers
 from .cluster_kit import cluster_down, cluster_up
 from .fig_peers import CHECKPOINT_EVERY, FAULT_AFTER_STEP, STEPS, Summary
 from .figure import BenchRun, measured
-from .report import image, parts_cell, settings_line, table
+from .report import image, paragraphs, parts_cell, settings_line, table
 
 # figure 10's table and plot, over this figure's one fault
 HEADERS, table_rows, plot = fig_peers.HEADERS, fig_peers.table_rows, fig_peers.plot
@@ -132,21 +132,12 @@ def section(s, table_rows, headers, load: str) -> str:
         ended.append(
             f"- `{r.system}`{when}: {r.result.reason}" + (f"; fault -> resumed in parts: {parts}" if parts else "")
         )
-    return "\n".join(
-        [
-            "## Figure 11: a node lost under the chart, a TFJob and a JobSet",
-            "",
-            settings_line(settings, load),
-            "",
-            image("fig11_node_peers.png", "a lost node: fault to resumed under the chart, a TFJob and a JobSet"),
-            "",
-            table(headers, table_rows),
-            "",
-            "How each run ended, in the controller's own words where it has any, and where its pods were left:",
-            "",
-            *ended,
-            "",
-            "The columns are figure 10's.",
-            "",
-        ]
+    return paragraphs(
+        "## Figure 11: a node lost under the chart, a TFJob and a JobSet",
+        settings_line(settings, load),
+        image("fig11_node_peers.png", "a lost node: fault to resumed under the chart, a TFJob and a JobSet"),
+        table(headers, table_rows),
+        "How each run ended, in the controller's own words where it has any, and where its pods were left:",
+        "\n".join(ended),
+        "The columns are figure 10's.",
     )

@@ -36,7 +36,7 @@ from . import plots, stats
 from .cluster_kit import cluster_down, cluster_parts, cluster_up
 from .figure import BenchRun, measured
 from .procs import REPO, BenchError
-from .report import image, settings_line, table
+from .report import image, paragraphs, settings_line, table
 
 FIGURE = "figure 10"
 NAN = float("nan")
@@ -270,20 +270,13 @@ def section(s, table_rows, headers, load: str) -> str:
         f"{RUN_TIMEOUT:.0f} s is left as it is: nobody steps in. {s.rounds} round(s), the systems' order "
         "rotating; medians (min-max), the ratios paired per round."
     )
-    return "\n".join(
-        [
-            "## Figure 10: the same run under the chart, a TFJob and a JobSet",
-            "",
-            settings_line(settings, load),
-            "",
-            image("fig10_peers.png", "fault to resumed under the chart, a TFJob and a JobSet"),
-            "",
-            table(headers, table_rows),
-            "",
-            "*Fault -> resumed*: the fault to the chief's first progress line of the group that re-formed "
-            "after it; *steps re-trained*: the step reached before the group broke minus the step it resumed "
-            "from, per round; *same weights*: the run's final weights digest equals the one most completed "
-            "runs of this figure ended with (the runs are deterministic: same seed, same data order).",
-            "",
-        ]
+    return paragraphs(
+        "## Figure 10: the same run under the chart, a TFJob and a JobSet",
+        settings_line(settings, load),
+        image("fig10_peers.png", "fault to resumed under the chart, a TFJob and a JobSet"),
+        table(headers, table_rows),
+        "*Fault -> resumed*: the fault to the chief's first progress line of the group that re-formed "
+        "after it; *steps re-trained*: the step reached before the group broke minus the step it resumed "
+        "from, per round; *same weights*: the run's final weights digest equals the one most completed "
+        "runs of this figure ended with (the runs are deterministic: same seed, same data order).",
     )

@@ -11,7 +11,7 @@ from entrypoint import loglines
 from . import plots
 from .figure import BenchRun, measured
 from .procs import BenchError, run_workers
-from .report import image, settings_line, table
+from .report import image, paragraphs, settings_line, table
 
 RESULT = "pipeline"  # the worker's `tfmw bench pipeline=<json>` line
 
@@ -100,34 +100,27 @@ def section(result: dict, table_rows, headers, load: str) -> str:
     step = result["step_alone"]
     slowest = min(result["sources"].items(), key=lambda kv: kv[1]["pipeline"])
     worst_fed = min(result["sources"].items(), key=lambda kv: kv[1]["fed_ratio"])
-    return "\n".join(
-        [
-            "## Figure 5: input pipeline vs. training step",
-            "",
-            image("fig5_pipeline.png", "examples per second, pipeline alone vs training step"),
-            "",
-            settings_line(
-                f"{result['examples']:,} synthetic examples of shape 28x28x1 (the trainer's default), written as 4 NPZ "
-                "and 4 TFRecord shards by the trainer's own writer "
-                "(`entrypoint.training.prepare_digits.write_shards`), "
-                "read by the trainer's own `entrypoint.training.data.build_input` (shuffle buffer 1024, repeat, batch, "
-                f"prefetch AUTOTUNE); {result.get('rounds', 1)} round(s), medians; the `{result['model']}` "
-                f"model, batch {result['batch']}, Adam, one device; one "
-                "intra/inter-op thread (tf.data's own thread pool is not limited by these).",
-                load,
-            ),
-            "",
-            table(headers, table_rows),
-            "",
-            f"**Reading it.** The slowest source, {slowest[0]}, delivers {slowest[1]['pipeline']:,.0f} examples/s: "
-            f"{slowest[1]['pipeline'] / step:.0f}x what the training step consumes ({step:,.0f} examples/s). Fed by "
-            f"the pipeline, the step runs at {worst_fed[1]['fed_ratio']:.0%} or more of its speed on a batch "
-            f"held in memory (median of {result.get('rounds', 1)} paired round(s); the pipeline's own threads compete "
-            "with the step for the same 2 cores, and the machine is shared, so this ratio is noisy). On a GPU "
-            "the step is much faster: "
-            "compare its examples/s with the pipeline column "
-            f"({slowest[0]} is the slowest path here; NPZ shards are loaded into memory once, TFRecords are parsed "
-            "on every pass).",
-            "",
-        ]
+    return paragraphs(
+        "## Figure 5: input pipeline vs. training step",
+        image("fig5_pipeline.png", "examples per second, pipeline alone vs training step"),
+        settings_line(
+            f"{result['examples']:,} synthetic examples of shape 28x28x1 (the trainer's default), written as 4 NPZ "
+            "and 4 TFRecord shards by the trainer's own writer "
+            "(`entrypoint.training.prepare_digits.write_shards`), "
+            "read by the trainer's own `entrypoint.training.data.build_input` (shuffle buffer 1024, repeat, batch, "
+            f"prefetch AUTOTUNE); {result.get('rounds', 1)} round(s), medians; the `{result['model']}` "
+            f"model, batch {result['batch']}, Adam, one device; one "
+            "intra/inter-op thread (tf.data's own thread pool is not limited by these).",
+            load,
+        ),
+        table(headers, table_rows),
+        f"**Reading it.** The slowest source, {slowest[0]}, delivers {slowest[1]['pipeline']:,.0f} examples/s: "
+        f"{slowest[1]['pipeline'] / step:.0f}x what the training step consumes ({step:,.0f} examples/s). Fed by "
+        f"the pipeline, the step runs at {worst_fed[1]['fed_ratio']:.0%} or more of its speed on a batch "
+        f"held in memory (median of {result.get('rounds', 1)} paired round(s); the pipeline's own threads compete "
+        "with the step for the same 2 cores, and the machine is shared, so this ratio is noisy). On a GPU "
+        "the step is much faster: "
+        "compare its examples/s with the pipeline column "
+        f"({slowest[0]} is the slowest path here; NPZ shards are loaded into memory once, TFRecords are parsed "
+        "on every pass).",
     )

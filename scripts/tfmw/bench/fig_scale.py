@@ -36,7 +36,7 @@ from tfmw.devcluster.fakeapi import FakeAPI, make_certificate
 from . import plots
 from .figure import BenchRun, measured
 from .procs import PY, REPO, BenchError, base_env
-from .report import image, settings_line, table
+from .report import image, paragraphs, settings_line, table
 
 FIGURE = "figure 8"
 # The commit before the control path was made O(N): what "before" is measured from.
@@ -386,28 +386,21 @@ def scale_text(result) -> str:
 
 def section(result, table_rows, headers, load: str) -> str:
     """Figure 8's section of docs/benchmarks.md (pure)."""
-    return "\n".join(
-        [
-            "## Figure 8: the control path at 16 to 1,024 workers",
-            "",
-            image("fig8_scale.png", "API requests per second and DNS lookups per restart against the group's size"),
-            "",
-            settings_line(
-                "N real launchers (the entrypoint's own `Launcher`, 128 threads to a process, "
-                "`scripts/tfmw/bench/scale_worker.py`) form one group against the API server double "
-                "(`tfmw.devcluster.fakeapi`: real HTTPS, the StatefulSet's scale, the status ConfigMap, N worker "
-                "pods, Events), with a resolver that counts each lookup of a worker's name and answers it with "
-                "loopback, and a stub in sh for the training command (a heartbeat every 2 s, the chief's checkpoint "
-                f"every 10 s). Steady state: {result.steady_seconds:.0f} s of training. A group restart: every "
-                "worker's training exits 75 (a broken group), restarts in place and stays stalled for "
-                f"{result.restart_seconds:.0f} s, past the lost-peer watch's 10 s. Before: the committed base "
-                f"`{result.base_rev}` from a `git worktree`, the same harness.",
-                load,
-            ),
-            "",
-            table(headers, table_rows),
-            "",
-            "**Reading it.** " + scale_text(result),
-            "",
-        ]
+    return paragraphs(
+        "## Figure 8: the control path at 16 to 1,024 workers",
+        image("fig8_scale.png", "API requests per second and DNS lookups per restart against the group's size"),
+        settings_line(
+            "N real launchers (the entrypoint's own `Launcher`, 128 threads to a process, "
+            "`scripts/tfmw/bench/scale_worker.py`) form one group against the API server double "
+            "(`tfmw.devcluster.fakeapi`: real HTTPS, the StatefulSet's scale, the status ConfigMap, N worker "
+            "pods, Events), with a resolver that counts each lookup of a worker's name and answers it with "
+            "loopback, and a stub in sh for the training command (a heartbeat every 2 s, the chief's checkpoint "
+            f"every 10 s). Steady state: {result.steady_seconds:.0f} s of training. A group restart: every "
+            "worker's training exits 75 (a broken group), restarts in place and stays stalled for "
+            f"{result.restart_seconds:.0f} s, past the lost-peer watch's 10 s. Before: the committed base "
+            f"`{result.base_rev}` from a `git worktree`, the same harness.",
+            load,
+        ),
+        table(headers, table_rows),
+        "**Reading it.** " + scale_text(result),
     )

@@ -28,7 +28,7 @@ from .fig_overhead import BATCH, plan
 from .figure import BenchRun, measured
 from .parse import bench_cases
 from .procs import PY, REPO, BenchError, base_env
-from .report import image, judged, settings_line, table
+from .report import image, judged, paragraphs, settings_line, table
 
 QUOTA_CPUS = 1.0
 PERIOD_US = 100_000
@@ -210,32 +210,25 @@ def section(result, table_rows, headers, load: str) -> str:
     low, high = stats.spread(per_round)
     rounds = len(per_round)
     sized_intra = result.envs[SIZED]["TF_NUM_INTRAOP_THREADS"]
-    return "\n".join(
-        [
-            "## Figure 9: TensorFlow's threads under a CPU limit",
-            "",
-            image("fig9_threads.png", "examples/s per run, threads sized to the quota vs TensorFlow's default"),
-            "",
-            settings_line(
-                f"a cgroup of the figure's own with a CFS quota of {result.quota:g} CPU (what "
-                f"`workers.resources.limits.cpu: {result.quota:g}` gives a container) on a machine whose process "
-                f"may run on {result.affinity} cores. In it, one process at a time runs the bench's step of the "
-                f"default model (`{CASE}`: the trainer's step function, `scripts/tfmw/bench/mwms_step.py`, one "
-                "worker, data in memory), alternately with the thread pools the trainer picks for that quota "
-                "(`entrypoint/training/threads.py`, passed as TensorFlow's own variables) and with neither "
-                "variable set (TensorFlow sizes its pools to the cores). Throttled periods: the cgroup's "
-                f"`cpu.stat` over each run (the process's whole life, imports "
-                f"included), nr_throttled of nr_periods. {rounds} round(s), the order alternating; "
-                "medians, the ratio paired per round.",
-                load,
-            ),
-            "",
-            table(headers, table_rows),
-            "",
-            f"**Reading it.** With the pools sized to the quota the step took {ratio:.2f}x TensorFlow's default's "
-            f"time, {1 / ratio:.2f}x the steps per second ({judged(low, high, ratio)}). Here the sized intra-op "
-            f"pool has {sized_intra} thread(s) against TensorFlow's {result.affinity} (one per core); on a GPU node "
-            "TensorFlow's default is one thread per core of the node (64-224) inside a quota of a few CPUs.",
-            "",
-        ]
+    return paragraphs(
+        "## Figure 9: TensorFlow's threads under a CPU limit",
+        image("fig9_threads.png", "examples/s per run, threads sized to the quota vs TensorFlow's default"),
+        settings_line(
+            f"a cgroup of the figure's own with a CFS quota of {result.quota:g} CPU (what "
+            f"`workers.resources.limits.cpu: {result.quota:g}` gives a container) on a machine whose process "
+            f"may run on {result.affinity} cores. In it, one process at a time runs the bench's step of the "
+            f"default model (`{CASE}`: the trainer's step function, `scripts/tfmw/bench/mwms_step.py`, one "
+            "worker, data in memory), alternately with the thread pools the trainer picks for that quota "
+            "(`entrypoint/training/threads.py`, passed as TensorFlow's own variables) and with neither "
+            "variable set (TensorFlow sizes its pools to the cores). Throttled periods: the cgroup's "
+            f"`cpu.stat` over each run (the process's whole life, imports "
+            f"included), nr_throttled of nr_periods. {rounds} round(s), the order alternating; "
+            "medians, the ratio paired per round.",
+            load,
+        ),
+        table(headers, table_rows),
+        f"**Reading it.** With the pools sized to the quota the step took {ratio:.2f}x TensorFlow's default's "
+        f"time, {1 / ratio:.2f}x the steps per second ({judged(low, high, ratio)}). Here the sized intra-op "
+        f"pool has {sized_intra} thread(s) against TensorFlow's {result.affinity} (one per core); on a GPU node "
+        "TensorFlow's default is one thread per core of the node (64-224) inside a quota of a few CPUs.",
     )

@@ -128,6 +128,12 @@ def _still_shown(note: str, measured) -> str:
     return f"{PARTIAL} figure(s) {','.join(left)}: {note[match.end() :]}" if left else ""
 
 
+def paragraphs(*blocks: str) -> str:
+    """A figure's section from its blocks (heading, settings, image, table, reading ...): a blank
+    line after each (pure)."""
+    return "\n".join(line for block in blocks for line in (block, ""))
+
+
 def settings_line(text: str, load: str) -> str:
     return f"*Settings:* {text} *Load average (1/5/15 min) when this figure started:* {load}."
 
