@@ -117,6 +117,20 @@ def progress_step(raw: str, prefixed: bool = True) -> int | None:
     return parsed.int_field("step") if parsed else None
 
 
+def int_field(raw: str, kind: str, key: str, prefixed: bool = False) -> int | None:
+    """The number `key` of a `tfmw <kind>` line (`step=60/100` -> 60), else None:
+    int_field("tfmw start ... resume_step=40", START, "resume_step") == 40."""
+    parsed = parse_kind(raw, kind, prefixed)
+    return parsed.int_field(key) if parsed else None
+
+
+def said(raw: str, kind: str, head: str = "", prefixed: bool = False) -> LogLine | None:
+    """The `tfmw <kind> <head>...` line `raw` is, else None: said(l, LAUNCHER, "watchdog") is a
+    launcher line whose text starts with "watchdog"; said(l, CHECKPOINT, "saved") a saved checkpoint."""
+    parsed = parse_kind(raw, kind, prefixed)
+    return parsed if parsed is not None and parsed.text.startswith(head) else None
+
+
 def error_text(parsed: LogLine) -> str:
     """The error itself of a `tfmw error retryable=... worker=<i> <Type>: <message>` line."""
     match = re.match(r"retryable=\S+ worker=\S+ (.*)$", parsed.text)

@@ -68,3 +68,27 @@ def test_payload_lines_round_trip_json_with_spaces():
     assert "\n" not in raw and raw.startswith("tfmw bench case={")
     lines = ["noise", "tfmw bench other={}", raw, ll.payload_line(ll.BENCH, "case", {"id": 2})]
     assert ll.payloads(lines, ll.BENCH, "case") == [payload, {"id": 2}]
+
+
+def test_one_number_of_one_kind_of_line():
+    start = ll.line(ll.START, run="r", worker="0/2", resume_step=40, steps=100)
+    stopped = ll.line(ll.STOPPED, step="60/100", reason="sigterm")
+    assert ll.int_field(start, ll.START, "resume_step") == 40 and ll.int_field(stopped, ll.STOPPED, "step") == 60
+    assert ll.int_field(stopped, ll.START, "step") is None and ll.int_field(start, ll.START, "absent") is None
+    kubelet = f"2026-01-01T00:00:00.5Z stdout F {stopped}"
+    assert ll.int_field(kubelet, ll.STOPPED, "step") is None
+    assert ll.int_field(kubelet, ll.STOPPED, "step", prefixed=True) == 60
+
+
+def test_said_is_a_line_of_a_kind_whose_text_starts_with_a_head():
+    watchdog = ll.line(ll.LAUNCHER, text="watchdog: worker 1 stalled")
+    assert ll.said(watchdog, ll.LAUNCHER, "watchdog").text.startswith("watchdog")
+    assert ll.said(watchdog, ll.LAUNCHER, "hang bound") is None and ll.said(watchdog, ll.ERROR) is None
+    saved = ll.line(ll.CHECKPOINT, "saved", step=40, path="/c")
+    assert ll.said(saved, ll.CHECKPOINT, "saved").int_field("step") == 40
+    assert ll.said(saved, ll.CHECKPOINT, "writing") is None
+    failed = ll.line(ll.FAILED, run="r", reason="RestartLimit")
+    assert ll.said(failed, ll.FAILED) and ll.said(f"[w-1] {failed}", ll.FAILED) is None
+    assert (
+        ll.said(f"2026-01-01T00:00:00Z stderr F {failed}", ll.FAILED, prefixed=True).fields["reason"] == "RestartLimit"
+    )

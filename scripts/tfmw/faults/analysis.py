@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from entrypoint import loglines
 from entrypoint.goodput import read_line_fields
-from entrypoint.loglines import LogLine, progress_step
+from entrypoint.loglines import progress_step, said
 
 
 @dataclass
@@ -74,12 +74,6 @@ def _max_step(streams: dict, until: float | None = None) -> int:
             if step is not None:
                 best = max(best, step)
     return best
-
-
-def said(raw: str, kind: str, head: str = "") -> LogLine | None:
-    """The `tfmw <kind> <head>...` line `raw` is, else None: `said(l, "launcher", "watchdog")`."""
-    parsed = loglines.parse_kind(raw, kind)
-    return parsed if parsed is not None and parsed.text.startswith(head) else None
 
 
 def shows_detection(raw: str) -> bool:

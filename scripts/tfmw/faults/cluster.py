@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from entrypoint import loglines
-from entrypoint.loglines import progress_step
+from entrypoint.loglines import progress_step, said
 from entrypoint.rundir import RunDir
 from tfmw.chart import render
 from tfmw.chart.helmkit import HelmFailed, ToolError, find_helm, run_helm
 from tfmw.deploy import install
 from tfmw.faults import disruptions
-from tfmw.faults.analysis import FaultResult, fill_result, said
+from tfmw.faults.analysis import FaultResult, fill_result
 from tfmw.faults.local import run_sets
 from tfmw.faults.nodes import (
     NODE_SCENARIOS,

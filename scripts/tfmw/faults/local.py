@@ -12,10 +12,10 @@ from pathlib import Path
 
 from entrypoint import loglines
 from entrypoint.hangwatch import STEP_PHASE
-from entrypoint.loglines import progress_step
+from entrypoint.loglines import progress_step, said
 from entrypoint.rundir import read_beat
 from tfmw.chart import render
-from tfmw.faults.analysis import FaultResult, fill_result, said
+from tfmw.faults.analysis import FaultResult, fill_result
 from tfmw.localrun.kubelet import LocalCluster
 from tfmw.localrun.podspec import build_pods, find_workload
 from tfmw.localrun.run import DEFAULT_RUNS, base_env, choose_network, metrics_enabled

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import yaml
 
+from entrypoint import loglines
 from tfmw.devcluster import controlplane
 from tfmw.k8s.api import ns_path, time_seconds
 
@@ -165,7 +166,7 @@ def wait_until_given_up(directory: Path, node: str, namespace: str, pod: str, ui
     deadline = time.monotonic() + GAVE_UP_WITHIN_SECONDS
     while time.monotonic() < deadline:
         log = controlplane.node_pod_log(directory, node, namespace, pod, uid)
-        if "tfmw failed " in log:
+        if loglines.find(log.splitlines(), loglines.FAILED, prefixed=True):  # after the kubelet's prefix
             return log
         time.sleep(2)
     return ""

@@ -522,3 +522,17 @@ def test_a_node_fault_on_a_pod_without_a_node_is_refused_before_anything_is_done
 def test_inject_knows_only_the_cluster_scenarios():
     with pytest.raises(ValueError, match="'hang-worker'"):
         fault_cluster.inject(_RecordingKube({}), "hang-worker", "ns", "w-1", [])
+
+
+def test_a_cut_off_pod_gave_up_once_its_kept_log_has_a_failed_line(monkeypatch):
+    kept = iter(
+        [
+            "2026-01-01T00:00:01Z stdout F tfmw progress step=5/10 loss=0.5\n",
+            "2026-01-01T00:00:01Z stdout F tfmw progress step=5/10 loss=0.5\n"
+            "2026-01-01T00:00:09Z stdout F tfmw failed run=r reason=PeerLost exit_code=3\n",
+        ]
+    )
+    monkeypatch.setattr(fault_nodes.controlplane, "node_pod_log", lambda *args: next(kept))
+    monkeypatch.setattr(fault_nodes.time, "sleep", lambda seconds: None)
+    log = fault_nodes.wait_until_given_up("/state", "node-2", "ns", "w-1", "uid")
+    assert log.endswith("reason=PeerLost exit_code=3\n")

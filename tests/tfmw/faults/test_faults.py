@@ -18,8 +18,8 @@ import pytest
 from repo import REPO
 
 from entrypoint import loglines
+from entrypoint.loglines import said
 from tfmw.chart import render
-from tfmw.faults.analysis import said
 from tfmw.faults.local import SCENARIOS, run_scenario
 from tfmw.localrun.kubelet import LocalCluster
 from tfmw.localrun.podspec import build_pods, find_workload
