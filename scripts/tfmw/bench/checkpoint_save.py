@@ -12,12 +12,13 @@ warm-up. Prints one `tfmw bench checkpoint=<json>` line per model (medians, seco
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+
+from tfmw.bench.fig_recovery import checkpoint_line
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
@@ -73,7 +74,7 @@ def main(argv: list[str]) -> int:
     for item in argv or DEFAULT:
         name, _, shape = item.partition("=")
         result = measure(name, [int(d) for d in shape.split(",")])
-        print("tfmw bench checkpoint=" + json.dumps(result, separators=(",", ":")), flush=True)
+        print(checkpoint_line(result), flush=True)
     return 0
 
 

@@ -50,10 +50,9 @@ their Summary), its table and its plot. fig_cluster_measure measures it on a clu
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
-from entrypoint.loglines import progress_step
+from entrypoint import loglines
 from tfmw.faults import disruptions
 from tfmw.k8s.api import time_seconds
 
@@ -175,14 +174,13 @@ def resize_marks(stamped_log: str, workers: tuple, upgraded_at: float) -> Resize
     for line in stamped_log.splitlines():
         stamp, _, text = line.partition(" ")
         if reformed is None:
-            if text.startswith("tfmw stopped ") and (m := re.search(r" step=(\d+)/", text)):
-                stopped = int(m.group(1))
-            elif f"re-forming the group at {workers[1]} workers" in text:
+            if (step := loglines.int_field(text, loglines.STOPPED, "step")) is not None:
+                stopped = step
+            elif loglines.said(text, loglines.LAUNCHER, f"re-forming the group at {workers[1]} workers"):
                 reformed = time_seconds(stamp)
         elif resumed_from is None:
-            if text.startswith("tfmw start ") and (m := re.search(r" resume_step=(\d+)", text)):
-                resumed_from = int(m.group(1))
-        elif progress_step(text) is not None:
+            resumed_from = loglines.int_field(text, loglines.START, "resume_step")
+        elif loglines.progress_step(text) is not None:
             return Resize(
                 workers,
                 reformed=reformed - upgraded_at,

@@ -31,7 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from entrypoint.loglines import progress_step
+from entrypoint import loglines
 from tfmw.devcluster import controlplane, kueue
 from tfmw.k8s.api import ApiError, ns_path, time_seconds
 
@@ -110,9 +110,9 @@ def resume_marks(stamped_log: str) -> tuple[int, float] | None:
     resumed_from = None
     for line in stamped_log.splitlines():
         stamp, _, text = line.partition(" ")
-        if text.startswith("tfmw start ") and (m := re.search(r" resume_step=(\d+)", text)):
-            resumed_from = int(m.group(1))
-        elif resumed_from is not None and progress_step(text) is not None:
+        if (step := loglines.int_field(text, loglines.START, "resume_step")) is not None:
+            resumed_from = step
+        elif resumed_from is not None and loglines.progress_step(text) is not None:
             return resumed_from, time_seconds(stamp)
     return None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from entrypoint import loglines
 from tfmw.chart.helmkit import ToolError
 from tfmw.faults import analysis as fault_analysis
 from tfmw.faults import local as fault_local
@@ -207,6 +208,14 @@ def plot(headers: list[str], rows: list[list], path, subtitle: str) -> bool:
     return True
 
 
+CHECKPOINT_RESULT = "checkpoint"  # checkpoint_save.py's `tfmw bench checkpoint=<json>` line, one per model
+
+
+def checkpoint_line(result: dict) -> str:
+    """checkpoint_save.py's line for one model's saves."""
+    return loglines.payload_line(loglines.BENCH, CHECKPOINT_RESULT, result)
+
+
 CHECKPOINT_HEADERS = [
     "model",
     "checkpoint MB",
@@ -220,7 +229,6 @@ CHECKPOINT_HEADERS = [
 def checkpoint_saves(log=print, timeout: float = 600) -> list[list]:
     """The checkpoint table (scripts/tfmw/bench/checkpoint_save.py, one process, one thread as the
     faulted pods): a row per model."""
-    import json
     import subprocess
 
     proc = subprocess.run(
@@ -231,20 +239,17 @@ def checkpoint_saves(log=print, timeout: float = 600) -> list[list]:
         text=True,
         timeout=timeout,
     )
-    rows = []
-    for line in proc.stdout.splitlines():
-        if line.startswith("tfmw bench checkpoint="):
-            r = json.loads(line.split("=", 1)[1])
-            rows.append(
-                [
-                    r["model"],
-                    round(r["bytes"] / 1e6, 1),
-                    r["sync_s"],
-                    r["async_return_s"],
-                    r["async_written_s"],
-                    f"{r['sync_s'] / r['async_return_s']:.0f}x" if r["async_return_s"] > 0 else "-",
-                ]
-            )
+    rows = [
+        [
+            r["model"],
+            round(r["bytes"] / 1e6, 1),
+            r["sync_s"],
+            r["async_return_s"],
+            r["async_written_s"],
+            f"{r['sync_s'] / r['async_return_s']:.0f}x" if r["async_return_s"] > 0 else "-",
+        ]
+        for r in loglines.payloads(proc.stdout.splitlines(), loglines.BENCH, CHECKPOINT_RESULT)
+    ]
     if proc.returncode != 0 or not rows:
         raise BenchError(f"figure 3: checkpoint saves: exit {proc.returncode}: {(proc.stdout + proc.stderr)[-300:]}")
     log("  figure 3: checkpoint saves: " + "; ".join(f"{r[0]} sync {r[2]:.3f}s async {r[3]:.3f}s" for r in rows))
