@@ -1,11 +1,7 @@
-"""Build the worker image with docker or podman: `make image` / `python -m tfmw.image.build`.
+"""Build the worker image with docker or podman: what `make image` (`python -m tfmw.image`, its
+command line in tfmw.image.cli) does.
 
 Runs with the bootstrap interpreter (no venv needed), so it uses the standard library only.
-
-    python -m tfmw.image.build [--variant gpu|cpu] [--image [REGISTRY/]NAME[:TAG]]
-                            [--base official|debian] [--base-image IMAGE] [--base-tag TAG]
-                            [--engine docker|podman] [--base-digest sha256:...] [--push]
-                            [--rebuild] [--dry-run]
 
 VARIANT gpu (default) installs tensorflow[and-cuda], cpu installs tensorflow-cpu, each from its
 hash lock (requirements/image-<variant>.lock). The image is the one the chart pulls by default:
@@ -589,71 +585,9 @@ def glob_escape(text: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
-# ---------------------------------------------------------------- CLI
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tfmw.image", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--variant",
-        default=os.environ.get("VARIANT") or "gpu",
-        help="gpu (tensorflow[and-cuda], default) or cpu (tensorflow-cpu); env VARIANT",
-    )
-    parser.add_argument(
-        "--image",
-        default=os.environ.get("IMAGE"),
-        help="[registry/]name[:tag] (default: env IMAGE, else the chart's image.repository); "
-        "without a tag, <version> (gpu) or <version>-cpu (cpu) is added",
-    )
-    parser.add_argument(
-        "--base",
-        default=os.environ.get("BASE") or "official",
-        help="official (docker.io/library/python, default) or debian (built here with debootstrap; root); env BASE",
-    )
-    parser.add_argument(
-        "--base-image",
-        default=os.environ.get("BASE_IMAGE") or None,
-        help="the official base's repository (build arg BASE_IMAGE); env BASE_IMAGE",
-    )
-    parser.add_argument(
-        "--base-tag",
-        default=os.environ.get("BASE_TAG") or None,
-        help="the official base's tag (build arg BASE_TAG); env BASE_TAG",
-    )
-    parser.add_argument(
-        "--engine",
-        default=os.environ.get("CONTAINER_ENGINE"),
-        choices=ENGINES,
-        help="container engine (default: env CONTAINER_ENGINE, else docker if its daemon answers, else podman)",
-    )
-    parser.add_argument(
-        "--base-digest",
-        default=os.environ.get("BASE_DIGEST"),
-        help="sha256 digest pinning the Python base image (default: env BASE_DIGEST, else unpinned)",
-    )
-    parser.add_argument(
-        "--push",
-        action="store_true",
-        default=os.environ.get("PUSH") == "1",
-        help="push the image after building it (env PUSH=1)",
-    )
-    parser.add_argument(
-        "--cert-dir",
-        default=os.environ.get("PUSH_CERT_DIR") or None,
-        help="podman: the pushed-to registry's CA certificates (a directory with ca.crt; env PUSH_CERT_DIR); "
-        "credentials come from `podman login` (or REGISTRY_AUTH_FILE)",
-    )
-    parser.add_argument(
-        "--rebuild", action="store_true", help=f"build even when the image's {SOURCE_LABEL} label matches the sources"
-    )
-    parser.add_argument("--dockerfile", type=Path, default=REPO_ROOT / "Dockerfile")
-    parser.add_argument("--context", type=Path, default=REPO_ROOT)
-    parser.add_argument("--dry-run", action="store_true", help="print the build command instead of running it")
-    return parser.parse_args(argv)
-
-
-def run(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def make_image(args: argparse.Namespace) -> int:
+    """`make image` with its arguments (tfmw.image.cli): the build plan, printed with --dry-run,
+    else built (when the sources changed or --rebuild) and pushed with --push; the exit code."""
     version = project_version(args.context / "pyproject.toml")
     image = image_reference(args.image, version, args.variant)
     check_base_choice(args.base, args.base_image, args.base_tag, args.base_digest)
@@ -723,19 +657,3 @@ def _push(engine: str, image: str, cert_dir: str | None) -> int:
     else:
         print(f"image: pushed {image}")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    try:
-        return run(argv)
-    except ImageError as error:
-        message = str(error)
-        print(message if message.startswith("image: ") else f"image: {message}", file=sys.stderr)
-        return error.exit_code
-    except KeyboardInterrupt:
-        print("image: interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -21,6 +21,7 @@ from repo import REPO as REPO_ROOT
 
 from tfmw.image import base as image_base
 from tfmw.image import build as image
+from tfmw.image import cli as image_cli
 from tfmw.image.dockerfile import ImageError, parse_dockerfile
 
 VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
@@ -44,13 +45,13 @@ CLEARED_ENV = (
 
 
 def run_image(tmp_path: Path, path_dirs: list[Path], *args: str, **env: str) -> subprocess.CompletedProcess:
-    """`python -m tfmw.image.build` with PATH = only the given dirs (the interpreter is absolute)."""
+    """`python -m tfmw.image` with PATH = only the given dirs (the interpreter is absolute)."""
     environment = {k: v for k, v in os.environ.items() if k not in CLEARED_ENV}
     environment["PATH"] = os.pathsep.join(str(d) for d in path_dirs)
     environment["TFMW_IMAGE_STATE_DIR"] = str(tmp_path / "state")  # never the real build's lock
     environment.update(env)
     return subprocess.run(
-        [sys.executable, "-m", "tfmw.image.build", *args],
+        [sys.executable, "-m", "tfmw.image", *args],
         cwd=REPO_ROOT,
         env=environment,
         capture_output=True,
@@ -521,7 +522,7 @@ def in_process_main(monkeypatch, capsys, bin_dir: Path, tmp_path: Path, *args: s
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.setenv("TFMW_IMAGE_STATE_DIR", str(tmp_path / "state"))
-    code = image.main(list(args))
+    code = image_cli.main(list(args))
     out, err = capsys.readouterr()
     return code, out, err
 
