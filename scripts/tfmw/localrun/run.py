@@ -1,8 +1,5 @@
-"""`make local`: the chart's rendered workers as local processes, training for real.
-
-    python -m tfmw.localrun [--env local] [--set k=v ...] [--set-file k=path ...]
-                                [--network auto|netns|loopback]
-                                [--fresh] [--timeout SECONDS]
+"""`make local`'s run: the chart's rendered workers as local processes, training for real (its
+command line is tfmw.localrun.cli).
 
 Renders the chart (values/<env>.yaml + --set, through tfmw.chart.render: the same path as
 `make template`/`make deploy`), takes the StatefulSet's pod template and starts one local
@@ -29,7 +26,6 @@ from entrypoint.goodput import read_line_fields
 from entrypoint.rundir import RunDir, is_uri, read_completed
 from tfmw import REPO
 from tfmw.chart import render
-from tfmw.chart.helmkit import ToolError
 from tfmw.localrun.kubelet import LocalCluster, LocalRunResult
 from tfmw.localrun.network import LoopbackNetwork, NetnsNetwork, cleanup_stale, free_port_range, netns_available
 from tfmw.localrun.podspec import LocalPod, LocalRunError, build_pods, find_workload, image_env
@@ -49,41 +45,6 @@ INHERITED = (
     "OMP_NUM_THREADS",
 )
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # Ctrl-C (or SIGTERM) stopped the local run: what a shell reports
-
-
-def parse_args(argv):
-    p = argparse.ArgumentParser(prog="make local", description=__doc__.split("\n\n")[0])
-    p.add_argument("--env", default="local", help="values/<env>.yaml overlay (default: local)")
-    p.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        help="helm --set items, e.g. 'workers.replicas=3' (repeatable; space-separated ok)",
-    )
-    p.add_argument(
-        "--set-file",
-        dest="set_files",
-        action="append",
-        default=[],
-        help="helm --set-file key=path items, e.g. 'training.files.main\\.py=main.py' (repeatable)",
-    )
-    p.add_argument("--release", default="local", help="release name used for rendering (default: local)")
-    p.add_argument("--namespace", default="default")
-    p.add_argument(
-        "--network",
-        choices=("auto", "netns", "loopback"),
-        default="auto",
-        help="auto: network namespaces when root, else loopback ports",
-    )
-    p.add_argument(
-        "--runs-dir", type=Path, default=DEFAULT_RUNS, help="where run state lives (shared storage, per-pod folders)"
-    )
-    p.add_argument(
-        "--fresh", action="store_true", help="delete this run's shared state first (checkpoints, model, completion)"
-    )
-    p.add_argument("--timeout", type=float, default=3600, help="give up after this many seconds")
-    return p.parse_args(argv)
 
 
 def base_env() -> dict[str, str]:
@@ -190,18 +151,6 @@ def summary(
     return lines
 
 
-def main(argv=None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        return run(args)
-    except (ToolError, LocalRunError) as err:
-        print(f"make local: {err}", file=sys.stderr)
-        return err.exit_code
-    except KeyboardInterrupt:
-        print("make local: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-
-
 def run(args: argparse.Namespace) -> int:
     """Render, start the pods, wait for the run to end, stop the pods (always), summarise."""
     rendered = render.prepare(
@@ -244,7 +193,3 @@ def run(args: argparse.Namespace) -> int:
     for line in summary(cluster, result, time.monotonic() - started, run_dir, completed_before):
         print(line, flush=True)
     return result.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

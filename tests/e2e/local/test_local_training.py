@@ -27,7 +27,7 @@ def local_run(tmp_path: Path, *sets: str, release: str = "e2e", timeout: float =
     argv = [
         sys.executable,
         "-m",
-        "tfmw.localrun.run",
+        "tfmw.localrun",
         "--runs-dir",
         str(tmp_path),
         "--release",
@@ -102,7 +102,7 @@ def test_builtin_trainer_two_workers_complete_with_identical_weights(tmp_path):
         [
             sys.executable,
             "-m",
-            "tfmw.localrun.run",
+            "tfmw.localrun",
             "--runs-dir",
             str(tmp_path),
             "--release",
@@ -211,7 +211,7 @@ def test_ctrl_c_stops_cleanly_keeps_the_checkpoint_and_resumes(tmp_path):
         "--set",
         "training.config.logEverySteps=10",
     ]
-    argv = [sys.executable, "-m", "tfmw.localrun.run", "--runs-dir", str(tmp_path), "--release", "intr", *sets]
+    argv = [sys.executable, "-m", "tfmw.localrun", "--runs-dir", str(tmp_path), "--release", "intr", *sets]
     # As from a terminal: SIGINT at its default, even when this test itself was started in the
     # background of a non-interactive shell (which ignores SIGINT, an ignore Python keeps).
     proc = subprocess.Popen(
@@ -257,7 +257,7 @@ def test_loopback_network_mode_trains_without_namespaces(tmp_path):
     argv = [
         sys.executable,
         "-m",
-        "tfmw.localrun.run",
+        "tfmw.localrun",
         "--runs-dir",
         str(tmp_path),
         "--release",

@@ -13,7 +13,7 @@ from deploykit import HELM3, HELM4, run_cli
 
 from tfmw.chart import pss, render
 from tfmw.chart.helmkit import ToolError
-from tfmw.localrun import run as local_run
+from tfmw.localrun import cli as local_cli
 
 UNSAFE = "containerSecurityContext.privileged=true"
 
@@ -84,7 +84,7 @@ def test_every_overlay_renders_on_the_host_path_without_a_warning(env):
 
 
 def test_make_local_refuses_before_starting_a_worker(tmp_path, capsys):
-    code = local_run.main(["--env", "local", "--set", UNSAFE, "--runs-dir", str(tmp_path)])
+    code = local_cli.main(["--env", "local", "--set", UNSAFE, "--runs-dir", str(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("make local: ")
     assert "containerSecurityContext.privileged=true" in err[0]

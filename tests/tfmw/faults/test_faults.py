@@ -128,7 +128,7 @@ def test_retries_exhausted_exit_5_with_reason(tmp_path):
         [
             sys.executable,
             "-m",
-            "tfmw.localrun.run",
+            "tfmw.localrun",
             "--runs-dir",
             str(tmp_path),
             "--release",
@@ -160,7 +160,7 @@ def test_bad_training_config_ends_the_local_run_at_once_with_exit_2(tmp_path):
         [
             sys.executable,
             "-m",
-            "tfmw.localrun.run",
+            "tfmw.localrun",
             "--runs-dir",
             str(tmp_path),
             "--release",

@@ -17,6 +17,7 @@ import pytest
 from repo import REPO
 
 from entrypoint.errors import EXIT_BAD_CONFIG, EXIT_OK, EXIT_PEERS_NOT_FOUND, EXIT_RETRIES_EXHAUSTED
+from tfmw.localrun import cli as local_cli
 from tfmw.localrun import run as local_run
 from tfmw.localrun.kubelet import LocalCluster, LocalRunResult, PodFailure
 from tfmw.localrun.podspec import LocalPod, LocalRunError
@@ -210,7 +211,7 @@ def make_local(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     argv = [
         sys.executable,
         "-m",
-        "tfmw.localrun.run",
+        "tfmw.localrun",
         "--runs-dir",
         str(tmp_path),
         "--release",
@@ -245,7 +246,7 @@ def test_make_local_with_a_user_command_says_trained_then_already_completed(tmp_
 
 
 def test_bad_values_are_refused_in_one_line_with_their_exit_code(tmp_path, capsys):
-    assert local_run.main(["--runs-dir", str(tmp_path), "--set", "workers.replicas=-1"]) == EXIT_BAD_CONFIG
+    assert local_cli.main(["--runs-dir", str(tmp_path), "--set", "workers.replicas=-1"]) == EXIT_BAD_CONFIG
     err = capsys.readouterr().err
     assert err.startswith("make local: ") and err.count("\n") == 1, err
 
@@ -255,5 +256,5 @@ def test_a_pod_that_cannot_run_here_is_refused_with_the_bad_config_code(tmp_path
         raise LocalRunError("env X reads a Kubernetes Secret; the local run cannot provide one")
 
     monkeypatch.setattr(local_run.render, "prepare", refuse)
-    assert local_run.main(["--runs-dir", str(tmp_path)]) == EXIT_BAD_CONFIG
+    assert local_cli.main(["--runs-dir", str(tmp_path)]) == EXIT_BAD_CONFIG
     assert capsys.readouterr().err == "make local: env X reads a Kubernetes Secret; the local run cannot provide one\n"

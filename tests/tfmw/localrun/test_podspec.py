@@ -110,7 +110,7 @@ def test_local_run_refuses_unknown_env_with_one_line():
     import subprocess
 
     proc = subprocess.run(
-        [sys.executable, "-m", "tfmw.localrun.run", "--env", "nope"],
+        [sys.executable, "-m", "tfmw.localrun", "--env", "nope"],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -126,7 +126,7 @@ def test_local_run_refuses_bad_value_before_starting_anything():
     import subprocess
 
     proc = subprocess.run(
-        [sys.executable, "-m", "tfmw.localrun.run", "--set", "workers.replicas=0"],
+        [sys.executable, "-m", "tfmw.localrun", "--set", "workers.replicas=0"],
         capture_output=True,
         text=True,
         cwd=REPO,
