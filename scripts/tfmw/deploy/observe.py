@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from entrypoint import lifecycle, loglines
 from entrypoint.goodput import Accounting
+from entrypoint.lifecycle import Phase, Reason
 from tfmw.chart.helmkit import ToolError
 from tfmw.k8s.api import Api, ApiError, ns_path
 
@@ -336,30 +337,26 @@ def not_ready_reasons(pods: list[PodState], events: list[dict], workers: Workers
 @dataclass(frozen=True)
 class RunRecord:
     """The run a status ConfigMap records, as `make status` shows it: entrypoint.lifecycle's
-    RunState (the one reader of STATUS_KEYS) as text, plus the evaluator's own keys."""
+    RunState (the one reader of STATUS_KEYS, its phase a lifecycle.Phase), plus the evaluator's
+    own keys."""
 
-    run_id: str
-    phase: str
-    reason: str = ""
-    message: str = ""
-    step: str = ""
-    total_steps: str = ""
-    loss: str = ""
-    restarts: str = ""
-    last_checkpoint_step: str = ""
-    started_at: str = ""
-    finished_at: str = ""
-    revision: str = ""  # the pod template revision (controller-revision-hash) it was recorded under
-    updated_at: str = ""
+    state: lifecycle.RunState
+    restarts_recorded: bool = False  # the record has a `restarts` value: shown, also when 0
     eval_step: str = ""  # the evaluator's latest result (evaluator.enabled; its own keys)
     eval_loss: str = ""
     eval_accuracy: str = ""
-    productive_seconds: str = ""  # the chief's time account (entrypoint.goodput)
-    badput_seconds: str = ""
+
+    @property
+    def run_id(self) -> str:
+        return self.state.run_id
+
+    @property
+    def phase(self) -> lifecycle.Phase:
+        return self.state.phase
 
     @property
     def terminal(self) -> bool:
-        return self.phase in lifecycle.TERMINAL
+        return self.state.terminal
 
 
 def run_record(configmap: dict | None) -> RunRecord | None:
@@ -368,29 +365,12 @@ def run_record(configmap: dict | None) -> RunRecord | None:
     state = lifecycle.from_data(data)
     if state is None:
         return None
-
-    def text(value) -> str:
-        return "" if value is None else str(value)
-
     return RunRecord(
-        run_id=state.run_id,
-        phase=str(state.phase),
-        reason=state.reason,
-        message=state.message,
-        step=text(state.step),
-        total_steps=text(state.total_steps),
-        loss=state.loss,
-        restarts=str(state.restarts) if data.get("restarts") else "",
-        last_checkpoint_step=text(state.last_checkpoint_step),
-        started_at=state.started_at,
-        finished_at=state.finished_at,
-        revision=state.revision,
-        updated_at=state.updated_at,
+        state,
+        restarts_recorded=bool(data.get("restarts")),
         eval_step=str(data.get("evalStep") or ""),
         eval_loss=str(data.get("evalLoss") or ""),
         eval_accuracy=str(data.get("evalAccuracy") or ""),
-        productive_seconds=state.productive_seconds,
-        badput_seconds=state.badput_seconds,
     )
 
 
@@ -408,30 +388,31 @@ def run_summary(record: RunRecord | None, workers: Workers) -> str:
     if mine is None:
         older = f" (the status still holds run {record.run_id}: {record.phase})" if record else ""
         return f"run {run_id} not recorded yet: worker 0 records it when it starts{older}"
+    state = mine.state
     parts = [f"run {run_id} {mine.phase}"]
-    if mine.phase == "Failed" or (mine.reason and mine.reason != "Completed"):
-        parts[0] += f" ({mine.reason or '?'}{': ' + shorten(mine.message, 200) if mine.message else ''})"
-    elif mine.message and (mine.phase in ("Restarting", "Resizing") or "waiting for" in mine.message):
-        parts[0] += f" ({shorten(mine.message, 200)})"
-    if mine.step:
-        parts.append(f"step {mine.step}/{mine.total_steps or '?'}")
-    if mine.loss:
-        parts.append(f"loss {mine.loss}")
-    if mine.restarts:
-        parts.append(f"{mine.restarts} restart{'' if mine.restarts == '1' else 's'}")
-    if mine.last_checkpoint_step:
-        parts.append(f"checkpoint at step {mine.last_checkpoint_step}")
+    if mine.phase is Phase.FAILED or (state.reason and state.reason != Reason.COMPLETED):
+        parts[0] += f" ({state.reason or '?'}{': ' + shorten(state.message, 200) if state.message else ''})"
+    elif state.message and (mine.phase in (Phase.RESTARTING, Phase.RESIZING) or "waiting for" in state.message):
+        parts[0] += f" ({shorten(state.message, 200)})"
+    if state.step is not None:
+        parts.append(f"step {state.step}/{'?' if state.total_steps is None else state.total_steps}")
+    if state.loss:
+        parts.append(f"loss {state.loss}")
+    if mine.restarts_recorded:
+        parts.append(f"{state.restarts} restart{'' if state.restarts == 1 else 's'}")
+    if state.last_checkpoint_step is not None:
+        parts.append(f"checkpoint at step {state.last_checkpoint_step}")
     if mine.eval_step:
         parts.append(
             f"eval at step {mine.eval_step}: accuracy {mine.eval_accuracy or '?'}, loss {mine.eval_loss or '?'}"
         )
-    account = Accounting.from_fields(mine.productive_seconds, mine.badput_seconds)
+    account = Accounting.from_fields(state.productive_seconds, state.badput_seconds)
     if account is not None and account.goodput is not None:
         parts.append(account.summary())  # 'goodput 87.3% of 120.4s (badput: restart 9.8s, ...)'
-    if mine.started_at:
-        parts.append(f"started {mine.started_at}")
-    if mine.finished_at:
-        parts.append(f"finished {mine.finished_at}")
+    if state.started_at:
+        parts.append(f"started {state.started_at}")
+    if state.finished_at:
+        parts.append(f"finished {state.finished_at}")
     return ", ".join(parts)
 
 
@@ -456,10 +437,10 @@ def run_failed_here(record: RunRecord | None, workers: Workers, statefulset: dic
     """True when the run this release trains is recorded Failed under the StatefulSet's current pod
     template (not a previous attempt a changed template is retrying)."""
     mine = current_record(record, workers)
-    if mine is None or mine.phase != "Failed":
+    if mine is None or mine.phase is not Phase.FAILED:
         return False
     update = ((statefulset or {}).get("status") or {}).get("updateRevision") or ""
-    return not mine.revision or not update or mine.revision == update
+    return not mine.state.revision or not update or mine.state.revision == update
 
 
 # ---------------------------------------------------------------- training progress in logs

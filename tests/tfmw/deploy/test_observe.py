@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from entrypoint.lifecycle import Phase, RunState
 from tfmw.chart.helmkit import ToolError
 from tfmw.deploy import observe
 from tfmw.deploy.observe import PodState, WorkerReport
@@ -187,11 +188,12 @@ def sts(spec=2, ready=2, update="w-7bc6"):
 
 def test_run_record_reads_the_launchers_keys_and_nothing_before_the_first_write():
     record = observe.run_record(SUCCEEDED)
-    assert (record.run_id, record.phase, record.step, record.total_steps, record.loss, record.revision) == (
+    state = record.state
+    assert (record.run_id, record.phase, state.step, state.total_steps, state.loss, state.revision) == (
         "r1",
-        "Succeeded",
-        "40",
-        "40",
+        Phase.SUCCEEDED,
+        40,
+        40,
         "1.6561",
         "w-7bc6",
     )
@@ -537,7 +539,7 @@ def test_deploy_progress_prints_a_line_only_when_counts_change(monkeypatch, caps
     import asyncio
     import time
 
-    from tfmw import cli as tfmw
+    from tfmw.deploy import upgrade
 
     snapshots = iter(
         [
@@ -562,7 +564,7 @@ def test_deploy_progress_prints_a_line_only_when_counts_change(monkeypatch, caps
     seen: list = []
 
     async def watch_briefly():
-        task = asyncio.create_task(tfmw._watch_pods(object(), workers, time.monotonic(), 0.01, seen))
+        task = asyncio.create_task(upgrade.watch_pods(object(), workers, time.monotonic(), 0.01, seen))
         await asyncio.sleep(0.3)
         task.cancel()
 
@@ -724,9 +726,11 @@ def test_an_invalid_image_name_is_a_value_to_fix_not_an_image_to_build():
 
 def test_make_status_says_what_the_chief_says_while_a_pod_waits():
     record = observe.RunRecord(
-        run_id="r1",
-        phase="Pending",
-        message="waiting for workers that are not running (r-1: ImagePullBackOff: back-off); training starts ...",
+        RunState(
+            run_id="r1",
+            phase=Phase.PENDING,
+            message="waiting for workers that are not running (r-1: ImagePullBackOff: back-off); training starts ...",
+        )
     )
     summary = observe.run_summary(record, observe.Workers("r", "ml", 2, "a=b", run_id="r1"))
     assert summary.startswith("run r1 Pending (waiting for workers that are not running (r-1: ImagePullBackOff")
@@ -746,3 +750,12 @@ def test_a_pull_the_registry_refuses_for_credentials_names_the_pull_secret():
         "ErrImagePull", "r.example:5000/x:1", True, "x509: certificate signed by unknown authority"
     )
     assert tls.startswith("the nodes do not trust r.example:5000's TLS certificate")
+
+
+def test_a_run_record_holds_the_launchers_typed_state():
+    """The phase is a lifecycle.Phase (compared as a member, never as text), shown as the same text;
+    a value the record has is shown also when it is 0."""
+    record = observe.run_record(status_cm(runId="r1", phase="Running", step="0", lastCheckpointStep="0"))
+    assert record.phase is Phase.RUNNING and isinstance(record.state, RunState)
+    assert observe.run_summary(record, WORKERS) == "run r1 Running, step 0/?, checkpoint at step 0"
+    assert f"{observe.run_record(status_cm(runId='r1', phase='Suspended')).phase}" == "Suspended"
