@@ -35,9 +35,9 @@ from .lifecycle import (
 from .queueing import evicted_by_queue, requeued_message
 from .regroup import GroupSize
 from .runcontext import Run
+from .rundir import completed_fields
 from .settings import POLICIES, LauncherSettings
 from .status import StatusRecorder
-from .supervisor import completed_fields
 from .tracker import RunTracker
 
 FLUSH_SECONDS = 30.0  # at the end: how long the status, Events and scale may take

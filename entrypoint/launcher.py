@@ -55,20 +55,12 @@ from .peerwatch import PeerWatch
 from .podlog import PodLog, log_path
 from .regroup import GroupSize, Regroup
 from .runcontext import EndedElsewhere, Failure, Group, Hooks, Run, Stopped
-from .rundir import RunDir
+from .rundir import MarkerUnreadable, RunDir, completed_marker, marker_exists
 from .settings import INDEXED_JOB_REQUIRED, LauncherSettings, load_settings
 from .standby import is_builtin_trainer, standby_plan
+from .startchecks import command_problem, shared_dir_problem
 from .status import StatusRecorder
-from .supervisor import (
-    Ending,
-    MarkerUnreadable,
-    Supervisor,
-    SupervisorConfig,
-    command_problem,
-    completed_marker,
-    marker_exists,
-    shared_dir_problem,
-)
+from .supervisor import Ending, Supervisor, SupervisorConfig
 from .tracker import RunTracker
 from .waiting import WaitingNote
 

@@ -3,7 +3,9 @@ place that knows their paths and formats (docs/contracts.md), for the launcher a
 
 - `COMPLETED`: the JSON record that says "never train this run again", written by the chief's
   trainer after the export, or by the chief's launcher for a user command (write_completed),
-  read by both (read_completed);
+  read by both (read_completed); the launcher also asks whether it is there at all
+  (marker_exists: an unreadable answer is never "no") and shows its steps, loss and model
+  (completed_fields);
 - the heartbeat file (TFMW_HEARTBEAT_FILE, outside the run directory): `<step> <phase>`,
   written by the trainer (Heartbeat), read by the launcher's hang watchdog (read_beat).
 
@@ -16,11 +18,13 @@ imports this module, never anything under entrypoint.training (imports go one wa
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,50 @@ def _read_marker(path: str):
         return None
     except (OSError, ValueError):
         return {}  # present but unreadable (or not UTF-8) still means "done"
+
+
+# -- the launcher's reads of the marker (a mounted path: no TensorFlow) -----------------
+
+
+def completed_marker(run_dir: Path | None) -> Path | None:
+    return Path(RunDir(str(run_dir)).completed) if run_dir else None
+
+
+class MarkerUnreadable(Exception):
+    """The COMPLETED marker's presence cannot be told (EACCES, EIO on the shared storage)."""
+
+
+def marker_exists(marker: Path | None) -> bool:
+    """Is the run's COMPLETED marker there? A path under a regular file, or a missing
+    directory, is "no"; an error that leaves it unknown (permission denied, I/O error) raises
+    MarkerUnreadable: training a run that may have finished would train it twice."""
+    if marker is None:
+        return False
+    try:
+        os.stat(marker)
+        return True
+    except OSError as err:
+        if err.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG):
+            return False
+        raise MarkerUnreadable(
+            f"cannot tell whether {marker} exists ({err.strerror}); fix the shared storage (TFMW_SHARED_DIR, storage.*)"
+        ) from None
+
+
+# The COMPLETED record's keys the `tfmw completed` line and the Succeeded message show, by
+# the names the log lines use for them (`tfmw done`'s).
+_COMPLETED_SHOWN = (("steps", "steps"), ("finalLoss", "final_loss"), ("model", "model"))
+
+
+def completed_fields(run_dir: Path | None) -> dict[str, str]:
+    """{steps, final_loss, model} from the run's COMPLETED record, those it has ({} if none)."""
+    record = read_completed(RunDir(str(run_dir))) if run_dir else None
+    return {name: str(record[key]) for key, name in _COMPLETED_SHOWN if record and key in record}
+
+
+def completed_detail(run_dir: Path | None) -> str:
+    """' steps=315 final_loss=0.12 model=/...' from the COMPLETED record ('' if none)."""
+    return "".join(f" {name}={value}" for name, value in completed_fields(run_dir).items())
 
 
 # -- the heartbeat file ------------------------------------------------------------------

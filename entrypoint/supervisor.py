@@ -11,7 +11,6 @@ scale to 0, exit) is the launcher's business (entrypoint.launcher).
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import subprocess
@@ -31,8 +30,17 @@ from .oomkill import OOM_KILLED, MemoryCgroup, oom_cause
 
 # The run directory's one API (no TensorFlow import for a local path): the marker is
 # published the same way, and reads the same, whichever side writes it.
-from .rundir import RunDir, read_beat, read_completed, write_completed
+from .rundir import (
+    MarkerUnreadable,
+    RunDir,
+    completed_detail,
+    completed_marker,
+    marker_exists,
+    read_beat,
+    write_completed,
+)
 from .standby import Standby
+from .startchecks import start_problem
 
 DONE, PERMANENT, RETRY = "done", "permanent", "retry"
 
@@ -164,88 +172,6 @@ class SupervisorConfig:
     # group can re-form without waiting out the teardown (18 s measured for a Keras script).
     broken_grace_seconds: float = 5.0
     on_group_broken: Callable[[str], None] = lambda error: None  # the attempt is lost from here
-
-
-def completed_marker(run_dir: Path | None) -> Path | None:
-    return Path(RunDir(str(run_dir)).completed) if run_dir else None
-
-
-class MarkerUnreadable(Exception):
-    """The COMPLETED marker's presence cannot be told (EACCES, EIO on the shared storage)."""
-
-
-def marker_exists(marker: Path | None) -> bool:
-    """Is the run's COMPLETED marker there? A path under a regular file, or a missing
-    directory, is "no"; an error that leaves it unknown (permission denied, I/O error) raises
-    MarkerUnreadable: training a run that may have finished would train it twice."""
-    if marker is None:
-        return False
-    try:
-        os.stat(marker)
-        return True
-    except OSError as err:
-        if err.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG):
-            return False
-        raise MarkerUnreadable(
-            f"cannot tell whether {marker} exists ({err.strerror}); fix the shared storage (TFMW_SHARED_DIR, storage.*)"
-        ) from None
-
-
-def command_problem(command: Sequence[str], env: dict, cwd: str | None = None) -> str | None:
-    """Why `command` cannot be started, as one line naming it and the fix; None if it can.
-
-    Checked before training (and the peer wait): a missing or non-executable program is a
-    values problem that no retry fixes. The lookup is execvpe's: a name without "/" is
-    searched on the child's PATH (`env`), as subprocess does."""
-    if not command or not command[0]:
-        return "training.command is empty: give the program to run (default: python -m entrypoint.training)"
-    program = command[0]
-    fix = "fix training.command (an absolute path in the image, or a program on the container's PATH)"
-    if "/" in program:
-        path = program if os.path.isabs(program) else os.path.join(cwd or os.getcwd(), program)
-        if not os.path.exists(path):
-            return f"training.command: {program!r} does not exist; {fix}"
-        if os.path.isdir(path):
-            return f"training.command: {program!r} is a directory, not a program; {fix}"
-        if not os.access(path, os.X_OK):
-            return (
-                f"training.command: {program!r} is not executable; make it executable (chmod +x) or "
-                "run it through its interpreter, e.g. [python, script.py]"
-            )
-        return None
-    search = os.get_exec_path(env)
-    for directory in search:
-        candidate = os.path.join(directory, program)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return None
-    return f"training.command: {program!r} is not on PATH={os.pathsep.join(search)!r}; {fix}"
-
-
-def start_problem(command: Sequence[str], err: OSError) -> str:
-    """One line for a training command the kernel refused to start (ENOEXEC: a script
-    without a #! line; EACCES; ENOENT: a #! interpreter that does not exist)."""
-    program = command[0] if command else ""
-    hint = {
-        errno.ENOEXEC: "a script needs a #! line, or run it through its interpreter",
-        errno.ENOENT: "the program, or the interpreter its #! line names, does not exist",
-    }.get(err.errno, "check that it is an executable file")
-    return f"training.command: cannot start {program!r} ({err.strerror or err}); {hint}; fix training.command"
-
-
-# The COMPLETED record's keys the `tfmw completed` line and the Succeeded message show, by
-# the names the log lines use for them (`tfmw done`'s).
-_COMPLETED_SHOWN = (("steps", "steps"), ("finalLoss", "final_loss"), ("model", "model"))
-
-
-def completed_fields(run_dir: Path | None) -> dict[str, str]:
-    """{steps, final_loss, model} from the run's COMPLETED record, those it has ({} if none)."""
-    record = read_completed(RunDir(str(run_dir))) if run_dir else None
-    return {name: str(record[key]) for key, name in _COMPLETED_SHOWN if record and key in record}
-
-
-def completed_detail(run_dir: Path | None) -> str:
-    """' steps=315 final_loss=0.12 model=/...' from the COMPLETED record ('' if none)."""
-    return "".join(f" {name}={value}" for name, value in completed_fields(run_dir).items())
 
 
 class _StartRefused(Exception):
@@ -699,31 +625,6 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return str(number)
-
-
-def shared_dir_problem(run_dir: Path | None) -> str | None:
-    """Why the chief could not write the run's COMPLETED marker (nor checkpoints) under
-    `run_dir`, known before training: the nearest existing ancestor is not a directory, or is
-    not writable (access(2) reports a read-only mount as EROFS, even to root). None: no
-    known problem (a write can still fail later: the end retries it, CompletionNotRecorded).
-    Checked up front so a run that could never be recorded as complete is not trained first."""
-    if run_dir is None:
-        return None
-    path = Path(run_dir)
-    while not os.path.lexists(path) and path != path.parent:
-        path = path.parent
-    where = f"TFMW_SHARED_DIR: cannot record the run under {run_dir}"
-    if not os.path.isdir(path):
-        return f"{where}: {path} is not a directory; fix storage.* (the shared volume's mount path)"
-    if not os.access(path, os.W_OK | os.X_OK):
-        read_only = False
-        try:
-            read_only = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-        except OSError:
-            pass
-        why = "is on a read-only file system" if read_only else "is not writable by this user"
-        return f"{where}: {path} {why}; fix storage.* (a writable, shared volume)"
-    return None
 
 
 def _signal_group(child: subprocess.Popen, sig: int) -> None:

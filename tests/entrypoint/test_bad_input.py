@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint import supervisor as supervisor_module
+from entrypoint import rundir as rundir_module
+from entrypoint import startchecks as startchecks_module
 from entrypoint.cli import main
 from entrypoint.launcher import Launcher
-from entrypoint.supervisor import MarkerUnreadable, command_problem, marker_exists, shared_dir_problem
+from entrypoint.rundir import MarkerUnreadable, marker_exists
+from entrypoint.startchecks import command_problem, shared_dir_problem
 
 POD = {
     "TFMW_POD_NAME": "train-0",
@@ -469,8 +471,8 @@ def test_shared_storage_that_can_never_hold_the_marker_is_refused_before_trainin
     assert _attempts(tmp_path) == 0  # nothing trained that could never be recorded
     # a read-only mount (access(2) says EROFS even to root; simulated: tests cannot mount)
     assert shared_dir_problem(tmp_path / "ro" / "r1") is None
-    monkeypatch.setattr(supervisor_module.os, "access", lambda path, mode: False)
-    monkeypatch.setattr(supervisor_module.os, "statvfs", lambda path: type("V", (), {"f_flag": os.ST_RDONLY})())
+    monkeypatch.setattr(startchecks_module.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(startchecks_module.os, "statvfs", lambda path: type("V", (), {"f_flag": os.ST_RDONLY})())
     assert shared_dir_problem(tmp_path / "ro" / "r1") == (
         f"TFMW_SHARED_DIR: cannot record the run under {tmp_path / 'ro' / 'r1'}: {tmp_path} is on a read-only "
         "file system; fix storage.* (a writable, shared volume)"
@@ -496,7 +498,7 @@ def test_a_marker_whose_presence_cannot_be_told_never_means_train(tmp_path, monk
             raise PermissionError(13, "Permission denied", str(path))
         return real_stat(path, *args, **kwargs)
 
-    monkeypatch.setattr(supervisor_module.os, "stat", stat)
+    monkeypatch.setattr(rundir_module.os, "stat", stat)
     with pytest.raises(MarkerUnreadable, match="Permission denied"):
         marker_exists(tmp_path / "r1" / "COMPLETED")
     env = {"TF_CONFIG": PRESET, "TFMW_RUN_ID": "r1", "TFMW_SHARED_DIR": str(tmp_path), "PATH": os.environ["PATH"]}
