@@ -1,6 +1,5 @@
-"""`make lint`: every static check of the chart, the overlays and the image, one line each.
-
-    python -m tfmw.lint [--root DIR] [--skip CHECK ...] [--only CHECK ...]
+"""`make lint`'s checks of the chart, the overlays and the image, one line each (its command
+line is tfmw.lint.cli).
 
 For the chart defaults and every overlay (values/*.yaml, plus charts/tf-multiworker/ci/all-on-values.yaml
 when present):
@@ -29,7 +28,6 @@ exits 1 if any check failed, 2 on bad usage. Rendered manifests are kept in
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
@@ -44,7 +42,7 @@ from pathlib import Path
 import yaml
 
 from tfmw.chart import helmkit, pss
-from tfmw.chart.helmkit import KUBERNETES_VERSIONS, ToolError
+from tfmw.chart.helmkit import KUBERNETES_VERSIONS
 
 REPO_ROOT = helmkit.REPO
 CHART_RELATIVE = Path("charts") / "tf-multiworker"
@@ -427,36 +425,6 @@ def summary_line(results: Sequence[Result]) -> str:
     return text + (f" (failed: {'; '.join(failed)})" if failed else "")
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tfmw.lint", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--root",
-        type=Path,
-        default=REPO_ROOT,
-        help="repository root holding charts/, values/, Dockerfile (default: this repository)",
-    )
-    parser.add_argument(
-        "--out", type=Path, default=None, help="where rendered manifests are written (default: <root>/build/lint)"
-    )
-    parser.add_argument(
-        "--skip",
-        action="append",
-        default=[],
-        choices=CHECKS,
-        metavar="CHECK",
-        help=f"leave a check out (repeatable): {', '.join(CHECKS)}",
-    )
-    parser.add_argument(
-        "--only",
-        action="append",
-        default=[],
-        choices=CHECKS,
-        metavar="CHECK",
-        help="run only these checks (repeatable)",
-    )
-    return parser.parse_args(argv)
-
-
 def make_layout(root: Path, out: Path | None = None) -> Layout:
     root = root.resolve()
     if not (root / CHART_RELATIVE / "Chart.yaml").is_file():
@@ -467,20 +435,3 @@ def make_layout(root: Path, out: Path | None = None) -> Layout:
         helm3=helmkit.find_helm3(),
         build_dir=(out or root / "build" / "lint").resolve(),
     )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    selected = set(args.only or CHECKS) - set(args.skip)
-    try:
-        layout = make_layout(args.root, args.out)
-        results = run_checks(layout, selected, print_result)
-    except (UsageError, ToolError) as error:
-        print(f"lint: {error}", file=sys.stderr)
-        return 2
-    print(summary_line(results), flush=True)
-    return 1 if any(r.status == "FAIL" for r in results) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -21,7 +21,7 @@ def run_lint(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
 
     environment = dict(os.environ, **env)
     return subprocess.run(
-        [sys.executable, "-m", "tfmw.lint.pipeline", "--root", str(root), *args],
+        [sys.executable, "-m", "tfmw.lint", "--root", str(root), *args],
         cwd=REPO_ROOT,
         env=environment,
         capture_output=True,
