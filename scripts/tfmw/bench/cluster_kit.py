@@ -14,16 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from entrypoint.loglines import progress_step
-from tfmw.chart.helmkit import ToolError, find_helm, helm_error_line
+from tfmw.chart import helmkit
+from tfmw.chart.helmkit import ToolError
 from tfmw.deploy import install
 from tfmw.devcluster import controlplane
 from tfmw.devcluster.build import KubeBuildError, ensure_binaries
 from tfmw.image import build as image
+from tfmw.k8s import namespaces
 from tfmw.k8s.api import ApiError, ns_path
 
 from .procs import BenchError
 
 POLL = 0.1
+PODS_GONE_SECONDS = 180  # a measurement's namespace, deleted: until its pods no longer share the CPUs
 NAN = float("nan")
 
 
@@ -135,18 +138,12 @@ def checked_args(release: str, namespace: str, sets, verb: str = "install", figu
         raise BenchError(f"{figure}: the measured release's values are refused: {err}") from None
 
 
-def _kubeconfig_env(state) -> dict:
-    return dict(os.environ, KUBECONFIG=str(state.kubeconfig))
-
-
 def helm_run(state, *args: str, timeout: float = 300, figure: str = "figure 6") -> subprocess.CompletedProcess:
-
-    proc = subprocess.run(
-        [find_helm(), *args], capture_output=True, text=True, env=_kubeconfig_env(state), timeout=timeout
-    )
-    if proc.returncode != 0:
-        raise BenchError(f"{figure}: helm {args[0]} exited {proc.returncode}: {helm_error_line(proc.stderr)}")
-    return proc
+    """`helm <args>` against the figure's cluster; a BenchError saying which figure when it fails."""
+    try:
+        return helmkit.run_helm(state.kubeconfig, *args, timeout=timeout)
+    except helmkit.HelmFailed as err:
+        raise BenchError(f"{figure}: {err}") from None
 
 
 def wait_until(predicate, timeout: float, what: str, figure: str = "figure 6"):
@@ -166,23 +163,20 @@ def fresh_namespace(state, name: str, log=print, figure: str = "figure 6"):
 
     api = state.api("admin")
     try:
-        api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        ready = namespaces.create(api, name)
     except ApiError as err:
         raise BenchError(f"{figure}: namespace {name} cannot be made: {err}") from None
     try:
-        wait_until(
-            lambda: api.get_or_none(ns_path(name, "serviceaccounts", "default")),
-            60,
-            f"the default ServiceAccount of namespace {name}",
-            figure,
-        )
+        if not ready:
+            raise BenchError(
+                f"{figure}: the default ServiceAccount of namespace {name} "
+                f"not within {namespaces.SERVICE_ACCOUNT_SECONDS:g}s"
+            )
         yield api
     finally:
-        api.delete(f"/api/v1/namespaces/{name}")
-        try:
-            wait_until(lambda: not api.items(ns_path(name, "pods")), 180, f"the pods of namespace {name} to stop")
-        except BenchError as err:
-            log(f"  {figure}: {err}")
+        namespaces.delete(api, name)
+        if not namespaces.wait_pods_gone(api, name, PODS_GONE_SECONDS, interval=POLL):
+            log(f"  {figure}: the pods of namespace {name} to stop not within {PODS_GONE_SECONDS:g}s")
 
 
 def pods_line(state, namespace: str, figure: str = "figure 6") -> str:
