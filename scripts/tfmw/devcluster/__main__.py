@@ -2,6 +2,6 @@
 
 import sys
 
-from tfmw.devcluster.cluster import main
+from .cli import main
 
 sys.exit(main())

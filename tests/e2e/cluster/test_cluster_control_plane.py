@@ -114,7 +114,7 @@ def test_cluster_down_after_a_crash_leaves_no_process_mount_or_namespace(cluster
         [
             sys.executable,
             "-m",
-            "tfmw.devcluster.cluster",
+            "tfmw.devcluster",
             "up",
             "--state",
             str(directory),
@@ -160,7 +160,7 @@ def test_cluster_down_after_a_crash_leaves_no_process_mount_or_namespace(cluster
     time.sleep(1)
     assert all(Path(f"/proc/{pid}").exists() for pid in kubelets)  # orphaned, still running
     down = subprocess.run(
-        [sys.executable, "-m", "tfmw.devcluster.cluster", "down", "--state", str(directory)],
+        [sys.executable, "-m", "tfmw.devcluster", "down", "--state", str(directory)],
         capture_output=True,
         text=True,
         env=env,
@@ -182,7 +182,7 @@ def test_cluster_down_after_a_crash_leaves_no_process_mount_or_namespace(cluster
     assert not nodes.leftover_cgroups(f"tfmwk{state.slot}-")
     assert nodes.read_kernel_sysctls() == sysctls_before
     again = subprocess.run(
-        [sys.executable, "-m", "tfmw.devcluster.cluster", "down", "--state", str(directory)],
+        [sys.executable, "-m", "tfmw.devcluster", "down", "--state", str(directory)],
         capture_output=True,
         text=True,
         env=env,

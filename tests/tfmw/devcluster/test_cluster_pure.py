@@ -255,9 +255,9 @@ def test_up_names_every_missing_node_program_and_its_package(tmp_path, monkeypat
 
 
 def test_cluster_cli_refusal_is_one_line(tmp_path, capsys):
-    from tfmw.devcluster import cluster
+    from tfmw.devcluster import cli as cluster_cli
 
-    code = cluster.main(["up", "--state", str(tmp_path / "s"), "--nodes", "9"])
+    code = cluster_cli.main(["up", "--state", str(tmp_path / "s"), "--nodes", "9"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "--nodes 9" in err and "Traceback" not in err
 
@@ -265,12 +265,12 @@ def test_cluster_cli_refusal_is_one_line(tmp_path, capsys):
 def test_cluster_without_a_container_engine_names_the_fix_before_starting_anything(tmp_path, capsys, monkeypatch):
     if os.geteuid() != 0:
         pytest.skip("preflight refuses non-root first")  # CI runs as root
-    from tfmw.devcluster import cluster
+    from tfmw.devcluster import cli as cluster_cli
     from tfmw.image import build as image
 
     real_which = image.shutil.which
     monkeypatch.setattr(image.shutil, "which", lambda name: None if name in ("docker", "podman") else real_which(name))
-    code = cluster.main(["up", "--state", str(tmp_path / "s")])
+    code = cluster_cli.main(["up", "--state", str(tmp_path / "s")])
     err = capsys.readouterr().err
     assert code == image.EXIT_NO_ENGINE and err.count("\n") == 1 and "Traceback" not in err
     assert "apt-get install podman" in err and "--no-image" in err
@@ -278,9 +278,9 @@ def test_cluster_without_a_container_engine_names_the_fix_before_starting_anythi
 
 
 def test_cluster_load_without_a_cluster_says_so(tmp_path, capsys):
-    from tfmw.devcluster import cluster
+    from tfmw.devcluster import cli as cluster_cli
 
-    code = cluster.main(["load", "--state", str(tmp_path / "s")])
+    code = cluster_cli.main(["load", "--state", str(tmp_path / "s")])
     err = capsys.readouterr().err
     assert code == 3 and "make cluster" in err and err.count("\n") == 1
 

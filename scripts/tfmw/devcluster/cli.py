@@ -1,17 +1,18 @@
 """`make cluster` / `make cluster-down` / `make cluster-load`: a real Kubernetes on this machine.
 
-    python -m tfmw.devcluster.cluster up   [--nodes N] [--gpus-per-node G] [--state DIR] [--base ...] [--kueue]
-    python -m tfmw.devcluster.cluster load [--state DIR] [--base ...]   (the current worker image into every node)
-    python -m tfmw.devcluster.cluster down [--state DIR]
-    python -m tfmw.devcluster.cluster status [--state DIR]
+    python -m tfmw.devcluster up   [--nodes N] [--gpus-per-node G] [--state DIR] [--base ...] [--kueue]
+    python -m tfmw.devcluster load [--state DIR] [--base ...]   (the current worker image into every node)
+    python -m tfmw.devcluster down [--state DIR]
+    python -m tfmw.devcluster status [--state DIR]
 
 `up` builds the pinned binaries once (scripts/tfmw/devcluster/build.py, build_coredns.py) and the worker
-image when its sources changed (scripts/tfmw/image/build.py, CPU variant: the image values/local.yaml
-pulls), starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler, CoreDNS and the
-nodes (kubelet, containerd, kube-proxy: scripts/tfmw/devcluster/controlplane.py, nodes.py), imports the
-image into every node, waits until the nodes are Ready and prints one line to use it:
-`export KUBECONFIG=<path>`. With --kueue (`make cluster KUEUE=1`) it then installs the pinned
-Kueue and its queues (scripts/tfmw/devcluster/kueue.py; the manager is built once).
+image when its sources changed (workerimage.py, through scripts/tfmw/image/build.py, CPU variant: the
+image values/local.yaml pulls), starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+CoreDNS and the nodes (kubelet, containerd, kube-proxy: scripts/tfmw/devcluster/controlplane.py,
+nodes.py), imports the image into every node, waits until the nodes are Ready and prints one line to
+use it: `export KUBECONFIG=<path>`. With --kueue (`make cluster KUEUE=1`) it then installs the pinned
+Kueue and its queues (scripts/tfmw/devcluster/kueue.py; the manager is built once). This file only
+parses and dispatches.
 """
 
 from __future__ import annotations
@@ -20,38 +21,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from tfmw.devcluster import controlplane, kueue
+from tfmw.devcluster import controlplane, kueue, workerimage
 from tfmw.devcluster.build import KubeBuildError
 from tfmw.devcluster.controlplane import ClusterError
 from tfmw.devcluster.nodes import NodeError
 from tfmw.devcluster.pki import PkiError
-from tfmw.image import build as image
 from tfmw.k8s.api import ApiError
-
-IMAGE_VARIANT = "cpu"  # what values/local.yaml (workers.gpus 0) pulls
-
-
-def worker_image_archive(base: str, dest: Path, say=print) -> Path:
-    """The worker image as a docker-save archive, built first when missing or stale."""
-
-    try:
-        ref = image.ensure_image(variant=IMAGE_VARIANT, base=base, progress=say)
-        return image.save_archive(ref, dest)
-    except image.ImageError as err:
-        raise ClusterError(f"the worker image: {err}", exit_code=getattr(err, "exit_code", 4)) from None
-
-
-def check_image_engine() -> None:
-    """The nodes run the worker image, which is built here: say so before anything starts."""
-
-    try:
-        image.find_engine(None)
-    except image.ImageError as err:
-        raise ClusterError(
-            f"the nodes run the worker image, built here: {err}; or start without it "
-            "(python -m tfmw.devcluster.cluster up --no-image)",
-            exit_code=err.exit_code,
-        ) from None
 
 
 def main(argv=None) -> int:
@@ -90,22 +65,14 @@ def main(argv=None) -> int:
         if args.action == "up":
             controlplane.preflight(args.nodes, args.gpus_per_node)
             if not args.no_image:
-                check_image_engine()
-            existing = controlplane.ClusterState.load(args.state.resolve())
-            images = (
-                []
-                if args.no_image or controlplane.running(existing)
-                else [worker_image_archive(args.base, controlplane.IMAGE_CACHE)]
-            )
+                workerimage.check_image_engine()
+            images = workerimage.images_for_up(args.state, args.base, args.no_image)
             state = controlplane.up(args.state, nodes=args.nodes, gpus_per_node=args.gpus_per_node, images=images)
             if args.kueue:
                 kueue.install(state)
             print(f"export KUBECONFIG={state.kubeconfig}", flush=True)
         elif args.action == "load":
-            state = controlplane.ClusterState.load(args.state.resolve())
-            if not controlplane.running(state):
-                raise ClusterError(f"no cluster running in {args.state.resolve()}: `make cluster` first", exit_code=3)
-            controlplane.load_images(state, [worker_image_archive(args.base, controlplane.IMAGE_CACHE)])
+            workerimage.load(args.state, args.base)
         elif args.action == "down":
             controlplane.down(args.state)
         else:
@@ -131,7 +98,3 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("make cluster: interrupted (everything started was stopped)", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())
