@@ -35,19 +35,7 @@ from entrypoint import loglines
 from tfmw.devcluster import controlplane, kueue
 from tfmw.k8s.api import ApiError, ns_path, time_seconds
 
-from . import plots, stats
-from .cluster_kit import (
-    checked_args,
-    cluster_down,
-    cluster_parts,
-    cluster_up,
-    fresh_namespace,
-    has_first_step,
-    helm_run,
-    pods_line,
-    run_sets,
-    wait_until,
-)
+from . import cluster_kit, plots, stats
 from .figure import BenchRun, measured
 from .procs import BenchError
 from .report import image, judged, paragraphs, settings_line, table
@@ -132,7 +120,7 @@ def quota_released(workload: dict | None) -> bool:
 
 
 def _install_args(release: str, namespace: str, sets) -> list[str]:
-    return checked_args(release, namespace, sets, figure=FIGURE)
+    return cluster_kit.checked_args(release, namespace, sets, figure=FIGURE)
 
 
 def _kueue_sets(priority: str | None = None) -> tuple[str, ...]:
@@ -178,21 +166,23 @@ def _queue_idle(api) -> dict:
 def _first_step(state, release: str, namespace: str, sets, managed: bool, log) -> tuple[float, float]:
     """(install started -> Workload Admitted (NaN without Kueue), -> the chief's first step) of
     one release in a namespace of its own; under Kueue, once its ClusterQueue is empty."""
-    with fresh_namespace(state, namespace, log, FIGURE) as api:
+    with cluster_kit.fresh_namespace(state, namespace, log, FIGURE) as api:
         if managed:
-            wait_until(lambda: _queue_idle(api), 180, "the ClusterQueue empty of the last round's Workload", FIGURE)
+            cluster_kit.wait_until(
+                lambda: _queue_idle(api), 180, "the ClusterQueue empty of the last round's Workload", FIGURE
+            )
             kueue.manage_namespace(api, namespace)
         started = time.monotonic()
-        helm_run(state, *_install_args(release, namespace, sets), figure=FIGURE)
+        cluster_kit.helm_run(state, *_install_args(release, namespace, sets), figure=FIGURE)
         admitted_at = NAN
         deadline = started + 300
         while time.monotonic() < deadline:
             if managed and math.isnan(admitted_at) and admitted(_workload(api, namespace, release)):
                 admitted_at = time.monotonic() - started
-            if has_first_step(_chief_log(api, namespace, release)):
+            if cluster_kit.has_first_step(_chief_log(api, namespace, release)):
                 return admitted_at, time.monotonic() - started
             time.sleep(POLL)
-        log(pods_line(state, namespace, FIGURE))
+        log(cluster_kit.pods_line(state, namespace, FIGURE))
         if managed:
             workload = (_workload(api, namespace, release) or {}).get("status")
             log(f"  {FIGURE}: its Workload: {json.dumps(workload)[:1500]}")
@@ -200,7 +190,7 @@ def _first_step(state, release: str, namespace: str, sets, managed: bool, log) -
 
 
 def measure_round(state, index: int, log=print) -> QueuedRound:
-    pid, sets = os.getpid(), run_sets(f"bench-kueue-{index}")
+    pid, sets = os.getpid(), cluster_kit.run_sets(f"bench-kueue-{index}")
     plain_ns, queued_ns = f"bench-plain-{index}-{pid}", f"bench-kueue-{index}-{pid}"
 
     def plain() -> float:
@@ -226,12 +216,14 @@ def measure_round(state, index: int, log=print) -> QueuedRound:
 
 def measure_preemption(state, log=print) -> Preemption:
     namespace = f"bench-preempt-{os.getpid()}"
-    with fresh_namespace(state, namespace, log, FIGURE) as api:
+    with cluster_kit.fresh_namespace(state, namespace, log, FIGURE) as api:
         kueue.manage_namespace(api, namespace)
         log(f"  {FIGURE}: low (tfmw-low) trains until it has checkpoints")
-        helm_run(state, *_install_args("low", namespace, (*LOW_SETS, *_kueue_sets("tfmw-low"))), figure=FIGURE)
+        cluster_kit.helm_run(
+            state, *_install_args("low", namespace, (*LOW_SETS, *_kueue_sets("tfmw-low"))), figure=FIGURE
+        )
         try:
-            wait_until(
+            cluster_kit.wait_until(
                 lambda: int(_status(api, namespace, "low").get("lastCheckpointStep") or 0) >= LOW_CHECKPOINTS,
                 300,
                 "low's first checkpoints",
@@ -239,9 +231,9 @@ def measure_preemption(state, log=print) -> Preemption:
             )
             log(f"  {FIGURE}: high (tfmw-high) installed: Kueue preempts low")
             high_at = time.monotonic()
-            high_sets = (*run_sets("bench-kueue-high"), *_kueue_sets("tfmw-high"))
-            helm_run(state, *_install_args("high", namespace, high_sets), figure=FIGURE)
-            waiting = wait_until(
+            high_sets = (*cluster_kit.run_sets("bench-kueue-high"), *_kueue_sets("tfmw-high"))
+            cluster_kit.helm_run(state, *_install_args("high", namespace, high_sets), figure=FIGURE)
+            waiting = cluster_kit.wait_until(
                 lambda: (data := _status(api, namespace, "low")).get("phase") == "Waiting" and data,
                 180,
                 "low recorded Waiting",
@@ -249,20 +241,24 @@ def measure_preemption(state, log=print) -> Preemption:
             )
             stopped = time.monotonic() - high_at
             stopped_at = stopped_step(waiting.get("message", ""))
-            wait_until(lambda: has_first_step(_chief_log(api, namespace, "high")), 300, "high's first step", FIGURE)
+            cluster_kit.wait_until(
+                lambda: cluster_kit.has_first_step(_chief_log(api, namespace, "high")), 300, "high's first step", FIGURE
+            )
             high_first_step = time.monotonic() - high_at
-            wait_until(lambda: quota_released(_workload(api, namespace, "high")), 300, "high's end", FIGURE)
+            cluster_kit.wait_until(lambda: quota_released(_workload(api, namespace, "high")), 300, "high's end", FIGURE)
             high_done, high_done_wall = time.monotonic(), time.time()
-            wait_until(lambda: admitted(_workload(api, namespace, "low")), 180, "low admitted again", FIGURE)
+            cluster_kit.wait_until(
+                lambda: admitted(_workload(api, namespace, "low")), 180, "low admitted again", FIGURE
+            )
             readmitted = time.monotonic() - high_done
-            marks = wait_until(
+            marks = cluster_kit.wait_until(
                 lambda: resume_marks(_chief_log(api, namespace, "low", stamped=True)),
                 300,
                 "low's first step after readmission",
                 FIGURE,
             )
         except BenchError as err:
-            log(pods_line(state, namespace, FIGURE))
+            log(cluster_kit.pods_line(state, namespace, FIGURE))
             return Preemption(problem=str(err).removeprefix(f"{FIGURE}: "))
     resumed_from, resumed_wall = marks
     result = Preemption(
@@ -282,12 +278,12 @@ def measure_preemption(state, log=print) -> Preemption:
 
 
 def measure(quick: bool, log=print) -> Summary:
-    bins, archive = cluster_parts(log, FIGURE)
+    bins, archive = cluster_kit.cluster_parts(log, FIGURE)
     rounds = 1 if quick else 3
     work = tempfile.mkdtemp(prefix="tfmw-bench-kueue-")
     state_dir = os.path.join(work, "state")
     try:
-        state, _ = cluster_up(controlplane, state_dir, bins, archive, log, FIGURE)
+        state, _ = cluster_kit.cluster_up(controlplane, state_dir, bins, archive, log, FIGURE)
         try:
             try:
                 kueue.install(state, say=lambda line: log(f"  {FIGURE}: {line}"))
@@ -296,7 +292,7 @@ def measure(quick: bool, log=print) -> Summary:
             results = tuple(measure_round(state, r, log) for r in range(rounds))
             preemption = measure_preemption(state, log)
         finally:
-            cluster_down(controlplane, state_dir, log, FIGURE)
+            cluster_kit.cluster_down(controlplane, state_dir, log, FIGURE)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return Summary(results, preemption, kueue.read_pins().version)
