@@ -70,7 +70,7 @@ def resume(rel: Release, options: upgrade.Upgrade) -> int:
     if values.get("suspend") is not True:
         raise ToolError(f"release {rel.name} is not suspended ({_state(record)}): nothing to resume", exit_code=3)
     say(f"resuming release {rel.name} in namespace {rel.namespace}")
-    return asyncio.run(upgrade.run(rel, upgrade.with_values(rel, values, {"suspend": False}), helm, options))
+    return suspension.resume(rel, helm, options, values)
 
 
 def retry(rel: Release, options: upgrade.Upgrade) -> int:

@@ -2,7 +2,8 @@
 Kueue refuses in place (apply, through zero) and the fault harness's `suspend` scenario
 (tfmw.faults.disruptions) all upgrade the release's own values with `suspend: true` through the
 checked, watched upgrade (upgrade.run), then wait until the workers are gone and the chief has
-recorded the run Suspended. It sits below apply and change, which both use it.
+recorded the run Suspended; `make resume` and the harness undo it one way too (resume). It sits
+below apply and change, which both use it.
 """
 
 from __future__ import annotations
@@ -72,3 +73,19 @@ def suspend_and_wait(
     asyncio.run(upgrade.run(rel, suspended, helm, options, report=False, out=out))
     waited = grace_seconds(values) + 60
     return Suspension(wait_until_suspended(rel, workers, waited), workers, waited)
+
+
+def resume(
+    rel: Release,
+    helm: str,
+    options: upgrade.Upgrade,
+    values: dict | None = None,
+    report: bool = True,
+    out: Callable[[str], None] = say,
+) -> int:
+    """Upgrade the release, as deployed (`values`: read from helm when None), with `suspend:
+    false`: its workers come back and the group goes on from its checkpoint."""
+    if values is None:
+        values = values_now(rel, helm)
+    resumed = upgrade.with_values(rel, values, {"suspend": False})
+    return asyncio.run(upgrade.run(rel, resumed, helm, options, report=report, out=out))

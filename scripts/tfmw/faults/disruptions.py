@@ -1,7 +1,8 @@
 """The cluster's voluntary disruptions, as the fault harness's cluster scenarios: a drain of the
 victim's node, a priority preemption of the victim, a suspend and resume of the whole group.
 Each is done the way the cluster does it (the Eviction API with the PodDisruptionBudget, the
-scheduler's preemption, `helm upgrade` of the release's `suspend`), through the API server.
+scheduler's preemption, `make suspend`'s own checked upgrade of the release's `suspend`), through
+the API server.
 
     drain-worker    cordon worker 1's node and evict worker 1 (retried while the budget says no);
                     the node is uncordoned once the run has ended
@@ -16,17 +17,24 @@ returned, or -> resume asked), so the recovery after it is `seconds_to_resume - 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
+from entrypoint.lifecycle import Phase
+from tfmw.chart.helmkit import ToolError
+from tfmw.deploy import suspension
+from tfmw.deploy.release import Release
+from tfmw.deploy.upgrade import Upgrade
 from tfmw.k8s.api import ApiError, ns_path
 
 DISRUPTIONS = ("drain-worker", "preempt-worker", "suspend")
 # what each needs beside the harness's own values
 EXTRA_SETS = {"preempt-worker": ("workers.podAntiAffinity=hard",)}
 # the run's phase while it is held, before the harness gives the room (or the workers) back
-HELD_PHASE = {"preempt-worker": "Waiting", "suspend": "Suspended"}
+HELD_PHASE = {"preempt-worker": Phase.WAITING, "suspend": Phase.SUSPENDED}
 PRIORITY_CLASS = "tfmw-fault-high"
 HOG = "tfmw-fault-hog"
 EVICTION_RETRY_SECONDS = 120.0
@@ -71,7 +79,7 @@ def hog_pod(node: str, cpu_millicores: int, image: str) -> dict:
 
 
 def disrupt(kube, scenario: str, namespace: str, release: str, victim: str, chart: str) -> Disruption:
-    """Do `scenario` to the run; FaultError (from kube) when the cluster refuses."""
+    """Do `scenario` to the run; FaultError (from kube) or ApiError when the cluster refuses."""
     pod = kube.get(ns_path(namespace, "pods", victim)) or {}
     node = (pod.get("spec") or {}).get("nodeName", "")
     if scenario == "drain-worker":
@@ -144,14 +152,40 @@ def _preempt(kube, namespace: str, victim: dict, node: str) -> Disruption:
 
 
 def _suspend(kube, namespace: str, release: str, chart: str) -> Disruption:
-    """`suspend: true` by helm upgrade (the release's values otherwise kept); give_back resumes."""
+    """`suspend: true` as `make suspend` does it (tfmw.deploy.suspension: the release's own values,
+    its checks, its watch), returned once the workers are gone and the run is recorded Suspended;
+    give_back resumes (`suspend: false`) through the same checked upgrade, not waited for: the
+    harness times the hold up to the resume asked."""
+    rel = Release(name=release, namespace=namespace, helm=kube.helm_bin, chart_dir=Path(chart), any_context=True)
     fault_time = time.monotonic()
-    kube.helm("upgrade", release, chart, "-n", namespace, "--reuse-values", "--set", "suspend=true")
+    _checked(kube, lambda: suspension.suspend_and_wait(rel, kube.helm_bin, Upgrade(), out=_quiet))
     resumed = []
 
     def resume() -> None:
         if not resumed:
-            kube.helm("upgrade", release, chart, "-n", namespace, "--reuse-values", "--set", "suspend=false")
+            _checked(kube, lambda: suspension.resume(rel, kube.helm_bin, Upgrade(wait=False), report=False, out=_quiet))
             resumed.append(True)
 
     return Disruption(fault_time, give_back=resume, cleanup=lambda: None)
+
+
+def _quiet(line: str) -> None:
+    """The checked path's progress lines: the harness reports the run, not the helm steps."""
+
+
+def _checked(kube, step: Callable[[], object]) -> None:
+    """A step of the checked path (tfmw.deploy) against the harness's cluster. It reads the
+    kubeconfig in use, and helm inherits it, so KUBECONFIG names kube's for the step (the
+    harness's own calls name theirs). Its one-line refusal (a ToolError) comes back as an
+    ApiError, which the harness reports as the run's reason, as it does the cluster's."""
+    before = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = str(kube.kubeconfig)
+    try:
+        step()
+    except ToolError as err:
+        raise ApiError(0, str(err)) from None
+    finally:
+        if before is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = before
