@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from entrypoint.peers import PARALLEL_LOOKUPS
 from tfmw.chart import helmkit
 
-from . import stats
+from . import plots, stats
 from .figure import BenchRun
 from .machine import load_average
 from .procs import REPO, BenchError
@@ -188,12 +188,7 @@ class Result:
 
 
 def plot(result: Result, path, subtitle: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4.6))
+    fig, (a, b, c) = plots.subplots(1, 3, figsize=(15, 4.6))
     ns = [r["n"] for r in result.helm]
     growing = {s for s, v in growth(result.helm).items() if v > 1}
     constant = [sum(v for s, v in r["by_source"].items() if s not in growing) / 1024 for r in result.helm]
@@ -231,9 +226,7 @@ def plot(result: Result, path, subtitle: str) -> None:
     c.set_title("TF_CONFIG size")
     c.legend(fontsize=8)
     fig.suptitle(f"Figure 4: control path vs. number of workers\n{subtitle}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plots.save(fig, path)
 
 
 # ---------------------------------------------------------------- the figure

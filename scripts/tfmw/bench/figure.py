@@ -1,12 +1,13 @@
 """What every figure's entry is handed, and the path most figures take through it.
 
 Each figure module has `TITLE` (its name in the log and in a "not measured" section) and
-`run_figure(run: BenchRun) -> str`: it measures, shows its table on the console, draws its plot
-into `run.plots` and returns its section of docs/benchmarks.md, written from what it measured.
+`run_figure(bench: BenchRun) -> str`: it measures, shows its table on the console, draws its plot
+into `bench.plots` and returns its section of docs/benchmarks.md, written from what it measured.
 """
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ class BenchRun:
     """One `make bench`, as each figure sees it: the command's options (`args`: quick, workers,
     gpus), the folder of the plots, the machine line every plot carries, and the log."""
 
-    args: object
+    args: argparse.Namespace
     machine_line: str
     plots: Path
     log: Callable[[str], None] = log
