@@ -29,7 +29,7 @@ ALLOWED = {
     # figures 10-11's peers: their builds and installs on make cluster, their runs through the harness
     "peers": {"faults", "devcluster", "chart", "k8s"},
     "faults": {"chart", "deploy", "k8s", "localrun", "devcluster", "table"},
-    "cli": {"chart", "deploy", "k8s"},
+    "cli": {"chart", "deploy"},  # it parses (chart's defaults) and hands each verb to deploy
     "deploy": {"chart", "k8s"},
     "lint": {"chart"},
     "localrun": {"chart", "image", "iproute"},  # the pods see the image's ENV (image.dockerfile)
@@ -125,6 +125,14 @@ def test_no_function_local_import_but_the_listed_ones():
         if inside and target != "tfmw.lint"
     }
     assert local == LOCAL_IMPORTS
+
+
+def test_the_command_line_is_imported_by_the_tfmw_command_alone():
+    """cli only parses and dispatches: the verbs' workflows (deploy) never climb back into it,
+    and nothing but `python -m tfmw` starts from it."""
+    importers = sorted(module for module, targets in graph().items() if "tfmw.cli" in targets)
+    assert importers == ["tfmw.__main__"]
+    assert "cli" not in ALLOWED["deploy"]
 
 
 def test_the_image_side_never_imports_the_host_side():

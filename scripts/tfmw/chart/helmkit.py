@@ -10,7 +10,7 @@ helm's errors as one line, and strict validation of rendered objects.
     is_builtin_api("apps/v1") -> True;  is_builtin_api("scheduling.x-k8s.io/v1alpha1") -> False
     KUBERNETES_VERSIONS: the versions every rendered object must be valid for
 
-deploy (scripts/tfmw/cli.py, render.py, deploy_helm.py), make local, make lint, the benchmarks and the
+make deploy (the verbs in tfmw.deploy, render.py), make local, make lint, the benchmarks and the
 tests all use these, so each of those jobs is done one way. Only the standard library is imported
 at the top: scripts/tfmw/tools.py (which installs the pinned binaries) runs before the venv exists.
 """

@@ -16,7 +16,8 @@ chart's suspend), the StatefulSet is deleted (its Workload goes with it: Kueue n
 Workload after the StatefulSet's UID and owns it by reference), and the upgrade creates the
 StatefulSet anew, for which Kueue makes a new Workload of the new size and shape. The run
 resumes from its checkpoint like after any suspend. The decision is pure and lives here; the
-steps are in tfmw.cli.
+steps are in tfmw.deploy.apply (kueue_through_zero, remove_statefulset_at_zero), the suspend in
+tfmw.deploy.suspension.
 """
 
 from __future__ import annotations
