@@ -76,8 +76,8 @@ def main(argv=None) -> int:
         elif args.action == "down":
             controlplane.down(args.state)
         else:
-            state = controlplane.ClusterState.load(args.state.resolve())
-            if not controlplane.running(state):
+            state = controlplane.running_cluster(args.state)
+            if state is None:
                 print(f"cluster: none running in {args.state.resolve()}")
                 return 3
             print(

@@ -704,6 +704,12 @@ def running(state: ClusterState | None) -> bool:
     return bool(state) and is_ours(state.pids.get("kube-apiserver", 0), state.created.get("kube-apiserver"))
 
 
+def running_cluster(directory: Path) -> ClusterState | None:
+    """The cluster whose state folder is `directory`, when it runs; else None."""
+    state = ClusterState.load(Path(directory).resolve())
+    return state if running(state) else None
+
+
 def wait_until(
     check,
     timeout: float,

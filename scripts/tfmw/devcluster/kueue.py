@@ -25,17 +25,16 @@ it, two WorkloadPriorityClasses, and a LocalQueue per namespace (`local_queue`).
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import yaml
 
 from tfmw.chart.helmkit import HelmFailed, ToolError, run_helm
 from tfmw.devcluster import controlplane, images
+from tfmw.devcluster.addoncli import addon_main
 from tfmw.devcluster.build import KubeBuildError
 from tfmw.devcluster.build_kueue import binary_path, chart_path, ensure_kueue, read_pins
 from tfmw.k8s.api import Api, ApiError
@@ -237,20 +236,14 @@ def uninstall(state: controlplane.ClusterState, timeout: float = 120) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfmw.devcluster.kueue", description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=("install", "uninstall"))
-    parser.add_argument("--state", type=Path, default=controlplane.DEFAULT_STATE)
-    args = parser.parse_args(argv)
-    state = controlplane.ClusterState.load(args.state.resolve())
-    if state is None or not controlplane.running(state):
-        print(f"kueue: error: no running cluster at {args.state} (start one with make cluster)", file=sys.stderr)
-        return 1
-    try:
-        install(state) if args.action == "install" else uninstall(state)
-    except (KueueError, ApiError, images.ImageArchiveError, subprocess.TimeoutExpired) as err:
-        print(f"kueue: error: {err}", file=sys.stderr)
-        return 1
-    return 0
+    return addon_main(
+        argv,
+        "kueue",
+        "python -m tfmw.devcluster.kueue",
+        __doc__.split("\n\n")[0],
+        lambda state, args: install(state) if args.action == "install" else uninstall(state),
+        (KueueError, ApiError, images.ImageArchiveError, subprocess.TimeoutExpired),
+    )
 
 
 if __name__ == "__main__":

@@ -40,14 +40,14 @@ def check_image_engine() -> None:
 def images_for_up(state_dir: Path, base: str, no_image: bool) -> list[Path]:
     """What `up` imports into the nodes: the worker image's archive, unless asked not to or the
     cluster in `state_dir` already runs (its nodes hold the image; `load` replaces it)."""
-    if no_image or controlplane.running(controlplane.ClusterState.load(Path(state_dir).resolve())):
+    if no_image or controlplane.running_cluster(state_dir):
         return []
     return [worker_image_archive(base, controlplane.IMAGE_CACHE)]
 
 
 def load(state_dir: Path, base: str) -> None:
     """The current worker image into every node of the running cluster in `state_dir`."""
-    state = controlplane.ClusterState.load(Path(state_dir).resolve())
-    if not controlplane.running(state):
+    state = controlplane.running_cluster(state_dir)
+    if state is None:
         raise ClusterError(f"no cluster running in {Path(state_dir).resolve()}: `make cluster` first", exit_code=3)
     controlplane.load_images(state, [worker_image_archive(base, controlplane.IMAGE_CACHE)])

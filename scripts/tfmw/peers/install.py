@@ -17,7 +17,6 @@ routing sends it to the manager pod's IP, which the host routes to its node.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -29,10 +28,11 @@ import yaml
 
 from tfmw.chart.helmkit import ToolError, find_kubectl
 from tfmw.devcluster import controlplane, images
+from tfmw.devcluster.addoncli import addon_main
 from tfmw.devcluster.build import KubeBuildError
 from tfmw.devcluster.onebinary import OneBinary, binary_path
 from tfmw.k8s.api import Api, ApiError
-from tfmw.peers import builds
+from tfmw.peers import builds, workloads
 
 JOBSET_CPU_REQUEST = "100m"
 
@@ -41,19 +41,30 @@ class PeerError(Exception):
     """One line: why a peer could not be installed or removed."""
 
 
+PROBE_NAMESPACE = "default"
+
+
 @dataclass(frozen=True)
 class Peer:
     """A peer controller: its build, where its manifests are in the module, the image name they
-    use, its namespace and Deployment, and the collection a dry-run create probes its webhook on."""
+    use, its namespace and Deployment, and the spec of the object a dry-run create probes its
+    webhook with."""
 
-    key: str  # tfjob | jobset
+    key: str  # tfjob | jobset: also the kind of its workload (tfmw.peers.workloads.API)
     build: OneBinary
     overlay: str  # the kustomization users apply, inside the install directory
     upstream_image: str
     namespace: str
     deployment: str
-    probe_path: str
-    probe: dict
+    probe_spec: dict
+
+    @property
+    def probe_path(self) -> str:
+        return workloads.collection(self.key, PROBE_NAMESPACE)
+
+    @property
+    def probe(self) -> dict:
+        return workloads.api_object(self.key, "tfmw-probe", self.probe_spec, namespace=PROBE_NAMESPACE)
 
 
 TFJOB = Peer(
@@ -63,19 +74,10 @@ TFJOB = Peer(
     upstream_image="kubeflow/training-operator",
     namespace="kubeflow",
     deployment="training-operator",
-    probe_path="/apis/kubeflow.org/v1/namespaces/default/tfjobs",
-    probe={
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": "tfmw-probe", "namespace": "default"},
-        "spec": {
-            "tfReplicaSpecs": {
-                "Worker": {
-                    "replicas": 1,
-                    "template": {"spec": {"containers": [{"name": "tensorflow", "image": "probe"}]}},
-                }
-            }
-        },
+    probe_spec={
+        "tfReplicaSpecs": {
+            "Worker": {"replicas": 1, "template": {"spec": {"containers": [{"name": "tensorflow", "image": "probe"}]}}}
+        }
     },
 )
 
@@ -86,29 +88,20 @@ JOBSET = Peer(
     upstream_image="us-central1-docker.pkg.dev/k8s-staging-images/jobset/jobset",
     namespace="jobset-system",
     deployment="jobset-controller-manager",
-    probe_path="/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets",
-    probe={
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": "tfmw-probe", "namespace": "default"},
-        "spec": {
-            "replicatedJobs": [
-                {
-                    "name": "w",
-                    "replicas": 1,
-                    "template": {
-                        "spec": {
-                            "template": {
-                                "spec": {
-                                    "restartPolicy": "Never",
-                                    "containers": [{"name": "c", "image": "probe"}],
-                                }
-                            }
+    probe_spec={
+        "replicatedJobs": [
+            {
+                "name": "w",
+                "replicas": 1,
+                "template": {
+                    "spec": {
+                        "template": {
+                            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "probe"}]}
                         }
-                    },
-                }
-            ]
-        },
+                    }
+                },
+            }
+        ]
     },
 )
 
@@ -243,22 +236,19 @@ def uninstall(state: controlplane.ClusterState, peer: Peer, timeout: float = 180
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfmw.peers.install", description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=("install", "uninstall"))
-    parser.add_argument("peer", choices=sorted(PEERS))
-    parser.add_argument("--state", type=Path, default=controlplane.DEFAULT_STATE)
-    args = parser.parse_args(argv)
-    state = controlplane.ClusterState.load(args.state.resolve())
-    if state is None or not controlplane.running(state):
-        print(f"peers: error: no running cluster at {args.state} (start one with make cluster)", file=sys.stderr)
-        return 1
-    try:
+    def act(state: controlplane.ClusterState, args) -> None:
         peer = PEERS[args.peer]
         install(state, peer) if args.action == "install" else uninstall(state, peer)
-    except (PeerError, KubeBuildError, ApiError, images.ImageArchiveError, subprocess.TimeoutExpired) as err:
-        print(f"peers: error: {err}", file=sys.stderr)
-        return 1
-    return 0
+
+    return addon_main(
+        argv,
+        "peers",
+        "python -m tfmw.peers.install",
+        __doc__.split("\n\n")[0],
+        act,
+        (PeerError, KubeBuildError, ApiError, images.ImageArchiveError, subprocess.TimeoutExpired),
+        add_arguments=lambda parser: parser.add_argument("peer", choices=sorted(PEERS)),
+    )
 
 
 if __name__ == "__main__":

@@ -45,10 +45,6 @@ from tfmw.peers import workloads
 SYSTEMS = ("chart", "tfjob-onfailure", "tfjob-exitcode", "jobset")
 FAULTS = ("kill-trainer", "delete-worker", "drain-worker")
 VICTIM = 1
-API = {
-    "tfjob": ("/apis/kubeflow.org/v1", "tfjobs"),
-    "jobset": ("/apis/jobset.x-k8s.io/v1alpha2", "jobsets"),
-}
 
 
 def workload_kind(system: str) -> str:
@@ -93,8 +89,7 @@ class PeerFaultedRun(FaultedRun):
         super().__init__(kube, namespace, run.result, timeout, out)
         self.run, self.config, self.workload = run, config, workload
         self.name = f"peer-{run.system}"
-        group, plural = API[workload_kind(run.system)]
-        self.collection = f"{group}/namespaces/{namespace}/{plural}"
+        self.collection = workloads.collection(workload_kind(run.system), namespace)
 
     def install(self) -> Pods:
         name, namespace = self.name, self.namespace

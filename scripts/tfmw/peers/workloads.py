@@ -136,6 +136,26 @@ def _pod_spec(container: dict, config: str, claim: str, restart_policy: str, ext
 # TFJob's two ways a user asks for restarts: the kubelet restarts a failed container in place
 # (OnFailure), or the operator recreates the pod when the exit code is 128 or more (a signal)
 # and fails the job on 1-127 (ExitCode; pkg/controller.v1/common/pod.go, v1.9.0).
+# Each kind's API: (apiVersion, kind, collection). The runs create theirs, the installs probe
+# the controller's webhook with a dry-run create of one (tfmw.peers.install).
+API = {
+    "tfjob": ("kubeflow.org/v1", "TFJob", "tfjobs"),
+    "jobset": ("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets"),
+}
+
+
+def collection(kind: str, namespace: str) -> str:
+    """The REST path of `kind`'s objects in `namespace` (pure)."""
+    api_version, _, plural = API[kind]
+    return f"/apis/{api_version}/namespaces/{namespace}/{plural}"
+
+
+def api_object(kind: str, name: str, spec: dict, **metadata) -> dict:
+    """An object of `kind` named `name` with `spec` (pure)."""
+    api_version, kind_name, _ = API[kind]
+    return {"apiVersion": api_version, "kind": kind_name, "metadata": {"name": name, **metadata}, "spec": spec}
+
+
 TFJOB_POLICIES = ("OnFailure", "ExitCode")
 
 
@@ -153,11 +173,10 @@ def tfjob(
     if policy not in TFJOB_POLICIES:
         raise ValueError(f"TFJob restartPolicy {policy!r}; one of {', '.join(TFJOB_POLICIES)}")
     container = _container("tensorflow", image, name, resources, TRAINER)  # the operator's container name
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": name},
-        "spec": {
+    return api_object(
+        "tfjob",
+        name,
+        {
             "runPolicy": {"cleanPodPolicy": "Running"},
             "tfReplicaSpecs": {
                 "Worker": {
@@ -173,7 +192,7 @@ def tfjob(
                 }
             },
         },
-    }
+    )
 
 
 JOBSET_JOB = "workers"
@@ -195,11 +214,10 @@ def jobset(
         {"name": "TFMW_REPLICAS", "value": str(replicas)},
         {"name": "TFMW_PORT", "value": str(PORT)},
     ]
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": name},
-        "spec": {
+    return api_object(
+        "jobset",
+        name,
+        {
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
             "successPolicy": {"operator": "All", "targetReplicatedJobs": [JOBSET_JOB]},
             "failurePolicy": {"maxRestarts": MAX_RESTARTS},
@@ -222,7 +240,7 @@ def jobset(
                 }
             ],
         },
-    }
+    )
 
 
 def ordinal_of(kind: str):

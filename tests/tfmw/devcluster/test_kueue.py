@@ -95,3 +95,20 @@ def test_kueues_chart_is_installed_by_helm_with_the_clusters_kubeconfig_and_fail
     monkeypatch.setenv("HELM", str(tmp_path / "none"))
     with pytest.raises(kueue.KueueError, match="helm not found"):
         kueue._helm(state, "uninstall", kueue.RELEASE)
+
+
+def test_kueues_command_refuses_without_a_running_cluster_and_says_its_errors_in_one_line(
+    tmp_path, capsys, monkeypatch
+):
+    assert kueue.main(["install", "--state", str(tmp_path / "none")]) == 1
+    assert capsys.readouterr().err == (
+        f"kueue: error: no running cluster at {tmp_path / 'none'} (start one with make cluster)\n"
+    )
+    monkeypatch.setattr(kueue.controlplane, "running_cluster", lambda directory: object())
+
+    def refused(state):
+        raise kueue.KueueError("the manager did not release it")
+
+    monkeypatch.setattr(kueue, "uninstall", refused)
+    assert kueue.main(["uninstall", "--state", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == "kueue: error: the manager did not release it\n"

@@ -24,12 +24,8 @@ def chief_lines(checkpoint_step: int | None) -> list[str]:
     return lines
 
 
-class _Lines:
-    def __init__(self, lines):
-        self.lines = lines
-
-    def __iter__(self):
-        return iter(self.lines)
+class _Log(list):
+    """A followed log that has ended: its lines."""
 
     def close(self):
         pass
@@ -45,7 +41,7 @@ class _Cluster:
         self.deleted: list[str] = []
         self.namespaces: list[str] = []
         self.deleted_namespaces: list[str] = []
-        self.api = SimpleNamespace(follow_log=lambda namespace, pod, container=None: _Lines(self.logs[pod]))
+        self.api = SimpleNamespace(follow_log=lambda namespace, pod, container=None: _Log(self.logs[pod]))
 
     def make_namespace(self, namespace):
         self.namespaces.append(namespace)

@@ -237,3 +237,27 @@ def test_the_pinned_peer_downloads_and_its_own_manifests_render_with_the_image_b
     assert {"tfjob": "tfjobs.kubeflow.org", "jobset": "jobsets.jobset.x-k8s.io"}[key] in crds
     webhooks = [o for o in rendered if o and o["kind"].endswith("WebhookConfiguration")]
     assert webhooks, "its own webhooks, with its own certificates"
+
+
+@pytest.mark.parametrize("key", sorted(install.PEERS))
+def test_a_peers_webhook_is_probed_with_an_object_of_the_kind_its_runs_create(key):
+    peer = install.PEERS[key]
+    assert peer.probe_path == workloads.collection(key, "default")
+    _, created = run.workload({"tfjob": "tfjob-onfailure", "jobset": "jobset"}[key], "img:1", "cm", "pvc", RESOURCES)
+    assert (peer.probe["apiVersion"], peer.probe["kind"]) == (created["apiVersion"], created["kind"])
+    assert peer.probe["metadata"] == {"name": "tfmw-probe", "namespace": "default"}
+
+
+def test_the_peer_installer_refuses_without_a_running_cluster_in_one_line(tmp_path, capsys, monkeypatch):
+    assert install.main(["install", "jobset", "--state", str(tmp_path / "none")]) == 1
+    assert capsys.readouterr().err == (
+        f"peers: error: no running cluster at {tmp_path / 'none'} (start one with make cluster)\n"
+    )
+    monkeypatch.setattr(install.controlplane, "running_cluster", lambda directory: SimpleNamespace(dir=directory))
+
+    def refused(state, peer, **kwargs):
+        raise install.PeerError(f"{peer.key} refused on {state.dir.name}")
+
+    monkeypatch.setattr(install, "uninstall", refused)
+    assert install.main(["uninstall", "tfjob", "--state", str(tmp_path / "s")]) == 1
+    assert capsys.readouterr().err == "peers: error: tfjob refused on s\n"
