@@ -13,7 +13,7 @@ line), so for it nothing here fires.
 The detector fires only on the exception line that ends a printed traceback (the first
 unindented line after "Traceback (most recent call last):"), never on a log line that merely
 mentions an error: a script that prints a caught error and goes on is not ended. The launcher
-then gives the process a short grace to exit on its own (entrypoint.supervisor) and ends its
+then gives the process a short grace to exit on its own (entrypoint.attempt) and ends its
 process group after it.
 """
 

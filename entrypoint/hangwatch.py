@@ -1,6 +1,6 @@
 """The hang watchdog's policy: from what the supervisor observed, the current timeout.
 
-Pure (no I/O, no clock of its own): the supervisor (entrypoint.supervisor) feeds it every
+Pure (no I/O, no clock of its own): the supervisor (entrypoint.attempt) feeds it every
 change of the trainer's heartbeat file (read by entrypoint.rundir.read_beat) and asks, at
 each poll, whether training is hung.
 

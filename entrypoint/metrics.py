@@ -29,7 +29,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 
 from .goodput import CAUSES
 from .lifecycle import Phase
-from .supervisor import RESTART_KINDS
+from .restarts import RESTART_KINDS
 from .tracker import RunTracker
 
 

@@ -21,9 +21,9 @@ from .kubeapi import APIError, KubeAPI
 from .lifecycle import Phase, Reason, recorded_final
 from .peers import wait_for_peers
 from .peerwatch import PeerWatch
+from .restarts import restart_kind
 from .runcontext import EndedElsewhere, Failure, Hooks, Run, SizeChanged, Stopped, jittered
 from .settings import LauncherSettings
-from .supervisor import restart_kind
 
 RESIZE_POLL_SECONDS = 5.0  # the chief reads its StatefulSet's replicas this often (jittered)
 

@@ -2,7 +2,7 @@
 
 Why: after a peer dies every surviving worker restarts its trainer in place, and most of
 that restart is a new Python importing TensorFlow (~2.5-3 s on 2 CPUs) before the group can
-re-form. The supervisor (entrypoint.supervisor) keeps one standby per worker: started with
+re-form. The supervisor (entrypoint.attempt) keeps one standby per worker: started with
 the training command's own interpreter, environment (TF_CONFIG included) and working
 directory, it imports TensorFlow (and, for the built-in trainer, the trainer's modules) and
 then blocks on a socket the supervisor holds. On a restart the supervisor writes "go" and
@@ -147,7 +147,7 @@ if __name__ == "__main__":
 
 
 # -- the supervisor's side ---------------------------------------------------------------------
-# (imported by entrypoint.supervisor in the launcher, never run in the standby before "go")
+# (imported by entrypoint.attempt in the launcher, never run in the standby before "go")
 
 BUILTIN_TRAINER = "entrypoint.training"
 # What the built-in trainer's standby imports: the training loop and everything it needs

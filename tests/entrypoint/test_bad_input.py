@@ -511,8 +511,8 @@ def test_a_marker_whose_presence_cannot_be_told_never_means_train(tmp_path, monk
 # -- 7: the rest of the audit ----------------------------------------------------------------------
 def test_odd_values_elsewhere_never_raise():
     from entrypoint.kubeapi import KubeAPI
-    from entrypoint.supervisor import _signal_name
+    from entrypoint.restarts import signal_name
 
     assert KubeAPI.from_env({"KUBERNETES_SERVICE_HOST": "h", "KUBERNETES_SERVICE_PORT": "²"}, "/api").port == 0
-    assert _signal_name(signal.SIGKILL) == "SIGKILL"
-    assert _signal_name(signal.SIGRTMIN + 3) == str(int(signal.SIGRTMIN) + 3)  # no name in Python
+    assert signal_name(signal.SIGKILL) == "SIGKILL"
+    assert signal_name(signal.SIGRTMIN + 3) == str(int(signal.SIGRTMIN) + 3)  # no name in Python

@@ -13,7 +13,8 @@ import pytest
 from entrypoint.goodput import RESTART, Ledger
 from entrypoint.groupbreak import BreakDetector, group_error
 from entrypoint.lifecycle import Phase, fresh
-from entrypoint.supervisor import GROUP, Supervisor, SupervisorConfig, restart_kind
+from entrypoint.restarts import GROUP, restart_kind
+from entrypoint.supervisor import Supervisor, SupervisorConfig
 from entrypoint.tracker import RunTracker
 
 FRAMES = [

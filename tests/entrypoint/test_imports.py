@@ -59,8 +59,8 @@ def test_the_trainer_loads_none_of_the_launchers_lifecycle_machinery():
     code = (
         "import sys, entrypoint.training.__main__, entrypoint.training.failures, entrypoint.training.config\n"
         "launcher = {'entrypoint.launcher', 'entrypoint.lifecycle', 'entrypoint.status', 'entrypoint.kubeapi',\n"
-        "            'entrypoint.tracker', 'entrypoint.supervisor', 'entrypoint.cli',\n"
-        "            'entrypoint.startchecks'}\n"
+        "            'entrypoint.tracker', 'entrypoint.supervisor', 'entrypoint.cli', 'entrypoint.restarts',\n"
+        "            'entrypoint.attempt', 'entrypoint.startchecks'}\n"
         "assert not launcher & set(sys.modules), launcher & set(sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)

@@ -223,7 +223,7 @@ def run_signalling_the_standby(sup: Supervisor, sig: int, after: float = 0.0) ->
     def send():
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            standby = sup._standby
+            standby = sup._process._standby
             if standby is not None:
                 time.sleep(after)
                 os.kill(standby.pid, sig)
@@ -270,8 +270,8 @@ def test_standby_is_reaped_when_supervision_ends(tmp_path):
 
     def watch():
         while not seen:
-            if sup._standby is not None:
-                seen.append(sup._standby.pid)
+            if sup._process._standby is not None:
+                seen.append(sup._process._standby.pid)
             time.sleep(0.02)
 
     t = threading.Thread(target=watch, daemon=True)
@@ -281,7 +281,7 @@ def test_standby_is_reaped_when_supervision_ends(tmp_path):
     assert not alive(seen[0])
     with pytest.raises(ChildProcessError):
         os.waitpid(seen[0], os.WNOHANG)  # reaped, not a zombie
-    assert sup._standby is None
+    assert sup._process._standby is None
 
 
 def test_stop_ends_the_standby_too(tmp_path):
@@ -292,9 +292,9 @@ def test_stop_ends_the_standby_too(tmp_path):
     t = threading.Thread(target=lambda: result.append(sup.run()))
     t.start()
     deadline = time.monotonic() + 10
-    while sup._standby is None and time.monotonic() < deadline:
+    while sup._process._standby is None and time.monotonic() < deadline:
         time.sleep(0.02)
-    pid = sup._standby.pid
+    pid = sup._process._standby.pid
     sup.request_stop()
     t.join(timeout=10)
     assert result and result[0].phase is None

@@ -17,16 +17,8 @@ from repo import REPO
 
 from entrypoint.errors import EXIT_BAD_CONFIG, EXIT_RETRYABLE, EXIT_TRAINING_FAILED, EXIT_UNEXPECTED
 from entrypoint.lifecycle import Phase, Reason
-from entrypoint.supervisor import (
-    DONE,
-    PERMANENT,
-    PERMANENT_REASONS,
-    RETRY,
-    Supervisor,
-    SupervisorConfig,
-    backoff_seconds,
-    classify_exit,
-)
+from entrypoint.restarts import DONE, PERMANENT, PERMANENT_REASONS, RETRY, backoff_seconds, classify_exit
+from entrypoint.supervisor import Supervisor, SupervisorConfig
 
 # The supervisor's classification table: what each exit status of the training command means.
 CLASSIFICATION = [

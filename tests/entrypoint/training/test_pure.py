@@ -120,7 +120,7 @@ def test_error_mapping(err, code):
 
 
 def test_permanent_errors_exit_with_the_code_the_launcher_does_not_retry():
-    from entrypoint.supervisor import PERMANENT, classify_exit
+    from entrypoint.restarts import PERMANENT, classify_exit
 
     assert exit_code_for(ValueError("corrupt")) == 4
     assert classify_exit(exit_code_for(ValueError("corrupt"))) == PERMANENT
