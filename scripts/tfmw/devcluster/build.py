@@ -482,9 +482,24 @@ def build_lock(dest_root: Path, progress: Progress) -> Iterator[None]:
         yield
 
 
-def _remove_leftovers(dest_root: Path) -> None:
-    for leftover in list(dest_root.glob(".partial-*")) + list(dest_root.glob(".stale-*")):
-        shutil.rmtree(leftover, ignore_errors=True)
+def build_once(
+    is_built: Callable[[], bool],
+    work_dir: Path,
+    leftovers: tuple[str, ...],
+    build_it: Callable[[], object],
+    progress: Progress,
+) -> None:
+    """build_it() unless is_built(): under work_dir's lock (build_lock), asking again there
+    (another process may have finished it meanwhile), and first removing what a broken build
+    left in work_dir (`leftovers`: its glob patterns)."""
+    if is_built():
+        return
+    with build_lock(work_dir, progress):
+        if not is_built():
+            for pattern in leftovers:
+                for leftover in list(work_dir.glob(pattern)):
+                    shutil.rmtree(leftover, ignore_errors=True)
+            build_it()
 
 
 def publish(partial: Path, target: Path, stale: Path) -> None:
@@ -496,19 +511,37 @@ def publish(partial: Path, target: Path, stale: Path) -> None:
     partial.rename(target)
 
 
+@contextlib.contextmanager
+def staged_install(
+    target: Path, partial: Path, stale: Path, pinned: tuple[Path, ...], gomod_sha256: str, what: str
+) -> Iterator[Path]:
+    """A build's own folder beside `target` (`partial`, its bin/ made) for the with-block to
+    build and stamp in; then, when the `pinned` files are still the ones it was built from
+    (KubeBuildError "<what> changed during the build" otherwise), published as `target`
+    (`stale`: where the old install goes on its way out). Removed whatever happens."""
+    (partial / "bin").mkdir(parents=True)
+    try:
+        yield partial
+        if gomod_digest(pinned) != gomod_sha256:
+            raise KubeBuildError(f"{what} changed during the build; run it again")
+        publish(partial, target, stale)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
 def build(pins: Pins, dest_root: Path, progress: Progress) -> Path:
     """Build all four binaries into a temporary directory beside the target, then rename it in."""
     go = find_go(pins)
     reported = run_go(go, ["env", "GOVERSION"], REPO, "asking `go` for its version").strip()
     check_go_version(reported, pins.go_required)
     target = dest_root / pins.install_name
-    partial = dest_root / f".partial-{pins.install_name}-{os.getpid()}"
     log = dest_root / "build.log"
     log.write_text(f"kube build {pins.kubernetes} etcd {pins.etcd} with {reported}\n")
-    bin_dir = partial / "bin"
-    bin_dir.mkdir(parents=True)
     started = time.monotonic()
-    try:
+    partial = dest_root / f".partial-{pins.install_name}-{os.getpid()}"
+    stale = dest_root / f".stale-{pins.install_name}-{os.getpid()}"
+    with staged_install(target, partial, stale, pinned_files(), pins.gomod_sha256, "go.mod/go.sum") as staged:
+        bin_dir = staged / "bin"
         kube_info = module_download(go, KUBE_GOMOD, [KUBE_MODULE], log)[KUBE_MODULE]
         # buildDate: the release's publication time, so the same pins give the same binary
         build_date = json.loads(Path(kube_info["Info"]).read_text())["Time"]
@@ -575,13 +608,8 @@ def build(pins: Pins, dest_root: Path, progress: Progress) -> Path:
             verify_binary(bin_dir / name, pins.kubernetes)
         verify_binary(bin_dir / "etcd", pins.etcd)
         verify_binary(bin_dir / "kube-router", pins.kube_router)
-        if gomod_digest(pinned_files()) != pins.gomod_sha256:
-            raise KubeBuildError("go.mod/go.sum changed during the build; run it again")
         sizes = {name: (bin_dir / name).stat().st_size for name in BINARIES}
-        (partial / STAMP_NAME).write_text(json.dumps(stamp_record(pins, sizes), indent=2) + "\n")
-        publish(partial, target, dest_root / f".stale-{pins.install_name}-{os.getpid()}")
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
+        (staged / STAMP_NAME).write_text(json.dumps(stamp_record(pins, sizes), indent=2) + "\n")
     progress(
         f"kube: etcd {pins.etcd}, {', '.join(KUBE_COMMANDS)} {pins.kubernetes}, kube-router "
         f"{pins.kube_router} installed in {target}/bin (total {format_duration(time.monotonic() - started)})"
@@ -598,12 +626,13 @@ def ensure_binaries(dest_root: Path = DEFAULT_DEST, progress: Progress = print) 
     dest_root = Path(dest_root)
     pins = read_pins()
     target = dest_root / pins.install_name
-    if is_complete(target, pins):
-        return binary_paths(target)
-    with build_lock(dest_root, progress):
-        if not is_complete(target, pins):  # another process may have finished it meanwhile
-            _remove_leftovers(dest_root)
-            build(pins, dest_root, progress)
+    build_once(
+        lambda: is_complete(target, pins),
+        dest_root,
+        (".partial-*", ".stale-*"),
+        lambda: build(pins, dest_root, progress),
+        progress,
+    )
     return binary_paths(target)
 
 

@@ -40,7 +40,7 @@ from tfmw.devcluster.build import (
     STAMP_NAME,
     KubeBuildError,
     Progress,
-    build_lock,
+    build_once,
     cgo_disabled,
     declared_vars,
     format_duration,
@@ -49,9 +49,9 @@ from tfmw.devcluster.build import (
     gomod_digest,
     module_download,
     parse_gomod,
-    publish,
     run_go,
     semver_parts,
+    staged_install,
     x_flags,
 )
 
@@ -216,11 +216,6 @@ def _find_go(pins: CorednsPins) -> tuple[str, str]:
     return go, reported
 
 
-def _remove_leftovers(work_dir: Path) -> None:
-    for leftover in list(work_dir.glob("partial-*")) + list(work_dir.glob("stale-*")):
-        shutil.rmtree(leftover, ignore_errors=True)
-
-
 def _compile(go: str, pins: CorednsPins, output: Path, log: Path, progress: Progress) -> None:
     info = module_download(go, COREDNS_GOMOD, [COREDNS_MODULE], log)[COREDNS_MODULE]
     declared = declared_vars(go, COREDNS_GOMOD, [VERSION_PACKAGE], log)[VERSION_PACKAGE]
@@ -250,22 +245,17 @@ def build(pins: CorednsPins, dest_root: Path, progress: Progress) -> Path:
     go, reported = _find_go(pins)
     work_dir = dest_root / WORK_DIR_NAME
     target = dest_root / pins.install_name
-    partial = work_dir / f"partial-{os.getpid()}"
     log = dest_root / LOG_NAME
     log.write_text(f"coredns build {pins.coredns} ({', '.join(pins.plugins)}) with {reported}\n")
-    (partial / "bin").mkdir(parents=True)
     started = time.monotonic()
-    try:
+    partial, stale = work_dir / f"partial-{os.getpid()}", work_dir / f"stale-{os.getpid()}"
+    changed = "the CoreDNS go.mod/go.sum/main.go"
+    with staged_install(target, partial, stale, pinned_files(), pins.gomod_sha256, changed) as staged:
         with cgo_disabled():
-            _compile(go, pins, binary_path(partial), log, progress)
-        verify_binary(binary_path(partial), pins)
-        if gomod_digest(pinned_files()) != pins.gomod_sha256:
-            raise KubeBuildError("the CoreDNS go.mod/go.sum/main.go changed during the build; run it again")
-        size = binary_path(partial).stat().st_size
-        (partial / STAMP_NAME).write_text(json.dumps(stamp_record(pins, size), indent=2) + "\n")
-        publish(partial, target, work_dir / f"stale-{os.getpid()}")
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
+            _compile(go, pins, binary_path(staged), log, progress)
+        verify_binary(binary_path(staged), pins)
+        size = binary_path(staged).stat().st_size
+        (staged / STAMP_NAME).write_text(json.dumps(stamp_record(pins, size), indent=2) + "\n")
     progress(
         f"kube: coredns {pins.coredns} installed in {target}/bin "
         f"(total {format_duration(time.monotonic() - started)}, {size / 2**20:.0f} MiB)"
@@ -282,13 +272,13 @@ def ensure_coredns(dest_root: Path = DEFAULT_DEST, progress: Progress = print) -
     dest_root = Path(dest_root)
     pins = read_pins()
     target = dest_root / pins.install_name
-    if is_complete(target, pins):
-        return binary_path(target)
-    work_dir = dest_root / WORK_DIR_NAME
-    with build_lock(work_dir, progress):
-        if not is_complete(target, pins):  # another process may have finished it meanwhile
-            _remove_leftovers(work_dir)
-            build(pins, dest_root, progress)
+    build_once(
+        lambda: is_complete(target, pins),
+        dest_root / WORK_DIR_NAME,
+        ("partial-*", "stale-*"),
+        lambda: build(pins, dest_root, progress),
+        progress,
+    )
     return binary_path(target)
 
 

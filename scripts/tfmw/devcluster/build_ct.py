@@ -15,10 +15,8 @@ Usage: python -m tfmw.devcluster.build_ct [--dest DIR]   (prints the install dir
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from tfmw.devcluster import onebinary
-from tfmw.devcluster.build import DEFAULT_DEST, Progress
 
 CT = onebinary.OneBinary(
     name="ct",
@@ -32,10 +30,5 @@ CT = onebinary.OneBinary(
 )
 
 
-def ensure_ct(dest_root: Path = DEFAULT_DEST, progress: Progress = print) -> Path:
-    """The install directory of the pinned ct (bin/ct, etc/); built on first use."""
-    return onebinary.ensure(CT, dest_root, progress)
-
-
 if __name__ == "__main__":
-    sys.exit(onebinary.main_for(CT, ensure_ct, None, __doc__))
+    sys.exit(onebinary.main_for([CT], None, __doc__))

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 from tfmw.devcluster import onebinary
-from tfmw.devcluster.build import DEFAULT_DEST, Progress
 
 KUEUE = onebinary.OneBinary(
     name="kueue",
@@ -32,22 +31,10 @@ KUEUE = onebinary.OneBinary(
 )
 
 
-def read_pins() -> onebinary.Pins:
-    return onebinary.read_pins(KUEUE)
-
-
-def binary_path(install_dir: Path) -> Path:
-    return onebinary.binary_path(KUEUE, install_dir)
-
-
 def chart_path(install_dir: Path) -> Path:
+    """Kueue's Helm chart in an install directory of onebinary.ensure(KUEUE)."""
     return install_dir / "chart"
 
 
-def ensure_kueue(dest_root: Path = DEFAULT_DEST, progress: Progress = print) -> Path:
-    """The install directory of the pinned Kueue (bin/manager, chart/); built on first use."""
-    return onebinary.ensure(KUEUE, dest_root, progress)
-
-
 if __name__ == "__main__":
-    sys.exit(onebinary.main_for(KUEUE, ensure_kueue, None, __doc__))
+    sys.exit(onebinary.main_for([KUEUE], None, __doc__))

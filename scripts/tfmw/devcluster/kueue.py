@@ -33,10 +33,10 @@ import time
 import yaml
 
 from tfmw.chart.helmkit import HelmFailed, ToolError, run_helm
-from tfmw.devcluster import controlplane, images
+from tfmw.devcluster import controlplane, images, onebinary
 from tfmw.devcluster.addoncli import addon_main
 from tfmw.devcluster.build import KubeBuildError
-from tfmw.devcluster.build_kueue import binary_path, chart_path, ensure_kueue, read_pins
+from tfmw.devcluster.build_kueue import KUEUE, chart_path
 from tfmw.k8s.api import Api, ApiError
 
 NAMESPACE = "kueue-system"
@@ -58,7 +58,7 @@ class KueueError(Exception):
 
 
 def image_ref() -> str:
-    return f"tfmw.local/kueue:{read_pins().version}"
+    return f"tfmw.local/kueue:{onebinary.read_pins(KUEUE).version}"
 
 
 def manager_config() -> str:
@@ -167,12 +167,12 @@ def install(state: controlplane.ClusterState, say=print) -> None:
     answers its webhooks), then the queueing objects. Idempotent."""
     started = time.monotonic()
     try:
-        kueue_dir = ensure_kueue(progress=say)
+        kueue_dir = onebinary.ensure(KUEUE, progress=say)
     except KubeBuildError as err:
         raise KueueError(str(err)) from None
     ref = image_ref()
     archive = images.one_binary_archive(
-        ref, binary_path(kueue_dir), "/manager", [], "65532:65532", controlplane.IMAGE_CACHE, "kueue"
+        ref, onebinary.binary_path(KUEUE, kueue_dir), "/manager", [], "65532:65532", controlplane.IMAGE_CACHE, "kueue"
     )
     controlplane.load_images(state, [archive], say=say)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=state.dir) as values:
@@ -198,7 +198,7 @@ def install(state: controlplane.ClusterState, say=print) -> None:
     for path, obj in queue_objects():
         api.create_or_keep(path, obj)
     say(
-        f"kueue: {read_pins().version} installed in {NAMESPACE} ({time.monotonic() - started:.0f}s); "
+        f"kueue: {onebinary.read_pins(KUEUE).version} installed in {NAMESPACE} ({time.monotonic() - started:.0f}s); "
         f"ClusterQueue {CLUSTER_QUEUE}, quota {', '.join(f'{k} {v}' for k, v in QUOTA.items())}; "
         f"label a namespace {'='.join(next(iter(MANAGED_LABEL.items())))} and give it LocalQueue {LOCAL_QUEUE}"
     )

@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +36,7 @@ from tfmw.devcluster.build import (
     STAMP_NAME,
     KubeBuildError,
     Progress,
-    build_lock,
+    build_once,
     cgo_disabled,
     declared_vars,
     format_duration,
@@ -45,9 +45,9 @@ from tfmw.devcluster.build import (
     gomod_digest,
     module_download,
     parse_gomod,
-    publish,
     run_go,
     semver_parts,
+    staged_install,
     x_flags,
 )
 
@@ -165,12 +165,12 @@ def build(spec: OneBinary, pins: Pins, dest_root: Path, progress: Progress) -> P
     go = _find_go(spec, pins)
     work_dir = dest_root / f".{spec.name}-build"
     target = dest_root / install_name(spec, pins)
-    partial = work_dir / f"partial-{os.getpid()}"
     log = dest_root / f"{spec.name}-build.log"
     log.write_text(f"{spec.name} build {pins.version}\n")
-    (partial / "bin").mkdir(parents=True)
     started = time.monotonic()
-    try:
+    partial, stale = work_dir / f"partial-{os.getpid()}", work_dir / f"stale-{os.getpid()}"
+    changed = f"the {spec.name} go.mod/go.sum/tools.go"
+    with staged_install(target, partial, stale, spec.pinned_files(), pins.gomod_sha256, changed):
         with cgo_disabled():
             info = module_download(go, spec.gomod, [spec.module], log)[spec.module]
             declared = (
@@ -200,13 +200,8 @@ def build(spec: OneBinary, pins: Pins, dest_root: Path, progress: Progress) -> P
             shutil.copytree(Path(info["Dir"]) / source, partial / dest)
             for path in [partial / dest, *(partial / dest).rglob("*")]:  # the module cache is read-only
                 path.chmod(0o755 if path.is_dir() else 0o644)
-        if gomod_digest(spec.pinned_files()) != pins.gomod_sha256:
-            raise KubeBuildError(f"the {spec.name} go.mod/go.sum/tools.go changed during the build; run it again")
         size = binary_path(spec, partial).stat().st_size
         (partial / STAMP_NAME).write_text(json.dumps(stamp_record(spec, pins, size), indent=2) + "\n")
-        publish(partial, target, work_dir / f"stale-{os.getpid()}")
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
     progress(
         f"kube: {spec.name} {pins.version} installed in {target} (total {format_duration(time.monotonic() - started)})"
     )
@@ -218,26 +213,28 @@ def ensure(spec: OneBinary, dest_root: Path = DEFAULT_DEST, progress: Progress =
     dest_root = Path(dest_root)
     pins = read_pins(spec)
     target = dest_root / install_name(spec, pins)
-    if is_complete(spec, target, pins):
-        return target
-    work_dir = dest_root / f".{spec.name}-build"
-    with build_lock(work_dir, progress):
-        if not is_complete(spec, target, pins):
-            for leftover in list(work_dir.glob("partial-*")) + list(work_dir.glob("stale-*")):
-                shutil.rmtree(leftover, ignore_errors=True)
-            build(spec, pins, dest_root, progress)
+    build_once(
+        lambda: is_complete(spec, target, pins),
+        dest_root / f".{spec.name}-build",
+        ("partial-*", "stale-*"),
+        lambda: build(spec, pins, dest_root, progress),
+        progress,
+    )
     return target
 
 
-def main_for(spec: OneBinary, ensure_fn: Callable[..., Path], argv: list[str] | None, doc: str) -> int:
-    """`python -m tfmw.devcluster.build_<name> [--dest DIR]`: prints the install directory."""
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+def main_for(
+    specs: Sequence[OneBinary], argv: list[str] | None, doc: str, prog: str | None = None, name: str = "kube"
+) -> int:
+    """`python -m <module> [--dest DIR]`: each of `specs` built when needed, its install
+    directory printed (the progress on stderr); a failed build is one line, `<name>: ...`."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
     parser.add_argument("--dest", type=Path, default=DEFAULT_DEST, help="root of the install directories")
     args = parser.parse_args(argv)
     try:
-        path = ensure_fn(args.dest, lambda line: print(line, file=sys.stderr, flush=True))
+        for spec in specs:
+            print(ensure(spec, args.dest, lambda line: print(line, file=sys.stderr, flush=True)))
     except KubeBuildError as err:
-        print(f"kube: {err}", file=sys.stderr)
+        print(f"{name}: {err}", file=sys.stderr)
         return 1
-    print(path)
     return 0

@@ -14,12 +14,11 @@ Usage: python -m tfmw.peers.builds [--dest DIR]   (prints both install directori
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from tfmw.devcluster import onebinary
-from tfmw.devcluster.build import DEFAULT_DEST, KubeBuildError, Progress
+from tfmw.devcluster.build import DEFAULT_DEST, Progress
 
 TRAINING_OPERATOR = onebinary.OneBinary(
     name="training-operator",
@@ -56,16 +55,7 @@ def ensure(spec: onebinary.OneBinary, dest_root: Path = DEFAULT_DEST, progress: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfmw.peers.builds", description=__doc__.splitlines()[0])
-    parser.add_argument("--dest", type=Path, default=DEFAULT_DEST, help="root of the install directories")
-    args = parser.parse_args(argv)
-    try:
-        for spec in PEERS.values():
-            print(ensure(spec, args.dest, lambda line: print(line, file=sys.stderr, flush=True)))
-    except KubeBuildError as err:
-        print(f"peers: {err}", file=sys.stderr)
-        return 1
-    return 0
+    return onebinary.main_for(list(PEERS.values()), argv, __doc__, prog="python -m tfmw.peers.builds", name="peers")
 
 
 if __name__ == "__main__":

@@ -362,3 +362,55 @@ def test_cli_print_path_prints_only_the_path():
     assert result.returncode == 0, result.stderr
     path = Path(result.stdout.strip())
     assert result.stdout.count("\n") == 1 and path.name == "kube-apiserver" and path.is_file()
+
+
+# ---------------------------------------------------------------- one build at a time, published whole
+
+
+def _pinned(tmp_path: Path) -> tuple[tuple[Path, ...], str]:
+    (tmp_path / "go.mod").write_text("module x\n\ngo 1.22\n")
+    files = (tmp_path / "go.mod",)
+    return files, build.gomod_digest(files)
+
+
+def test_a_staged_build_is_published_whole_over_the_old_install(tmp_path):
+    pinned, digest = _pinned(tmp_path)
+    target = tmp_path / "x-1"
+    (target / "bin").mkdir(parents=True)
+    (target / "bin" / "old").write_text("old")
+    with build.staged_install(target, tmp_path / "partial", tmp_path / "stale", pinned, digest, "x") as staged:
+        assert staged == tmp_path / "partial" and (staged / "bin").is_dir()
+        (staged / "bin" / "new").write_text("new")
+    assert sorted(p.name for p in (target / "bin").iterdir()) == ["new"]
+    assert not (tmp_path / "partial").exists() and not (tmp_path / "stale").exists()
+
+
+@pytest.mark.parametrize("how", ["the build failed", "the pinned files changed"])
+def test_a_staged_build_that_fails_leaves_the_old_install_and_nothing_else(tmp_path, how):
+    pinned, digest = _pinned(tmp_path)
+    target = tmp_path / "x-1"
+    target.mkdir()
+    with pytest.raises(KubeBuildError) as err:
+        with build.staged_install(target, tmp_path / "partial", tmp_path / "stale", pinned, digest, "the x go.mod"):
+            if how == "the build failed":
+                raise KubeBuildError("go build failed")
+            pinned[0].write_text("module x\n\ngo 1.23\n")
+    expected = "go build failed" if how == "the build failed" else "the x go.mod changed during the build; run it again"
+    assert str(err.value) == expected
+    assert target.is_dir() and not (tmp_path / "partial").exists()
+
+
+def test_a_build_runs_once_under_its_lock_after_clearing_a_broken_ones_leftovers(tmp_path):
+    work = tmp_path / "work"
+    (work / "partial-1").mkdir(parents=True)
+    (work / "stale-2").mkdir()
+    (work / "keep").mkdir()
+    built = []
+
+    def build_it():
+        assert sorted(p.name for p in work.iterdir()) == [".lock", "keep"]
+        built.append(1)
+
+    build.build_once(lambda: bool(built), work, ("partial-*", "stale-*"), build_it, progress=lambda line: None)
+    build.build_once(lambda: bool(built), work, ("partial-*", "stale-*"), build_it, progress=lambda line: None)
+    assert built == [1]

@@ -20,7 +20,7 @@ GO_VERSION_M = """/x/manager: go1.26.8
 
 
 def test_the_pin_is_read_from_the_wrapper_module():
-    pins = build_kueue.read_pins()
+    pins = onebinary.read_pins(build_kueue.KUEUE)
     assert (
         pins.version.startswith("v0.")
         and onebinary.install_name(build_kueue.KUEUE, pins) == f"kueue-{pins.version[1:]}"
@@ -40,14 +40,14 @@ def test_a_binary_of_another_module_is_refused_naming_what_it_holds(version):
 
 
 def test_an_install_whose_stamp_differs_is_rebuilt(tmp_path):
-    spec, pins = build_kueue.KUEUE, build_kueue.read_pins()
+    spec, pins = build_kueue.KUEUE, onebinary.read_pins(build_kueue.KUEUE)
     target = tmp_path / onebinary.install_name(spec, pins)
     assert not onebinary.is_complete(spec, target, pins)  # nothing there
     (target / "bin").mkdir(parents=True)
     (target / "chart").mkdir()
     (target / "chart" / "Chart.yaml").write_text("name: kueue\n")
-    build_kueue.binary_path(target).write_bytes(b"x" * 10)
-    build_kueue.binary_path(target).chmod(0o755)
+    onebinary.binary_path(build_kueue.KUEUE, target).write_bytes(b"x" * 10)
+    onebinary.binary_path(build_kueue.KUEUE, target).chmod(0o755)
     (target / "stamp.json").write_text(json.dumps(onebinary.stamp_record(spec, pins, 10)))
     assert onebinary.is_complete(spec, target, pins)
     other = onebinary.Pins("v0.19.1", pins.go_required, pins.gomod_sha256)
