@@ -1,7 +1,9 @@
-"""The command line of an add-on installed on a running `make cluster` (Kueue:
-`python -m tfmw.devcluster.kueue`; the peers' controllers: `python -m tfmw.peers.install`):
+"""The command line of an add-on of a running `make cluster`: the registry and Prometheus
+(`python -m tfmw.devcluster.registry|prometheus start|stop`), Kueue (`python -m
+tfmw.devcluster.kueue install|uninstall`) and the peers' controllers (`python -m
+tfmw.peers.install install|uninstall tfjob|jobset`):
 
-    python -m <module> install|uninstall [<its own arguments>] [--state DIR]
+    python -m <module> <verb> [<its own arguments>] [--state DIR]
 
 No running cluster at --state is one line and exit 1, as is any error the add-on names.
 """
@@ -15,31 +17,31 @@ from pathlib import Path
 
 from tfmw.devcluster import controlplane
 
-ACTIONS = ("install", "uninstall")
-
 
 def addon_main(
     argv: list[str] | None,
     name: str,
-    prog: str,
-    description: str,
-    act: Callable[[controlplane.ClusterState, argparse.Namespace], None],
+    doc: str,
+    verbs: dict[str, Callable[..., object]],
     errors: tuple[type[BaseException], ...],
-    add_arguments: Callable[[argparse.ArgumentParser], None] = lambda parser: None,
+    prog: str | None = None,
+    add_arguments: Callable[[argparse.ArgumentParser], object] = lambda parser: None,
 ) -> int:
-    """Parse `argv` (the action, the add-on's own arguments, --state) and run act(state, args) on
-    the running cluster; `errors` are said on one line, `<name>: error: ...`."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("action", choices=ACTIONS)
+    """Parse `argv` (the verb, the add-on's own arguments, --state) and run
+    verbs[verb](state, <its own arguments, by name>) on the running cluster; `errors` are said
+    on one line, `<name>: error: ...`. `prog`: python -m tfmw.devcluster.<name> unless given."""
+    parser = argparse.ArgumentParser(prog=prog or f"python -m tfmw.devcluster.{name}", description=doc.split("\n\n")[0])
+    parser.add_argument("verb", choices=tuple(verbs))
     add_arguments(parser)
     parser.add_argument("--state", type=Path, default=controlplane.DEFAULT_STATE)
-    args = parser.parse_args(argv)
-    state = controlplane.running_cluster(args.state)
+    args = vars(parser.parse_args(argv))
+    verb, directory = args.pop("verb"), args.pop("state")
+    state = controlplane.running_cluster(directory)
     if state is None:
-        print(f"{name}: error: no running cluster at {args.state} (start one with make cluster)", file=sys.stderr)
+        print(f"{name}: error: no running cluster at {directory} (start one with make cluster)", file=sys.stderr)
         return 1
     try:
-        act(state, args)
+        verbs[verb](state, **args)
     except errors as err:
         print(f"{name}: error: {err}", file=sys.stderr)
         return 1

@@ -185,29 +185,6 @@ def is_ours(pid: int, created: float | None) -> bool:
     return created is not None and started_at(pid) == created
 
 
-def addon_main(
-    name: str, verbs: dict[str, Callable[[ClusterState], object]], errors: tuple, argv: list[str] | None, doc: str
-) -> int:
-    """`python -m tfmw.devcluster.<name> <verb> [--state DIR]` for an add-on of the running cluster
-    (the registry, Prometheus): one line and exit 2 without a cluster, exit 1 on `errors`."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog=f"python -m tfmw.devcluster.{name}", description=doc.split("\n\n")[0])
-    parser.add_argument("verb", choices=tuple(verbs))
-    parser.add_argument("--state", type=Path, default=DEFAULT_STATE)
-    args = parser.parse_args(argv)
-    state = ClusterState.load(args.state)
-    if state is None:
-        print(f"{name}: no cluster running in {args.state}: make cluster first", file=sys.stderr)
-        return 2
-    try:
-        verbs[args.verb](state)
-    except errors as err:
-        print(f"{name}: {err}", file=sys.stderr)
-        return 1
-    return 0
-
-
 def stop_pid(pid: int, created: float | None, grace: float) -> bool:
     """SIGTERM, wait up to `grace`, SIGKILL. Returns whether the process was ours and alive."""
     if not is_ours(pid, created):

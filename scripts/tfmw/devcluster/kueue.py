@@ -236,14 +236,9 @@ def uninstall(state: controlplane.ClusterState, timeout: float = 120) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return addon_main(
-        argv,
-        "kueue",
-        "python -m tfmw.devcluster.kueue",
-        __doc__.split("\n\n")[0],
-        lambda state, args: install(state) if args.action == "install" else uninstall(state),
-        (KueueError, ApiError, images.ImageArchiveError, subprocess.TimeoutExpired),
-    )
+    verbs = {"install": install, "uninstall": uninstall}
+    errors = (KueueError, ApiError, images.ImageArchiveError, subprocess.TimeoutExpired)
+    return addon_main(argv, "kueue", __doc__, verbs, errors)
 
 
 if __name__ == "__main__":

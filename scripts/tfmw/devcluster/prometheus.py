@@ -34,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from tfmw.devcluster import controlplane
+from tfmw.devcluster.addoncli import addon_main
 
 BINARY = "prometheus"
 INTERVAL = "5s"  # scrape and rule evaluation: the tests wait for a few
@@ -212,7 +213,7 @@ def stop(state: controlplane.ClusterState) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     verbs = {"start": start, "stop": stop, "discover": discover}
-    return controlplane.addon_main("prometheus", verbs, (PrometheusError,), argv, __doc__)
+    return addon_main(argv, "prometheus", __doc__, verbs, (PrometheusError,))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfmw.devcluster import controlplane, nodes, pki
+from tfmw.devcluster.addoncli import addon_main
 
 PORT = 5000
 USER = "tfmw"
@@ -156,7 +157,7 @@ def stop(state: controlplane.ClusterState) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     verbs = {"start": start, "stop": stop}
-    return controlplane.addon_main("registry", verbs, (RegistryError, subprocess.CalledProcessError), argv, __doc__)
+    return addon_main(argv, "registry", __doc__, verbs, (RegistryError, subprocess.CalledProcessError))
 
 
 if __name__ == "__main__":

@@ -236,17 +236,18 @@ def uninstall(state: controlplane.ClusterState, peer: Peer, timeout: float = 180
 
 
 def main(argv: list[str] | None = None) -> int:
-    def act(state: controlplane.ClusterState, args) -> None:
-        peer = PEERS[args.peer]
-        install(state, peer) if args.action == "install" else uninstall(state, peer)
-
+    verbs = {
+        "install": lambda state, peer: install(state, PEERS[peer]),
+        "uninstall": lambda state, peer: uninstall(state, PEERS[peer]),
+    }
+    errors = (PeerError, KubeBuildError, ApiError, images.ImageArchiveError, subprocess.TimeoutExpired)
     return addon_main(
         argv,
         "peers",
-        "python -m tfmw.peers.install",
-        __doc__.split("\n\n")[0],
-        act,
-        (PeerError, KubeBuildError, ApiError, images.ImageArchiveError, subprocess.TimeoutExpired),
+        __doc__,
+        verbs,
+        errors,
+        prog="python -m tfmw.peers.install",
         add_arguments=lambda parser: parser.add_argument("peer", choices=sorted(PEERS)),
     )
 

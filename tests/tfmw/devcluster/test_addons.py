@@ -11,9 +11,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
-from tfmw.devcluster import prometheus, registry
+from tfmw.devcluster import addoncli, prometheus, registry
 
 
 def pod(name: str, phase: str = "Running", ip: str | None = "198.19.17.5", **annotations) -> dict:
@@ -62,3 +63,26 @@ def test_the_nodes_trust_the_registry_by_its_ca_and_pull_with_the_secret():
     }
     auths = json.loads(found["stringData"][".dockerconfigjson"])["auths"]["198.19.0.1:5000"]
     assert base64.b64decode(auths["auth"]).decode() == "tfmw:s3cret"
+
+
+@pytest.mark.parametrize("addon", ["registry", "prometheus"])
+def test_an_addon_on_no_running_cluster_is_refused_in_one_line(addon, tmp_path, capsys):
+    module = {"registry": registry, "prometheus": prometheus}[addon]
+    assert module.main(["stop", "--state", str(tmp_path)]) == 1
+    assert (
+        capsys.readouterr().err == f"{addon}: error: no running cluster at {tmp_path} (start one with make cluster)\n"
+    )
+
+
+def test_an_addons_verb_runs_on_the_running_cluster_and_its_errors_are_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(addoncli.controlplane, "running_cluster", lambda directory: f"state of {directory.name}")
+    done = []
+    monkeypatch.setattr(registry, "stop", done.append)
+    assert registry.main(["stop", "--state", str(tmp_path / "s")]) == 0 and done == ["state of s"]
+
+    def refused(state):
+        raise registry.RegistryError(f"cannot start on {state}")
+
+    monkeypatch.setattr(registry, "start", refused)
+    assert registry.main(["start", "--state", str(tmp_path / "s")]) == 1
+    assert capsys.readouterr().err == "registry: error: cannot start on state of s\n"
