@@ -636,14 +636,40 @@ def ensure_binaries(dest_root: Path = DEFAULT_DEST, progress: Progress = print) 
     return binary_paths(target)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def dest_parser(doc: str, prog: str | None = None) -> argparse.ArgumentParser:
+    """The command line of a pinned build: its --dest, the root of its install directories."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
     parser.add_argument(
         "--dest",
         type=Path,
         default=DEFAULT_DEST,
         help="root of the versioned install directories (default: .tools/kube)",
     )
+    return parser
+
+
+def print_installs(
+    argv: list[str] | None,
+    doc: str,
+    ensures: Iterable[Callable[[Path, Progress], Path]],
+    prog: str | None = None,
+    name: str = "kube",
+) -> int:
+    """`python -m <module> [--dest DIR]`: each of `ensures` (dest_root, progress) -> what it
+    installed, built when needed, printed; stdout carries only those paths (the progress goes
+    to stderr). A failed build is one line, `<name>: ...`, and exit 1."""
+    args = dest_parser(doc, prog).parse_args(argv)
+    try:
+        for ensure in ensures:
+            print(ensure(args.dest, lambda line: print(line, file=sys.stderr, flush=True)))
+    except KubeBuildError as err:
+        print(f"{name}: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = dest_parser(__doc__)
     parser.add_argument(
         "--print-path", metavar="NAME", help=f"print only the path of one binary ({', '.join(BINARIES)})"
     )

@@ -20,7 +20,6 @@ Usage: python -m tfmw.devcluster.build_coredns [--dest DIR]   (prints the binary
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -49,6 +48,7 @@ from tfmw.devcluster.build import (
     gomod_digest,
     module_download,
     parse_gomod,
+    print_installs,
     run_go,
     semver_parts,
     staged_install,
@@ -283,25 +283,7 @@ def ensure_coredns(dest_root: Path = DEFAULT_DEST, progress: Progress = print) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--dest",
-        type=Path,
-        default=DEFAULT_DEST,
-        help="root of the versioned install directories (default: .tools/kube)",
-    )
-    args = parser.parse_args(argv)
-
-    def progress(line: str) -> None:  # stdout carries only the path
-        print(line, file=sys.stderr, flush=True)
-
-    try:
-        path = ensure_coredns(args.dest, progress)
-    except KubeBuildError as err:
-        print(f"kube: {err}", file=sys.stderr)
-        return 1
-    print(path)
-    return 0
+    return print_installs(argv, __doc__, [ensure_coredns])
 
 
 if __name__ == "__main__":

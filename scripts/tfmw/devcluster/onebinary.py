@@ -18,12 +18,11 @@ Go. Its lock, temporary directories and log are its own (<dest>/.<name>-build/,
 
 from __future__ import annotations
 
-import argparse
+import functools
 import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from tfmw.devcluster.build import (
     gomod_digest,
     module_download,
     parse_gomod,
+    print_installs,
     run_go,
     semver_parts,
     staged_install,
@@ -227,14 +227,5 @@ def main_for(
     specs: Sequence[OneBinary], argv: list[str] | None, doc: str, prog: str | None = None, name: str = "kube"
 ) -> int:
     """`python -m <module> [--dest DIR]`: each of `specs` built when needed, its install
-    directory printed (the progress on stderr); a failed build is one line, `<name>: ...`."""
-    parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
-    parser.add_argument("--dest", type=Path, default=DEFAULT_DEST, help="root of the install directories")
-    args = parser.parse_args(argv)
-    try:
-        for spec in specs:
-            print(ensure(spec, args.dest, lambda line: print(line, file=sys.stderr, flush=True)))
-    except KubeBuildError as err:
-        print(f"{name}: {err}", file=sys.stderr)
-        return 1
-    return 0
+    directory printed (build.print_installs)."""
+    return print_installs(argv, doc, [functools.partial(ensure, spec) for spec in specs], prog, name)
