@@ -175,11 +175,11 @@ def go_version_tuple(version: str) -> tuple[int, ...]:
     return int(match[1]), int(match[2]), int(match[3] or 0)
 
 
-def check_go_version(reported: str, required: str) -> None:
+def check_go_version(reported: str, required: str, what: str = "the control plane") -> None:
     """Refuse a toolchain older than a go.mod's go directive (GOTOOLCHAIN=local: no auto-download)."""
     if go_version_tuple(reported) < go_version_tuple(required):
         raise KubeBuildError(
-            f"Go {required} or newer is needed to build the control plane; `go` on PATH is "
+            f"Go {required} or newer is needed to build {what}; `go` on PATH is "
             f"{reported.strip()} (install a newer Go from https://go.dev/dl/)"
         )
 
@@ -358,14 +358,15 @@ def go_env() -> dict[str, str]:
     return env
 
 
-def find_go(pins: Pins) -> str:
+def find_go(required: str, what: str, cwd: Path = REPO) -> tuple[str, str]:
+    """`go` on PATH and the version it reports, when it is `required` (a go directive) or newer:
+    building `what` needs it. KubeBuildError, one line, otherwise."""
     go = shutil.which("go")
     if not go:
-        raise KubeBuildError(
-            f"`go` is not on PATH: building etcd and the Kubernetes control plane needs "
-            f"Go {pins.go_required} or newer (https://go.dev/dl/)"
-        )
-    return go
+        raise KubeBuildError(f"`go` is not on PATH: building {what} needs Go {required} or newer (https://go.dev/dl/)")
+    reported = run_go(go, ["env", "GOVERSION"], cwd, "asking `go` for its version").strip()
+    check_go_version(reported, required, what)
+    return go, reported
 
 
 def run_go(go: str, args: list[str], cwd: Path, what: str, log: Path | None = None) -> str:
@@ -531,9 +532,7 @@ def staged_install(
 
 def build(pins: Pins, dest_root: Path, progress: Progress) -> Path:
     """Build all four binaries into a temporary directory beside the target, then rename it in."""
-    go = find_go(pins)
-    reported = run_go(go, ["env", "GOVERSION"], REPO, "asking `go` for its version").strip()
-    check_go_version(reported, pins.go_required)
+    go, reported = find_go(pins.go_required, "etcd and the Kubernetes control plane")
     target = dest_root / pins.install_name
     log = dest_root / "build.log"
     log.write_text(f"kube build {pins.kubernetes} etcd {pins.etcd} with {reported}\n")

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -35,21 +34,19 @@ from tfmw.devcluster.build import (
     DEFAULT_DEST,
     GO_BUILD_FLAGS,
     GOMOD_DIR,
-    REPO,
     STAMP_NAME,
     KubeBuildError,
     Progress,
     build_once,
     cgo_disabled,
     declared_vars,
+    find_go,
     format_duration,
     go_build,
-    go_version_tuple,
     gomod_digest,
     module_download,
     parse_gomod,
     print_installs,
-    run_go,
     semver_parts,
     staged_install,
     x_flags,
@@ -201,21 +198,6 @@ def verify_binary(path: Path, pins: CorednsPins) -> None:
 # ---------------------------------------------------------------- the build
 
 
-def _find_go(pins: CorednsPins) -> tuple[str, str]:
-    go = shutil.which("go")
-    if not go:
-        raise KubeBuildError(
-            f"`go` is not on PATH: building CoreDNS needs Go {pins.go_required} or newer (https://go.dev/dl/)"
-        )
-    reported = run_go(go, ["env", "GOVERSION"], REPO, "asking `go` for its version").strip()
-    if go_version_tuple(reported) < go_version_tuple(pins.go_required):
-        raise KubeBuildError(
-            f"Go {pins.go_required} or newer is needed to build CoreDNS; `go` on PATH "
-            f"is {reported} (install a newer Go from https://go.dev/dl/)"
-        )
-    return go, reported
-
-
 def _compile(go: str, pins: CorednsPins, output: Path, log: Path, progress: Progress) -> None:
     info = module_download(go, COREDNS_GOMOD, [COREDNS_MODULE], log)[COREDNS_MODULE]
     declared = declared_vars(go, COREDNS_GOMOD, [VERSION_PACKAGE], log)[VERSION_PACKAGE]
@@ -242,7 +224,7 @@ def _compile(go: str, pins: CorednsPins, output: Path, log: Path, progress: Prog
 
 def build(pins: CorednsPins, dest_root: Path, progress: Progress) -> Path:
     """Build into a temporary directory beside the target, check it, then rename it in."""
-    go, reported = _find_go(pins)
+    go, reported = find_go(pins.go_required, "CoreDNS")
     work_dir = dest_root / WORK_DIR_NAME
     target = dest_root / pins.install_name
     log = dest_root / LOG_NAME

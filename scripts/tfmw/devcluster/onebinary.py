@@ -38,14 +38,13 @@ from tfmw.devcluster.build import (
     build_once,
     cgo_disabled,
     declared_vars,
+    find_go,
     format_duration,
     go_build,
-    go_version_tuple,
     gomod_digest,
     module_download,
     parse_gomod,
     print_installs,
-    run_go,
     semver_parts,
     staged_install,
     x_flags,
@@ -148,21 +147,9 @@ def check_embedded_module(spec: OneBinary, output: str, version: str) -> None:
         )
 
 
-def _find_go(spec: OneBinary, pins: Pins) -> str:
-    go = shutil.which("go")
-    if not go:
-        raise KubeBuildError(f"`go` is not on PATH: building {spec.name} needs Go {pins.go_required} or newer")
-    reported = run_go(go, ["env", "GOVERSION"], spec.gomod, "asking `go` for its version").strip()
-    if go_version_tuple(reported) < go_version_tuple(pins.go_required):
-        raise KubeBuildError(
-            f"Go {pins.go_required} or newer is needed to build {spec.name}; `go` on PATH is {reported}"
-        )
-    return go
-
-
 def build(spec: OneBinary, pins: Pins, dest_root: Path, progress: Progress) -> Path:
     """Build into a temporary directory beside the target, check it, then rename it in."""
-    go = _find_go(spec, pins)
+    go, _ = find_go(pins.go_required, spec.name, spec.gomod)
     work_dir = dest_root / f".{spec.name}-build"
     target = dest_root / install_name(spec, pins)
     log = dest_root / f"{spec.name}-build.log"
