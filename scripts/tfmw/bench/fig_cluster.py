@@ -17,7 +17,7 @@ built once beforehand and not timed), what issue 19's "Speed and budget" asks:
   Running (the API polled every 0.1 s), and the time from `helm install` starting to the
   chief's first training step (`tfmw progress step=1/..`, its log polled through the API
   server every 0.1 s);
-- in the same round, `make local` (`python -m tfmw.localrun.run`, the same values and --set
+- in the same round, `make local` (`python -m tfmw.localrun`, the same values and --set
   items) from process start to the first step, figure 2's machinery (`time_to_first_step`);
 - in the same round, a fault pair from the fault harness (scripts/tfmw/faults/), the same steps,
   checkpoint interval and fault step for both: on the cluster `delete-worker` (the worker pod

@@ -254,7 +254,7 @@ def measure_local_round(runs_dir, round_index: int, log=print) -> float:
     command = [
         PY,
         "-m",
-        "tfmw.localrun.run",
+        "tfmw.localrun",
         "--runs-dir",
         str(runs_dir),
         "--release",

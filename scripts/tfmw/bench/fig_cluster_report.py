@@ -76,7 +76,7 @@ def section(s, table_rows, headers, load: str) -> str:
             "`make local` does not enforce; the `cnn` model, synthetic data; shared storage: a claim from the "
             "cluster's StorageClass, a folder for `make local`) and `--set training.config.steps=10 "
             "training.config.logEverySteps=1 training.config.checkpoint.everySteps=10 training.runId=<fresh>`, "
-            "the same for `make local` (`python -m tfmw.localrun.run --fresh`, network namespaces). Per round: "
+            "the same for `make local` (`python -m tfmw.localrun --fresh`, network namespaces). Per round: "
             "one `helm install` (no --wait) in a fresh namespace, pods and the chief's log polled through the "
             "API server every 0.1 s, then the namespace deleted and its pods gone; one `make local` run from "
             "process start to its first `tfmw progress step=1/..` line; then a fault pair from the fault "
