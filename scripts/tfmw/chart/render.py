@@ -33,7 +33,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,6 +87,23 @@ def check_overlay(path: Path) -> None:
         return
 
 
+def _in_quotes(char: str, quote: str, word: list[str]) -> str:
+    """One character inside `quote`s: the closing quote ends them, any other joins the word.
+    The quote still open after it ("" once closed)."""
+    if char == quote:
+        return ""
+    word.append(char)
+    return quote
+
+
+def _escape_pair(backslash: str, chars: Iterator[str], arg: str) -> list[str]:
+    """A backslash and the character after it, both kept as typed (helm reads the escape)."""
+    escaped = next(chars, None)
+    if escaped is None:
+        raise ToolError(f"bad --set '{arg}': it ends in a lone backslash (expected key=value ...)")
+    return [backslash, escaped]
+
+
 def _split_words(arg: str) -> list[str]:
     """Split on whitespace outside quotes. Quotes group (and are removed) like a shell's, but
     every backslash is kept (outside single quotes, with the character after it, which it
@@ -99,21 +116,12 @@ def _split_words(arg: str) -> list[str]:
     chars = iter(arg)
     for char in chars:
         if quote == "'":  # single quotes: everything literal up to the next one
-            if char == quote:
-                quote = ""
-            else:
-                word.append(char)
+            quote = _in_quotes(char, quote, word)
         elif char == "\\":
-            escaped = next(chars, None)
-            if escaped is None:
-                raise ToolError(f"bad --set '{arg}': it ends in a lone backslash (expected key=value ...)")
-            word += [char, escaped]
+            word += _escape_pair(char, chars, arg)
             in_word = True
         elif quote:
-            if char == quote:
-                quote = ""
-            else:
-                word.append(char)
+            quote = _in_quotes(char, quote, word)
         elif char in "'\"":
             quote, in_word = char, True
         elif char.isspace():

@@ -147,6 +147,21 @@ def test_set_keeps_backslashes_for_helms_own_parser():
         render.split_sets("a='x")
 
 
+def test_a_backslash_is_kept_with_the_character_after_it():
+    chars = iter(",y")
+    assert render._escape_pair("\\", chars, "a=x\\,y") == ["\\", ","]
+    assert next(chars) == "y"
+    with pytest.raises(ToolError, match="lone backslash"):
+        render._escape_pair("\\", iter(""), "a=x\\")
+
+
+def test_inside_quotes_only_the_closing_quote_ends_them():
+    word: list[str] = []
+    assert render._in_quotes("x", '"', word) == '"' and word == ["x"]
+    assert render._in_quotes("'", '"', word) == '"' and word == ["x", "'"]
+    assert render._in_quotes('"', '"', word) == "" and word == ["x", "'"]
+
+
 @pytest.mark.parametrize("item", ["a=x\\", "a=x\\,y", "b=it's", "c=two words", "l.example\\.com/t=ml"])
 def test_a_shell_quoted_item_comes_back_as_typed(item):
     """tests/e2e/cluster quote each item with shlex.quote: single quotes keep everything literal."""
