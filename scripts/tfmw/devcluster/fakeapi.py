@@ -196,68 +196,81 @@ class FakeAPI:
         ns = re.escape(self.namespace)
         path, _, query = request.path.partition("?")
         if request.method == "GET" and path == f"/api/v1/namespaces/{self.namespace}/pods":
-            selector = dict(parse_qsl(query)).get("labelSelector", "")
-            wanted = dict(term.split("=", 1) for term in selector.split(",") if term)
-            items = [
-                pod
-                for pod in self.pods.values()
-                if all(((pod.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in wanted.items())
-            ]
-            return 200, {"kind": "PodList", "items": items}
+            return self._list_pods(query)
         m = re.fullmatch(rf"/api/v1/namespaces/{ns}/configmaps/([-a-z0-9.]+)", request.path)
         if m:
-            name = m.group(1)
-            if name not in self.configmaps:
-                return 404, {"kind": "Status", "code": 404, "message": f'configmaps "{name}" not found'}
-            cm = self.configmaps[name]
-            if request.method == "PATCH":
-                if request.content_type != "application/merge-patch+json":
-                    return 415, {"kind": "Status", "code": 415, "message": "unsupported media type"}
-                wanted = (request.body.get("metadata") or {}).get("resourceVersion")
-                if wanted is not None and wanted != str(cm["rv"]):
-                    return 409, {"kind": "Status", "code": 409, "message": "the object has been modified"}
-                for key, value in request.body.get("data", {}).items():
-                    if value is None:
-                        cm["data"].pop(key, None)
-                    else:
-                        assert isinstance(value, str), (key, value)
-                        cm["data"][key] = value
-                cm["rv"] += 1
-                request.applied = True
-            return 200, {
-                "kind": "ConfigMap",
-                "metadata": {"name": name, "namespace": self.namespace, "resourceVersion": str(cm["rv"])},
-                "data": dict(cm["data"]),
-            }
+            return self._configmap(request, m.group(1))
         m = re.fullmatch(rf"/apis/apps/v1/namespaces/{ns}/statefulsets/([-a-z0-9]+)/scale", request.path)
         if m:
-            name = m.group(1)
-            if name not in self.replicas:
-                return 404, {"kind": "Status", "code": 404, "message": f'statefulsets.apps "{name}" not found'}
-            if request.method == "PATCH":
-                self.replicas[name] = request.body["spec"]["replicas"]
-            return 200, {
-                "kind": "Scale",
-                "apiVersion": "autoscaling/v1",
-                "metadata": {"name": name, "namespace": self.namespace, "uid": self.uid},
-                # as the API server answers: a replicas of 0 is left out (omitempty)
-                "spec": {"replicas": self.replicas[name]} if self.replicas[name] else {},
-            }
+            return self._scale(request, m.group(1))
         m = re.fullmatch(rf"/api/v1/namespaces/{ns}/pods/([-a-z0-9.]+)", request.path)
         if m and request.method in ("GET", "DELETE"):
-            name = m.group(1)
-            if name not in self.pods:
-                return 404, {"kind": "Status", "code": 404, "message": f'pods "{name}" not found'}
-            pod = self.pods[name]
-            if request.method == "DELETE":
-                wanted = ((request.body or {}).get("preconditions") or {}).get("uid")
-                if wanted is not None and wanted != pod.get("metadata", {}).get("uid"):
-                    return 409, {"kind": "Status", "code": 409, "message": "Precondition failed: UID in precondition"}
-                self.deleted_pods.append((name, (request.body or {}).get("gracePeriodSeconds")))
-                del self.pods[name]
-                request.applied = True
-            return 200, pod
+            return self._pod(request, m.group(1))
         if request.method == "POST" and request.path == f"/api/v1/namespaces/{self.namespace}/events":
             self.events.append(request.body)
             return 201, request.body
         return 404, {"kind": "Status", "code": 404, "message": f"no route {request.method} {request.path}"}
+
+    def _list_pods(self, query: str):
+        """GET pods: those whose labels match the labelSelector's `k=v` terms."""
+        selector = dict(parse_qsl(query)).get("labelSelector", "")
+        wanted = dict(term.split("=", 1) for term in selector.split(",") if term)
+        items = [
+            pod
+            for pod in self.pods.values()
+            if all(((pod.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in wanted.items())
+        ]
+        return 200, {"kind": "PodList", "items": items}
+
+    def _configmap(self, request: Request, name: str):
+        """GET a ConfigMap, or merge-PATCH its data (with an optional resourceVersion precondition)."""
+        if name not in self.configmaps:
+            return 404, {"kind": "Status", "code": 404, "message": f'configmaps "{name}" not found'}
+        cm = self.configmaps[name]
+        if request.method == "PATCH":
+            if request.content_type != "application/merge-patch+json":
+                return 415, {"kind": "Status", "code": 415, "message": "unsupported media type"}
+            wanted = (request.body.get("metadata") or {}).get("resourceVersion")
+            if wanted is not None and wanted != str(cm["rv"]):
+                return 409, {"kind": "Status", "code": 409, "message": "the object has been modified"}
+            for key, value in request.body.get("data", {}).items():
+                if value is None:
+                    cm["data"].pop(key, None)
+                else:
+                    assert isinstance(value, str), (key, value)
+                    cm["data"][key] = value
+            cm["rv"] += 1
+            request.applied = True
+        return 200, {
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": self.namespace, "resourceVersion": str(cm["rv"])},
+            "data": dict(cm["data"]),
+        }
+
+    def _scale(self, request: Request, name: str):
+        """GET or PATCH a StatefulSet's scale subresource."""
+        if name not in self.replicas:
+            return 404, {"kind": "Status", "code": 404, "message": f'statefulsets.apps "{name}" not found'}
+        if request.method == "PATCH":
+            self.replicas[name] = request.body["spec"]["replicas"]
+        return 200, {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {"name": name, "namespace": self.namespace, "uid": self.uid},
+            # as the API server answers: a replicas of 0 is left out (omitempty)
+            "spec": {"replicas": self.replicas[name]} if self.replicas[name] else {},
+        }
+
+    def _pod(self, request: Request, name: str):
+        """GET a pod, or DELETE it (with an optional uid precondition)."""
+        if name not in self.pods:
+            return 404, {"kind": "Status", "code": 404, "message": f'pods "{name}" not found'}
+        pod = self.pods[name]
+        if request.method == "DELETE":
+            wanted = ((request.body or {}).get("preconditions") or {}).get("uid")
+            if wanted is not None and wanted != pod.get("metadata", {}).get("uid"):
+                return 409, {"kind": "Status", "code": 409, "message": "Precondition failed: UID in precondition"}
+            self.deleted_pods.append((name, (request.body or {}).get("gracePeriodSeconds")))
+            del self.pods[name]
+            request.applied = True
+        return 200, pod
