@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,38 +81,76 @@ def _exec_form(text: str, instruction: str) -> list[str]:
     return value
 
 
+def _arg(parsed: Dockerfile, rest: str) -> None:
+    name, sep, default = rest.partition("=")
+    if sep or name not in parsed.args:  # a bare re-declaration keeps the default
+        parsed.args[name] = default if sep else None
+
+
+def _from(parsed: Dockerfile, rest: str) -> None:
+    parsed.from_images.append(rest.split()[0])
+
+
+def _env(parsed: Dockerfile, rest: str) -> None:
+    name, _, legacy_value = rest.partition(" ")
+    if "=" not in name:  # the legacy form `ENV <key> <value with spaces>`
+        parsed.env[name] = legacy_value.strip()
+    else:
+        parsed.env.update(_key_values(rest))
+
+
+def _label(parsed: Dockerfile, rest: str) -> None:
+    parsed.labels.update(_key_values(rest))
+
+
+def _user(parsed: Dockerfile, rest: str) -> None:
+    parsed.user = rest
+
+
+def _workdir(parsed: Dockerfile, rest: str) -> None:
+    parsed.workdir = rest
+
+
+def _entrypoint(parsed: Dockerfile, rest: str) -> None:
+    parsed.entrypoint = _exec_form(rest, "ENTRYPOINT")
+
+
+def _cmd(parsed: Dockerfile, rest: str) -> None:
+    parsed.cmd = _exec_form(rest, "CMD")
+
+
+def _copy(parsed: Dockerfile, rest: str) -> None:
+    words = [w for w in shlex.split(rest) if not w.startswith("--")]
+    parsed.copy_sources.extend(words[:-1])
+
+
+def _run(parsed: Dockerfile, rest: str) -> None:
+    parsed.run_commands.append(rest)
+
+
+# What each instruction other tools check records; any other instruction is skipped.
+_INSTRUCTIONS: dict[str, Callable[[Dockerfile, str], None]] = {
+    "ARG": _arg,
+    "FROM": _from,
+    "ENV": _env,
+    "LABEL": _label,
+    "USER": _user,
+    "WORKDIR": _workdir,
+    "ENTRYPOINT": _entrypoint,
+    "CMD": _cmd,
+    "COPY": _copy,
+    "ADD": _copy,
+    "RUN": _run,
+}
+
+
 def parse_dockerfile(text: str) -> Dockerfile:
     parsed = Dockerfile()
     for line in logical_lines(text):
         instruction, _, rest = line.partition(" ")
-        instruction, rest = instruction.upper(), rest.strip()
-        if instruction == "ARG":
-            name, sep, default = rest.partition("=")
-            if sep or name not in parsed.args:  # a bare re-declaration keeps the default
-                parsed.args[name] = default if sep else None
-        elif instruction == "FROM":
-            parsed.from_images.append(rest.split()[0])
-        elif instruction == "ENV":
-            name, _, legacy_value = rest.partition(" ")
-            if "=" not in name:  # the legacy form `ENV <key> <value with spaces>`
-                parsed.env[name] = legacy_value.strip()
-            else:
-                parsed.env.update(_key_values(rest))
-        elif instruction == "LABEL":
-            parsed.labels.update(_key_values(rest))
-        elif instruction == "USER":
-            parsed.user = rest
-        elif instruction == "WORKDIR":
-            parsed.workdir = rest
-        elif instruction == "ENTRYPOINT":
-            parsed.entrypoint = _exec_form(rest, "ENTRYPOINT")
-        elif instruction == "CMD":
-            parsed.cmd = _exec_form(rest, "CMD")
-        elif instruction in ("COPY", "ADD"):
-            words = [w for w in shlex.split(rest) if not w.startswith("--")]
-            parsed.copy_sources.extend(words[:-1])
-        elif instruction == "RUN":
-            parsed.run_commands.append(rest)
+        record = _INSTRUCTIONS.get(instruction.upper())
+        if record is not None:
+            record(parsed, rest.strip())
     return parsed
 
 

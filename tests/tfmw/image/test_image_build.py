@@ -334,6 +334,27 @@ def test_parser_joins_continuations_and_skips_comments_inside_them():
     assert parsed.entrypoint == ["python", "-m", "entrypoint"] and parsed.cmd == ["run"]
 
 
+def test_parser_records_each_instruction_it_knows_and_skips_the_rest():
+    parsed = parse_dockerfile(
+        textwrap.dedent("""\
+        from base
+        label a=1 "b"="two words"
+        ENV LEGACY value with spaces
+        WORKDIR /app
+        COPY --chown=1000 src/ pyproject.toml /app/
+        ADD extra.tar /opt/
+        EXPOSE 8080
+        HEALTHCHECK NONE
+        """)
+    )
+    assert parsed.from_images == ["base"]
+    assert parsed.labels == {"a": "1", "b": "two words"}
+    assert parsed.env == {"LEGACY": "value with spaces"}
+    assert parsed.workdir == "/app"
+    assert parsed.copy_sources == ["src/", "pyproject.toml", "extra.tar"]
+    assert parsed.run_commands == [] and parsed.user is None and parsed.entrypoint is None
+
+
 def test_parser_refuses_shell_form_entrypoint():
     with pytest.raises(ImageError, match="ENTRYPOINT must be a JSON array"):
         parse_dockerfile("FROM x\nENTRYPOINT python -m entrypoint\n")
