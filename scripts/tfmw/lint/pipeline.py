@@ -359,6 +359,19 @@ def run_checks(layout: Layout, selected: set[str], report: Callable[[Result], No
     for stale in layout.build_dir.glob("*.yaml"):
         stale.unlink()  # only this run's manifests are scanned
 
+    manifests = _overlay_checks(layout, selected, overlays, emit)
+    _once_checks(layout, selected, manifests, emit)
+    for check in CHECKS:
+        if check not in selected:
+            emit(Result(check, "SKIP", "left out by --skip/--only"))
+    return results
+
+
+def _overlay_checks(
+    layout: Layout, selected: set[str], overlays: list[Overlay], emit: Callable[[Result], None]
+) -> list[Path]:
+    """helm-lint and validate of every overlay, in parallel; the manifests rendered for the
+    newest target Kubernetes version (what checkov scans)."""
     helms = [(layout.helm, helmkit.helm_version(layout.helm)), (layout.helm3, helmkit.helm_version(layout.helm3))]
     # helm and the validators are mostly process start-up: two threads keep 2 cores busy.
     with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as pool:
@@ -383,21 +396,22 @@ def run_checks(layout: Layout, selected: set[str], report: Callable[[Result], No
             # A render failure is reported even when only checkov runs: it scans less then.
             if "validate" in selected or len(rendered) < len(KUBERNETES_VERSIONS):
                 emit(result)
-    if "hadolint" in selected:
-        emit(timed("hadolint", lambda: hadolint(layout)))
-    if "yamllint" in selected:
-        emit(timed("yamllint", lambda: yamllint(layout)))
-    if "ruff" in selected:
-        for result in ruff(layout):
-            emit(result)
-    if "ct-lint" in selected:
-        emit(timed("ct-lint", lambda: ct_lint(layout)))
-    if "checkov" in selected:
-        emit(timed("checkov", lambda: checkov(manifests)))
-    for check in CHECKS:
-        if check not in selected:
-            emit(Result(check, "SKIP", "left out by --skip/--only"))
-    return results
+    return manifests
+
+
+def _once_checks(layout: Layout, selected: set[str], manifests: list[Path], emit: Callable[[Result], None]) -> None:
+    """The checks that run once, one after another in this order, after the per-overlay ones."""
+    once: dict[str, Callable[[], list[Result]]] = {
+        "hadolint": lambda: [timed("hadolint", lambda: hadolint(layout))],
+        "yamllint": lambda: [timed("yamllint", lambda: yamllint(layout))],
+        "ruff": lambda: ruff(layout),
+        "ct-lint": lambda: [timed("ct-lint", lambda: ct_lint(layout))],
+        "checkov": lambda: [timed("checkov", lambda: checkov(manifests))],
+    }
+    for check, run in once.items():
+        if check in selected:
+            for result in run():
+                emit(result)
 
 
 def _timed_render(layout: Layout, overlay: Overlay) -> tuple[Result, list[Path]]:
