@@ -157,39 +157,13 @@ class LocalCluster:
     def _kubelet(self, state: PodProcess) -> None:
         backoff = 1.0
         while not self._stopping.is_set():
-            with self._lock:
-                if self._stopping.is_set():
-                    return
-                try:
-                    state.proc = self._spawn(state)
-                except (OSError, TypeError, ValueError) as err:  # a pod that cannot start fails the run
-                    cannot_start = err
-                else:
-                    cannot_start = None
-            if cannot_start is not None:  # said outside the lock, which _emit takes too
-                self._cannot_start(state, cannot_start)
+            if not self._start(state):
                 return
             if state.starts > 1:
                 self._emit(state, f"(local kubelet) container restarted, start #{state.starts}")
             started = time.monotonic()
-            for raw in iter(state.proc.stdout.readline, b""):
-                self._emit(state, raw.decode(errors="replace").rstrip("\n"))
-            code = state.proc.wait()
-            with self._changed:
-                state.exits.append(code)
-                self._changed.notify_all()
-            if self._stopping.is_set():
-                return
-            if code == EXIT_OK and state.pod.restart_policy != "Always":
-                with self._changed:  # a Job's pod (the evaluator) that succeeded: its end
-                    state.completed = True
-                    self._changed.notify_all()
-                return
-            if code in FATAL_EXIT:
-                with self._changed:
-                    if state.failure is None:
-                        state.failure = PodFailure(state.pod.name, code)
-                    self._changed.notify_all()
+            code = self._follow(state)
+            if self._stopping.is_set() or self._ended(state, code):
                 return
             self._emit(
                 state,
@@ -201,6 +175,46 @@ class LocalCluster:
             if self._stopping.wait(backoff):
                 return
             backoff = min(backoff * 2, self.max_backoff)
+
+    def _start(self, state: PodProcess) -> bool:
+        """Start the pod's container, unless shutting down; False: it is not running (and the
+        pod's thread ends)."""
+        with self._lock:
+            if self._stopping.is_set():
+                return False
+            try:
+                state.proc = self._spawn(state)
+            except (OSError, TypeError, ValueError) as err:  # a pod that cannot start fails the run
+                cannot_start = err
+            else:
+                return True
+        self._cannot_start(state, cannot_start)  # said outside the lock, which _emit takes too
+        return False
+
+    def _follow(self, state: PodProcess) -> int:
+        """Print the container's output until it exits; its exit code, recorded."""
+        for raw in iter(state.proc.stdout.readline, b""):
+            self._emit(state, raw.decode(errors="replace").rstrip("\n"))
+        code = state.proc.wait()
+        with self._changed:
+            state.exits.append(code)
+            self._changed.notify_all()
+        return code
+
+    def _ended(self, state: PodProcess, code: int) -> bool:
+        """Whether the container's exit `code` ends the pod (recorded) rather than restarting it."""
+        if code == EXIT_OK and state.pod.restart_policy != "Always":
+            with self._changed:  # a Job's pod (the evaluator) that succeeded: its end
+                state.completed = True
+                self._changed.notify_all()
+            return True
+        if code in FATAL_EXIT:
+            with self._changed:
+                if state.failure is None:
+                    state.failure = PodFailure(state.pod.name, code)
+                self._changed.notify_all()
+            return True
+        return False
 
     def _cannot_start(self, state: PodProcess, err: Exception) -> None:
         """The container could not be started at all: the pod fails with why, so the run ends
