@@ -193,13 +193,14 @@ def parse_manifests(text: str) -> list[dict]:
 HELM_CANCEL_SECONDS = 120.0  # a cancelled helm operation's time to clean up (its rollback)
 
 
-def pyhelm3_command(helm: str, kube_context: str | None = None):
+def pyhelm3_command(helm: str, kube_context: str | None = None, kubeconfig: Path | None = None):
     """pyhelm3's helm runner, with its per-failure warning silenced (every failure here becomes
     one ToolError line, so its log line would only say the same thing twice), and helm run
     without a shell in between: pyhelm3 starts `sh -c helm ...` and, cancelled, signals the
     shell, which dies and leaves helm running to its own --timeout. Here a cancelled run sends
     SIGTERM to helm itself, which cancels its operation as on Ctrl-C (a release being installed
-    is marked failed and, with rollback on failure, rolled back), and waits for it."""
+    is marked failed and, with rollback on failure, rolled back), and waits for it.
+    `kubeconfig`: helm's --kubeconfig (None: the kubeconfig in use, $KUBECONFIG or ~/.kube/config)."""
     import asyncio
     import logging
     import signal
@@ -211,6 +212,8 @@ def pyhelm3_command(helm: str, kube_context: str | None = None):
     class Command(pyhelm3.Command):
         async def run(self, command: list, input: bytes | None = None) -> bytes:
             argv = [self._executable, *(str(part) for part in command)]
+            if self._kubeconfig:
+                argv += ["--kubeconfig", str(self._kubeconfig)]
             if self._kubecontext:
                 argv += ["--kube-context", self._kubecontext]
             proc = await asyncio.create_subprocess_exec(
@@ -235,7 +238,7 @@ def pyhelm3_command(helm: str, kube_context: str | None = None):
                 return stdout
             raise helm_error_class(stderr_text(stderr))(proc.returncode, stdout, stderr)
 
-    return Command(executable=helm, kubecontext=kube_context)
+    return Command(executable=helm, kubeconfig=kubeconfig, kubecontext=kube_context)
 
 
 def helm_error_class(stderr: str):

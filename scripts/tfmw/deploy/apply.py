@@ -102,9 +102,10 @@ def show_dry_run(rel: Release, rendered: render.Rendered, helm: str, options: up
     """Offline: show the helm command deploy would run (helm's own --dry-run needs a cluster)."""
     major = helmkit.helm_major(helm)
     helm_args = upgrade.upgrade_args(rel, options, major)
-    context = ["--kube-context", rel.kube_context] if rel.kube_context else []
+    where = ["--kubeconfig", str(rel.kubeconfig)] if rel.kubeconfig else []
+    where += ["--kube-context", rel.kube_context] if rel.kube_context else []
     say(f"dry run (no cluster contacted): helm {major} would run, with the values below on stdin:")
-    say("  " + shlex.join([helm, *helm_args, *context]))
+    say("  " + shlex.join([helm, *helm_args, *where]))
     say(json.dumps(rendered.user_values, indent=2, sort_keys=True))
     return 0
 
@@ -122,7 +123,7 @@ def diff(rel: Release, rendering: Rendering) -> int:
 
     old = asyncio.run(recorded())
     if old is None:
-        missing = namespace_missing(rel.namespace, rel.kube_context)
+        missing = namespace_missing(rel.namespace, rel.kube_context, rel.kubeconfig_env)
         say(
             f"{missing}; deploy would create it and:"
             if missing
@@ -141,7 +142,7 @@ def diff(rel: Release, rendering: Rendering) -> int:
 
 def kueue_through_zero(rel: Release, rendered: render.Rendered, helm: str) -> str | None:
     """Why this upgrade must go through zero under Kueue (tfmw.deploy.kueue_update), or None."""
-    client = api_or_none(rel.kube_context)
+    client = api_or_none(rel.kube_context, rel.kubeconfig_env)
     if client is None:
         return None
     workers = observe.workers_of(rendered.objects, rel.namespace)
@@ -173,7 +174,7 @@ def remove_statefulset_at_zero(
     so that the upgrade creates it anew and Kueue admits a new Workload of the new size and shape.
     Only the StatefulSet goes: the run's status, its storage and the release stay."""
     workers = observe.workers_of(rendered.objects, rel.namespace)
-    client = api(rel.kube_context)
+    client = api(rel.kube_context, rel.kubeconfig_env)
     path = ns_path(workers.namespace, "statefulsets", workers.name, group="apps/v1")
     say(
         f"under Kueue {reason} cannot change on a running StatefulSet: going through 0 workers "

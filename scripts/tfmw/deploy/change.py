@@ -97,7 +97,7 @@ def undeploy(rel: Release, timeout: str = "5m") -> int:
 
         cmd = helm_command(rel, helm)
         if await recorded_status(cmd, rel) is None:
-            missing = namespace_missing(rel.namespace, rel.kube_context)
+            missing = namespace_missing(rel.namespace, rel.kube_context, rel.kubeconfig_env)
             if missing:
                 raise ToolError(
                     f"{missing}: nothing to uninstall; check NAMESPACE= (`kubectl get namespaces` lists them)",
@@ -110,7 +110,7 @@ def undeploy(rel: Release, timeout: str = "5m") -> int:
         try:
             await cmd.run(deploy_helm.uninstall_args(major, rel.name, rel.namespace, timeout=timeout))
         except pyhelm3.errors.Error as exc:
-            raise helm_failure(exc, "helm uninstall", rel.kube_context) from None
+            raise helm_failure(exc, "helm uninstall", rel.kube_context, rel.kubeconfig_env) from None
         say(f"uninstalled release {rel.name} from namespace {rel.namespace}")
         for line in deploy_helm.storage_after_uninstall(objects, rel.namespace):
             say(line)

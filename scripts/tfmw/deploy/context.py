@@ -31,11 +31,12 @@ class InUse:
     server: str
 
 
-def in_use(context: str | None) -> InUse | None:
-    """The context asked for (default: the current one) and its server; None when the kubeconfig
-    cannot be read or has no such context (helm then says why, in its own words)."""
+def in_use(context: str | None, kubeconfig_env: str | None = None) -> InUse | None:
+    """The context asked for (default: the current one) and its server, in the kubeconfig in use
+    (or `kubeconfig_env`'s files); None when it cannot be read or has no such context (helm then
+    says why, in its own words)."""
     try:
-        config = kubeconfig.load()
+        config = kubeconfig.load(kubeconfig_env)
         single = kubeconfig.select(config, context)
     except kubeconfig.KubeconfigError:
         return None

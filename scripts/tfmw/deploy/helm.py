@@ -125,23 +125,24 @@ def is_unreachable(stderr: str) -> bool:
     return bool(_UNREACHABLE.search(stderr))
 
 
-def kube_contexts() -> list[str]:
-    """The context names of the kubeconfig in use, read offline ([] if it cannot be read)."""
+def kube_contexts(kubeconfig_env: str | None = None) -> list[str]:
+    """The context names of the kubeconfig in use (or `kubeconfig_env`'s files), read offline ([] if
+    it cannot be read)."""
     try:
-        return kubeconfig.contexts(kubeconfig.load())
+        return kubeconfig.contexts(kubeconfig.load(kubeconfig_env))
     except kubeconfig.KubeconfigError:
         return []
 
 
-def kube_target(context: str | None = None) -> str:
-    """ "kube context 'X', server Y" for the kubeconfig in use, read offline."""
+def kube_target(context: str | None = None, kubeconfig_env: str | None = None) -> str:
+    """ "kube context 'X', server Y" for the kubeconfig in use (or `kubeconfig_env`'s files), read offline."""
     try:
-        config = kubeconfig.load()
+        config = kubeconfig.load(kubeconfig_env)
     except kubeconfig.KubeconfigError:
         config = None
     if config is not None and (context in config.contexts if context else config.current_context in config.contexts):
         return kubeconfig.describe(kubeconfig.select(config, context))
-    where = kubeconfig.in_use()
+    where = kubeconfig.in_use(kubeconfig_env)
     return f"kube context '{context}', which is not in {where}" if context else f"no current kube context in {where}"
 
 

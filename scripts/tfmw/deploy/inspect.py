@@ -24,7 +24,7 @@ def status(rel: Release) -> int:
     helm = helmkit.find_helm(rel.helm)
     rel, _ = resolve(rel, helm)
     recorded, workers = asyncio.run(workers_of_release(rel, helm))
-    client = api(rel.kube_context)
+    client = api(rel.kube_context, rel.kubeconfig_env)
     sts, status_object = run_objects(client, workers)
     try:
         items = observe.list_pods(client, workers)
@@ -55,7 +55,7 @@ def logs(rel: Release, follow: bool = True, tail: int = -1) -> int:
     helm = helmkit.find_helm(rel.helm)
     rel, _ = resolve(rel, helm)
     _, workers = asyncio.run(workers_of_release(rel, helm))
-    client = api(rel.kube_context)
+    client = api(rel.kube_context, rel.kubeconfig_env)
     try:
         pods = observe.list_pods(client, workers)
     except ApiError as err:

@@ -44,6 +44,12 @@ class Release:
     chart_dir: Path = render.CHART_DIR
     values_dir: Path = render.VALUES_DIR
     any_context: bool = False  # act on the context in use even where the overlay names another
+    kubeconfig: Path | None = None  # None: the kubeconfig in use ($KUBECONFIG or ~/.kube/config)
+
+    @property
+    def kubeconfig_env(self) -> str | None:
+        """Its kubeconfig as tfmw.k8s names one (a KUBECONFIG value; None: the environment's)."""
+        return None if self.kubeconfig is None else str(self.kubeconfig)
 
     def at(self, target: Target) -> Release:
         """This release with the name and namespace of `target` (the overlay's, or the given ones)."""
@@ -63,7 +69,7 @@ def check_context(rel: Release, target: Target, verb: str) -> None:
     """Refuse a deploy or undeploy sent to a cluster its environment is not meant for."""
     deploy_context.check(
         target,
-        deploy_context.in_use(rel.kube_context),
+        deploy_context.in_use(rel.kube_context, rel.kubeconfig_env),
         env_named=rel.env_named,
         any_context=rel.any_context,
         verb=verb,
@@ -73,30 +79,39 @@ def check_context(rel: Release, target: Target, verb: str) -> None:
 # ---------------------------------------------------------------- helm via pyhelm3
 
 
-def cluster_failure(stderr: str, context: str | None) -> ToolError | None:
-    """The kube context is missing or the cluster does not answer: one line naming which, or None."""
-    no_file = deploy_helm.missing_kubeconfig_message(os.environ.get("KUBECONFIG"))
+def _kubeconfig_named(kubeconfig_env: str | None) -> str | None:
+    """The KUBECONFIG value a message names: `kubeconfig_env`, or the environment's."""
+    return os.environ.get("KUBECONFIG") if kubeconfig_env is None else kubeconfig_env
+
+
+def cluster_failure(stderr: str, context: str | None, kubeconfig_env: str | None = None) -> ToolError | None:
+    """The kube context is missing or the cluster does not answer: one line naming which, or None.
+    `kubeconfig_env`: the kubeconfig helm was given (None: the one in use)."""
+    no_file = deploy_helm.missing_kubeconfig_message(_kubeconfig_named(kubeconfig_env))
     if no_file and deploy_helm.is_unreachable(stderr):
         return ToolError(no_file, exit_code=3)
-    missing = deploy_helm.missing_context_message(stderr, deploy_helm.kube_contexts(), kubeconfig.in_use())
+    missing = deploy_helm.missing_context_message(
+        stderr, deploy_helm.kube_contexts(kubeconfig_env), kubeconfig.in_use(kubeconfig_env)
+    )
     if missing:
         return ToolError(missing, exit_code=3)
     if deploy_helm.is_unreachable(stderr):
-        return ToolError(deploy_helm.unreachable_message(stderr, deploy_helm.kube_target(context)), exit_code=3)
+        target = deploy_helm.kube_target(context, kubeconfig_env)
+        return ToolError(deploy_helm.unreachable_message(stderr, target), exit_code=3)
     return None
 
 
-def helm_failure(exc, what: str, context: str | None) -> ToolError:
+def helm_failure(exc, what: str, context: str | None, kubeconfig_env: str | None = None) -> ToolError:
     """Turn a pyhelm3 error into one operator-facing line."""
     stderr = stderr_text(exc.stderr)
-    return cluster_failure(stderr, context) or ToolError(
+    return cluster_failure(stderr, context, kubeconfig_env) or ToolError(
         f"{what} failed: {deploy_helm.helm_error_text(stderr)}", exit_code=4
     )
 
 
 def helm_command(rel: Release, helm: str):
-    """pyhelm3's helm runner at the release's kube context (helmkit.pyhelm3_command)."""
-    return helmkit.pyhelm3_command(helm, rel.kube_context)
+    """pyhelm3's helm runner at the release's kube context, with its kubeconfig (helmkit.pyhelm3_command)."""
+    return helmkit.pyhelm3_command(helm, rel.kube_context, rel.kubeconfig)
 
 
 async def recorded_status(cmd, rel: Release) -> dict | None:
@@ -108,7 +123,7 @@ async def recorded_status(cmd, rel: Release) -> dict | None:
     except pyhelm3.errors.ReleaseNotFoundError:
         return None
     except pyhelm3.errors.Error as exc:
-        raise helm_failure(exc, "helm status", rel.kube_context) from None
+        raise helm_failure(exc, "helm status", rel.kube_context, rel.kubeconfig_env) from None
 
 
 async def recorded_objects(cmd, rel: Release) -> list[dict]:
@@ -118,7 +133,7 @@ async def recorded_objects(cmd, rel: Release) -> list[dict]:
     try:
         return [o for o in await cmd.get_resources(rel.name, namespace=rel.namespace) if o]
     except pyhelm3.errors.Error as exc:
-        raise helm_failure(exc, "helm get manifest", rel.kube_context) from None
+        raise helm_failure(exc, "helm get manifest", rel.kube_context, rel.kubeconfig_env) from None
 
 
 async def recorded_values(cmd, rel: Release) -> dict:
@@ -128,7 +143,7 @@ async def recorded_values(cmd, rel: Release) -> dict:
     try:
         out = await cmd.run(["get", "values", rel.name, "--namespace", rel.namespace, "--output", "json"])
     except pyhelm3.errors.Error as exc:
-        raise helm_failure(exc, "helm get values", rel.kube_context) from None
+        raise helm_failure(exc, "helm get values", rel.kube_context, rel.kubeconfig_env) from None
     values = json.loads(out.decode() or "{}")
     return values if isinstance(values, dict) else {}
 
@@ -141,19 +156,20 @@ def values_now(rel: Release, helm: str) -> dict:
 # ---------------------------------------------------------------- the Kubernetes API (tfmw.k8s)
 
 
-def api(context: str | None) -> Api:
-    """The client for the kubeconfig in use at `context`; one line when there is none."""
+def api(context: str | None, kubeconfig_env: str | None = None) -> Api:
+    """The client for the kubeconfig in use (or `kubeconfig_env`'s files) at `context`; one line
+    when there is none."""
     try:
-        return Api.from_kubeconfig(context)
+        return Api.from_kubeconfig(context, kubeconfig_env=kubeconfig_env)
     except kubeconfig.KubeconfigError as err:
-        no_file = deploy_helm.missing_kubeconfig_message(os.environ.get("KUBECONFIG"))
+        no_file = deploy_helm.missing_kubeconfig_message(_kubeconfig_named(kubeconfig_env))
         raise ToolError(no_file or str(err), exit_code=3) from None
 
 
-def api_or_none(context: str | None) -> Api | None:
+def api_or_none(context: str | None, kubeconfig_env: str | None = None) -> Api | None:
     """The client when the kubeconfig allows one: for what only adds detail to a message."""
     try:
-        return Api.from_kubeconfig(context)
+        return Api.from_kubeconfig(context, kubeconfig_env=kubeconfig_env)
     except kubeconfig.KubeconfigError:
         return None
 
@@ -176,9 +192,9 @@ def not_installed(rel: Release) -> ToolError:
     )
 
 
-def namespace_missing(namespace: str, context: str | None) -> str | None:
+def namespace_missing(namespace: str, context: str | None, kubeconfig_env: str | None = None) -> str | None:
     """'namespace x does not exist on <cluster>' when the API says so (None: it exists, or unknown)."""
-    client = api_or_none(context)
+    client = api_or_none(context, kubeconfig_env)
     if client and observe.namespace_exists(client, namespace) is False:
         return f"namespace {namespace} does not exist on {client.target}"
     return None
@@ -186,7 +202,7 @@ def namespace_missing(namespace: str, context: str | None) -> str | None:
 
 def missing_release(rel: Release) -> ToolError:
     """No such release: say whether the namespace itself is missing (a typo in NAMESPACE=)."""
-    missing = namespace_missing(rel.namespace, rel.kube_context)
+    missing = namespace_missing(rel.namespace, rel.kube_context, rel.kubeconfig_env)
     if missing:
         return ToolError(
             f"{missing}, so release {rel.name} is not there: check NAMESPACE= (`kubectl get namespaces` lists them)",
@@ -235,4 +251,4 @@ def recorded_run(rel: Release, helm: str) -> tuple[observe.Workers, observe.RunR
         return workers, await recorded_values(helm_command(rel, helm), rel)
 
     workers, values = asyncio.run(read())
-    return workers, current_run(api(rel.kube_context), workers), values
+    return workers, current_run(api(rel.kube_context, rel.kubeconfig_env), workers), values

@@ -46,7 +46,7 @@ def is_done(pods_left: bool, record: observe.RunRecord | None) -> bool:
 def wait_until_suspended(rel: Release, workers: observe.Workers, seconds: float) -> observe.RunRecord | None:
     """Until the workers are gone and the chief has recorded Suspended (or `seconds` pass); once
     they are gone, also when there is nothing to record (no run recorded, or it had ended)."""
-    client = api(rel.kube_context)
+    client = api(rel.kube_context, rel.kubeconfig_env)
     deadline, record = time.monotonic() + seconds, None
     while time.monotonic() < deadline:
         record = current_run(client, workers)

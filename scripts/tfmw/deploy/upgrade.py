@@ -162,7 +162,7 @@ async def _helm_failed(exc, attempt: _Attempt) -> ToolError:
     """One line for a failed `helm upgrade --install`: what helm or the API server refused, why
     the workers were not ready (pods, scheduler and controller Events), and what is left."""
     stderr = stderr_text(exc.stderr)
-    cluster = cluster_failure(stderr, attempt.rel.kube_context)
+    cluster = cluster_failure(stderr, attempt.rel.kube_context, attempt.rel.kubeconfig_env)
     if cluster:
         return cluster
     cause = deploy_helm.helm_failure_cause(deploy_helm.helm_error_text(stderr))
@@ -278,7 +278,7 @@ async def _start(rel: Release, rendered: render.Rendered, helm: str, options: Up
     if current:
         deploy_helm.refuse_pending(rel.name, rel.namespace, current)
     workers = observe.workers_of(rendered.objects, rel.namespace)
-    api = api_or_none(rel.kube_context)
+    api = api_or_none(rel.kube_context, rel.kubeconfig_env)
     namespace_created = bool(not current and api and observe.namespace_exists(api, rel.namespace) is False)
     return _Attempt(rel, options, cmd, api, rendered, workers, current, namespace_created)
 
@@ -297,7 +297,7 @@ async def run(
 
     major = helmkit.helm_major(helm)
     attempt = await _start(rel, rendered, helm, options)
-    target = attempt.api.target if attempt.api else deploy_helm.kube_target(rel.kube_context)
+    target = attempt.api.target if attempt.api else deploy_helm.kube_target(rel.kube_context, rel.kubeconfig_env)
     out(_plan_line(attempt, major, target))
 
     started = time.monotonic()
