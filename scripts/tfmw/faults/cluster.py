@@ -418,7 +418,7 @@ class FaultedRun:
     run is installed, how its victim gets the fault, what "ended" means and what is recorded at
     the end, and what is removed after it. The chart's run (ChartRun) and a peer's TFJob or
     JobSet (tfmw.peers.run) are the two. A step that cannot go on raises FaultError (or
-    ApiError): the result's reason."""
+    ApiError, or the checked deploy path's ToolError): the result's reason."""
 
     # No first step within the timeout: stop there and say so. Otherwise the wait for a
     # checkpoint and the fault step gives up later, saying why.
@@ -456,7 +456,7 @@ def faulted_run(run: FaultedRun, fault_after_step: int, own_namespace: bool = Tr
     here, and removed after, when `own_namespace`), the run installed, every pod incarnation's
     log followed, the fault done once the chief has published a checkpoint and passed
     `fault_after_step`, the wait for the run's end, and what happened recorded. A FaultError
-    (or ApiError) on the way is the result's reason; whatever happens, the disruptions held are
+    (or ApiError, or ToolError) on the way is the result's reason; whatever happens, the disruptions held are
     undone, the logs closed and the run removed. Raises FaultError only when the namespace
     cannot be made."""
     kube, result = run.kube, run.result
@@ -477,6 +477,8 @@ def faulted_run(run: FaultedRun, fault_after_step: int, own_namespace: bool = Tr
         run.record(started, fault_time, outcome)
     except (FaultError, ApiError) as err:
         result.reason = str(err)
+    except ToolError as err:  # the checked deploy path's refusal (a suspend's resume): the harness's one line
+        result.reason = str(FaultError(str(err)))
     finally:
         for disruption in run.held:
             disruption.cleanup()
@@ -710,7 +712,7 @@ def inject(
     if scenario in disruptions.DISRUPTIONS:
         try:
             disruption = disruptions.disrupt(kube, scenario, namespace, release, victim, str(CHART))
-        except ApiError as err:
+        except (ApiError, ToolError) as err:
             raise FaultError(f"{scenario} of {victim}: {err}") from None
         held.append(disruption)
         return disruption.fault_time

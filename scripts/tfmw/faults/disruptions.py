@@ -17,14 +17,12 @@ returned, or -> resume asked), so the recovery after it is `seconds_to_resume - 
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from entrypoint.lifecycle import Phase
-from tfmw.chart.helmkit import ToolError
 from tfmw.deploy import suspension
 from tfmw.deploy.release import Release
 from tfmw.deploy.upgrade import Upgrade
@@ -79,7 +77,8 @@ def hog_pod(node: str, cpu_millicores: int, image: str) -> dict:
 
 
 def disrupt(kube, scenario: str, namespace: str, release: str, victim: str, chart: str) -> Disruption:
-    """Do `scenario` to the run; FaultError (from kube) or ApiError when the cluster refuses."""
+    """Do `scenario` to the run; FaultError (from kube) or ApiError when the cluster refuses, a
+    ToolError when the checked deploy path does (suspend)."""
     pod = kube.get(ns_path(namespace, "pods", victim)) or {}
     node = (pod.get("spec") or {}).get("nodeName", "")
     if scenario == "drain-worker":
@@ -155,15 +154,24 @@ def _suspend(kube, namespace: str, release: str, chart: str) -> Disruption:
     """`suspend: true` as `make suspend` does it (tfmw.deploy.suspension: the release's own values,
     its checks, its watch), returned once the workers are gone and the run is recorded Suspended;
     give_back resumes (`suspend: false`) through the same checked upgrade, not waited for: the
-    harness times the hold up to the resume asked."""
-    rel = Release(name=release, namespace=namespace, helm=kube.helm_bin, chart_dir=Path(chart), any_context=True)
+    harness times the hold up to the resume asked. Both talk to the harness's cluster (its
+    kubeconfig, given to the release: helm and the API client read that file). A refusal is the
+    checked path's one-line ToolError, which the harness reports as the run's reason."""
+    rel = Release(
+        name=release,
+        namespace=namespace,
+        helm=kube.helm_bin,
+        chart_dir=Path(chart),
+        any_context=True,
+        kubeconfig=kube.kubeconfig,
+    )
     fault_time = time.monotonic()
-    _checked(kube, lambda: suspension.suspend_and_wait(rel, kube.helm_bin, Upgrade(), out=_quiet))
+    suspension.suspend_and_wait(rel, kube.helm_bin, Upgrade(), out=_quiet)
     resumed = []
 
     def resume() -> None:
         if not resumed:
-            _checked(kube, lambda: suspension.resume(rel, kube.helm_bin, Upgrade(wait=False), report=False, out=_quiet))
+            suspension.resume(rel, kube.helm_bin, Upgrade(wait=False), report=False, out=_quiet)
             resumed.append(True)
 
     return Disruption(fault_time, give_back=resume, cleanup=lambda: None)
@@ -171,21 +179,3 @@ def _suspend(kube, namespace: str, release: str, chart: str) -> Disruption:
 
 def _quiet(line: str) -> None:
     """The checked path's progress lines: the harness reports the run, not the helm steps."""
-
-
-def _checked(kube, step: Callable[[], object]) -> None:
-    """A step of the checked path (tfmw.deploy) against the harness's cluster. It reads the
-    kubeconfig in use, and helm inherits it, so KUBECONFIG names kube's for the step (the
-    harness's own calls name theirs). Its one-line refusal (a ToolError) comes back as an
-    ApiError, which the harness reports as the run's reason, as it does the cluster's."""
-    before = os.environ.get("KUBECONFIG")
-    os.environ["KUBECONFIG"] = str(kube.kubeconfig)
-    try:
-        step()
-    except ToolError as err:
-        raise ApiError(0, str(err)) from None
-    finally:
-        if before is None:
-            os.environ.pop("KUBECONFIG", None)
-        else:
-            os.environ["KUBECONFIG"] = before

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from entrypoint import loglines
+from tfmw.chart.helmkit import ToolError
 from tfmw.faults import cluster as fault_cluster
 from tfmw.faults.analysis import FaultResult
 from tfmw.faults.disruptions import Disruption
@@ -127,6 +128,33 @@ def test_a_run_that_needs_its_first_step_stops_without_one():
     fault_cluster.faulted_run(run, fault_after_step=5)
     assert run.steps == ["install", "clean_up own=True"]
     assert run.result.reason == "no first step within 0.5s" and not run.result.completed
+
+
+def test_a_refusal_of_the_checked_deploy_path_is_the_runs_one_line_reason():
+    """A suspend's resume (tfmw.deploy.suspension) refused: its ToolError's line is the reason."""
+    kube = _Cluster({"w-0": chief_lines(checkpoint_step=4), "w-1": chief_lines(None)})
+    line = "release r is not installed in namespace ns (deploy it with `make deploy ...`)"
+
+    def refused_resume():
+        raise ToolError(line, exit_code=3)
+
+    class _Suspended(_Run):
+        def fault(self):
+            self.steps.append("fault")
+            self.held.append(Disruption(time.monotonic(), refused_resume, self.undone))
+            return time.monotonic()
+
+        def wait_end(self, fault_time):
+            self.steps.append("wait_end")
+            self.held[0].give_back()  # as ChartRun gives the workers back once the run is Suspended
+
+        def undone(self):
+            self.steps.append("disruption undone")
+
+    run = _Suspended(kube)
+    fault_cluster.faulted_run(run, fault_after_step=5)
+    assert run.result.reason == line and not run.result.completed
+    assert run.steps == ["install", "fault", "wait_end", "disruption undone", "clean_up own=True"]
 
 
 def test_a_peers_run_goes_through_the_same_skeleton():
