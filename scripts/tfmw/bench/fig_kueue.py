@@ -295,7 +295,7 @@ def measure(quick: bool, log=print) -> Summary:
             cluster_kit.cluster_down(controlplane, state_dir, log, FIGURE)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return Summary(results, preemption, kueue.read_pins().version)
+    return Summary(results, preemption, kueue.version())
 
 
 # ---------------------------------------------------------------- reporting

@@ -57,8 +57,13 @@ class KueueError(Exception):
     """One line: why Kueue could not be installed."""
 
 
+def version() -> str:
+    """The pinned Kueue release, e.g. v0.19.2."""
+    return onebinary.read_pins(KUEUE).version
+
+
 def image_ref() -> str:
-    return f"tfmw.local/kueue:{onebinary.read_pins(KUEUE).version}"
+    return f"tfmw.local/kueue:{version()}"
 
 
 def manager_config() -> str:
@@ -198,7 +203,7 @@ def install(state: controlplane.ClusterState, say=print) -> None:
     for path, obj in queue_objects():
         api.create_or_keep(path, obj)
     say(
-        f"kueue: {onebinary.read_pins(KUEUE).version} installed in {NAMESPACE} ({time.monotonic() - started:.0f}s); "
+        f"kueue: {version()} installed in {NAMESPACE} ({time.monotonic() - started:.0f}s); "
         f"ClusterQueue {CLUSTER_QUEUE}, quota {', '.join(f'{k} {v}' for k, v in QUOTA.items())}; "
         f"label a namespace {'='.join(next(iter(MANAGED_LABEL.items())))} and give it LocalQueue {LOCAL_QUEUE}"
     )
