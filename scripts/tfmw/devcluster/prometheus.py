@@ -213,7 +213,7 @@ def stop(state: controlplane.ClusterState) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     verbs = {"start": start, "stop": stop, "discover": discover}
-    return addon_main(argv, "prometheus", __doc__, verbs, (PrometheusError,))
+    return addon_main(argv, "prometheus", __doc__, verbs, (PrometheusError,), without_api=("stop",))
 
 
 if __name__ == "__main__":

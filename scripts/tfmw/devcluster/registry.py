@@ -157,7 +157,9 @@ def stop(state: controlplane.ClusterState) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     verbs = {"start": start, "stop": stop}
-    return addon_main(argv, "registry", __doc__, verbs, (RegistryError, subprocess.CalledProcessError))
+    return addon_main(
+        argv, "registry", __doc__, verbs, (RegistryError, subprocess.CalledProcessError), without_api=("stop",)
+    )
 
 
 if __name__ == "__main__":

@@ -77,8 +77,8 @@ def test_an_addon_on_no_running_cluster_is_refused_in_one_line(addon, tmp_path, 
 def test_an_addons_verb_runs_on_the_running_cluster_and_its_errors_are_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(addoncli.controlplane, "running_cluster", lambda directory: f"state of {directory.name}")
     done = []
-    monkeypatch.setattr(registry, "stop", done.append)
-    assert registry.main(["stop", "--state", str(tmp_path / "s")]) == 0 and done == ["state of s"]
+    monkeypatch.setattr(registry, "start", done.append)
+    assert registry.main(["start", "--state", str(tmp_path / "s")]) == 0 and done == ["state of s"]
 
     def refused(state):
         raise registry.RegistryError(f"cannot start on {state}")
@@ -86,3 +86,15 @@ def test_an_addons_verb_runs_on_the_running_cluster_and_its_errors_are_one_line(
     monkeypatch.setattr(registry, "start", refused)
     assert registry.main(["start", "--state", str(tmp_path / "s")]) == 1
     assert capsys.readouterr().err == "registry: error: cannot start on state of s\n"
+
+
+@pytest.mark.parametrize("addon", ["registry", "prometheus"])
+def test_an_addons_stop_runs_on_the_state_of_a_cluster_whose_api_server_is_gone(addon, tmp_path, monkeypatch):
+    """Stopping the add-on's own processes must not need the API server (it may be what died)."""
+    module = {"registry": registry, "prometheus": prometheus}[addon]
+    monkeypatch.setattr(addoncli.controlplane, "running_cluster", lambda directory: None)
+    monkeypatch.setattr(addoncli.controlplane.ClusterState, "load", lambda directory: f"state of {directory.name}")
+    done = []
+    monkeypatch.setattr(module, "stop", done.append)
+    assert module.main(["stop", "--state", str(tmp_path / "s")]) == 0 and done == ["state of s"]
+    assert module.main(["start", "--state", str(tmp_path / "s")]) == 1  # starting needs the running cluster
