@@ -657,3 +657,7 @@ def _push(engine: str, image: str, cert_dir: str | None) -> int:
     else:
         print(f"image: pushed {image}")
     return 0
+
+
+if __name__ == "__main__":  # the command's old spelling: say where it went rather than do nothing
+    sys.exit("python -m tfmw.image.build is now python -m tfmw.image (make image)")

@@ -449,3 +449,7 @@ def make_layout(root: Path, out: Path | None = None) -> Layout:
         helm3=helmkit.find_helm3(),
         build_dir=(out or root / "build" / "lint").resolve(),
     )
+
+
+if __name__ == "__main__":  # the command's old spelling: say where it went rather than do nothing
+    sys.exit("python -m tfmw.lint.pipeline is now python -m tfmw.lint (make lint)")

@@ -193,3 +193,7 @@ def run(args: argparse.Namespace) -> int:
     for line in summary(cluster, result, time.monotonic() - started, run_dir, completed_before):
         print(line, flush=True)
     return result.exit_code
+
+
+if __name__ == "__main__":  # the command's old spelling: say where it went rather than do nothing
+    sys.exit("python -m tfmw.localrun.run is now python -m tfmw.localrun (make local)")
