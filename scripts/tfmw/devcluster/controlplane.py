@@ -45,6 +45,8 @@ from tfmw.iproute import ip_command
 from tfmw.k8s.api import Api, ApiError, Credentials
 
 DEFAULT_STATE = REPO / ".cluster"
+# The node lifecycle controller's grace for a node that stopped answering (ClusterState)
+NODE_MONITOR_GRACE_SECONDS = 40
 # Image archives made for the nodes, and the nodes' containerd roots (their unpacked
 # images): caches, like the builds, kept across clusters.
 IMAGE_CACHE = REPO / ".tools" / "image" / "archives"
@@ -127,6 +129,10 @@ class ClusterState:
     dns_ports: dict[str, int] = field(default_factory=dict)
     started_at: float = 0.0
     ready_seconds: float = 0.0
+    # Seconds a node may stop answering before the node lifecycle controller marks it
+    # unreachable (its pods are then evicted after their toleration): the first part of
+    # every node fault's recovery. The kubelets post their status every 4 s (nodes.kubelet_config).
+    node_monitor_grace_seconds: int = NODE_MONITOR_GRACE_SECONDS
 
     @property
     def dir(self) -> Path:
@@ -275,20 +281,40 @@ def link_exists(name: str) -> bool:
 
 
 def free_slot() -> int:
+    """The first slot no cluster holds now (its bridge absent); claim_slot takes one."""
     for slot in range(SLOTS):
         if not link_exists(slot_network(slot)["bridge"]):
             return slot
-    raise ClusterError(
+    raise _all_slots_taken()
+
+
+def _all_slots_taken() -> ClusterError:
+    return ClusterError(
         f"all {SLOTS} cluster slots are taken (bridges tfmwk0..tfmwk{SLOTS - 1}): "
         "stop a cluster with `make cluster-down`",
         exit_code=3,
     )
 
 
+def claim_slot() -> int:
+    """A slot of this cluster's own, claimed by making its bridge: `ip link add` refuses a
+    bridge that exists, so two clusters starting at once (a test lane's beside the shared one)
+    never take the same slot, nor does one clean up the other's."""
+    for slot in range(SLOTS):
+        bridge = slot_network(slot)["bridge"]
+        if link_exists(bridge) or _ip("link", "add", bridge, "type", "bridge", check=False).returncode != 0:
+            continue  # held, or taken between the look and the claim
+        create_bridge(slot)
+        return slot
+    raise _all_slots_taken()
+
+
 def create_bridge(slot: int) -> None:
+    """The slot's bridge with its address, up (made now unless claim_slot made it)."""
     net = slot_network(slot)
-    _ip("link", "add", net["bridge"], "type", "bridge")
-    _ip("addr", "add", f"{net['address']}/{net['prefix']}", "dev", net["bridge"])
+    if not link_exists(net["bridge"]):
+        _ip("link", "add", net["bridge"], "type", "bridge")
+    _ip("addr", "replace", f"{net['address']}/{net['prefix']}", "dev", net["bridge"])
     _ip("link", "set", net["bridge"], "up")
 
 
@@ -471,7 +497,7 @@ def controller_manager_args(bins: dict, state: ClusterState) -> list[str]:
         "--profiling=false",
         # Pods of a node that stops renewing its lease are evicted after this:
         "--node-monitor-grace-period",
-        "40s",
+        f"{state.node_monitor_grace_seconds}s",
     ]
 
 
@@ -786,17 +812,22 @@ def up(
     api_port: int = 6443,
     timeout: float = 90.0,
     images: list[Path] = (),
+    node_monitor_grace_seconds: int = NODE_MONITOR_GRACE_SECONDS,
 ) -> ClusterState:
     """Start a cluster in `directory` (or report the one running there) with `images`
     (docker-save archives) in every node. Returns its state. The steps, in order: the state
     folder, credentials, etcd and the API server, the nodes (which start while the API server
-    comes up), the cluster's own objects, the controllers, the images, ready."""
+    comes up), the cluster's own objects, the controllers, the images, ready.
+    `node_monitor_grace_seconds`: how long a node may stop answering before it is marked
+    unreachable (ClusterState.node_monitor_grace_seconds)."""
     directory = Path(directory).resolve()
     preflight(nodes, gpus_per_node)
     existing = _running_or_cleared(directory, say)
     if existing is not None:
         return existing
-    start = _new_startup(directory, nodes, gpus_per_node, _binaries(bins, say), say, timeout)
+    start = _new_startup(
+        directory, nodes, gpus_per_node, _binaries(bins, say), say, timeout, node_monitor_grace_seconds
+    )
     try:
         _write_credentials(start, api_port)
         _start_api_server(start)
@@ -834,32 +865,39 @@ def _binaries(bins: dict | None, say) -> dict:
     return {**bins, "containerd": shutil.which("containerd")}  # checked by preflight
 
 
-def _new_startup(directory: Path, nodes: int, gpus_per_node: int, bins: dict, say, timeout: float) -> Startup:
+def _new_startup(
+    directory: Path, nodes: int, gpus_per_node: int, bins: dict, say, timeout: float, node_monitor_grace_seconds: int
+) -> Startup:
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o711)  # the nodes' folders are reached by the containers' users too
-    slot = free_slot()
+    slot = claim_slot()  # its bridge made: the slot is this cluster's
     net = slot_network(slot)
-    state = ClusterState(
-        directory=str(directory),
-        slot=slot,
-        address=net["address"],
-        api_port=0,
-        etcd_port=free_port(),
-        etcd_peer_port=free_port(),
-        nodes=node_names(nodes),
-        gpus_per_node=gpus_per_node,
-        started_at=time.time(),
-        sysctls=nodemod.read_kernel_sysctls(),
-    )
-    state.save()  # from here on, `down` can clean up whatever was made
+    try:
+        state = ClusterState(
+            directory=str(directory),
+            slot=slot,
+            address=net["address"],
+            api_port=0,
+            etcd_port=free_port(),
+            etcd_peer_port=free_port(),
+            nodes=node_names(nodes),
+            gpus_per_node=gpus_per_node,
+            started_at=time.time(),
+            node_monitor_grace_seconds=node_monitor_grace_seconds,
+            sysctls=nodemod.read_kernel_sysctls(),
+        )
+        state.save()  # from here on, `down` can clean up whatever was made
+    except BaseException:
+        delete_bridge(slot)
+        raise
     node_nets = [nodemod.node_net(slot, i) for i in range(1, nodes + 1)]
     return Startup(state=state, bins=bins, say=say, timeout=timeout, net=net, node_nets=node_nets)
 
 
 def _write_credentials(start: Startup, api_port: int) -> None:
-    """The bridge and the API server's port, the cluster's PKI, a kubeconfig per identity."""
+    """The API server's port (on the slot's bridge, claim_slot's), the cluster's PKI, a
+    kubeconfig per identity."""
     state = start.state
-    create_bridge(state.slot)
     for name in nodemod.clear_stale_slot(state.slot):
         start.say(
             f"cluster: cgroup {name} of an earlier cluster still holds processes or could not be removed; left alone"

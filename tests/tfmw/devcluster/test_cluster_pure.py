@@ -8,6 +8,7 @@ import io
 import ipaddress
 import json
 import os
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -478,3 +479,38 @@ def test_an_import_with_no_room_is_refused_before_any_node_imports(tmp_path, mon
         refused.value.exit_code == 3 and "4.0 GB more" in str(refused.value) and "4.5 GB is free" in str(refused.value)
     )
     assert imports == []
+
+
+@pytest.mark.parametrize("grace", [None, 20])
+def test_the_controller_manager_marks_a_silent_node_unreachable_after_the_clusters_grace(tmp_path, grace):
+    """40 s unless the cluster was started with another (the node-loss tests' own cluster: 20 s);
+    kept in the state, so a cluster reports what it was started with."""
+    extra = {} if grace is None else {"node_monitor_grace_seconds": grace}
+    state = controlplane.ClusterState(str(tmp_path), 3, "198.19.48.1", 1, 2, 3, ["node-1"], **extra)
+    bins = {"kube-controller-manager": "/bin/kcm"}
+    args = controlplane.controller_manager_args(bins, state)
+    assert args[args.index("--node-monitor-grace-period") + 1] == f"{grace or 40}s"
+    state.save()
+    assert controlplane.ClusterState.load(tmp_path).node_monitor_grace_seconds == (grace or 40)
+
+
+def test_a_slot_is_claimed_by_making_its_bridge_so_two_clusters_never_share_one(monkeypatch):
+    """Slot 0 is held; slot 1 looks free but another cluster makes its bridge first (`ip link
+    add` refuses): this one takes slot 2, and gives its bridge an address."""
+    made, calls = {"tfmwk0"}, []
+
+    def ip(*args, check=True):
+        calls.append(args)
+        if args[:2] == ("link", "add"):
+            if args[2] == "tfmwk1":
+                made.add("tfmwk1")  # the other cluster, between the look and the claim
+                return subprocess.CompletedProcess(args, 2, "", "RTNETLINK answers: File exists")
+            made.add(args[2])
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(controlplane, "_ip", ip)
+    monkeypatch.setattr(controlplane, "link_exists", lambda name: name in made)
+    assert controlplane.claim_slot() == 2
+    assert ("link", "add", "tfmwk2", "type", "bridge") in calls
+    assert any(c[:2] == ("addr", "replace") and c[-1] == "tfmwk2" for c in calls)
+    assert not any(c[:2] == ("link", "add") and c[2] == "tfmwk0" for c in calls)
