@@ -1,4 +1,4 @@
-"""Shared test fixtures: the repo, a loopback listener."""
+"""Shared test fixtures (the repo, a loopback listener), the suite's order and its two lanes."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from repo import REPO
 from testorder import run_order
 
 from tfmw.chart.helmkit import ToolError, find_helm
+
+# The suite's two lanes (tests/support/lanes.py): its hooks split the run once it is sorted.
+pytest_plugins = ["lanes"]
 
 
 @pytest.fixture(scope="session")

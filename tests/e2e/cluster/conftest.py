@@ -2,7 +2,8 @@
 kube-controller-manager, kube-scheduler, CoreDNS from their pinned Go builds, and two real
 nodes: kubelet, containerd, kube-proxy) running the project's own worker image, built here
 from the Dockerfile when its sources changed; each test works in a namespace of its own and
-leaves nothing running behind it."""
+leaves nothing running behind it. The modules with a cluster of their own (`own_cluster`) run
+beside this one, in the suite's side lane (tests/support/lanes.py), started once it is up."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import shutil
 
 import pytest
 from clusterkit import Cluster, delete_namespace, new_namespace, wait_nodes_fit
+from lanes import finish_side_lane, start_side_lane
 
 from tfmw.devcluster import controlplane
 from tfmw.devcluster.build import ensure_binaries
@@ -30,29 +32,32 @@ def worker_image() -> tuple[str, object]:
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory, worker_image) -> Cluster:
+def cluster(request, tmp_path_factory, worker_image) -> Cluster:
     if os.geteuid() != 0:
         # Nodes run in network and mount namespaces on a bridge: that needs root. CI runs as
         # root, so there this fixture always runs; a non-root developer sees why these did not.
+        start_side_lane(request.config)
         pytest.skip("the local cluster needs root (network and mount namespaces, a bridge)")
     bins = ensure_binaries()
     ref, archive = worker_image
-    state = controlplane.up(
-        tmp_path_factory.mktemp("kube") / "state",
-        nodes=NODES,
-        gpus_per_node=GPUS_PER_NODE,
-        bins=bins,
-        say=print,
-        images=[archive],
-    )
-    _SHARED.append(lambda: _stop(state, tmp_path_factory.getbasetemp() / "kube-logs"))
+    try:
+        state = controlplane.up(
+            tmp_path_factory.mktemp("kube") / "state",
+            nodes=NODES,
+            gpus_per_node=GPUS_PER_NODE,
+            bins=bins,
+            say=print,
+            images=[archive],
+        )
+    finally:
+        # Up (its slot, its image import done) or not: the side lane's tests may start now
+        # (tests/support/lanes.py), their cluster beside this one.
+        start_side_lane(request.config)
     try:
         yield Cluster(state, image=ref)
     finally:
-        stop_shared_cluster()
-
-
-_SHARED: list = []  # how to stop the session's shared cluster, while it runs
+        finish_side_lane(request.config)  # its cluster goes down before this one
+        _stop(state, tmp_path_factory.getbasetemp() / "kube-logs")
 
 
 def _stop(state, logs) -> None:
@@ -60,20 +65,6 @@ def _stop(state, logs) -> None:
     shutil.copytree(state.dir / "logs", logs, dirs_exist_ok=True)
     print(f"cluster logs kept in {logs}")
     controlplane.down(state.dir, say=print)
-
-
-def stop_shared_cluster() -> None:
-    """Stop the session's shared cluster now, if it runs: before a module starts a cluster of
-    its own (marked `own_cluster`, ordered after every test of the shared one), so the two
-    never share the two cores."""
-    while _SHARED:
-        _SHARED.pop()()
-
-
-@pytest.fixture(scope="module")
-def own_cluster_slot():
-    """For a module with a cluster of its own: the shared cluster is stopped first."""
-    stop_shared_cluster()
 
 
 @pytest.fixture

@@ -95,7 +95,25 @@ def _procs_mentioning(text: str) -> list[int]:
     return found
 
 
-def test_cluster_down_after_a_crash_leaves_no_process_mount_or_namespace(cluster, tmp_path):
+@pytest.fixture
+def stale_cgroups():
+    """An empty node cgroup, as a crashed cluster's `down` may leave one, in every slot free now
+    (a node index a one-node cluster never has): which slot the test's cluster takes is known
+    only once it is up, since the suite's side lane (tests/support/lanes.py) may start a cluster
+    meanwhile. Those no cluster cleared are removed after the test."""
+    from tfmw.devcluster import nodes
+
+    free = [slot for slot in range(controlplane.SLOTS) if not controlplane.link_exists(f"tfmwk{slot}")]
+    planted = {slot: f"tfmwk{slot}-n5" for slot in free}
+    for name in planted.values():
+        nodes.make_cgroups(name)
+        assert nodes.leftover_cgroups(name)
+    yield planted
+    for name in planted.values():
+        nodes.remove_cgroups(name)
+
+
+def test_cluster_down_after_a_crash_leaves_no_process_mount_or_namespace(cluster, tmp_path, stale_cgroups):
     """A second cluster (its own slot, one node) runs a pod; then it crashes (its node's first
     process and the API server are SIGKILLed, so the kubelet, containerd and the container are
     orphans nobody stops); `cluster down` still removes everything: processes, mounts, cgroups,
@@ -107,9 +125,6 @@ def test_cluster_down_after_a_crash_leaves_no_process_mount_or_namespace(cluster
     directory = tmp_path / "second"
     env = dict(os.environ)
     sysctls_before = nodes.read_kernel_sysctls()
-    stale = f"tfmwk{controlplane.free_slot()}-n5"  # a node index this one-node cluster never has
-    nodes.make_cgroups(stale)
-    assert nodes.leftover_cgroups(stale)
     up = subprocess.run(
         [
             sys.executable,
@@ -132,7 +147,7 @@ def test_cluster_down_after_a_crash_leaves_no_process_mount_or_namespace(cluster
     assert up.stdout.strip().splitlines()[-1] == f"export KUBECONFIG={directory / 'kubeconfig'}"
     state = controlplane.ClusterState.load(directory)
     assert state.slot != cluster.state.slot
-    assert stale.startswith(f"tfmwk{state.slot}-") and not nodes.leftover_cgroups(stale)
+    assert state.slot in stale_cgroups and not nodes.leftover_cgroups(stale_cgroups[state.slot])
     api = state.api()
     api.create(
         ns_path("default", "pods"),
