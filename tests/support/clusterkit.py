@@ -7,7 +7,9 @@ import functools
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -85,6 +87,46 @@ class Cluster:
 
     def events(self, namespace: str) -> list[dict]:
         return self.api.items(ns_path(namespace, "events"))
+
+
+# ---------------------------------------------------------------- one-time builds, ahead
+
+# What a later fixture builds once (python -m <module>), by the fixture that needs it: built
+# ahead, at the lowest priority, while the first cluster tests wait on Kubernetes.
+BUILDS_AHEAD = {"queued": "tfmw.devcluster.build_kueue"}  # Kueue's manager: ~6 min on a new machine
+_AHEAD: dict[str, subprocess.Popen] = {}
+
+
+def build_ahead(session, folder) -> None:
+    """Start, in the background, the builds BUILDS_AHEAD names for the fixtures this session's
+    tests use (the shared cluster is up: its tests' waits leave the cores idle)."""
+    wanted = {name for item in session.items for name in getattr(item, "fixturenames", ())}
+    for fixture, module in BUILDS_AHEAD.items():
+        if fixture in wanted and fixture not in _AHEAD:
+            with open(folder / f"build-ahead-{fixture}.log", "wb") as log:
+                _AHEAD[fixture] = subprocess.Popen(
+                    ["nice", "-n", "19", sys.executable, "-m", module],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its go build with it, when stopped
+                )
+
+
+def stop_builds_ahead() -> None:
+    """The session is ending: a build ahead no test waited for (they did not run) is stopped."""
+    while _AHEAD:
+        proc = _AHEAD.popitem()[1]
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+
+
+def built_ahead(fixture: str) -> None:
+    """Wait for what was built ahead for `fixture`, if anything was: its own build (a lock
+    there) then finds it done, or says why it is not."""
+    proc = _AHEAD.pop(fixture, None)
+    if proc is not None:
+        proc.wait()
 
 
 def wait_for(

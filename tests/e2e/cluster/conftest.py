@@ -11,7 +11,7 @@ import os
 import shutil
 
 import pytest
-from clusterkit import Cluster, delete_namespace, new_namespace, wait_nodes_fit
+from clusterkit import Cluster, build_ahead, delete_namespace, new_namespace, stop_builds_ahead, wait_nodes_fit
 from lanes import finish_side_lane, start_side_lane
 
 from tfmw.devcluster import controlplane
@@ -53,9 +53,11 @@ def cluster(request, tmp_path_factory, worker_image) -> Cluster:
         # Up (its slot, its image import done) or not: the side lane's tests may start now
         # (tests/support/lanes.py), their cluster beside this one.
         start_side_lane(request.config)
+    build_ahead(request.session, tmp_path_factory.getbasetemp())
     try:
         yield Cluster(state, image=ref)
     finally:
+        stop_builds_ahead()
         finish_side_lane(request.config)  # its cluster goes down before this one
         _stop(state, tmp_path_factory.getbasetemp() / "kube-logs")
 

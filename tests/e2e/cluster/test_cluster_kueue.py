@@ -12,7 +12,17 @@ from __future__ import annotations
 import re
 
 import pytest
-from clusterkit import CHART, REPO, delete_namespace, follow, new_namespace, status, wait_for, wait_succeeded
+from clusterkit import (
+    CHART,
+    REPO,
+    built_ahead,
+    delete_namespace,
+    follow,
+    new_namespace,
+    status,
+    wait_for,
+    wait_succeeded,
+)
 
 from tfmw.devcluster import kueue
 from tfmw.faults.cluster import Kube, PodLogs, merge_incarnations
@@ -35,7 +45,9 @@ DIGESTS: dict[str, str] = {}  # test -> the weights its runs ended with (one con
 
 @pytest.fixture(scope="module")
 def queued(cluster):
-    """Kueue installed into the shared cluster for this module's tests, then removed."""
+    """Kueue installed into the shared cluster for this module's tests, then removed (its
+    manager built ahead, from when the cluster came up: clusterkit.BUILDS_AHEAD)."""
+    built_ahead("queued")
     kueue.install(cluster.state, say=print)
     try:
         yield cluster
