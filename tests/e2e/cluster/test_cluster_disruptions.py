@@ -23,7 +23,10 @@ from tfmw.k8s.api import ns_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
-STEPS, EVERY = 3000, 50  # mlp trains ~50 steps/s here: a minute of training, a checkpoint a second
+# mlp trains ~50 steps/s here: half a minute of training, a checkpoint a second; every disruption
+# starts once step 200 is saved and is over within a few hundred steps (the drains' three
+# evictions, the slowest, stop the group for most of theirs)
+STEPS, EVERY = 1500, 50
 SETS = (
     "training.config.model.name=mlp",
     f"training.config.steps={STEPS}",
