@@ -21,6 +21,7 @@ def test_the_fast_tests_and_the_own_clusters_go_beside_the_shared_cluster():
         ("registry", {"slow", "cluster", "last"}),
         ("node_loss", {"slow", "cluster", "own_cluster"}),
         ("chart", set()),
+        ("unmarked-cluster", {"cluster"}),  # on the shared cluster, though not marked slow: stays
     ]
     assert lanes.split(items) == ["unit", "node_loss", "chart"]
 

@@ -34,8 +34,9 @@ SIDE_LANE_TIMEOUT_SECONDS = 3600.0
 
 
 def in_side_lane(markers: set[str]) -> bool:
-    """Whether a test runs in the side lane (pure): a fast one, or one on a cluster of its own."""
-    return "slow" not in markers or "own_cluster" in markers
+    """Whether a test runs in the side lane (pure): a fast one (never one on the shared cluster,
+    even one not marked slow), or one on a cluster of its own."""
+    return "own_cluster" in markers or not ({"slow", "cluster"} & markers)
 
 
 def split(items: Sequence[tuple[str, set[str]]]) -> list[str]:
