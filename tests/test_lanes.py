@@ -33,11 +33,11 @@ def test_without_a_shared_cluster_test_nothing_moves():
 
 
 def test_the_side_lane_reports_as_the_main_lane_does():
-    option = argparse.Namespace(durations=40, verbose=-1, exitfirst=True, xmlpath="/out/junit.xml")
+    option = argparse.Namespace(durations=40, verbose=-1, maxfail=1, xmlpath="/out/junit.xml")
     assert lanes.passed_options(option, ["junit_logging=all"]) == [
         "--durations=40",
         "-q",
-        "-x",
+        "--maxfail=1",
         "--junitxml=/out/junit.side-lane.xml",
         "-o",
         "junit_logging=all",

@@ -48,7 +48,7 @@ def split(items: Sequence[tuple[str, set[str]]]) -> list[str]:
 
 def passed_options(option, overrides: Iterable[str]) -> list[str]:
     """The main lane's reporting options the side lane runs with too (pure): durations,
-    verbosity, stop at the first failure, a JUnit file of its own beside the main lane's, and
+    verbosity, how many failures stop it (-x), a JUnit file of its own beside the main lane's, and
     every `-o` override. `option` is pytest's config.option; `overrides` its `-o` values."""
     args: list[str] = []
     if getattr(option, "durations", None) is not None:
@@ -58,8 +58,8 @@ def passed_options(option, overrides: Iterable[str]) -> list[str]:
         args.append("-" + "v" * verbose)
     elif verbose < 0:
         args.append("-" + "q" * -verbose)
-    if getattr(option, "exitfirst", False):
-        args.append("-x")
+    if getattr(option, "maxfail", 0):
+        args.append(f"--maxfail={option.maxfail}")  # -x is --maxfail=1
     xmlpath = getattr(option, "xmlpath", None)
     if xmlpath:
         path = Path(xmlpath)
@@ -235,7 +235,10 @@ def pytest_sessionfinish(session, exitstatus):
     side = session.config.stash.get(SIDE_LANE, None)
     if side is None:
         return
-    status = side.finish(say(session.config), interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+    # interrupted, or stopped at its failures' limit (-x, --maxfail): the side lane stops too
+    maxfail = session.config.option.maxfail
+    stopping = exitstatus == pytest.ExitCode.INTERRUPTED or bool(maxfail and session.testsfailed >= maxfail)
+    status = side.finish(say(session.config), interrupted=stopping)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.ensure_newline()
