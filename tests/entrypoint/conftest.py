@@ -1,6 +1,9 @@
-"""Fixtures for the launcher's API client tests: a real HTTPS server on 127.0.0.1 (fakeapi)."""
+"""Fixtures for the launcher's tests: a real HTTPS server on 127.0.0.1 (fakeapi) for its API
+client, and the test process's signal handlers kept as they were."""
 
 from __future__ import annotations
+
+import signal
 
 import pytest
 
@@ -24,3 +27,15 @@ def fake_api(tmp_path, server_cert):
     )
     yield api
     api.close()
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_kept():
+    """A launcher run in this process takes SIGTERM and SIGINT over (the pod's PID 1 must:
+    entrypoint.stopsignal) and keeps them: the test process gets its own back after each test,
+    so a Ctrl-C (and the suite's side lane's stop, tests/support/lanes.py) still stops it."""
+    kept = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for sig, handler in kept.items():
+        if signal.getsignal(sig) is not handler and handler is not None:
+            signal.signal(sig, handler)

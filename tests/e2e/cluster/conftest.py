@@ -49,17 +49,21 @@ def cluster(request, tmp_path_factory, worker_image) -> Cluster:
             say=print,
             images=[archive],
         )
-    finally:
-        # Up (its slot, its image import done) or not: the side lane's tests may start now
-        # (tests/support/lanes.py), their cluster beside this one.
-        start_side_lane(request.config)
+    except Exception:
+        start_side_lane(request.config)  # its tests need not this cluster: they still run
+        raise
+    # Up (its slot claimed, its image imported): the side lane's tests start now
+    # (tests/support/lanes.py), their cluster beside this one.
+    start_side_lane(request.config)
     build_ahead(request.session, tmp_path_factory.getbasetemp())
     try:
         yield Cluster(state, image=ref)
     finally:
-        stop_builds_ahead()
-        finish_side_lane(request.config)  # its cluster goes down before this one
-        _stop(state, tmp_path_factory.getbasetemp() / "kube-logs")
+        try:
+            stop_builds_ahead()
+            finish_side_lane(request.config)  # its cluster goes down before this one
+        finally:
+            _stop(state, tmp_path_factory.getbasetemp() / "kube-logs")
 
 
 def _stop(state, logs) -> None:

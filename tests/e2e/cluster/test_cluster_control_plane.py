@@ -96,15 +96,14 @@ def _procs_mentioning(text: str) -> list[int]:
 
 
 @pytest.fixture
-def stale_cgroups():
-    """An empty node cgroup, as a crashed cluster's `down` may leave one, in every slot free now
-    (a node index a one-node cluster never has): which slot the test's cluster takes is known
-    only once it is up, since the suite's side lane (tests/support/lanes.py) may start a cluster
-    meanwhile. Those no cluster cleared are removed after the test."""
+def stale_cgroups(cluster):
+    """An empty node cgroup, as a crashed cluster's `down` may leave one, in every slot but the
+    shared cluster's (a node index a one-node cluster never has): which slot the test's cluster
+    takes is known only once it is up, since the suite's side lane (tests/support/lanes.py) runs
+    a cluster of its own beside. Those no cluster cleared are removed after the test."""
     from tfmw.devcluster import nodes
 
-    free = [slot for slot in range(controlplane.SLOTS) if not controlplane.link_exists(f"tfmwk{slot}")]
-    planted = {slot: f"tfmwk{slot}-n5" for slot in free}
+    planted = {slot: f"tfmwk{slot}-n5" for slot in range(controlplane.SLOTS) if slot != cluster.state.slot}
     for name in planted.values():
         nodes.make_cgroups(name)
         assert nodes.leftover_cgroups(name)
