@@ -302,9 +302,18 @@ def claim_slot() -> int:
     never take the same slot, nor does one clean up the other's."""
     for slot in range(SLOTS):
         bridge = slot_network(slot)["bridge"]
-        if link_exists(bridge) or _ip("link", "add", bridge, "type", "bridge", check=False).returncode != 0:
-            continue  # held, or taken between the look and the claim
-        create_bridge(slot)
+        if link_exists(bridge):
+            continue
+        made = _ip("link", "add", bridge, "type", "bridge", check=False)
+        if made.returncode != 0:
+            if link_exists(bridge):
+                continue  # taken between the look and the claim
+            raise ClusterError(f"cannot make bridge {bridge}: {made.stderr.strip() or made.stdout.strip()}")
+        try:
+            create_bridge(slot)
+        except BaseException:
+            delete_bridge(slot)
+            raise
         return slot
     raise _all_slots_taken()
 
@@ -1192,10 +1201,11 @@ def _load(directory: Path) -> ClusterState:
     return state
 
 
-def down(directory: Path = DEFAULT_STATE, say=print) -> bool:
+def down(directory: Path = DEFAULT_STATE, say=print, drop_image_caches: bool = False) -> bool:
     """Stop the cluster in `directory`: the nodes first (kubelet, kube-proxy, every container,
     containerd), then CoreDNS, the provisioner and the control plane; then the nodes'
-    cgroups and namespaces, the bridge, the kernel settings the kubelets changed, and the
+    cgroups and namespaces (with `drop_image_caches`, their image caches too: a cluster no later
+    one on its slot will need), the bridge, the kernel settings the kubelets changed, and the
     state folder. Returns whether anything was running."""
 
     directory = Path(directory).resolve()
@@ -1226,6 +1236,9 @@ def down(directory: Path = DEFAULT_STATE, say=print) -> bool:
         for d in nodemod.remove_cgroups(nodemod.node_net(state.slot, index).cgroup)
     ]
     nodemod.remove_networks(state.slot)
+    if drop_image_caches:  # while the slot is still this cluster's: a new one on it gets none of it
+        for root in image_caches(state):
+            shutil.rmtree(root, ignore_errors=True)
     delete_bridge(state.slot)
     if state.sysctls:
         nodemod.restore_kernel_sysctls(state.sysctls)

@@ -558,7 +558,7 @@ def leftover_networks(slot: int) -> list[tuple[str, str]]:
     for line in _ip("-o", "link", "show", check=False).stdout.splitlines():
         parts = line.split(":")
         name = parts[1].strip().split("@")[0] if len(parts) > 1 else ""
-        if name.startswith(f"tk{slot}"):
+        if name.startswith(f"tk{slot}n"):  # tk1n2, never tk12n1
             found.append(("link", name))
     return found
 

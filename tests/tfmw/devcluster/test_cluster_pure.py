@@ -514,3 +514,24 @@ def test_a_slot_is_claimed_by_making_its_bridge_so_two_clusters_never_share_one(
     assert ("link", "add", "tfmwk2", "type", "bridge") in calls
     assert any(c[:2] == ("addr", "replace") and c[-1] == "tfmwk2" for c in calls)
     assert not any(c[:2] == ("link", "add") and c[2] == "tfmwk0" for c in calls)
+
+
+def test_a_slots_leftover_veths_are_its_own_not_those_of_slot_ten_to_fifteen(monkeypatch):
+    links = "1: lo: <LOOPBACK>\n7: tk1n2@if3: <BROADCAST>\n8: tk12n1@if4: <BROADCAST>\n9: tk10n3@if5: <BROADCAST>\n"
+
+    def ip(*args, check=True):
+        out = links if args[:3] == ("-o", "link", "show") else "tfmwk1-n2\ntfmwk12-n1\n"
+        return subprocess.CompletedProcess(args, 0, out, "")
+
+    monkeypatch.setattr(nodes, "_ip", ip)
+    assert nodes.leftover_networks(1) == [("netns", "tfmwk1-n2"), ("link", "tk1n2")]
+
+
+def test_a_bridge_that_cannot_be_made_is_named_not_taken_for_a_full_house(monkeypatch):
+    def ip(*args, check=True):
+        return subprocess.CompletedProcess(args, 2, "", "RTNETLINK answers: Operation not permitted")
+
+    monkeypatch.setattr(controlplane, "_ip", ip)
+    monkeypatch.setattr(controlplane, "link_exists", lambda name: False)
+    with pytest.raises(controlplane.ClusterError, match="cannot make bridge tfmwk0: RTNETLINK answers: Operation"):
+        controlplane.claim_slot()
