@@ -122,11 +122,18 @@ def stop_builds_ahead() -> None:
 
 
 def built_ahead(fixture: str) -> None:
-    """Wait for what was built ahead for `fixture`, if anything was: its own build (a lock
-    there) then finds it done, or says why it is not."""
+    """Wait for what was built ahead for `fixture`, if anything was, at the priority of the
+    tests from now on (nothing else is to be done meanwhile): its own build (a lock there) then
+    finds it done, or says why it is not."""
     proc = _AHEAD.pop(fixture, None)
-    if proc is not None:
-        proc.wait()
+    if proc is None:
+        return
+    if proc.poll() is None:
+        try:
+            os.setpriority(os.PRIO_PGRP, proc.pid, 0)
+        except OSError:
+            pass  # not allowed to raise it here: it finishes at its own pace
+    proc.wait()
 
 
 def wait_for(
