@@ -22,8 +22,10 @@ def test_the_own_clusters_then_the_fast_tests_go_beside_the_shared_cluster():
         ("node_loss", {"slow", "cluster", "own_cluster"}),
         ("chart", set()),
         ("unmarked-cluster", {"cluster"}),  # on the shared cluster, though not marked slow: stays
+        ("dtype", {"slow", "beside"}),  # real training, nothing timed
+        ("cluster-beside", {"slow", "cluster", "beside"}),  # on the shared cluster: stays
     ]
-    assert lanes.split(items) == ["node_loss", "unit", "chart"]
+    assert lanes.split(items) == ["node_loss", "unit", "chart", "dtype"]
 
 
 def test_without_a_shared_cluster_test_nothing_moves():

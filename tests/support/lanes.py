@@ -8,8 +8,9 @@ process runs, beside it, what needs neither a quiet machine nor that cluster:
                (their timing wants the cores to themselves), then the shared cluster's tests
     side lane  a second process, started when the shared cluster is up: the modules with a
                cluster of their own (`own_cluster`: their nodes are not the shared cluster's,
-               and what they do to them reaches no other test), then the fast tests (no real
-               training, nothing timed)
+               and what they do to them reaches no other test), then the fast tests and the
+               slow ones marked `beside` (real training, but nothing timed: a busy machine
+               only slows them)
 
 The side lane hands every test report back (pytest's own report serialization, as pytest-xdist
 does), and the main lane replays them at its end: one summary, one count, one JUnit file, one
@@ -44,9 +45,12 @@ SIDE_LANE_TIMEOUT_SECONDS = 3600.0
 
 
 def in_side_lane(markers: set[str]) -> bool:
-    """Whether a test runs in the side lane (pure): one on a cluster of its own, or a fast one
-    (never one on the shared cluster, even one not marked slow)."""
-    return "own_cluster" in markers or not ({"slow", "cluster"} & markers)
+    """Whether a test runs in the side lane (pure): one on a cluster of its own, a fast one, or a
+    slow one marked `beside` (it needs not the machine to itself); never one on the shared
+    cluster, even one not marked slow."""
+    if "own_cluster" in markers:
+        return True
+    return "cluster" not in markers and ("slow" not in markers or "beside" in markers)
 
 
 def side_lane_order(markers: set[str]) -> tuple:

@@ -11,7 +11,7 @@ import json
 import pytest
 from workers import parse_line, start_group, trainer_cmd
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.beside]  # nothing timed: it runs beside the cluster tests
 
 # Final loss (mean of steps 41-50, the cnn default model, synthetic data, seed 42) relative to
 # float32's, measured on this machine (TF 2.21, CPU; the runs are deterministic, so the margin is

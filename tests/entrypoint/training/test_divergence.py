@@ -15,7 +15,7 @@ from workers import REPO, base_env, parse_line, start_group, trainer_cmd
 
 from entrypoint.errors import EXIT_TRAINING_FAILED
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.beside]  # nothing timed: it runs beside the cluster tests
 
 # A user model whose loss is finite at the first step but whose first update makes a weight
 # non-finite: d/dw sqrt(w) at w = 0 is infinite. The loss of the step that breaks the weights is

@@ -8,7 +8,7 @@ import sys
 import pytest
 from workers import REPO, base_env, start_group
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.beside]  # nothing timed: it runs beside the cluster tests
 
 RELOAD_AND_PREDICT = """
 import os, sys

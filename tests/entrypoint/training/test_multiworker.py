@@ -43,6 +43,7 @@ def step_of(row: dict) -> int:
     return int(row["step"].split("/")[0])
 
 
+@pytest.mark.beside  # nothing timed: it runs beside the cluster tests
 def test_digits_two_workers_train_export_and_reach_accuracy(tmp_path):
     data = tmp_path / "data"
     prep = subprocess.run(
@@ -206,6 +207,7 @@ def test_a_killed_peer_makes_the_survivor_exit_retryable_and_a_restart_resumes(t
     assert len({parse_line(o, "done")[0]["weights_digest"] for o in again.outputs}) == 1
 
 
+@pytest.mark.beside  # nothing timed: it runs beside the cluster tests
 def test_workers_that_restore_different_steps_refuse_to_train(tmp_path):
     # What a per-pod emptyDir "shared" volume looks like: only the chief sees the checkpoints.
     chief_dir, worker_dir = tmp_path / "chief", tmp_path / "worker"

@@ -13,6 +13,7 @@ import pytest
 
 
 @pytest.mark.slow
+@pytest.mark.beside  # nothing timed: it runs beside the cluster tests
 def test_single_worker_run_on_a_uri_completes_and_touches_no_local_path(tmp_path):
     # Train, then (same process: ram:// lives in memory) check the run directory's contents.
     script = textwrap.dedent("""

@@ -13,7 +13,7 @@ from workers import REPO, base_env, free_ports, parse_line, start_group, tf_conf
 
 from entrypoint.errors import EXIT_TRAINING_FAILED
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.beside]  # nothing timed: it runs beside the cluster tests
 
 LAUNCHER = [sys.executable, "-m", "entrypoint", "run", "--"]
 TRAINER = [sys.executable, "-m", "entrypoint.training"]

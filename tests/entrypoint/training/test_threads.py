@@ -65,6 +65,7 @@ def test_a_users_own_tensorflow_variables_are_kept():
 
 
 @pytest.mark.slow
+@pytest.mark.beside  # nothing timed: it runs beside the cluster tests
 def test_tensorflow_runs_with_the_sized_pools(tmp_path):
     """In a real TensorFlow: the sizes reach its context, and tf.data pipelines get the pool."""
     script = (

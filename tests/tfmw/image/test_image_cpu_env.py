@@ -119,6 +119,7 @@ def free_ports(count: int) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the image lock is resolved for CPython 3.11")
+@pytest.mark.beside  # nothing timed: it runs beside the cluster tests
 def test_cpu_lock_environment_runs_one_mwms_step_across_two_workers(tmp_path):
     python = cpu_env() / "bin" / "python"
     # Nothing from the project venv leaks in: a bare environment with the image's variables.
@@ -171,6 +172,7 @@ def test_cpu_lock_environment_runs_one_mwms_step_across_two_workers(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the image lock is resolved for CPython 3.11")
+@pytest.mark.beside  # nothing timed: it runs beside the cluster tests
 def test_cpu_lock_environment_serves_tensorboard_as_the_chart_starts_it(tmp_path):
     # The chart's TensorBoard Deployment runs `tensorboard --logdir=... --bind_all`; TF 2.21
     # no longer depends on tensorboard, so the lock must carry it and its command must serve.
@@ -203,6 +205,7 @@ def test_cpu_lock_environment_serves_tensorboard_as_the_chart_starts_it(tmp_path
 
 @pytest.mark.slow
 @pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the image lock is resolved for CPython 3.11")
+@pytest.mark.beside  # nothing timed: it runs beside the cluster tests
 def test_the_object_stores_the_chart_admits_are_the_ones_the_images_tensorflow_registers(tmp_path):
     # The chart refuses s3:// and hdfs:// at render (templates/_validate_storage.tpl) because the
     # image's TensorFlow has no such file system; if the lock ever gains one, revisit that.
