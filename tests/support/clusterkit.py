@@ -19,7 +19,8 @@ from pathlib import Path
 from repo import REPO
 
 from tfmw.devcluster.controlplane import ClusterState
-from tfmw.faults.cluster import Kube, PodLogs
+from tfmw.faults.kube import Kube
+from tfmw.faults.podlogs import PodLogs
 from tfmw.k8s import namespaces
 from tfmw.k8s.api import Api, ApiError, ns_path
 

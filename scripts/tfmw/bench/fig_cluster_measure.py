@@ -19,6 +19,7 @@ from tfmw.chart.helmkit import ToolError
 from tfmw.devcluster import controlplane
 from tfmw.faults import cluster as fault_cluster
 from tfmw.faults import local as fault_local
+from tfmw.faults.kube import FaultError
 from tfmw.k8s.api import ApiError, ns_path
 from tfmw.localrun.podspec import LocalRunError
 
@@ -136,7 +137,7 @@ def measure_cluster_fault(state, round_index: int, log=print, scenario: str = CL
                 timeout=FAULT_TIMEOUT,
                 out=last_lines.append,
             )
-        except (ToolError, fault_cluster.FaultError) as err:
+        except (ToolError, FaultError) as err:
             raise BenchError(f"figure 6: {scenario}: {err}") from None
         if not result.completed:
             log("\n".join(last_lines) or "  figure 6: (no line from the pods)")

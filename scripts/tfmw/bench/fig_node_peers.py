@@ -22,7 +22,7 @@ import tempfile
 
 from tfmw.devcluster import controlplane
 from tfmw.faults.analysis import FaultResult
-from tfmw.faults.cluster import FaultError, Kube
+from tfmw.faults.kube import FaultError, Kube
 from tfmw.k8s.api import ns_path
 from tfmw.peers import install, run
 

@@ -28,7 +28,7 @@ import yaml
 
 from tfmw.devcluster import controlplane
 from tfmw.devcluster.build import KubeBuildError
-from tfmw.faults.cluster import Kube
+from tfmw.faults.kube import Kube
 from tfmw.image import build as image_build
 from tfmw.peers import builds, install, run
 

@@ -42,7 +42,9 @@ import sys
 from pathlib import Path
 
 from tfmw.chart.helmkit import ToolError
-from tfmw.faults.cluster import CLUSTER_SCENARIOS, DEFAULT_KUBECONFIG, FaultError, check_cluster, run_cluster_scenario
+from tfmw.faults.cluster import DEFAULT_KUBECONFIG, run_cluster_scenario
+from tfmw.faults.inject import CLUSTER_SCENARIOS
+from tfmw.faults.kube import FaultError, check_cluster
 from tfmw.faults.local import DEFAULT_FAULT_AFTER_STEP, SCENARIOS, run_scenario
 from tfmw.faults.nodes import NODE_SCENARIOS, NodeFaultError, cluster_dir
 from tfmw.faults.tables import cluster_table, parts_table, table

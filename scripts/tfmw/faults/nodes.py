@@ -1,5 +1,5 @@
 """Node faults on `make cluster`'s own nodes (tfmw.devcluster): the node of a worker lost, or
-cut off and then healed. Unlike the pod faults (tfmw.faults.cluster), these act on a node's
+cut off and then healed. Unlike the pod faults (tfmw.faults.inject), these act on a node's
 processes and network link on this machine, so they need that cluster's state folder, found
 next to its kubeconfig.
 

@@ -1,6 +1,6 @@
 """One run of the same training under a peer (TFJob or JobSet) or the chart, on the local
 cluster, with one fault, through the fault harness's one faulted run of the chart
-(tfmw.faults.cluster.faulted_run: every pod incarnation's log followed through the API server,
+(tfmw.faults.faultedrun.faulted_run: every pod incarnation's log followed through the API server,
 the measurements from the trainer's own lines by tfmw.faults.analysis.fill_result); only the
 install (a TFJob or a JobSet), what "ended" means (its controller's word) and what is
 recorded differ.
@@ -26,18 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfmw.faults.analysis import FaultResult
-from tfmw.faults.cluster import (
-    FaultedRun,
-    Kube,
-    PodLogs,
-    Pods,
-    faulted_run,
-    fill_from_logs,
-    inject,
-    log_tail,
-    run_cluster_scenario,
-)
+from tfmw.faults.cluster import run_cluster_scenario
+from tfmw.faults.faultedrun import FaultedRun, Pods, faulted_run, fill_from_logs, log_tail
+from tfmw.faults.inject import inject
+from tfmw.faults.kube import Kube
 from tfmw.faults.nodes import NODE_LOSS
+from tfmw.faults.podlogs import PodLogs
 from tfmw.k8s.api import ns_path
 from tfmw.peers import workloads
 
@@ -149,7 +143,7 @@ def run_peer(
     avoid_nodes: tuple[str, ...] = (),
 ) -> PeerRun:
     """A TFJob or a JobSet of the run in a namespace of its own (deleted after), with `fault`,
-    through the harness's faulted run (tfmw.faults.cluster.faulted_run). Under node-loss the
+    through the harness's faulted run (tfmw.faults.faultedrun.faulted_run). Under node-loss the
     workers are spread one per node, never on `avoid_nodes` (where the peer's controller runs)."""
     run = PeerRun(system, fault, FaultResult(fault, False, "", steps, checkpoint_every))
     name = f"peer-{system}"

@@ -18,7 +18,7 @@ import threading
 import pytest
 from clusterkit import CHART, REPO, TOOLS, follow, status, wait_for, wait_succeeded
 
-from tfmw.faults.cluster import PodLogs, merge_incarnations
+from tfmw.faults.podlogs import PodLogs, merge_incarnations
 from tfmw.k8s.api import ns_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]

@@ -25,7 +25,8 @@ from clusterkit import (
 )
 
 from tfmw.devcluster import kueue
-from tfmw.faults.cluster import Kube, PodLogs, merge_incarnations
+from tfmw.faults.kube import Kube
+from tfmw.faults.podlogs import PodLogs, merge_incarnations
 from tfmw.k8s.api import ns_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]

@@ -71,7 +71,7 @@ def test_each_system_gets_its_own_controller_and_the_workers_avoid_its_node():
 def test_a_node_loss_run_that_cannot_start_is_reported_and_its_cluster_still_goes(monkeypatch):
     from types import SimpleNamespace
 
-    from tfmw.faults.cluster import FaultError
+    from tfmw.faults.kube import FaultError
 
     downs, lines = [], []
     monkeypatch.setattr(fig_node_peers, "cluster_up", lambda *a, **k: (SimpleNamespace(kubeconfig="/x"), None))

@@ -13,11 +13,14 @@ import pytest
 
 from tfmw.faults import analysis as fault_analysis
 from tfmw.faults import cluster as fault_cluster
+from tfmw.faults import inject as fault_inject
+from tfmw.faults import kube as fault_kube
 from tfmw.faults import local as fault_local
 from tfmw.faults import nodes as fault_nodes
+from tfmw.faults import podlogs as fault_podlogs
 from tfmw.faults import tables as fault_tables
 from tfmw.faults.analysis import FaultResult
-from tfmw.faults.cluster import Incarnation, Stream
+from tfmw.faults.podlogs import Incarnation, Stream
 
 DONE = "tfmw done steps=100 final_loss=0.1 examples_per_sec=9 model=/m weights_digest={}"
 
@@ -197,17 +200,17 @@ def test_incarnations_merge_per_ordinal_in_arrival_order():
     old = Incarnation("w-1", 1, "uid-a", 0, first_seen=0, lines=["a1", "a2"], times=[1, 5])
     new = Incarnation("w-1", 1, "uid-b", 0, first_seen=6, lines=["b1", "b2"], times=[7, 8])
     chief = Incarnation("w-0", 0, "uid-c", 0, first_seen=0, lines=["c1"], times=[2])
-    streams = fault_cluster.merge_incarnations([new, chief, old])
+    streams = fault_podlogs.merge_incarnations([new, chief, old])
     assert streams[1].lines == ["a1", "a2", "b1", "b2"] and streams[1].times == [1, 5, 7, 8]
     assert streams[0].lines == ["c1"]
-    assert fault_cluster.first_index_after(streams[1].times, 6) == 2
-    assert fault_cluster.first_index_after(streams[1].times, 99) == 4
+    assert fault_podlogs.first_index_after(streams[1].times, 6) == 2
+    assert fault_podlogs.first_index_after(streams[1].times, 99) == 4
 
 
 def test_pod_ordinal_only_for_the_statefulsets_pods():
-    assert fault_cluster.pod_ordinal("rel-tf-multiworker-1", "rel-tf-multiworker") == 1
-    assert fault_cluster.pod_ordinal("rel-tf-multiworker-test-peers", "rel-tf-multiworker") is None
-    assert fault_cluster.pod_ordinal("other-0", "rel-tf-multiworker") is None
+    assert fault_podlogs.pod_ordinal("rel-tf-multiworker-1", "rel-tf-multiworker") == 1
+    assert fault_podlogs.pod_ordinal("rel-tf-multiworker-test-peers", "rel-tf-multiworker") is None
+    assert fault_podlogs.pod_ordinal("other-0", "rel-tf-multiworker") is None
 
 
 def test_the_watchdog_is_the_charts_unless_asked():
@@ -333,20 +336,20 @@ def test_the_fault_waits_for_its_trigger_line():
 
 def test_cluster_fault_waits_for_a_published_checkpoint_and_the_step():
     saved = "tfmw checkpoint saved step=40 path=/c/ckpt-40"
-    assert fault_cluster.ready_for_fault(Stream([saved, progress(50)], [1, 2]), 50)
-    assert not fault_cluster.ready_for_fault(Stream(["tfmw checkpoint writing step=40", progress(50)], [1, 2]), 50)
-    assert not fault_cluster.ready_for_fault(Stream([saved, progress(49)], [1, 2]), 50)
+    assert fault_podlogs.ready_for_fault(Stream([saved, progress(50)], [1, 2]), 50)
+    assert not fault_podlogs.ready_for_fault(Stream(["tfmw checkpoint writing step=40", progress(50)], [1, 2]), 50)
+    assert not fault_podlogs.ready_for_fault(Stream([saved, progress(49)], [1, 2]), 50)
 
 
 def test_cluster_run_ends_when_every_pod_is_done_after_the_fault_or_one_failed():
     done = DONE.format("d")
     before = Stream([done], [5])  # a `tfmw done` from before the fault does not count
     after = Stream([progress(60), done], [11, 20])
-    assert fault_cluster.run_end({0: after, 1: after}, fault_time=10) == "done"
-    assert fault_cluster.run_end({0: after, 1: before}, fault_time=10) is None
-    assert fault_cluster.run_end({0: after}, fault_time=10) is None
+    assert fault_podlogs.run_end({0: after, 1: after}, fault_time=10) == "done"
+    assert fault_podlogs.run_end({0: after, 1: before}, fault_time=10) is None
+    assert fault_podlogs.run_end({0: after}, fault_time=10) is None
     failed = Stream(["tfmw failed reason=RestartLimit exit_code=5"], [12])
-    assert fault_cluster.run_end({0: after, 1: failed}, fault_time=10) == "tfmw failed reason=RestartLimit exit_code=5"
+    assert fault_podlogs.run_end({0: after, 1: failed}, fault_time=10) == "tfmw failed reason=RestartLimit exit_code=5"
 
 
 def test_table_says_what_each_fault_cost():
@@ -480,7 +483,7 @@ def test_a_log_that_cannot_be_opened_does_not_hide_the_pod_that_replaces_it():
     import time as clock
 
     kube = _CutOffKube()
-    logs = fault_cluster.PodLogs(kube, "ns", "w", "sel", interval=0.05)
+    logs = fault_podlogs.PodLogs(kube, "ns", "w", "sel", interval=0.05)
     logs.start()
     try:
         clock.sleep(0.3)  # the old pod's follow is opening and hangs
@@ -507,21 +510,21 @@ class _RecordingKube:
 
 def test_one_inject_deletes_a_pod_for_the_chart_and_the_peers_alike():
     kube = _RecordingKube({"w-1": {"spec": {"nodeName": "node-2"}}})
-    before = fault_cluster.time.monotonic()
-    fault_time = fault_cluster.inject(kube, "delete-worker", "ns", "w-1", [])
+    before = fault_inject.time.monotonic()
+    fault_time = fault_inject.inject(kube, "delete-worker", "ns", "w-1", [])
     assert kube.deleted == ["/api/v1/namespaces/ns/pods/w-1"] and fault_time >= before
 
 
 def test_a_node_fault_on_a_pod_without_a_node_is_refused_before_anything_is_done(tmp_path):
     kube = _RecordingKube({"w-1": {"spec": {}}})
-    with pytest.raises(fault_cluster.FaultError, match="node-loss: pod w-1 is on no node"):
-        fault_cluster.inject(kube, "node-loss", "ns", "w-1", [], node_dir=tmp_path)
+    with pytest.raises(fault_kube.FaultError, match="node-loss: pod w-1 is on no node"):
+        fault_inject.inject(kube, "node-loss", "ns", "w-1", [], node_dir=tmp_path)
     assert kube.deleted == []
 
 
 def test_inject_knows_only_the_cluster_scenarios():
     with pytest.raises(ValueError, match="'hang-worker'"):
-        fault_cluster.inject(_RecordingKube({}), "hang-worker", "ns", "w-1", [])
+        fault_inject.inject(_RecordingKube({}), "hang-worker", "ns", "w-1", [])
 
 
 def test_a_cut_off_pod_gave_up_once_its_kept_log_has_a_failed_line(monkeypatch):

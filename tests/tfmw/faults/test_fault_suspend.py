@@ -13,8 +13,9 @@ import pytest
 
 from tfmw.chart.helmkit import ToolError
 from tfmw.deploy.upgrade import Upgrade
-from tfmw.faults import cluster as fault_cluster
 from tfmw.faults import disruptions
+from tfmw.faults import inject as fault_inject
+from tfmw.faults import kube as fault_kube
 
 KUBECONFIG = Path("/harness/cluster/kubeconfig")
 REFUSAL = "release fault-suspend is not installed in namespace ns (deploy it with `make deploy ...`)"
@@ -79,7 +80,7 @@ def test_a_refused_suspend_is_the_faults_one_line_reason(steps):
     steps.refuse = "suspend"
     before = dict(os.environ)
     held: list = []
-    with pytest.raises(fault_cluster.FaultError) as err:
-        fault_cluster.inject(harness_kube(), "suspend", "ns", "w-1", held, release="fault-suspend")
+    with pytest.raises(fault_kube.FaultError) as err:
+        fault_inject.inject(harness_kube(), "suspend", "ns", "w-1", held, release="fault-suspend")
     assert str(err.value) == f"suspend of w-1: {REFUSAL}"
     assert held == [] and dict(os.environ) == before

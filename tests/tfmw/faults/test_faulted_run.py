@@ -1,4 +1,4 @@
-"""The one faulted-run skeleton of the cluster mode (tfmw.faults.cluster.faulted_run), against an
+"""The one faulted-run skeleton of the cluster mode (tfmw.faults.faultedrun.faulted_run), against an
 API answered from memory (no cluster): the order of its steps, what is undone whatever happens,
 and a peer's run through it (tfmw.peers.run). The real runs are in tests/e2e/cluster."""
 
@@ -11,7 +11,8 @@ import pytest
 
 from entrypoint import loglines
 from tfmw.chart.helmkit import ToolError
-from tfmw.faults import cluster as fault_cluster
+from tfmw.faults import faultedrun
+from tfmw.faults import kube as fault_kube
 from tfmw.faults.analysis import FaultResult
 from tfmw.faults.disruptions import Disruption
 from tfmw.peers import run as peers_run
@@ -72,7 +73,7 @@ class _Cluster:
         self.deleted.append(path)
 
 
-class _Run(fault_cluster.FaultedRun):
+class _Run(faultedrun.FaultedRun):
     """A run whose steps only say they happened."""
 
     def __init__(self, kube, timeout=5.0):
@@ -81,7 +82,7 @@ class _Run(fault_cluster.FaultedRun):
 
     def install(self):
         self.steps.append("install")
-        return fault_cluster.Pods("w", "sel")
+        return faultedrun.Pods("w", "sel")
 
     def fault(self):
         self.steps.append("fault")
@@ -104,7 +105,7 @@ class _Run(fault_cluster.FaultedRun):
 def test_a_faulted_run_installs_follows_faults_once_ready_waits_records_and_cleans_up():
     kube = _Cluster({"w-0": chief_lines(checkpoint_step=4), "w-1": chief_lines(None)})
     run = _Run(kube)
-    fault_cluster.faulted_run(run, fault_after_step=5)
+    faultedrun.faulted_run(run, fault_after_step=5)
     assert kube.namespaces == ["ns"] and kube.deleted_namespaces == ["ns"]
     assert run.steps == ["install", "fault", "wait_end", "record done", "disruption undone", "clean_up own=True"]
     assert run.result.completed and run.result.reason == ""
@@ -115,7 +116,7 @@ def test_a_faulted_run_installs_follows_faults_once_ready_waits_records_and_clea
 def test_a_run_that_never_reaches_the_fault_point_says_so_and_is_still_removed():
     kube = _Cluster({"w-0": chief_lines(checkpoint_step=None), "w-1": chief_lines(None)})
     run = _Run(kube, timeout=1.0)
-    fault_cluster.faulted_run(run, fault_after_step=5, own_namespace=False)
+    faultedrun.faulted_run(run, fault_after_step=5, own_namespace=False)
     assert run.steps == ["install", "clean_up own=False"]
     assert run.result.reason == "never reached a checkpoint and step 5 before the fault"
     assert kube.namespaces == [] and kube.deleted_namespaces == []
@@ -125,7 +126,7 @@ def test_a_run_that_needs_its_first_step_stops_without_one():
     kube = _Cluster({"w-0": [], "w-1": []})
     run = _Run(kube, timeout=0.5)
     run.needs_first_step = True
-    fault_cluster.faulted_run(run, fault_after_step=5)
+    faultedrun.faulted_run(run, fault_after_step=5)
     assert run.steps == ["install", "clean_up own=True"]
     assert run.result.reason == "no first step within 0.5s" and not run.result.completed
 
@@ -152,7 +153,7 @@ def test_a_refusal_of_the_checked_deploy_path_is_the_runs_one_line_reason():
             self.steps.append("disruption undone")
 
     run = _Suspended(kube)
-    fault_cluster.faulted_run(run, fault_after_step=5)
+    faultedrun.faulted_run(run, fault_after_step=5)
     assert run.result.reason == line and not run.result.completed
     assert run.steps == ["install", "fault", "wait_end", "disruption undone", "clean_up own=True"]
 
@@ -194,8 +195,8 @@ def test_the_harnesss_helm_runs_against_its_kubeconfig_and_fails_in_one_line(tmp
         "users: [{name: u, user: {token: x}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
         "current-context: x\n"
     )
-    kube = fault_cluster.Kube(kubeconfig, helm=str(helm))
-    with pytest.raises(fault_cluster.FaultError) as err:
+    kube = fault_kube.Kube(kubeconfig, helm=str(helm))
+    with pytest.raises(fault_kube.FaultError) as err:
         kube.helm("install", "rel", "chart", "--wait")
     assert str(err.value) == "`helm install rel chart ...` exited 1: INSTALLATION FAILED: boom"
     proc = kube.helm("uninstall", "rel", check=False)

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from tfmw.devcluster.build import module_download
-from tfmw.faults.cluster import FaultError, inject, trainer_pids
+from tfmw.faults.inject import inject, trainer_pids
+from tfmw.faults.kube import FaultError
 from tfmw.peers import builds, install, run, workloads
 
 RESOURCES = {"requests": {"cpu": "500m"}, "limits": {"cpu": "1"}}
