@@ -331,7 +331,8 @@ def test_launcher_killed_leaves_no_standby(tmp_path):
         import os, sys, time
         from entrypoint.standby import Standby
         s = Standby([{PY!r}, {str(child)!r}], dict(os.environ), ("json",))
-        open({str(pidfile)!r}, "w").write(str(s.pid))
+        open({str(pidfile)!r} + ".part", "w").write(str(s.pid))
+        os.replace({str(pidfile)!r} + ".part", {str(pidfile)!r})  # whole, never seen empty
         time.sleep(60)
     """)
     )
