@@ -31,13 +31,7 @@ from tfmw.faults.nodes import (
 from tfmw.faults.podlogs import merge_incarnations, run_end
 from tfmw.k8s.api import ns_path
 
-# ---------------------------------------------------------------- real-cluster mode
-#
-# The same measurements on a Kubernetes cluster (the local control plane of `make cluster`,
-# or any cluster a kubeconfig reaches): the chart installed with helm, the fault done through
-# the API server, the pods' logs followed through it (tfmw.k8s.Api). Nothing here knows how the
-# cluster runs its pods.
-
+# The chart's worker each scenario faults (peers' runs pick their own: tfmw.peers.run).
 VICTIM = {
     "kill-trainer": 1,
     "delete-worker": 1,
