@@ -24,6 +24,7 @@ from . import loglines
 from .groupbreak import BreakDetector
 from .hangwatch import HangWatch, Verdict
 from .oomkill import oom_cause
+from .outputlines import OutputLines
 from .restarts import SIGKILLED, AttemptOutcome, attempt_reason
 from .rundir import read_beat
 from .standby import Standby
@@ -31,6 +32,8 @@ from .startchecks import start_problem
 
 if TYPE_CHECKING:
     from .supervisor import SupervisorConfig
+
+_CHUNK = 64 * 1024  # one read of the command's output pipe
 
 
 class StartRefused(Exception):
@@ -53,6 +56,7 @@ class AttemptWatch:
     broken: BreakDetector = field(default_factory=BreakDetector)  # the command's output says its group broke
     broken_at: float | None = None  # when (monotonic); set by the output pump's thread
     broken_killed: bool = False  # it did not exit within broken_grace_seconds: ended
+    cut_said: bool = False  # a line past outputlines.LINE_CAP was announced (once an attempt)
 
 
 class TrainingProcess:
@@ -101,6 +105,7 @@ class TrainingProcess:
         self._env = dict(self.cfg.env, TFMW_HEARTBEAT_FILE=str(hb))
         self._last_line = self._last_error = ""
         oom_kills = self.cfg.memory.oom_kills()  # None: unknown (no cgroup), reported as before
+        self.cfg.clean_scratch()  # what a killed attempt left (entrypoint.scratch): none of ours runs now
         try:
             child = self._child = self._start(self._env)
         except StartRefused as refused:
@@ -268,24 +273,45 @@ class TrainingProcess:
             standby.discard()
 
     def _pump_output(self, child: subprocess.Popen, seen: AttemptWatch) -> None:
-        # Pass every line through unchanged (kubectl logs shows the trainer as is), treat
-        # output as a sign of life for commands that do not write the heartbeat, and let the
-        # run's tracker follow progress (it never blocks: recording is another thread's job).
-        # The tracker hears a line before it is passed on: what the log shows, /metrics
-        # already says (a scrape right after `tfmw checkpoint saved` found no checkpoint).
-        out = sys.stdout.buffer
-        for raw in iter(child.stdout.readline, b""):
+        # Pass the output through unchanged (kubectl logs shows the trainer as is), treat any
+        # output as a sign of life for commands that do not write the heartbeat (a progress
+        # bar redrawn with \r is output: read in chunks, not lines), and let the run's tracker
+        # follow progress (it never blocks: recording is another thread's job). The tracker
+        # hears a line before it is passed on: what the log shows, /metrics already says (a
+        # scrape right after `tfmw checkpoint saved` found no checkpoint).
+        lines = OutputLines()
+        fd = child.stdout.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, _CHUNK)
+            except OSError:  # the pipe was closed under us: the output is over
+                chunk = b""
+            if not chunk:
+                break
             self._last_activity = time.monotonic()
-            text = raw.decode(errors="replace").rstrip("\r\n")
-            broke = seen.broken.feed(text)
-            self._hear(text.strip())
-            out.write(raw)
-            out.flush()
-            if self.cfg.tee is not None:
-                self.cfg.tee(raw if raw.endswith(b"\n") else raw + b"\n")
-            if broke is not None:  # said after the command's own line, which names the error
-                self._group_broke(seen, broke)
+            self._relay(seen, lines, *lines.feed(chunk))
+        self._relay(seen, lines, *lines.finish(), ended=True)
         child.stdout.close()
+
+    def _relay(self, seen: AttemptWatch, lines: OutputLines, relay: bytes, texts: list[str], ended=False) -> None:
+        broke = None
+        for text in texts:
+            broke = seen.broken.feed(text) or broke
+            self._hear(text.strip())
+        if relay:
+            out = sys.stdout.buffer
+            out.write(relay)
+            out.flush()
+            if self.cfg.tee is not None:  # the kept log holds whole lines: the launcher's follow
+                self.cfg.tee(relay + b"\n" if ended else relay)
+        if lines.cut and not seen.cut_said:
+            seen.cut_said = True
+            self._say(
+                f"output: a line of training's output is longer than {lines.cap // 1024} KiB; the launcher "
+                "reads its first part only (it is relayed whole)"
+            )
+        if broke is not None:  # said after the command's own line, which names the error
+            self._group_broke(seen, broke)
 
     def _hear(self, line: str) -> None:
         """One line of the command's output (stripped): the last line, the last error, the tracker."""

@@ -395,3 +395,38 @@ def test_a_regroup_restarts_with_the_new_environment_and_is_never_counted_as_a_f
     assert causes == [f"resize: workers.replicas change {n}" for n in range(3)]
     assert not any("restarting training in place" in line for line in logs)
     assert sum("for the group to re-form" in line for line in logs) == 3
+
+
+# Redraws a progress bar with \r only (no newline, no heartbeat) for 3 s, then exits 0.
+PROGRESS_BAR = """
+    import sys, time
+    for i in range(30):
+        sys.stdout.write(f"\\r{i:3d}/30 [" + "=" * i + " " * (30 - i) + "]")
+        sys.stdout.flush()
+        time.sleep(0.1)
+"""
+
+
+def test_a_progress_bar_redrawn_with_carriage_returns_is_alive_and_relayed_unchanged(tmp_path, capfdbinary):
+    lines = []
+    sup, logs = make(tmp_path, script(tmp_path, PROGRESS_BAR), hang_timeout_seconds=1, on_output=lines.append)
+    assert sup.run().phase is Phase.SUCCEEDED  # 3 s of output with no newline: never killed as hung
+    assert not any("watchdog" in line for line in logs)
+    expected = "".join(f"\r{i:3d}/30 [" + "=" * i + " " * (30 - i) + "]" for i in range(30)).encode()
+    assert capfdbinary.readouterr().out == expected  # as the command wrote it
+    assert len(lines) == 30 and lines[-1].startswith("29/30 [")  # each redraw is a line for the tracker
+
+
+def test_a_line_past_the_cap_is_said_once_and_relayed_whole(tmp_path, capfdbinary):
+    body = """
+        import sys
+        for _ in range(2):
+            sys.stdout.write("z" * 200_000 + "\\n")
+        sys.stdout.write("tfmw progress step=1/2 loss=0.5\\n")
+    """
+    lines = []
+    sup, logs = make(tmp_path, script(tmp_path, body), on_output=lines.append)
+    assert sup.run().phase is Phase.SUCCEEDED
+    assert capfdbinary.readouterr().out == (b"z" * 200_000 + b"\n") * 2 + b"tfmw progress step=1/2 loss=0.5\n"
+    assert lines == ["z" * 64 * 1024] * 2 + ["tfmw progress step=1/2 loss=0.5"]
+    assert sum("longer than 64 KiB" in line for line in logs) == 1
