@@ -3,9 +3,9 @@ place that knows their paths and formats (docs/contracts.md), for the launcher a
 
 - `COMPLETED`: the JSON record that says "never train this run again", written by the chief's
   trainer after the export, or by the chief's launcher for a user command (write_completed),
-  read by both (read_completed); the launcher also asks whether it is there at all
-  (marker_exists: an unreadable answer is never "no") and shows its steps, loss and model
-  (completed_fields);
+  read by both through one function (read_marker: read_completed, marker_exists): absent is
+  "no", present is "done" whatever its bytes, and an I/O error is neither (MarkerUnreadable,
+  the caller retries); the launcher also shows its steps, loss and model (completed_fields);
 - the heartbeat file (TFMW_HEARTBEAT_FILE, outside the run directory): `<step> <phase>`,
   written by the trainer (Heartbeat), read by the launcher's hang watchdog (read_beat).
 
@@ -23,6 +23,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,35 +151,70 @@ def write_completed(run: RunDir, record: dict, now: float | None = None) -> None
     write_atomic(run.completed, json.dumps(stamped, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
+class MarkerUnreadable(Exception):
+    """The COMPLETED marker's presence or bytes cannot be read (EACCES, EIO, ESTALE on the
+    shared storage, a directory in its place): the run may have finished, or not. Never "done"
+    (a storage hiccup would end a run Succeeded with no model), never "not done" (a finished
+    run would train again): the caller retries, and fails closed when it never clears."""
+
+
+# Errors that mean "no marker there": the file, or a directory on its path, is absent.
+_ABSENT = (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG)
+
+
+def read_marker(path: str):
+    """The marker's JSON, the one read of COMPLETED for the trainer and the launcher alike.
+    None: absent. Present and readable: its JSON, or {} when its bytes are no JSON (the
+    operator may create it by hand: any content, even none, means "done"; so do bytes that are
+    not UTF-8, since what was read is a marker that is there). An I/O error raises
+    MarkerUnreadable with the cause: the marker is there or not, nobody can tell."""
+    try:
+        data = _read_bytes(path)
+    except MarkerUnreadable:
+        raise
+    except OSError as err:
+        if err.errno in _ABSENT:
+            return None
+        cause = f"{type(err).__name__}: {err.strerror or err}"
+        raise MarkerUnreadable(
+            f"cannot read {path} ({cause}); fix the shared storage (TFMW_SHARED_DIR, storage.*)"
+        ) from None
+    if data is None:
+        return None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError too: a marker that is there still means done
+        return {}
+
+
+def _read_bytes(path: str) -> bytes | None:
+    if not is_uri(path):
+        with open(path, "rb") as f:
+            return f.read()
+    gfile = _gfile()
+    try:
+        if not gfile.exists(path):
+            return None
+        with gfile.GFile(path, "rb") as f:
+            return f.read()
+    except Exception as err:  # tf.errors.OpError: NotFoundError is absent, the rest unknown
+        if type(err).__name__ == "NotFoundError":
+            return None
+        raise MarkerUnreadable(
+            f"cannot read {path} ({type(err).__name__}: {' '.join(str(err).split())[:200]}); "
+            "fix the shared storage (TFMW_SHARED_DIR, storage.*)"
+        ) from None
+
+
 def read_completed(run: RunDir) -> dict | None:
-    """The COMPLETED record, None when there is none. A marker that is present but unreadable
-    or not a JSON object (the operator may create it by hand: any JSON) reads as {}: it
-    still means "done", never retrain a finished run. Older key spellings read as today's."""
-    record = _read_marker(run.completed)
+    """The COMPLETED record (read_marker): None when there is none, {} for a marker that is
+    not a JSON object; older key spellings read as today's. Raises MarkerUnreadable."""
+    record = read_marker(run.completed)
     if record is None:
         return None
     if not isinstance(record, dict):
         return {}
     return {_OLDER_SPELLINGS.get(key, key): value for key, value in record.items()}
-
-
-def _read_marker(path: str):
-    if is_uri(path):
-        gfile = _gfile()
-        if not gfile.exists(path):
-            return None
-        try:
-            with gfile.GFile(path, "r") as f:
-                return json.loads(f.read())
-        except Exception:  # any read failure of a present marker still means "done"
-            return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return {}  # present but unreadable (or not UTF-8) still means "done"
 
 
 # -- the launcher's reads of the marker (a mounted path: no TensorFlow) -----------------
@@ -188,25 +224,36 @@ def completed_marker(run_dir: Path | None) -> Path | None:
     return Path(RunDir(str(run_dir)).completed) if run_dir else None
 
 
-class MarkerUnreadable(Exception):
-    """The COMPLETED marker's presence cannot be told (EACCES, EIO on the shared storage)."""
-
-
 def marker_exists(marker: Path | None) -> bool:
-    """Is the run's COMPLETED marker there? A path under a regular file, or a missing
-    directory, is "no"; an error that leaves it unknown (permission denied, I/O error) raises
-    MarkerUnreadable: training a run that may have finished would train it twice."""
-    if marker is None:
-        return False
-    try:
-        os.stat(marker)
-        return True
-    except OSError as err:
-        if err.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG):
-            return False
-        raise MarkerUnreadable(
-            f"cannot tell whether {marker} exists ({err.strerror}); fix the shared storage (TFMW_SHARED_DIR, storage.*)"
-        ) from None
+    """Is the run's COMPLETED marker there (read_marker)? Raises MarkerUnreadable when that
+    cannot be told: training a run that may have finished would train it twice."""
+    return marker is not None and read_marker(str(marker)) is not None
+
+
+def marker_exists_retrying(
+    marker: Path | None,
+    seconds: float,
+    wait: Callable[[float], bool],
+    say: Callable[[str], None],
+    clock: Callable[[], float] = time.monotonic,
+) -> bool:
+    """marker_exists, retried with back-off for `seconds` while the marker is unreadable (a
+    storage hiccup: NFS EIO or ESTALE clears), the cause said once. Raises the last
+    MarkerUnreadable when it never clears, or when `wait` returns True (stopped)."""
+    started, delay, said = clock(), 0.5, False
+    while True:
+        try:
+            return marker_exists(marker)
+        except MarkerUnreadable as err:
+            left = seconds - (clock() - started)
+            if left <= 0:
+                raise
+            if not said:
+                say(f"{err}; retrying for up to {seconds:g}s (a run that may have finished never trains again)")
+                said = True
+            if wait(min(delay, left)):
+                raise
+            delay = min(delay * 2, 10.0)
 
 
 # The COMPLETED record's keys the `tfmw completed` line and the Succeeded message show, by
@@ -216,7 +263,10 @@ _COMPLETED_SHOWN = (("steps", "steps"), ("finalLoss", "final_loss"), ("model", "
 
 def completed_fields(run_dir: Path | None) -> dict[str, str]:
     """{steps, final_loss, model} from the run's COMPLETED record, those it has ({} if none)."""
-    record = read_completed(RunDir(str(run_dir))) if run_dir else None
+    try:
+        record = read_completed(RunDir(str(run_dir))) if run_dir else None
+    except MarkerUnreadable:  # only shown: whether it is there was asked before
+        record = None
     return {name: str(record[key]) for key, name in _COMPLETED_SHOWN if record and key in record}
 
 

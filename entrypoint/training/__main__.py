@@ -2,7 +2,7 @@
 
 Order matters: the environment, TF_CONFIG and the config are checked and the COMPLETED
 marker is looked at before TensorFlow is imported, so refusals and "already done" take
-well under a second.
+well under a second. A marker that cannot be read is neither: exit 75, retried.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import traceback
 from .. import loglines
 from ..cluster import worker_group
 from ..errors import EXIT_OK, EXIT_RETRYABLE, EXIT_SIGTERM
-from ..rundir import RunDir, read_completed
+from ..rundir import MarkerUnreadable, RunDir, read_completed
 from .config import ConfigError, resolve, run_env
 from .failures import TrainingError, error_summary, exit_code_for, is_retryable
 from .sigterm import SigtermFlag
@@ -79,10 +79,9 @@ def main(argv=None) -> int:
         except ConfigError as err:
             print(str(err), file=sys.stderr, flush=True)
             return err.exit_code
-    run = RunDir.of(env.shared_dir, env.run_id)
-    if read_completed(run) is not None:
-        print(loglines.line(loglines.COMPLETED, run=env.run_id), flush=True)
-        return EXIT_OK
+    ended = ended_before_training(RunDir.of(env.shared_dir, env.run_id), env.run_id, cluster.worker_index)
+    if ended is not None:
+        return ended
 
     try:
         from .trainer import train  # TensorFlow is imported here, not before
@@ -131,6 +130,20 @@ def main(argv=None) -> int:
         ),
         flush=True,
     )
+    return EXIT_OK
+
+
+def ended_before_training(run: RunDir, run_id: str, worker: int) -> int | None:
+    """The exit code when the run's COMPLETED marker says not to train (done: 0; unreadable:
+    75, retried, since the run may have finished or not), None to train."""
+    try:
+        completed = read_completed(run) is not None
+    except MarkerUnreadable as err:  # maybe finished, maybe not: neither train nor call it done
+        print(loglines.line(loglines.ERROR, retryable="true", worker=worker, text=str(err)), flush=True)
+        return EXIT_RETRYABLE
+    if not completed:
+        return None
+    print(loglines.line(loglines.COMPLETED, run=run_id), flush=True)
     return EXIT_OK
 
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from ..rundir import MarkerUnreadable
+
 # The barriers' names in the coordination service: one per way of leaving.
 FINISHED = "tfmw-finished"
 STOPPED = "tfmw-stopped"
@@ -58,7 +60,8 @@ def leave_together(
 
     `completed` (finished runs, non-chief workers): whether the chief's COMPLETED marker
     exists. The chief writes it only after its own barrier wait returned, so a marker means
-    every worker arrived, and only the reply to this one was lost with the chief's exit."""
+    every worker arrived, and only the reply to this one was lost with the chief's exit. A
+    marker that cannot be read (rundir.MarkerUnreadable) is not seen: looked for again."""
     try:
         wait(barrier, timeout_ms)
         return None
@@ -67,9 +70,13 @@ def leave_together(
     if is_chief or completed is None:
         return reason
     deadline = clock() + (MARKER_WAIT_SECONDS if marker_wait is None else marker_wait)
+    unreadable = ""
     while True:
-        if completed():
-            return None
+        try:
+            if completed():
+                return None
+        except MarkerUnreadable as err:  # not known yet: never "done", so look again until the deadline
+            unreadable = f"; {err}"
         if clock() >= deadline:
-            return reason
+            return reason + unreadable
         sleep(MARKER_POLL_SECONDS)

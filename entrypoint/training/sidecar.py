@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from .. import loglines
 from ..errors import EXIT_OK, EXIT_SIGTERM, EXIT_TRAINING_FAILED
 from ..lifecycle import Phase, from_data
-from ..rundir import RunDir, read_completed, write_atomic
+from ..rundir import MarkerUnreadable, RunDir, read_completed, write_atomic
 from . import checkpoints
 from .config import ConfigError, RunEnv
 
@@ -274,7 +274,11 @@ def run(
         )
     )
     while True:
-        completed = read_completed(run_dir) is not None  # looked at first: the newest checkpoint then is final
+        try:
+            completed = read_completed(run_dir) is not None  # looked at first: the newest checkpoint then is final
+        except MarkerUnreadable as err:  # not known: never "done"; looked at again next poll
+            completed = False
+            waiting.say(f"{err}; looking again")
         decision = decide(plan_checkpoints(run_dir.checkpoints), evaluated, completed)
         if decision.checkpoint is not None:
             if evaluator is None:

@@ -491,20 +491,21 @@ def test_a_marker_whose_presence_cannot_be_told_never_means_train(tmp_path, monk
     (tmp_path / "file").write_text("x")
     assert marker_exists(tmp_path / "file" / "r1" / "COMPLETED") is False  # ENOTDIR: simply not there
     assert marker_exists(tmp_path / "nothing" / "r1" / "COMPLETED") is False
-    real_stat = os.stat
 
-    def stat(path, *args, **kwargs):
+    def denied(path, *args, **kwargs):
         if str(path).endswith("COMPLETED"):
             raise PermissionError(13, "Permission denied", str(path))
-        return real_stat(path, *args, **kwargs)
+        return open(path, *args, **kwargs)
 
-    monkeypatch.setattr(rundir_module.os, "stat", stat)
+    monkeypatch.setattr(rundir_module, "open", denied, raising=False)
     with pytest.raises(MarkerUnreadable, match="Permission denied"):
         marker_exists(tmp_path / "r1" / "COMPLETED")
     env = {"TF_CONFIG": PRESET, "TFMW_RUN_ID": "r1", "TFMW_SHARED_DIR": str(tmp_path), "PATH": os.environ["PATH"]}
     logs = []
-    assert Launcher(env, _succeeds(tmp_path), log=logs.append).run() == 2
+    # Retried (a storage hiccup clears) for marker_retry_seconds, said once, then failed closed.
+    assert Launcher(env, _succeeds(tmp_path), log=logs.append, marker_retry_seconds=0.6).run() == 2
     assert _attempts(tmp_path) == 0
+    assert len([line for line in logs if "retrying for up to 0.6s" in line and "Permission denied" in line]) == 1
     assert "reason=BadConfig" in next(line for line in logs if line.startswith("tfmw failed "))
 
 

@@ -31,7 +31,7 @@ BAD_CONFIGS = [
     ("data: {source: files, path: d}", "training config: data.numClasses: is required when data.source is files"),
     ("batchSizePerReplica: '64'", "training config: batchSizePerReplica: '64' is not of type 'integer'"),
     ("checkpoint: {everySteps: 0}", "training config: checkpoint.everySteps: 0 is less than the minimum of 1"),
-    ("checkpoint: {every: 5}", "training config: checkpoint.every: unknown key (allowed here: everySteps, keep)"),
+    ("checkpoint: {every: 5}", "training config: checkpoint.every: unknown key (allowed here: async, everySteps, keep)"),
     ("collective: grpc", "training config: collective: 'grpc' is not one of ['auto', 'ring', 'nccl']"),
     (
         "allReduceDtype: int8",
@@ -133,6 +133,17 @@ def test_completed_marker_short_circuits_without_tensorflow(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "tfmw completed run=r"
     assert "TF_IMPORTED" not in result.stderr
+
+
+def test_a_marker_that_cannot_be_read_is_a_retryable_start_never_done(tmp_path):
+    (tmp_path / "r" / "COMPLETED").mkdir(parents=True)  # EISDIR: the marker is there or not, nobody can tell
+    result = run_trainer([], env_extra={"TFMW_RUN_ID": "r"}, tmp_path=tmp_path)
+    assert result.returncode == 75, result.stdout + result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tfmw error retryable=true worker=0 "), result.stdout
+    assert "COMPLETED (IsADirectoryError: Is a directory)" in lines[0]
+    assert "tfmw completed" not in result.stdout and "TF_IMPORTED" not in result.stderr
+    assert (tmp_path / "r" / "COMPLETED").is_dir()  # nothing written over it
 
 
 def test_check_prints_the_effective_config(tmp_path):

@@ -77,6 +77,29 @@ def test_a_peer_without_the_marker_reports_the_broken_group_after_the_marker_wai
     assert clock.now == pytest.approx(leaving.MARKER_WAIT_SECONDS, abs=leaving.MARKER_POLL_SECONDS)
 
 
+def test_a_marker_that_cannot_be_read_is_not_seen_and_is_named_in_the_reason():
+    from entrypoint.rundir import MarkerUnreadable
+
+    clock = Clock()
+    wait, _ = waits(RuntimeError("Socket closed"))
+    answers = iter([MarkerUnreadable("cannot read /s/r/COMPLETED (OSError: Input/output error)"), True])
+
+    def completed():
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    kwargs = dict(is_chief=False, sleep=clock.sleep, clock=clock)
+    assert leaving.leave_together(wait, leaving.FINISHED, 10, completed=completed, **kwargs) is None  # looked again
+
+    def never():
+        raise MarkerUnreadable("cannot read /s/r/COMPLETED (OSError: Input/output error)")
+
+    reason = leaving.leave_together(wait, leaving.FINISHED, 10, completed=never, **kwargs)
+    assert reason is not None and "Socket closed" in reason and reason.endswith("(OSError: Input/output error)")
+
+
 def test_a_stop_has_no_marker_to_look_for():
     wait, _ = waits(RuntimeError("gone"))
     reason = leaving.leave_together(wait, leaving.STOPPED, 10, is_chief=False)
