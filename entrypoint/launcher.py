@@ -55,7 +55,7 @@ from .peerwatch import PeerWatch
 from .podlog import PodLog, log_path
 from .regroup import GroupSize, Regroup
 from .runcontext import EndedElsewhere, Failure, Group, Hooks, Run, Stopped
-from .rundir import MarkerUnreadable, RunDir, completed_marker, marker_exists
+from .rundir import MarkerUnreadable, RunDir, completed_marker, marker_exists_retrying
 from .settings import INDEXED_JOB_REQUIRED, LauncherSettings, load_settings
 from .standby import is_builtin_trainer, standby_plan
 from .startchecks import command_problem, shared_dir_problem
@@ -279,7 +279,9 @@ class Launcher:
         launched = time.time()
         recorded = recorder.read()
         try:
-            completed, unreadable = marker_exists(completed_marker(run_dir)), None
+            marker = completed_marker(run_dir)
+            completed = marker_exists_retrying(marker, self.marker_retry_seconds, self.stopping.wait, self._say)
+            unreadable = None
         except MarkerUnreadable as err:  # not known: never train (it may have finished)
             completed, unreadable = False, str(err)
         plan = plan_start(recorded, run_id, settings.pod_revision, completed, rfc3339(launched))
@@ -333,7 +335,9 @@ class Launcher:
                 f"training.activeDeadlineSeconds={settings.active_deadline_seconds} passed "
                 f"(run started {run.plan.state.started_at}); not starting training",
             )
-        if run.unreadable:
+        if run.unreadable:  # retried for marker_retry_seconds already: fail closed
+            if self.stopping.is_set():
+                raise Stopped()
             raise Failure(Reason.BAD_CONFIG, run.unreadable)
         problem = command_problem(self.command, run.child_env)
         if problem:  # no retry makes a missing program appear

@@ -42,7 +42,15 @@ from .restarts import (
 
 # The run directory's one API (no TensorFlow import for a local path): the marker is
 # published the same way, and reads the same, whichever side writes it.
-from .rundir import MarkerUnreadable, RunDir, completed_detail, completed_marker, marker_exists, write_completed
+from .rundir import (
+    MarkerUnreadable,
+    RunDir,
+    completed_detail,
+    completed_marker,
+    marker_exists,
+    marker_exists_retrying,
+    write_completed,
+)
 
 
 @dataclass(frozen=True)
@@ -195,8 +203,11 @@ class Supervisor:
     def _ended_before_start(self) -> Ending | None:
         """The run completed already (the marker), or its deadline passed: nothing to start."""
         try:
-            done_before = marker_exists(completed_marker(self.cfg.run_dir))
-        except MarkerUnreadable as err:
+            marker = completed_marker(self.cfg.run_dir)
+            done_before = marker_exists_retrying(marker, self.cfg.marker_retry_seconds, self._stop.wait, self._say)
+        except MarkerUnreadable as err:  # retried for marker_retry_seconds: fail closed, never "done"
+            if self._stop.is_set():
+                return Ending(None, returncode=EXIT_SIGTERM)
             return Ending(Phase.FAILED, Reason.BAD_CONFIG, str(err))
         if done_before:
             return Ending(Phase.SUCCEEDED, Reason.COMPLETED, found_message(completed_detail(self.cfg.run_dir)))
