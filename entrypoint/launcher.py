@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from . import loglines, metrics, stopsignal
+from . import loglines, metrics, scratch, stopsignal
 from .cluster import build_tf_config, is_chief, is_evaluator, parse_tf_config
 from .ending import FLUSH_SECONDS, IDLE_RETRY_SECONDS, RunEnd
 from .errors import EXIT_OK, EXIT_SIGTERM, ConfigError
@@ -385,6 +385,7 @@ class Launcher:
     def _supervisor_config(self, run: Run, regroup: Regroup) -> SupervisorConfig:
         settings, tracker = run.settings, run.tracker
         preload, why = standby_plan(settings.warm_standby, self.command)
+        chief_dir = tracker.is_chief and run.run_dir is not None  # the run directory's only writer
         self._say(f"warm standby: {why}")
         return SupervisorConfig(
             command=self.command,
@@ -408,6 +409,7 @@ class Launcher:
             on_group_broken=tracker.group_broke,
             standby_preload=preload,
             tee=self.podlog.write if self.podlog is not None else None,
+            clean_scratch=lambda: scratch.clean(None, str(run.run_dir) if chief_dir else None, self._say),
         )
 
     @staticmethod

@@ -114,6 +114,12 @@ class SupervisorConfig:
     # group can re-form without waiting out the teardown (18 s measured for a Keras script).
     broken_grace_seconds: float = 5.0
     on_group_broken: Callable[[str], None] = lambda error: None  # the attempt is lost from here
+    # After the command's main process exits, what it left running (its process group, orphans
+    # it left to PID 1) gets SIGTERM, then SIGKILL this long after (entrypoint.reaper).
+    left_running_grace_seconds: float = 10.0
+    # Before each attempt's command starts: remove the scratch an earlier attempt left (a SIGKILL
+    # skips its own cleanup) on this node and, for the chief, in the run directory (entrypoint.scratch).
+    clean_scratch: Callable[[], None] = lambda: None
 
     def deadline_passed(self) -> bool:
         return self.deadline is not None and self.wall_clock() >= self.deadline
