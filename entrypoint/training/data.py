@@ -4,9 +4,17 @@ File formats (written by `python -m entrypoint.training.prepare_digits`):
 - NPZ: arrays `x` (examples, *input_shape) float32 and `y` (examples,) integer labels.
 - TFRecord: tf.train.Example with `x` (float list, flattened), `y` (int64), `shape` (int64 list).
 
-Each worker reads its own part (entrypoint.training.sharding), shuffles with a fixed seed,
-repeats, batches per replica and prefetches with AUTOTUNE. A restart continues the exact
-same sequence by skipping the batches already trained on.
+Each worker reads its own part (entrypoint.training.sharding) as one endless stream whose order
+is a fixed function of the worker's seed and the epoch (entrypoint.training.positions), batches it
+per replica and prefetches with AUTOTUNE. A restart at step S starts the stream where S steps left
+it, by arithmetic, not by reading and throwing away what was already trained on:
+- in memory (synthetic, NPZ): example p is `x[index_shuffle(p % n, [seed, p // n], n - 1)]`, a full
+  permutation of the share every epoch (tf.random.experimental.index_shuffle: stateless, computed
+  per position); a start at any step costs the same.
+- TFRecord (no random access: TFRecordDataset cannot seek to a record): the raw records of an epoch
+  are permuted in consecutive blocks of `shuffleBuffer` records, each block by index_shuffle with its
+  own seed; a start reads the current epoch's records up to the position, unparsed (at most one
+  epoch of the share, whatever S is: the same order as the count every start already does).
 """
 
 from __future__ import annotations
@@ -24,10 +32,12 @@ import tensorflow as tf
 from . import threads
 from .config import ConfigError, check_example_size, data_path
 from .failures import TrainingError, error_summary
+from .positions import block_seed, blocks_per_epoch, epoch_and_index, first_example
 from .sharding import ShardPlan, plan_shards
 from .synthetic import make_synthetic, shard_arrays
 
 EXTENSIONS = {"npz": ".npz", "tfrecord": ".tfrecord"}
+ENDLESS = 2**62  # the streams' end (Dataset.range's stop): beyond any run's length
 
 
 @dataclass(frozen=True)
@@ -36,7 +46,8 @@ class InputSpec:
     num_classes: int
     examples_per_worker: int
     describe: str
-    # dataset_fn(per_replica_batch, start_step) -> tf.data.Dataset for this worker
+    # dataset_fn(per_replica_batch, start_batch) -> tf.data.Dataset for this worker, from its
+    # batch `start_batch` on (positions.batches_consumed: steps x local replicas)
     dataset_fn: Callable[[int, int], tf.data.Dataset]
 
 
@@ -54,12 +65,7 @@ def list_files(path: str, fmt: str) -> list[str]:
     return files
 
 
-def _pipeline(ds: tf.data.Dataset, shuffle_buffer: int, seed: int, batch: int, start_step: int) -> tf.data.Dataset:
-    if shuffle_buffer > 0:
-        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    ds = ds.repeat().batch(batch, drop_remainder=True)
-    if start_step:
-        ds = ds.skip(start_step)
+def _finish(ds: tf.data.Dataset) -> tf.data.Dataset:
     ds = ds.prefetch(tf.data.AUTOTUNE)
     pool = threads.this_process().data
     if pool is None:
@@ -67,6 +73,58 @@ def _pipeline(ds: tf.data.Dataset, shuffle_buffer: int, seed: int, batch: int, s
     options = tf.data.Options()  # the pipeline's own pool, sized like the others (threads.py)
     options.threading.private_threadpool_size = pool
     return ds.with_options(options)
+
+
+def _positions(start: int) -> tf.data.Dataset:
+    return tf.data.Dataset.range(start, ENDLESS)
+
+
+def _array_stream(x: np.ndarray, y: np.ndarray, shuffle: bool, seed: int, batch: int, start_batch: int):
+    """Batches of the endless stream over in-memory arrays, from batch `start_batch` on."""
+    n = len(x)
+    # Tensors captured by the map (passed to it as inputs), not numpy arrays that would be
+    # embedded in its graph as constants.
+    xs, ys = tf.convert_to_tensor(x), tf.convert_to_tensor(y)
+
+    def take(p):  # a position -> its example
+        epoch, index = p // n, p % n
+        if shuffle:
+            # One position at a time: index_shuffle's public wrapper takes a seed of shape [2]; its
+            # batched form ([n, 2]) is padded along the wrong axis in TF 2.21 (stateless_random_ops.py).
+            pair = tf.stack([tf.constant(seed, tf.int64), epoch])
+            index = tf.random.experimental.index_shuffle(index, pair, tf.constant(n - 1, tf.int64))
+        return tf.gather(xs, index), tf.gather(ys, index)
+
+    ds = _positions(first_example(start_batch, batch)).map(take, num_parallel_calls=tf.data.AUTOTUNE)
+    return _finish(ds.batch(batch, drop_remainder=True))
+
+
+def _record_stream(records, n: int, block: int, seed: int, start: int) -> tf.data.Dataset:
+    """The endless stream of raw records from position `start` on: epoch after epoch of
+    `records()`, each epoch permuted in blocks of `block` records (0: in file order)."""
+    first_epoch, first_index = epoch_and_index(start, n)
+    blocks = blocks_per_epoch(n, block) if block else 0
+
+    def epoch_order(epoch):
+        # Only the first epoch starts part-way: its records before the position are read, unparsed
+        # (whole blocks skipped before they are permuted, then the rest of one block).
+        def part_way(skip: int):
+            return tf.where(epoch == first_epoch, tf.constant(skip, tf.int64), tf.constant(0, tf.int64))
+
+        if not block:
+            return records().skip(part_way(first_index))
+
+        def permute(block_index, chunk):
+            size = tf.shape(chunk, out_type=tf.int64)[0]
+            pair = tf.stack([tf.constant(seed, tf.int64), block_seed(epoch, block_index, blocks)])
+            order = tf.random.experimental.index_shuffle(tf.range(size), pair, tf.fill([size], size - 1))
+            return tf.data.Dataset.from_tensor_slices(tf.gather(chunk, order))
+
+        whole, rest = divmod(first_index, block)
+        chunks = records().batch(block).enumerate().skip(part_way(whole))
+        return chunks.flat_map(permute).skip(part_way(rest))
+
+    return _positions(first_epoch).flat_map(epoch_order)
 
 
 def _load_npz(files) -> tuple[np.ndarray, np.ndarray]:
@@ -120,9 +178,8 @@ def _from_arrays(x, y, config, seed, describe, num_classes) -> InputSpec:
     if config["data"]["source"] == "files":  # synthetic shapes were checked with the config
         check_example_size(x.shape[1:], config, "data.path: the examples' shape")
 
-    def dataset_fn(batch: int, start_step: int) -> tf.data.Dataset:
-        ds = tf.data.Dataset.from_tensor_slices((x, y))
-        return _pipeline(ds, shuffle, seed, batch, start_step)
+    def dataset_fn(batch: int, start_batch: int) -> tf.data.Dataset:
+        return _array_stream(x, y, shuffle > 0, seed, batch, start_batch)
 
     return InputSpec(tuple(x.shape[1:]), num_classes, len(x), describe, dataset_fn)
 
@@ -164,8 +221,9 @@ def build_input(config: dict, shared_dir: str, num_workers: int, worker_index: i
     _refuse_empty(count, describe)
     shuffle = data["shuffleBuffer"]
 
-    def dataset_fn(batch: int, start_step: int) -> tf.data.Dataset:
-        ds = records().map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-        return _pipeline(ds, shuffle, seed, batch, start_step)
+    def dataset_fn(batch: int, start_batch: int) -> tf.data.Dataset:
+        ds = _record_stream(records, count, shuffle, seed, first_example(start_batch, batch))
+        ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).batch(batch, drop_remainder=True)
+        return _finish(ds)
 
     return InputSpec(shape, data["numClasses"], count, describe, dataset_fn)

@@ -33,6 +33,7 @@ from .config import ConfigError, RunEnv, replica_input_batch
 from .data import build_input
 from .failures import TrainingError, is_retryable
 from .models import build_model
+from .positions import batches_consumed, local_replicas
 
 
 def log(line: str) -> None:
@@ -651,8 +652,14 @@ def set_up(config: dict, cluster: Cluster, env: RunEnv) -> Session:
         )
     )
 
-    # distribute_datasets_from_function: the fn batches per replica
-    dist_dataset = strategy.distribute_datasets_from_function(lambda ctx: spec.dataset_fn(per_replica, start_step))
+    # distribute_datasets_from_function calls the fn once per worker, which batches per replica, and
+    # dequeues one batch per local replica every step: the worker's stream resumes after
+    # start_step x local replicas batches (positions.py), by arithmetic, not by replay.
+    def worker_dataset(ctx):
+        replicas_here = local_replicas(ctx.num_replicas_in_sync, ctx.num_input_pipelines)
+        return spec.dataset_fn(per_replica, batches_consumed(start_step, replicas_here))
+
+    dist_dataset = strategy.distribute_datasets_from_function(worker_dataset)
     iterator = iter(dist_dataset)
     train_step, eval_step = step_functions(strategy, model, optimizer, config, loss_sum, global_batch)
 
