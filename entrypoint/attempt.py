@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import loglines
+from . import loglines, reaper
 from .groupbreak import BreakDetector
 from .hangwatch import HangWatch, Verdict
 from .oomkill import oom_cause
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .supervisor import SupervisorConfig
 
 _CHUNK = 64 * 1024  # one read of the command's output pipe
+_REAP_EVERY_SECONDS = 1.0  # while the command runs: a /proc scan for zombies of orphans it left
 
 
 class StartRefused(Exception):
@@ -57,6 +58,7 @@ class AttemptWatch:
     broken_at: float | None = None  # when (monotonic); set by the output pump's thread
     broken_killed: bool = False  # it did not exit within broken_grace_seconds: ended
     cut_said: bool = False  # a line past outputlines.LINE_CAP was announced (once an attempt)
+    group_killed: bool = False  # the launcher SIGKILLed the group (watchdog, deadline, a broken group)
 
 
 class TrainingProcess:
@@ -85,6 +87,9 @@ class TrainingProcess:
         self._env: dict | None = None
         self._standby: Standby | None = None
         self._standby_lock = threading.Lock()
+        self._reaped_at = 0.0
+        if not reaper.become_subreaper():  # PID 1 is one already; elsewhere orphans would go to init
+            say("reaper: cannot become a child subreaper (prctl refused); processes the command leaves are not ended")
 
     def seconds_without_progress(self) -> float:
         """Since the trainer's heartbeat last changed (restarts and peer waits included): how
@@ -134,7 +139,9 @@ class TrainingProcess:
             self._enforce_deadline(child, seen)
             self._enforce_watchdog(child, seen)
             self._end_broken_attempt(child, seen)
-        pump.join(timeout=5)
+            self._reap_now_and_then(child)
+        left = self._end_left_running(child, seen)
+        pump.join(timeout=5)  # the group is gone: nothing holds the pipe open any more
         self._child = None
         oom = oom_cause(oom_kills, self.cfg.memory) if child.returncode in SIGKILLED else None
         reason = attempt_reason(
@@ -151,6 +158,7 @@ class TrainingProcess:
             reason=reason,
             deadline_hit=seen.deadline_hit,
             last_error=self._last_error or self._last_line,
+            left_running=left,
         )
 
     def _start(self, env: dict[str, str]) -> subprocess.Popen:
@@ -167,6 +175,42 @@ class TrainingProcess:
             )  # own process group: a kill reaches every descendant
         except OSError as err:
             raise StartRefused(start_problem(self.cfg.command, err)) from None
+
+    def _live_children(self, child: subprocess.Popen | None = None) -> set[int]:
+        """Our live Popens' pids: theirs to reap (their returncode), never the reaper's."""
+        standby = self._standby
+        pids = {child.pid} if child is not None and child.returncode is None else set()
+        return pids | ({standby.pid} if standby is not None else set())
+
+    def _reap_now_and_then(self, child: subprocess.Popen) -> None:
+        """While the command runs: reap the zombies of orphans it left to us (a daemon it started)."""
+        now = time.monotonic()
+        if now - self._reaped_at >= _REAP_EVERY_SECONDS:
+            self._reaped_at = now
+            reaper.reap(self._live_children(child))
+
+    def _end_left_running(self, child: subprocess.Popen, seen: AttemptWatch) -> tuple[str, ...]:
+        """The command's main process exited: end what it left running (SIGTERM, SIGKILL after
+        the grace), reap it, and say what that was. After the launcher's own SIGKILL of the
+        group, its members are let die first: they were not left running, they were killed."""
+        if seen.group_killed:
+            reaper.wait_gone(child.pid, 2.0, self._live_children())
+        ended = reaper.end_left_running(child.pid, self.cfg.left_running_grace_seconds, self._live_children())
+        if not ended:
+            return ()
+        signals = [sig for sig in ("SIGTERM", "SIGKILL") if any(e.signal == sig for e in ended)]
+        if len(signals) == 1:
+            how = f"ended {'it' if len(ended) == 1 else 'them'} with {signals[0]}"
+        else:  # some outlived the grace
+            how = "; ".join(
+                f"ended {', '.join(e.describe() for e in ended if e.signal == sig)} with {sig}" for sig in signals
+            )
+        children = ", ".join(e.describe() for e in ended)
+        self._say(
+            f"the command exited {child.returncode} while its child{'ren' if len(ended) > 1 else ''} "
+            f"{children} still ran; {how} (SIGKILL after {self.cfg.left_running_grace_seconds:g}s)"
+        )
+        return tuple(f"{e.describe()}: ended with {e.signal}" for e in ended)
 
     def _follow_heartbeat(self, seen: AttemptWatch) -> None:
         """A new heartbeat (step, phase) is progress: the watchdog and the goodput account hear it."""
@@ -212,6 +256,7 @@ class TrainingProcess:
             self._say("deadline: training did not stop in time; killing it")
             _signal_group(child, signal.SIGKILL)
             seen.term_sent = float("inf")
+            seen.group_killed = True
 
     def _enforce_watchdog(self, child: subprocess.Popen, seen: AttemptWatch) -> None:
         verdict = None if self._stop.is_set() or seen.hung else seen.watch.check(time.monotonic(), self._last_activity)
@@ -222,6 +267,7 @@ class TrainingProcess:
             )
             _signal_group(child, signal.SIGKILL)
             seen.hung = verdict
+            seen.group_killed = True
 
     def _end_broken_attempt(self, child: subprocess.Popen, seen: AttemptWatch) -> None:
         """The command reported a group error and is still running (TensorFlow's teardown):
@@ -234,7 +280,7 @@ class TrainingProcess:
                 f"{self.cfg.broken_grace_seconds:g}s of it (TensorFlow's teardown); ending it to restart sooner"
             )
             _signal_group(child, signal.SIGKILL)
-            seen.broken_killed = True
+            seen.broken_killed = seen.group_killed = True
 
     # -- warm standby (entrypoint.standby) ------------------------------------------------
     def spawn_standby(self) -> None:

@@ -118,6 +118,9 @@ class AttemptOutcome:
     stopped: bool = False  # a signal asked supervision to stop (the pod is going away)
     regroup_why: str | None = None  # the group's size changed: why (it must re-form), else None
     start_refused: str | None = None  # the kernel refused to start the command: start_problem's line
+    # what the command left running when its main process exited, ended by the launcher
+    # (entrypoint.reaper): "sleep (pid 42): ended with SIGTERM", ...
+    left_running: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

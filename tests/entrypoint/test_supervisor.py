@@ -430,3 +430,31 @@ def test_a_line_past_the_cap_is_said_once_and_relayed_whole(tmp_path, capfdbinar
     assert capfdbinary.readouterr().out == (b"z" * 200_000 + b"\n") * 2 + b"tfmw progress step=1/2 loss=0.5\n"
     assert lines == ["z" * 64 * 1024] * 2 + ["tfmw progress step=1/2 loss=0.5"]
     assert sum("longer than 64 KiB" in line for line in logs) == 1
+
+
+def test_a_child_left_running_is_ended_and_said(tmp_path):
+    body = """
+        import subprocess
+        child = subprocess.Popen(["sleep", "600"])
+        print("child", child.pid, flush=True)
+    """
+    sup, logs = make(tmp_path, script(tmp_path, body), left_running_grace_seconds=2)
+    outcome = sup._process.run_attempt()
+    assert outcome.returncode == 0
+    (pid,) = [int(e.split("pid ")[1].split(")")[0]) for e in outcome.left_running]
+    assert outcome.left_running == (f"sleep (pid {pid}): ended with SIGTERM",)
+    assert any(
+        f"the command exited 0 while its child sleep (pid {pid}) still ran; ended it with SIGTERM" in line
+        for line in logs
+    )
+    assert not os.path.exists(f"/proc/{pid}")  # ended and reaped: no process, no zombie
+
+
+def test_a_shell_that_backgrounds_sleep_and_exits_leaves_nothing_behind(tmp_path):
+    sup, logs = make(
+        tmp_path, ["sh", "-c", "sleep 600 & echo $! > " + str(tmp_path / "pid")], left_running_grace_seconds=2
+    )
+    assert sup.run().phase is Phase.SUCCEEDED
+    pid = int((tmp_path / "pid").read_text())
+    assert not os.path.exists(f"/proc/{pid}")
+    assert any(f"while its child sleep (pid {pid}) still ran" in line for line in logs)
