@@ -1,0 +1,144 @@
+"""A start at step S is the uninterrupted stream from S on, at a cost that does not grow with S
+(slow: real tf.data)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from entrypoint.training import data, positions, prepare_digits
+from entrypoint.training.config import merge_defaults
+
+pytestmark = pytest.mark.slow
+
+BATCH = 4
+REPLICAS = 2  # local replicas of one worker, simulated: a step is two batches of its stream
+
+
+def synthetic_spec(shuffle=1024):
+    config = merge_defaults(
+        {"data": {"synthetic": {"examples": 46, "inputShape": [3], "numClasses": 3}, "shuffleBuffer": shuffle}}
+    )
+    return data.build_input(config, "/", 2, 1)  # worker 1 of 2: 23 examples, so batches span epochs
+
+
+def tfrecord_spec(tmp_path, shuffle):
+    x, y, _, _ = prepare_digits.split_digits()
+    prepare_digits.write_shards(str(tmp_path), "train", x[:90], y[:90], 1, "tfrecord")
+    config = merge_defaults(
+        {
+            "data": {
+                "source": "files",
+                "path": str(tmp_path),
+                "format": "tfrecord",
+                "numClasses": 10,
+                "shuffleBuffer": shuffle,
+            }
+        }
+    )
+    return data.build_input(config, "/", 2, 0)  # one file, shared by data: 45 records, blocks of 8 end short
+
+
+def batches(spec, start_batch, count):
+    return [(bx.numpy(), by.numpy()) for bx, by in spec.dataset_fn(BATCH, start_batch).take(count)]
+
+
+def assert_suffix(spec, whole, step):
+    start = positions.batches_consumed(step, REPLICAS)
+    resumed = batches(spec, start, len(whole) - start)
+    assert len(resumed) == len(whole) - start > 0
+    for (rx, ry), (wx, wy) in zip(resumed, whole[start:], strict=True):
+        np.testing.assert_array_equal(rx, wx)
+        np.testing.assert_array_equal(ry, wy)
+
+
+@pytest.mark.parametrize("shuffle", [1024, 0])
+def test_synthetic_resume_is_the_uninterrupted_suffix(shuffle):
+    spec = synthetic_spec(shuffle)
+    whole = batches(spec, 0, 40)  # 160 examples: about 7 epochs of 23
+    for step in (1, 3, 6, 13):  # steps whose position falls inside an epoch, and past several
+        assert_suffix(spec, whole, step)
+    labels = [int(v) for _, y in whole[:6] for v in y]
+    if shuffle:  # every epoch is a permutation of the share, and the next epoch's is another
+        first, second = labels[:23], [int(v) for _, y in whole for v in y][23:46]
+        assert sorted(first) == sorted(second) and first != second
+    else:
+        assert labels[:23] == [int(v) for v in spec_labels_in_order()]
+
+
+def spec_labels_in_order():
+    from entrypoint.training.synthetic import make_synthetic, shard_arrays
+
+    x, y = make_synthetic(46, (3,), 3, merge_defaults({})["seed"])
+    return shard_arrays(x, y, 2, 1)[1]
+
+
+@pytest.mark.parametrize("shuffle", [8, 0])
+def test_tfrecord_resume_is_the_uninterrupted_suffix(tmp_path, shuffle):
+    spec = tfrecord_spec(tmp_path, shuffle)
+    assert spec.examples_per_worker == 45
+    whole = batches(spec, 0, 36)  # 144 records: three epochs and more
+    for step in (1, 5, 6, 11, 17):  # inside epoch 0, across the boundaries at 45 and 90 records
+        assert_suffix(spec, whole, step)
+    epoch0 = [int(v) for _, y in whole for v in y][:45]
+    epoch1 = [int(v) for _, y in whole for v in y][45:90]
+    assert sorted(epoch0) == sorted(epoch1)
+    assert (epoch0 != epoch1) == bool(shuffle)
+
+
+class Reads:
+    """Counts the elements the pipeline reads at its source: with a parallelism and prefetch
+    of 1 (tf.data.AUTOTUNE patched), the count settles once the first batch is out."""
+
+    def __init__(self):
+        self.count = tf.Variable(0, dtype=tf.int64)
+
+    def counted(self, ds):
+        def one(*element):
+            with tf.control_dependencies([self.count.assign_add(1)]):
+                return tf.nest.map_structure(tf.identity, element if len(element) > 1 else element[0])
+
+        return ds.map(one)
+
+    def to_first_batch(self, spec, start_batch) -> int:
+        self.count.assign(0)
+        it = iter(spec.dataset_fn(BATCH, start_batch))
+        next(it)
+        settled, seen = time.monotonic(), -1
+        while time.monotonic() - settled < 0.5:
+            now = int(self.count.numpy())
+            if now != seen:
+                settled, seen = time.monotonic(), now
+            time.sleep(0.05)
+        del it
+        return seen
+
+
+def test_start_cost_does_not_grow_with_the_step(tmp_path, monkeypatch):
+    monkeypatch.setattr(tf.data, "AUTOTUNE", 1)
+    reads = Reads()
+    real_positions = data._positions
+    monkeypatch.setattr(data, "_positions", lambda start: reads.counted(real_positions(start)))
+    spec = synthetic_spec()
+    near, far = (reads.to_first_batch(spec, positions.batches_consumed(s, REPLICAS)) for s in (0, 100_000))
+    assert 0 < near <= 4 * BATCH  # the first batch and what runs ahead of it: nothing skipped
+    assert far == near  # the same elements read at step 100,000 as at step 0
+
+    spec = tfrecord_spec(tmp_path, 8)
+    real_records = tf.data.TFRecordDataset
+    monkeypatch.setattr(tf.data, "TFRecordDataset", lambda files: reads.counted(real_records(files)))
+    # Step 3 = position 3 x 2 replicas x 4 = 24, index 24 of epoch 0; step 100,038 = position 800,304,
+    # index 24 of epoch 17,784: the same remaining work in the epoch, 17,784 epochs further on.
+    steps = (3, 100_038)
+    where = [
+        positions.epoch_and_index(positions.first_example(positions.batches_consumed(s, REPLICAS), BATCH), 45)
+        for s in steps
+    ]
+    assert where == [(0, 24), (17_784, 24)]
+    ahead = reads.to_first_batch(spec, 0)  # a fresh start: the first batch and what runs ahead of it
+    near, far = (reads.to_first_batch(spec, positions.batches_consumed(s, REPLICAS)) for s in steps)
+    assert ahead < near <= ahead + 45 + 8  # plus the epoch up to the position, whole blocks: at most share + block
+    assert far == near
