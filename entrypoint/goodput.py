@@ -19,7 +19,8 @@ wall time by construction:
 
 and two moves out of `training` when the facts arrive:
 
-    checkpoint  a save's seconds (the trainer's `checkpoint saved seconds=`): training stalls
+    checkpoint  a save's stall (the trainer's `checkpoint saved seconds=`): training stalls (a
+                background save: only its copy to host memory, not its write)
     detection   at a failure, the time since the last training heartbeat: the group made no
                 progress while the fault went unnoticed
     lostWork    at a failure, the rest of the training time since the last checkpoint: those
@@ -211,13 +212,15 @@ class Ledger:
         if self._activity in (_STARTING, _RESTARTING):
             self._enter(_TRAINING, max(now, self._since))
 
-    def checkpoint_saved(self, now: float, seconds: float | None) -> None:
-        """A checkpoint was published: its save time stalled training, and the steps before it
-        are no longer at risk."""
+    def checkpoint_saved(self, now: float, seconds: float | None, age: float | None = None) -> None:
+        """A checkpoint was published: its stall (`seconds`: for a background save only the copy,
+        not the write) is checkpoint badput, and the steps before its copy are no longer at
+        risk; the `age` seconds trained since the copy (a background write's) still are."""
         self._close(now)
         if self._activity == _TRAINING and seconds:
             self._move(CHECKPOINT, seconds)
-        self._at_risk = 0.0
+        kept = age if age is not None and math.isfinite(age) and age > 0 else 0.0
+        self._at_risk = min(self._at_risk, kept)
 
     def failed(self, now: float) -> None:
         """The attempt failed (its process ended, or was killed as hung): the time since the last

@@ -267,13 +267,14 @@ class RunTracker:
                 saved = parsed.int_field("step")
                 s = replace(s, last_checkpoint_step=saved, step=max(s.step or 0, saved))
                 checkpoint = True
-                seconds = parsed.float_field("seconds")
-                self.ledger.checkpoint_saved(self.clock(), seconds)
+                seconds = parsed.float_field("seconds")  # the stall; write_seconds: the whole save
+                self.ledger.checkpoint_saved(self.clock(), seconds, parsed.float_field("age_seconds"))
                 if seconds is not None:
                     o = self.observed
                     o.checkpoint_seconds_last, o.checkpoints = seconds, o.checkpoints + 1
                     o.checkpoint_seconds_sum += seconds
-                too_short = self._grace_check(saved, seconds)
+                written = parsed.float_field("write_seconds")
+                too_short = self._grace_check(saved, written if written is not None else seconds)
             elif kind == DONE:
                 steps = parsed.int_field("steps")
                 s = replace(s, step=steps if steps is not None else s.step, loss=f.get("final_loss", s.loss))

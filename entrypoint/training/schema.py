@@ -91,6 +91,7 @@ SCHEMA: dict = {
             "properties": {
                 "everySteps": _STEPS,
                 "keep": {"type": "integer", "minimum": 1, "maximum": 1000},
+                "async": {"type": "boolean"},
             },
         },
         "logEverySteps": _STEPS,
@@ -140,7 +141,8 @@ DEFAULTS: dict = {
     "steps": 200,
     "learningRate": 0.001,
     "optimizer": "adam",
-    "checkpoint": {"everySteps": 50, "keep": 3},
+    # async: written in the background after a copy to host memory (docs/training.md)
+    "checkpoint": {"everySteps": 50, "keep": 3, "async": True},
     "logEverySteps": 10,
     "collective": "auto",
     "allReduceDtype": "float32",

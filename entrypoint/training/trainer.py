@@ -13,7 +13,9 @@ import hashlib
 import math
 import os
 import shutil
+import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -31,15 +33,20 @@ from ..rundir import Heartbeat, RunDir, is_uri, makedirs, read_completed, write_
 from . import checkpoints, leaving, threads
 from .config import ConfigError, RunEnv, replica_input_batch
 from .data import build_input
-from .failures import TrainingError, is_retryable
+from .failures import TrainingError, error_summary, is_retryable
 from .models import build_model
 from .positions import batches_consumed, local_replicas
+
+_LOG_LOCK = threading.Lock()
 
 
 def log(line: str) -> None:
     """Print one `tfmw` line (built by entrypoint.loglines.line) and flush it at once: the
-    supervisor and the tests follow these lines as they come."""
-    print(line, flush=True)
+    supervisor and the tests follow these lines as they come. One write under a lock: the
+    background checkpoint thread logs too, and print() writes the line and its newline apart."""
+    with _LOG_LOCK:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 @dataclass
@@ -305,10 +312,33 @@ def restore_latest(checkpoint: tf.train.Checkpoint, directory: str, is_chief: bo
     return Restored(0, "", [])
 
 
+@dataclass
+class _Save:
+    """One save on its way to the state file: what its publish needs and what it reports."""
+
+    step: int
+    prefix: str
+    started: float  # monotonic: the boundary's save began
+    returned: threading.Event = field(default_factory=threading.Event)  # the foreground is back
+    stall: float = 0.0  # the step loop's stall (the foreground part)
+    copied: float | None = None  # monotonic: the copy the background writes was taken
+    outcome: str | None = None  # None: not published (yet); "published"; else the one-line cause
+
+
 class CheckpointWriter:
-    """The chief saves into the shared checkpoint directory; the others into a throwaway
-    local directory (MWMS needs every worker to take part in the save, but only the chief's
-    copy is kept — workers writing the same shared files would collide).
+    """The chief saves into the shared checkpoint directory; the others into a fixed scratch
+    directory of their pod, or nowhere (see `scratch_needed`): MWMS needs every worker to take
+    part in a save that reads ON_READ variables, but only the chief's copy is kept (workers
+    writing the same shared files would collide).
+
+    In the background by default (checkpoint.async): the boundary's stall is TensorFlow's copy
+    of the variables to host memory (`tf.train.CheckpointOptions(enable_async=True)`); its own
+    thread then writes the files and, only once they are complete, calls `_publish`
+    (`experimental_write_callbacks`, run after the save on that thread: TF
+    checkpoint/checkpoint.py `_write`, async_checkpoint_helper.py `_async_save`). The next
+    save waits for the previous one (the helper joins its queue first), and `finish` waits
+    for the last before the group leaves: no checkpoint is ever published half written, and a
+    stop's checkpoint is published before the process exits.
 
     Atomic by construction: a checkpoint's files are written first, and only then does the
     `checkpoint` state file (what restore reads) name it, through TensorFlow's
@@ -320,25 +350,95 @@ class CheckpointWriter:
     # publishing it, so a fault test can kill the chief mid-write on purpose, not by luck.
     PAUSE_ENV = "TFMW_FAULT_CHECKPOINT_PAUSE_SECONDS"
 
-    def __init__(self, checkpoint, run: RunDir, cluster: Cluster, keep: int, kept: list):
+    def __init__(
+        self,
+        checkpoint,
+        run: RunDir,
+        cluster: Cluster,
+        keep: int,
+        kept: list,
+        *,
+        background: bool = False,
+        writes: bool = True,
+    ):
         self.cluster = cluster
         self.checkpoint = checkpoint
-        self.scratch = None if cluster.is_chief else tempfile.mkdtemp(prefix="tfmw-ckpt-")
-        self.directory = run.checkpoints if cluster.is_chief else self.scratch
-        self.keep = keep if cluster.is_chief else 1
+        chief = cluster.is_chief
+        # writes False: a non-chief whose save has no collective to take part in skips it.
+        self.writes = chief or writes
+        self.directory = run.checkpoints if chief else SCRATCH_CHECKPOINTS
+        self.keep = keep if chief else 1
         # The chief continues the list the restore left in the state file; the others start afresh.
-        self.kept = list(kept) if cluster.is_chief else []
+        self.kept = list(kept) if chief else []
         self.pause = float(os.environ.get(self.PAUSE_ENV) or 0)
+        if not chief and self.writes:
+            os.makedirs(SCRATCH_CHECKPOINTS, exist_ok=True)
+        self.background = background
+        self._options = (
+            tf.train.CheckpointOptions(enable_async=True, experimental_write_callbacks=[self._publish])
+            if background
+            else None
+        )
+        self._saves: dict[str, _Save] = {}  # by prefix: the callback gets only the path
+        self._last: _Save | None = None
+        self.stalls: list[float] = []  # this attempt's save stalls, oldest first
 
-    def save(self, step: int) -> str:
+    def save(self, step: int) -> float:
+        """Save at `step`; returns the step loop's stall in seconds. Raises (retryable) when the
+        previous background save was not published."""
+        if not self.writes:
+            return 0.0
         self.checkpoint.step.assign(step)
-        chief = self.cluster.is_chief
-        started = time.monotonic()
-        if chief:
+        if self.cluster.is_chief:
             log(loglines.line(loglines.CHECKPOINT, "writing", step=step))
-        prefix = self.checkpoint.write(os.path.join(self.directory, f"ckpt-{step}"))
-        if self.pause and chief:
+        current = _Save(step, os.path.join(self.directory, f"ckpt-{step}"), time.monotonic())
+        previous, self._last = self._last, current
+        if not self.background:
+            self.checkpoint.write(current.prefix)
+            current.copied = time.monotonic()
+            self._commit(current)
+            current.stall = time.monotonic() - current.started
+            self.stalls.append(current.stall)
+            return current.stall
+        self._saves[current.prefix] = current
+        try:
+            self.checkpoint.write(current.prefix, options=self._options)
+        except Exception as err:
+            self._saves.pop(current.prefix, None)
+            self._last = None
+            if is_retryable(err):
+                raise
+            # TF re-raises here a previous background write's error (async_checkpoint_helper
+            # `_check_async_thread_error`): a failed write fails the attempt, which restarts
+            # from the last published checkpoint.
+            raise unpublished(previous.step if previous else step, error_summary(err)) from err
+        finally:
+            current.copied = time.monotonic()
+            current.stall = current.copied - current.started
+            current.returned.set()
+        self.stalls.append(current.stall)
+        if previous is not None:  # the write above waited for it: its outcome is known
+            self._raise_unless_published(previous)
+        return current.stall
+
+    def _publish(self, save_path) -> None:
+        """The background thread's last act of a save, once its files are complete: publish it.
+        Never raises (an exception here would only be seen by the next write): the outcome is
+        recorded, and `save`/`finish` fail the attempt on it."""
+        current = self._saves.pop(os.fsdecode(save_path), None)
+        if current is None:
+            return
+        try:
+            current.returned.wait()  # the foreground's stall goes into the saved line
+            self._commit(current)
+        except Exception as err:
+            current.outcome = error_summary(err)
+
+    def _commit(self, current: _Save) -> None:
+        """Name the complete checkpoint in the state file, retire the old ones, say so."""
+        if self.pause and self.cluster.is_chief:
             time.sleep(self.pause)
+        prefix = current.prefix
         self.kept = [p for p in self.kept if p != prefix] + [prefix]
         retired, self.kept = self.kept[: -self.keep], self.kept[-self.keep :]
         # The state file is written by atomic rename, with paths relative to the directory (as
@@ -349,24 +449,90 @@ class CheckpointWriter:
         for old in retired:  # only after the new state no longer names them
             for path in tf.io.gfile.glob(old + ".*"):
                 tf.io.gfile.remove(path)
-        if chief:
-            # seconds: the save's stall of the step loop (the launcher's goodput "checkpoint")
+        current.outcome = PUBLISHED
+        if self.cluster.is_chief:
+            now = time.monotonic()
+            stall = current.stall if self.background else now - current.started
+            # seconds: the step loop's stall (the launcher's goodput "checkpoint");
+            # write_seconds: the whole save; age_seconds: training since the copy, not in it.
             log(
                 loglines.line(
-                    loglines.CHECKPOINT, "saved", step=step, path=prefix, seconds=f"{time.monotonic() - started:.3f}"
+                    loglines.CHECKPOINT,
+                    "saved",
+                    step=current.step,
+                    path=prefix,
+                    seconds=f"{stall:.3f}",
+                    write_seconds=f"{now - current.started:.3f}",
+                    age_seconds=f"{now - current.copied:.3f}" if self.background else "0.000",
                 )
             )
-        return prefix
+
+    def _raise_unless_published(self, save: _Save) -> None:
+        if save.outcome != PUBLISHED:
+            raise unpublished(save.step, save.outcome or "its background write did not complete")
+
+    def finish(self) -> None:
+        """Wait for the save in flight and fail (retryable) unless it was published: before the
+        group leaves or the process exits (os._exit would drop it: __main__._exit)."""
+        if self.background:
+            self.checkpoint.sync()  # joins the queue; it does not re-raise the thread's error
+        if self._last is not None:
+            self._raise_unless_published(self._last)
 
     def close(self) -> None:
-        if self.scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+        """On every way out of the loop: let a save in flight finish (a failure is already on
+        its way up), so a complete checkpoint is still published."""
+        if self.background:
+            self.checkpoint.sync()
 
 
-def export_model(model, run: RunDir, cluster: Cluster) -> str:
-    """Every worker saves (MWMS may need all of them); only the chief's copy lands in <run>/model,
-    renamed into place so a reader never sees half a model."""
+PUBLISHED = "published"
+
+# A non-chief's checkpoint and export scratch: one fixed path per pod, overwritten by every
+# save (keep=1), never a fresh directory per attempt (those leaked across restarts). The
+# launcher clears `tfmw-scratch` at each attempt's start: keep the name.
+SCRATCH_ROOT = os.path.join(tempfile.gettempdir(), "tfmw-scratch")
+SCRATCH_CHECKPOINTS = os.path.join(SCRATCH_ROOT, "checkpoints")
+SCRATCH_EXPORT = os.path.join(SCRATCH_ROOT, "export")
+
+
+def unpublished(step: int, cause: str) -> Exception:
+    """A save whose checkpoint was not published: retryable (the attempt restarts from the last
+    published checkpoint), with its cause on one line."""
+    return tf.errors.UnavailableError(
+        None, None, f"checkpoint ckpt-{step} was not published: {cause}; resuming from the last published checkpoint"
+    )
+
+
+def scratch_needed(model, optimizer, agreement: StopAgreement) -> bool:
+    """Must the non-chief workers write their own copy of each checkpoint and of the export?
+
+    Only when a variable is synchronized ON_READ (BatchNormalization's moving statistics): its
+    saved value is a cross-worker all-reduce (TF distribute/values_util.py
+    `get_on_read_saveable` -> `_get_cross_replica` -> strategy.reduce), which every worker must
+    join in the same order as the chief's save; ON_WRITE (mirrored) variables save the local
+    copy with no collective (values_util.py `get_on_write_saveable`), so without ON_READ a
+    non-chief's save is pure local I/O that nobody reads and is skipped (0 bytes). The same
+    holds for the SavedModel export (saved_model/save.py writes the variables outside the save
+    context). One vote of the group ("any worker has one"), so every worker decides alike."""
+    from tensorflow.python.distribute import distribute_utils
+
+    optimizer_vars = optimizer.variables
+    variables = list(model.variables) + list(optimizer_vars() if callable(optimizer_vars) else optimizer_vars)
+    return agreement.any_wants_stop(any(distribute_utils.is_sync_on_read(v) for v in variables))
+
+
+def export_model(model, run: RunDir, cluster: Cluster, scratch: bool = True) -> str:
+    """Only the chief's copy lands in <run>/model, renamed into place so a reader never sees half
+    a model. The others save too when `scratch` (scratch_needed: the export's collectives),
+    into their pod's fixed scratch path, removed after; else not at all."""
     target = run.model
+    if not cluster.is_chief:
+        if scratch:
+            shutil.rmtree(SCRATCH_EXPORT, ignore_errors=True)
+            model.save(SCRATCH_EXPORT, save_format="tf", include_optimizer=False)
+            shutil.rmtree(SCRATCH_EXPORT, ignore_errors=True)
+        return target
     if cluster.is_chief and is_uri(target):
         # An object store has no atomic directory rename: the chief saves in place, and the
         # COMPLETED marker, written only after this returns, is what says the model is whole.
@@ -374,12 +540,8 @@ def export_model(model, run: RunDir, cluster: Cluster) -> str:
             tf.io.gfile.rmtree(target)
         model.save(target, save_format="tf", include_optimizer=False)
         return target
-    parent = run.root if cluster.is_chief else tempfile.gettempdir()
-    staging = tempfile.mkdtemp(prefix=".model-tmp-", dir=parent)
+    staging = tempfile.mkdtemp(prefix=".model-tmp-", dir=run.root)
     model.save(staging, save_format="tf", include_optimizer=False)
-    if not cluster.is_chief:
-        shutil.rmtree(staging, ignore_errors=True)
-        return target
     if os.path.exists(target):
         shutil.rmtree(target)
     os.replace(staging, target)
@@ -663,7 +825,16 @@ def set_up(config: dict, cluster: Cluster, env: RunEnv) -> Session:
     iterator = iter(dist_dataset)
     train_step, eval_step = step_functions(strategy, model, optimizer, config, loss_sum, global_batch)
 
-    writer = CheckpointWriter(checkpoint, run, cluster, config["checkpoint"]["keep"], restored.kept)
+    scratch = scratch_needed(model, optimizer, agreement)
+    writer = CheckpointWriter(
+        checkpoint,
+        run,
+        cluster,
+        config["checkpoint"]["keep"],
+        restored.kept,
+        background=config["checkpoint"]["async"],
+        writes=scratch,
+    )
     if not agreement.same_everywhere(start_step):
         # Workers would run different numbers of steps and deadlock in a collective.
         raise ConfigError(
@@ -763,7 +934,7 @@ def at_boundary(s: Session, state: LoopState, wants_stop: bool) -> bool:
     recent = pending / (step - state.window_first) if step > state.window_first else state.final_loss
     s.checkpoint.loss.assign(float("nan") if recent is None else recent)
     save_started = time.monotonic()
-    s.writer.save(step)
+    s.writer.save(step)  # returns once the step loop may go on (the write may still run)
     state.paused += time.monotonic() - save_started  # checkpoint time is not training throughput
     return stop
 
@@ -797,6 +968,7 @@ def run_steps(s: Session, stop_requested) -> LoopState:
                     )
                 )
                 break
+        s.writer.finish()  # the last checkpoint is published before anyone leaves
     finally:
         stop_requested.training_finished()
         s.writer.close()
@@ -818,7 +990,7 @@ def finish(s: Session, state: LoopState, digest: str, started: float) -> Trainin
         recorded = float(s.checkpoint.loss.numpy())
         final_loss = recorded if math.isfinite(recorded) else float(s.eval_step(s.iterator).numpy())
     exporting = time.monotonic()
-    model_path = export_model(s.model, s.run, s.cluster) if s.config["export"]["enabled"] else ""
+    model_path = export_model(s.model, s.run, s.cluster, s.writer.writes) if s.config["export"]["enabled"] else ""
     # Nobody leaves before every worker has exported and is done with the last collective
     # (entrypoint.training.leaving); after it no worker calls TensorFlow again, so each may
     # leave at once (__main__._exit).

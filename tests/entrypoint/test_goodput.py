@@ -61,6 +61,29 @@ def test_a_failure_moves_the_unnoticed_time_and_the_steps_since_the_checkpoint()
     assert account.wall == approx(41.0)
 
 
+def test_a_background_save_charges_its_stall_and_keeps_the_steps_since_its_copy_at_risk():
+    """A background save: `seconds` is the copy's stall (badput), not the write; the steps
+    trained while it was written (`age`) are not in it, so a failure loses them."""
+    ledger = Ledger(0.0)
+    ledger.beat(2.0, "train")
+    ledger.checkpoint_saved(12.0, 0.1, 3.0)  # copied at 9.0, published at 12.0
+    ledger.beat(14.0, "train")
+    ledger.failed(14.0)
+    account = ledger.snapshot(14.0)
+    assert account.badput["checkpoint"] == approx(0.1)
+    assert account.badput["lostWork"] == approx(3.0 + 2.0)  # 9 -> 14: trained again
+    assert account.productive == approx(14.0 - 2.0 - 0.1 - 5.0)
+
+
+def test_a_background_save_older_than_the_training_keeps_no_more_at_risk_than_there_was():
+    ledger = Ledger(0.0)
+    ledger.beat(1.0, "train")
+    ledger.checkpoint_saved(3.0, 0.1, 10.0)  # only 2 s of training in this attempt
+    ledger.beat(3.0, "train")
+    ledger.failed(3.0)
+    assert ledger.snapshot(3.0).badput["lostWork"] == approx(2.0 - 0.1)  # the stall is charged once
+
+
 def test_a_hang_longer_than_the_steps_at_risk_moves_no_more_than_there_is():
     ledger = Ledger(0.0)
     ledger.beat(1.0, "train")

@@ -31,7 +31,10 @@ BAD_CONFIGS = [
     ("data: {source: files, path: d}", "training config: data.numClasses: is required when data.source is files"),
     ("batchSizePerReplica: '64'", "training config: batchSizePerReplica: '64' is not of type 'integer'"),
     ("checkpoint: {everySteps: 0}", "training config: checkpoint.everySteps: 0 is less than the minimum of 1"),
-    ("checkpoint: {every: 5}", "training config: checkpoint.every: unknown key (allowed here: async, everySteps, keep)"),
+    (
+        "checkpoint: {every: 5}",
+        "training config: checkpoint.every: unknown key (allowed here: async, everySteps, keep)",
+    ),
     ("collective: grpc", "training config: collective: 'grpc' is not one of ['auto', 'ring', 'nccl']"),
     (
         "allReduceDtype: int8",
@@ -153,7 +156,7 @@ def test_check_prints_the_effective_config(tmp_path):
     assert result.returncode == 0, result.stderr
     effective = json.loads(result.stdout)
     assert effective["steps"] == 7
-    assert effective["checkpoint"] == {"everySteps": DEFAULTS["checkpoint"]["everySteps"], "keep": 1}
+    assert effective["checkpoint"] == {**DEFAULTS["checkpoint"], "keep": 1}
     assert effective["model"]["name"] == "mlp"
 
 
