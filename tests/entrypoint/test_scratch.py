@@ -185,17 +185,21 @@ def worker_config(tmp_path: Path, i: int, tf_config: str, seen: list, lines: lis
     tmp = tmp_path / f"tmp{i}"  # each worker's own pod /tmp
     tmp.mkdir()
     run = tmp_path / "shared" / "r"
-    overrides = [
-        "--set", "model.name=mlp", "--set", "steps=300", "--set", "logEverySteps=50",
-        "--set", "checkpoint.everySteps=100", "--set", "data.synthetic.examples=256",
+    # A tiny resnet: its BatchNormalization variables are ON_READ, so a non-chief writes its copy
+    # of every checkpoint (TensorFlow's save all-reduces them on every worker).
+    sets = [
+        "model.name=resnet", "model.args.width=4", "model.args.blocks=1", "model.args.stages=1",
+        "data.synthetic.inputShape=[8,8,1]", "data.synthetic.examples=256", "steps=200", "logEverySteps=50",
+        "checkpoint.everySteps=100",
     ]  # fmt: skip
+    overrides = [arg for item in sets for arg in ("--set", item)]
     env = base_env(
         {
             "TMPDIR": str(tmp),
             "TFMW_SHARED_DIR": str(tmp_path / "shared"),
             "TFMW_RUN_ID": "r",
             "TF_CONFIG": tf_config,
-            "TFMW_FAULT_CHECKPOINT_PAUSE_SECONDS": "5",  # the chief, between a save's files and its publishing
+            "TFMW_FAULT_CHECKPOINT_PAUSE_SECONDS": "3",  # the chief, between a save's files and its publishing
         }
     )
     chief = i == 0
