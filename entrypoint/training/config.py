@@ -242,7 +242,30 @@ def check(config: dict) -> dict:
     validate(config)
     effective = merge_defaults(config)
     check_sizes(effective)
+    check_checkpoint_interval(effective["checkpoint"])
     return effective
+
+
+def check_checkpoint_interval(checkpoint: dict) -> None:
+    """Refuse a checkpoint schedule that never saves, or an auto interval without bounds."""
+    if checkpoint["interval"] == "auto":
+        low, high = checkpoint["minSeconds"], checkpoint["maxSeconds"]
+        if high is None:
+            raise ConfigError(
+                "training config: checkpoint.maxSeconds: null with interval auto: the interval would have no "
+                "upper bound (an estimate of rare failures could skip checkpoints for days); set a number, "
+                f"e.g. {DEFAULTS['checkpoint']['maxSeconds']}"
+            )
+        if low > high:
+            raise ConfigError(
+                f"training config: checkpoint.minSeconds: {low} is above checkpoint.maxSeconds ({high}); "
+                "set minSeconds <= maxSeconds"
+            )
+    elif checkpoint["everySteps"] == 0 and checkpoint["everySeconds"] == 0:
+        raise ConfigError(
+            "training config: checkpoint.everySteps and checkpoint.everySeconds are both 0: no checkpoint "
+            "would be written before the end; set one of them above 0, or checkpoint.interval: auto"
+        )
 
 
 def replica_input_batch(config: dict) -> int:

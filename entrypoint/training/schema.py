@@ -24,6 +24,7 @@ MAX_LEARNING_RATE = 10.0  # plain SGD/Adam diverge far below this
 MAX_TIMEOUT_SECONDS = 86_400  # one collective: a day
 MAX_HEARTBEAT_TIMEOUT_SECONDS = 3_600  # a silent peer unnoticed for an hour at most
 MAX_STEPS = 2**31 - 1
+MAX_CHECKPOINT_SECONDS = 604_800  # a checkpoint interval: a week
 MAX_SEED = 2**32 - 1  # numpy's seed range
 # The dtype gradients are all-reduced in (cast back to float32 before the update); docs/training.md.
 ALL_REDUCE_DTYPES = ("float32", "bfloat16", "float16")
@@ -89,7 +90,16 @@ SCHEMA: dict = {
             "type": "object",
             "additionalProperties": False,
             "properties": {
-                "everySteps": _STEPS,
+                "everySteps": {"type": "integer", "minimum": 0, "maximum": MAX_STEPS},
+                "everySeconds": {"type": "number", "minimum": 0, "maximum": MAX_CHECKPOINT_SECONDS},
+                "interval": {"enum": ["fixed", "auto"]},
+                "minSeconds": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_CHECKPOINT_SECONDS},
+                "maxSeconds": {
+                    "anyOf": [
+                        {"type": "null"},
+                        {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_CHECKPOINT_SECONDS},
+                    ]
+                },
                 "keep": {"type": "integer", "minimum": 1, "maximum": 1000},
                 "async": {"type": "boolean"},
             },
@@ -141,8 +151,17 @@ DEFAULTS: dict = {
     "steps": 200,
     "learningRate": 0.001,
     "optimizer": "adam",
-    # async: written in the background after a copy to host memory (docs/training.md)
-    "checkpoint": {"everySteps": 50, "keep": 3, "async": True},
+    # async: written in the background after a copy to host memory; interval auto: Young/Daly
+    # between minSeconds and maxSeconds, instead of everySteps/everySeconds (docs/training.md)
+    "checkpoint": {
+        "everySteps": 50,
+        "everySeconds": 0,
+        "interval": "fixed",
+        "minSeconds": 10,
+        "maxSeconds": 1800,
+        "keep": 3,
+        "async": True,
+    },
     "logEverySteps": 10,
     "collective": "auto",
     "allReduceDtype": "float32",

@@ -27,10 +27,10 @@ import tf_keras as keras
 from tensorflow.python.checkpoint import checkpoint_management
 from tensorflow.python.eager import context
 
-from .. import loglines
+from .. import loglines, mtbf
 from ..cluster import Cluster
 from ..rundir import Heartbeat, RunDir, is_uri, makedirs, read_completed, write_completed
-from . import checkpoints, leaving, threads
+from . import checkpoints, interval, leaving, threads
 from .config import ConfigError, RunEnv, replica_input_batch
 from .data import build_input
 from .failures import TrainingError, error_summary, is_retryable
@@ -382,6 +382,7 @@ class CheckpointWriter:
         self._saves: dict[str, _Save] = {}  # by prefix: the callback gets only the path
         self._last: _Save | None = None
         self.stalls: list[float] = []  # this attempt's save stalls, oldest first
+        self.write_seconds = 0.0  # the last published save's whole write (the auto interval's floor)
 
     def save(self, step: int) -> float:
         """Save at `step`; returns the step loop's stall in seconds. Raises (retryable) when the
@@ -450,8 +451,9 @@ class CheckpointWriter:
             for path in tf.io.gfile.glob(old + ".*"):
                 tf.io.gfile.remove(path)
         current.outcome = PUBLISHED
+        now = time.monotonic()
+        self.write_seconds = now - current.started
         if self.cluster.is_chief:
-            now = time.monotonic()
             stall = current.stall if self.background else now - current.started
             # seconds: the step loop's stall (the launcher's goodput "checkpoint");
             # write_seconds: the whole save; age_seconds: training since the copy, not in it.
@@ -631,6 +633,14 @@ class StopAgreement:
         local = self.strategy.num_replicas_in_sync // self.workers
         return float(self._agree(tf.cast(value, tf.float64)).numpy()) / local
 
+    def sum_and_count(self, value, flag: bool) -> tuple[float, int]:
+        """(the sum over workers of each worker's float64 scalar tensor, how many workers raised
+        `flag`): one all-reduce, as sum_over_workers."""
+        local = self.strategy.num_replicas_in_sync // self.workers
+        pair = tf.stack([tf.cast(value, tf.float64), tf.constant(1.0 if flag else 0.0, tf.float64)])
+        total = self._agree(pair).numpy() / local
+        return float(total[0]), int(round(float(total[1])))
+
     def any_wants_stop(self, wants_stop: bool) -> bool:
         return bool(self._agree(tf.constant(1.0 if wants_stop else 0.0)).numpy() > 0.5)
 
@@ -674,6 +684,9 @@ class Session:
     start_step: int  # the restored step (0: none)
     total: int  # the last step
     global_batch: int
+    schedule: interval.Schedule  # when to checkpoint
+    mtbf_source: str  # how the launcher estimated the MTBF the auto interval uses
+    logged_interval: float | None = None  # the auto interval last logged
 
 
 @dataclass
@@ -842,12 +855,14 @@ def set_up(config: dict, cluster: Cluster, env: RunEnv) -> Session:
             f"{start_step} from {run.checkpoints}); every worker must mount the same "
             "shared storage (storage.type emptyDir is per pod)"
         )
+    group_mtbf, mtbf_source = mtbf.from_env(os.environ)
+    schedule, first_interval = interval.schedule_for(config["checkpoint"], group_mtbf, time.monotonic())
     summaries = (
         tf.summary.create_file_writer(run.tensorboard)
         if cluster.is_chief and config["tensorboard"]["enabled"]
         else tf.summary.create_noop_writer()
     )
-    return Session(
+    session = Session(
         config,
         cluster,
         env,
@@ -867,7 +882,11 @@ def set_up(config: dict, cluster: Cluster, env: RunEnv) -> Session:
         start_step,
         total,
         global_batch,
+        schedule,
+        mtbf_source,
     )
+    log_interval(session, first_interval)
+    return session
 
 
 def check_finite(s: Session, step: int, wants_stop: bool = False) -> tuple[bool, float]:
@@ -892,14 +911,17 @@ def check_finite(s: Session, step: int, wants_stop: bool = False) -> tuple[bool,
     return stop, pending
 
 
-def log_window(s: Session, state: LoopState) -> None:
+def log_window(s: Session, state: LoopState, due_here: bool = False) -> bool:
     """Close a logging window: the group's mean loss and this window's throughput, as a
-    `tfmw progress` line and TensorBoard scalars.
+    `tfmw progress` line and TensorBoard scalars. Returns whether every worker's clock says a
+    checkpoint is due (`due_here`: this worker's).
 
     Every worker logs at the same steps: the one collective for the loss, whose sum is the
-    same (NaN included) on every worker, so all fail or all go on together."""
+    same (NaN included) on every worker, so all fail or all go on together. The time-based
+    checkpoint's vote rides on it: clocks differ, and every worker must checkpoint at the same
+    step (all, not any: the slowest clock's interval, which includes the chief's write floor)."""
     step, steps = state.step, state.step - state.window_first
-    window_sum = s.agreement.sum_over_workers(s.loss_sum.value())
+    window_sum, due_count = s.agreement.sum_and_count(s.loss_sum.value(), due_here)
     if not math.isfinite(window_sum):
         raise diverged("loss", window_sum, step)
     state.final_loss = window_sum / steps
@@ -922,6 +944,7 @@ def log_window(s: Session, state: LoopState) -> None:
         write_scalar("loss", state.final_loss)
         write_scalar("examples_per_sec", throughput)
     state.window_start, state.window_first, state.paused = time.monotonic(), step, 0.0
+    return due_count >= s.cluster.num_workers
 
 
 def at_boundary(s: Session, state: LoopState, wants_stop: bool) -> bool:
@@ -935,15 +958,36 @@ def at_boundary(s: Session, state: LoopState, wants_stop: bool) -> bool:
     s.checkpoint.loss.assign(float("nan") if recent is None else recent)
     save_started = time.monotonic()
     s.writer.save(step)  # returns once the step loop may go on (the write may still run)
-    state.paused += time.monotonic() - save_started  # checkpoint time is not training throughput
+    saved = time.monotonic()
+    state.paused += saved - save_started  # checkpoint time is not training throughput
+    log_interval(s, s.schedule.saved(saved, s.writer.stalls, s.writer.write_seconds))
     return stop
+
+
+def log_interval(s: Session, chosen: interval.Interval | None) -> None:
+    """`tfmw checkpoint interval seconds=...` (chief) when the auto interval changed."""
+    if chosen is None or not s.cluster.is_chief or not interval.changed(s.logged_interval, chosen.seconds):
+        return
+    s.logged_interval = chosen.seconds
+    log(
+        loglines.line(
+            loglines.CHECKPOINT,
+            "interval",
+            seconds=f"{chosen.seconds:.1f}",
+            stall=f"{chosen.cost:.3f}",
+            mtbf=f"{chosen.mtbf:.0f}",
+            source=s.mtbf_source,
+            bound=chosen.why,
+        )
+    )
 
 
 def run_steps(s: Session, stop_requested) -> LoopState:
     """Train from the restored step to the last one, or to the checkpoint boundary where the
     group agreed to stop (`tfmw stopped`)."""
     state = LoopState(step=s.start_step, window_first=s.start_step, window_start=time.monotonic())
-    every_ckpt, every_log = s.config["checkpoint"]["everySteps"], s.config["logEverySteps"]
+    every_log = s.config["logEverySteps"]
+    s.schedule.last_save = time.monotonic()  # the interval counts from the first step
     debug_collectives = os.environ.get(DEBUG_COLLECTIVES_ENV) == "1"
     s.heartbeat.beat(state.step, force=True, phase="start")
     stop_requested.training_started()
@@ -956,9 +1000,10 @@ def run_steps(s: Session, stop_requested) -> LoopState:
                 dtypes = collective_dtypes(s.train_step.get_concrete_function(s.iterator))
                 log(loglines.line(loglines.DEBUG, train_step_collectives=",".join(dtypes) or "-"))
             s.heartbeat.beat(step)
+            due = False
             if step % every_log == 0 or step == s.total:
-                log_window(s, state)
-            if (step % every_ckpt == 0 or step == s.total) and at_boundary(
+                due = log_window(s, state, s.schedule.time_due(time.monotonic()))
+            if (s.schedule.step_due(step) or due or step == s.total) and at_boundary(
                 s, state, stop_requested() if step < s.total else False
             ):
                 state.stopped = True

@@ -64,3 +64,23 @@ def test_with_batchnorm_a_non_chief_takes_part_in_every_save_and_export_through_
     # keep=1 at one fixed path: only the last save's files, no export left behind
     assert scratch and all(name.startswith("tfmw-scratch/checkpoints/") for name in scratch), scratch
     assert {name.split("/")[-1].split(".")[0] for name in scratch} <= {"ckpt-60", "checkpoint"}, scratch
+
+
+def test_an_auto_interval_checkpoints_by_time_at_steps_the_whole_group_agreed_on(tmp_path):
+    """interval auto, bounded to 1-2 s: saves at logging steps chosen by the group's vote (a
+    disagreement would deadlock the boundary's all-reduce), and the interval is logged."""
+    group, _ = run_two(
+        tmp_path,
+        "model.name=mlp",
+        "data.synthetic.inputShape=[8,8]",
+        "steps=600",
+        "checkpoint.interval=auto",
+        "checkpoint.minSeconds=1",
+        "checkpoint.maxSeconds=2",
+    )
+    chief = group.outputs[0]
+    steps = [int(row["step"]) for row in parse_line(chief, "checkpoint") if "write_seconds" in row]
+    assert len(steps) >= 3 and all(step % 10 == 0 for step in steps), chief  # more than the last step's
+    intervals = [row for row in parse_line(chief, "checkpoint") if "bound" in row]
+    assert intervals and 1 <= float(intervals[-1]["seconds"]) <= 2, chief
+    assert intervals[0]["source"] == "prior" and "tfmw checkpoint interval" not in group.outputs[1]

@@ -30,10 +30,25 @@ BAD_CONFIGS = [
     ("data: {source: files}", "training config: data.path: is required when data.source is files"),
     ("data: {source: files, path: d}", "training config: data.numClasses: is required when data.source is files"),
     ("batchSizePerReplica: '64'", "training config: batchSizePerReplica: '64' is not of type 'integer'"),
-    ("checkpoint: {everySteps: 0}", "training config: checkpoint.everySteps: 0 is less than the minimum of 1"),
+    (
+        "checkpoint: {everySteps: 0}",
+        "training config: checkpoint.everySteps and checkpoint.everySeconds are both 0: no checkpoint would be "
+        "written before the end; set one of them above 0, or checkpoint.interval: auto",
+    ),
+    (
+        "checkpoint: {interval: auto, maxSeconds: null}",
+        "training config: checkpoint.maxSeconds: null with interval auto: the interval would have no upper bound",
+    ),
+    (
+        "checkpoint: {interval: auto, minSeconds: 60, maxSeconds: 30}",
+        "training config: checkpoint.minSeconds: 60 is above checkpoint.maxSeconds (30); set minSeconds <= maxSeconds",
+    ),
+    ("checkpoint: {everySeconds: -1}", "training config: checkpoint.everySeconds: -1 is less than the minimum of 0"),
+    ("checkpoint: {interval: often}", "training config: checkpoint.interval: 'often' is not one of ['fixed', 'auto']"),
     (
         "checkpoint: {every: 5}",
-        "training config: checkpoint.every: unknown key (allowed here: async, everySteps, keep)",
+        "training config: checkpoint.every: unknown key (allowed here: async, everySeconds, everySteps, interval, "
+        "keep, maxSeconds, minSeconds)",
     ),
     ("collective: grpc", "training config: collective: 'grpc' is not one of ['auto', 'ring', 'nccl']"),
     (
