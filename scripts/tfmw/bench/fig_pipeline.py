@@ -107,8 +107,8 @@ def section(result: dict, table_rows, headers, load: str) -> str:
             f"{result['examples']:,} synthetic examples of shape 28x28x1 (the trainer's default), written as 4 NPZ "
             "and 4 TFRecord shards by the trainer's own writer "
             "(`entrypoint.training.prepare_digits.write_shards`), "
-            "read by the trainer's own `entrypoint.training.data.build_input` (shuffle buffer 1024, repeat, batch, "
-            f"prefetch AUTOTUNE); {result.get('rounds', 1)} round(s), medians; the `{result['model']}` "
+            "read by the trainer's own `entrypoint.training.data.build_input` (each epoch in its own seeded order, "
+            f"batch, prefetch AUTOTUNE); {result.get('rounds', 1)} round(s), medians; the `{result['model']}` "
             f"model, batch {result['batch']}, Adam, one device; one "
             "intra/inter-op thread (tf.data's own thread pool is not limited by these).",
             load,

@@ -80,6 +80,11 @@ BAD_CONFIGS = [
         "gradientAccumulationSteps: 1025",
         "training config: gradientAccumulationSteps: 1025 is greater than the maximum of 1024",
     ),
+    ("data: {shuffleBuffer: -1}", "training config: data.shuffleBuffer: -1 is less than the minimum of 0"),
+    (
+        "data: {shuffleBuffer: 1048577}",
+        "training config: data.shuffleBuffer: 1048577 is greater than the maximum of 1048576",
+    ),
     (
         # the input batch holds every micro-batch of a step: 64 x 2049 x 4096 float32 = 2 GiB + 64 examples
         "batchSizePerReplica: 2049\ngradientAccumulationSteps: 64\n"
