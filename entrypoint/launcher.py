@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from . import loglines, metrics, scratch, stopsignal
+from . import loglines, metrics, runowner, scratch, stopsignal
 from .cluster import build_tf_config, is_chief, is_evaluator, parse_tf_config
 from .ending import FLUSH_SECONDS, IDLE_RETRY_SECONDS, RunEnd
 from .errors import EXIT_OK, EXIT_SIGTERM, ConfigError
@@ -278,12 +278,15 @@ class Launcher:
         recorder = self._recorder(api, settings if not platform else None)
         launched = time.time()
         recorded = recorder.read()
+        # Whose run directory this is, before its COMPLETED marker means anything to this release.
+        ownership = runowner.look(run_dir, settings.namespace, settings.statefulset, settings.adopt_run_dir)
+        completed, unreadable = False, None
         try:
-            marker = completed_marker(run_dir)
-            completed = marker_exists_retrying(marker, self.marker_retry_seconds, self.stopping.wait, self._say)
-            unreadable = None
+            if ownership is None or ownership.refusal is None:
+                marker = completed_marker(run_dir)
+                completed = marker_exists_retrying(marker, self.marker_retry_seconds, self.stopping.wait, self._say)
         except MarkerUnreadable as err:  # not known: never train (it may have finished)
-            completed, unreadable = False, str(err)
+            unreadable = str(err)
         plan = plan_start(recorded, run_id, settings.pod_revision, completed, rfc3339(launched))
         tracker = RunTracker(
             plan.state,
@@ -311,6 +314,7 @@ class Launcher:
             base_env=self.env,
             deadline=deadline_epoch(plan.state.started_at, settings.active_deadline_seconds, launched),
             waiting=WaitingNote(tracker, group.identity.host_prefix) if group.identity is not None else None,
+            ownership=ownership,
         )
 
     def _recorder(self, api: KubeAPI | None, settings: LauncherSettings | None) -> StatusRecorder:
@@ -329,6 +333,8 @@ class Launcher:
     def _check_before_training(self, run: Run) -> None:
         """What no restart can fix fails the run now (Failure), before the peer wait."""
         settings = run.settings
+        if run.ownership is not None and run.ownership.refusal:  # another release's run: never train in it
+            raise Failure(Reason.BAD_CONFIG, run.ownership.refusal)
         if run.deadline is not None and time.time() >= run.deadline:
             raise Failure(
                 Reason.DEADLINE_EXCEEDED,
@@ -345,6 +351,8 @@ class Launcher:
         problem = shared_dir_problem(run.run_dir) if run.tracker.is_chief else None
         if problem:  # the chief could never record completion: do not train first
             raise Failure(Reason.BAD_CONFIG, problem)
+        if run.tracker.is_chief:  # before any training: the run directory is this release's from here
+            runowner.settle(run.ownership, settings.pod_name, self._say)
         try:
             run.heartbeat = Path(tempfile.gettempdir()) / f"tfmw-heartbeat-{os.getpid()}"
         except OSError as err:  # FileNotFoundError: no writable TMPDIR, /tmp, /var/tmp or cwd

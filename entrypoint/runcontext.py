@@ -22,6 +22,7 @@ from .identity import PodIdentity
 from .kubeapi import KubeAPI
 from .lifecycle import Reason, RunState, StartPlan
 from .peers import needed_peers
+from .runowner import Ownership
 from .settings import LauncherSettings
 from .status import StatusRecorder
 from .supervisor import Supervisor
@@ -108,6 +109,7 @@ class Run:
     resized_from: int | None = None  # the size before the last resize (its new workers: from there up)
     in_peer_wait: bool = False  # in the DNS peer wait (its deadline: peers.timeoutSeconds)
     waiting: WaitingNote | None = field(default=None)  # the chief's one "waiting for workers" message
+    ownership: Ownership | None = None  # OWNER as this start found it (entrypoint.runowner); None: not kept
 
     @property
     def identity(self) -> PodIdentity | None:

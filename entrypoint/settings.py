@@ -100,6 +100,12 @@ ENV = (
         "TFMW_PEER_TIMEOUT_SECONDS", _text(_UINT, 6), "a whole number of seconds (peers.timeoutSeconds)", default="600"
     ),
     EnvVar("TFMW_RUN_ID", _text(_DNS1123_LABEL, 63), "a DNS-1123 label (training.runId)"),
+    EnvVar(
+        "TFMW_ADOPT_RUN_DIR",
+        {"type": "string", "pattern": _BOOL},
+        "true or false (training.adoptRunDir)",
+        default="false",
+    ),
     EnvVar("TFMW_LOOPBACK_PORTS", {"type": "string", "pattern": _BOOL}, "0 or 1", chart_sets=False, default="0"),
     EnvVar("TFMW_MAX_RESTARTS", _text(_UINT, 4), "a whole number", default="20"),
     EnvVar(
@@ -184,6 +190,7 @@ class LauncherSettings:
     resizable: bool = False
     pod_uid: str | None = None  # metadata.uid: the status writes are fenced by it (entrypoint.status)
     grace_seconds: int = 0  # the pod's terminationGracePeriodSeconds; 0: not known
+    adopt_run_dir: bool = False  # take over a run directory another release owns (entrypoint.runowner)
 
 
 def _value(env: Mapping[str, str], name: str) -> str:
@@ -285,4 +292,5 @@ def load_settings(
         resizable=resizable and need_derivation,
         pod_uid=env.get("TFMW_POD_UID") or None,
         grace_seconds=int(_value(env, "TFMW_GRACE_SECONDS")),
+        adopt_run_dir=_truthy(_value(env, "TFMW_ADOPT_RUN_DIR")),
     )

@@ -61,6 +61,7 @@ BAD_VALUES = {
     "fullname-too-long": Bad((f"fullnameOverride={'a' * 53}",), "fullnameOverride"),
     "name-override-underscore": Bad(("nameOverride=tf_mw",), "nameOverride"),
     "run-id-not-dns": Bad(("training.runId=Run_1",), "training.runId"),
+    "adopt-run-dir-string": Bad(("training.adoptRunDir=maybe",), "training.adoptRunDir"),
     "cluster-domain-not-dns": Bad(("clusterDomain=bad..domain",), "clusterDomain"),
     "peer-timeout-zero": Bad(("peers.timeoutSeconds=0",), "peers.timeoutSeconds"),
     "max-restarts-negative": Bad(("training.maxRestarts=-1",), "training.maxRestarts"),

@@ -69,6 +69,7 @@ def test_container_command_args_and_env_follow_the_contract(helm, render):
         "TFMW_TRAINING_CONFIG": "/etc/tf-multiworker/training.yaml",
         "TFMW_SHARED_DIR": "/shared",
         "TFMW_RUN_ID": "run-7",
+        "TFMW_ADOPT_RUN_DIR": "false",
         "TFMW_ON_SUCCESS": "scaleToZero",
         "TFMW_ON_FAILURE": "scaleToZero",
         "TFMW_ACTIVE_DEADLINE_SECONDS": "0",
@@ -98,6 +99,7 @@ def test_values_reach_the_env_and_ports(helm, tmp_path):
             "storage.mountPath=/data/shared",
             "training.maxRestarts=3",
             "training.hangTimeoutSeconds=0",
+            "training.adoptRunDir=true",
         ),
     )
     container = worker_container(objects)
@@ -113,6 +115,7 @@ def test_values_reach_the_env_and_ports(helm, tmp_path):
     assert env["EXTRA"] == "yes"
     assert env["TFMW_MAX_RESTARTS"] == "3"
     assert env["TFMW_HANG_TIMEOUT_SECONDS"] == "0"
+    assert env["TFMW_ADOPT_RUN_DIR"] == "true"
     assert container["ports"][0]["containerPort"] == 3333
     assert {"name": "shared", "mountPath": "/data/shared"} in container["volumeMounts"]
     svc = one(objects, "Service", FULLNAME)
