@@ -45,6 +45,23 @@
 {{- join "\n" $problems }}
 {{- end }}
 
+{{/* The writable dirs (/tmp: the training scratch) are emptyDirs, each up to writableDirsSizeLimit, on the
+node's ephemeral storage: their limits together within the worker's ephemeral-storage limit, else the kubelet
+evicts the pod (and, before it notices, a full node evicts its neighbours) before a dir reaches its own limit. */}}
+{{- define "tf-multiworker.validate.writableDirsWithinEphemeralStorage" -}}
+{{- $problems := list }}
+{{- $limit := toString (default "" .Values.writableDirsSizeLimit) }}
+{{- $storage := get (default (dict) (default (dict) .Values.workers.resources).limits) "ephemeral-storage" }}
+{{- $dirs := len (default (list) .Values.writableDirs) }}
+{{- if and $limit $storage $dirs }}
+{{- $total := mulf (float64 (include "tf-multiworker.quantityValue" $limit)) $dirs }}
+{{- if gt $total (float64 (include "tf-multiworker.quantityValue" $storage)) }}
+{{- $problems = append $problems (printf "writableDirsSizeLimit=%s for each of the %d writableDirs is more than workers.resources.limits.ephemeral-storage=%v: the kubelet would evict the worker before its scratch reached the dirs' limit; raise the ephemeral-storage limit to at least %d x writableDirsSizeLimit, or lower writableDirsSizeLimit (docs/chart.md, scratch on the node)" $limit $dirs $storage $dirs) }}
+{{- end }}
+{{- end }}
+{{- join "\n" $problems }}
+{{- end }}
+
 {{/* The GPU count has one place, workers.gpus: the chart sets the nvidia.com/gpu limit from it. */}}
 {{- define "tf-multiworker.validate.gpusInOnePlace" -}}
 {{- $problems := list }}
