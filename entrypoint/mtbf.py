@@ -13,20 +13,22 @@ MTBF_ENV = "TFMW_MTBF_SECONDS"  # the estimate, seconds
 MTBF_SOURCE_ENV = "TFMW_MTBF_SOURCE"  # how it was made, for the interval's log line and status
 
 # M before the run has failed once (the record then only says M > wall time): one failure a day
-# of the whole group. The estimate (wall + PRIOR) / (failures + 1) starts here and moves toward the
-# observed rate with every failure.
+# of the whole group, or the failure-free wall time if longer.
 PRIOR_SECONDS = 86_400.0
 
 
 def estimate(restarts: int, wall_seconds: float, prior: float = PRIOR_SECONDS) -> tuple[float, str]:
-    """(M, source): (wall + prior) / (failures + 1); source "prior" before the first failure,
-    else "observed:<failures>/<wall>s". restarts: RunState.restarts (failures of the group that
-    restarted it); wall_seconds: goodput's productive + badput seconds, carried across launcher
-    restarts (never a difference of timestamps written on other nodes)."""
+    """(M, source): the prior before the first failure (source "prior"), then the observed rate,
+    wall / failures (source "observed:<failures>/<wall>s": the maximum-likelihood estimate of an
+    exponential's mean; a prior weighted like a failure-free day would hide a failure every
+    minute for hours). restarts: RunState.restarts (failures of the group that restarted it);
+    wall_seconds: goodput's productive + badput seconds, carried across launcher restarts (never
+    a difference of timestamps written on other nodes)."""
     wall = wall_seconds if math.isfinite(wall_seconds) and wall_seconds > 0 else 0.0
     failures = max(restarts, 0)
-    mtbf = (wall + prior) / (failures + 1)
-    return mtbf, ("prior" if failures == 0 else f"observed:{failures}/{wall:.0f}s")
+    if failures == 0:
+        return max(prior, wall), "prior"
+    return max(wall / failures, 1.0), f"observed:{failures}/{wall:.0f}s"
 
 
 def attempt_env(restarts: int, wall_seconds: float) -> dict[str, str]:

@@ -53,11 +53,12 @@ def test_interval_changes_are_logged_only_when_they_move():
 
 def test_the_mtbf_estimate_starts_at_the_prior_and_follows_the_failures():
     assert mtbf.estimate(0, 0.0) == (mtbf.PRIOR_SECONDS, "prior")
+    assert mtbf.estimate(0, 2 * mtbf.PRIOR_SECONDS)[0] == 2 * mtbf.PRIOR_SECONDS  # a failure-free run
     m, source = mtbf.estimate(3, 600.0)
-    assert m == approx((600.0 + mtbf.PRIOR_SECONDS) / 4) and source == "observed:3/600s"
+    assert m == approx(200.0) and source == "observed:3/600s"
     assert mtbf.estimate(0, float("nan"))[0] == mtbf.PRIOR_SECONDS
     env = mtbf.attempt_env(1, 100.0)
-    assert mtbf.from_env(env) == (approx((100.0 + mtbf.PRIOR_SECONDS) / 2, abs=0.1), "observed:1/100s")
+    assert mtbf.from_env(env) == (approx(100.0), "observed:1/100s")
     assert mtbf.from_env({}) == (mtbf.PRIOR_SECONDS, "prior")
     assert mtbf.from_env({mtbf.MTBF_ENV: "-3"}) == (mtbf.PRIOR_SECONDS, "prior")
 
