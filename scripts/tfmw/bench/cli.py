@@ -1,6 +1,6 @@
 """`make bench` — measure the performance figures into docs/benchmarks.md and docs/bench/*.png.
 
-    python -m tfmw.bench [--quick] [--peers] [--only 1,2,3,4,5,6,7,8,9,10,11] [--workers N] [--gpus G]
+    python -m tfmw.bench [--quick] [--peers] [--only 1,2,3,4,5,6,7,8,9,10,11,12] [--workers N] [--gpus G]
                             [--out docs/benchmarks.md]
 
 Figures 10 and 11 (the chart beside Kubeflow's TFJob and a JobSet; 11: a node lost) are opt-in:
@@ -29,6 +29,7 @@ from . import (
     fig_peers,
     fig_pipeline,
     fig_recovery,
+    fig_restart,
     fig_scale,
     fig_threads,
     session,
@@ -48,8 +49,9 @@ FIGURE_MODULES = {
     9: fig_threads,
     10: fig_peers,
     11: fig_node_peers,
+    12: fig_restart,
 }
-FIGURES = (1, 2, 3, 4, 5, 6, 7, 8, 9)
+FIGURES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12)
 # Opt-in: measured only when asked (--peers, or --only): it builds and runs other projects' controllers.
 OPT_IN = (10, 11)
 
@@ -61,7 +63,8 @@ def parse_figures(text: str) -> list[int]:
         part = part.strip()
         if not part.isdigit() or int(part) not in FIGURES + OPT_IN:
             raise ValueError(
-                f"--only {text!r}: {part!r} is not a figure number; use numbers from 1 to {OPT_IN[-1]}, e.g. --only 1,4"
+                f"--only {text!r}: {part!r} is not a figure number; use numbers from 1 to {max(FIGURES + OPT_IN)}, "
+                "e.g. --only 1,4"
             )
         figures.append(int(part))
     return sorted(set(figures))

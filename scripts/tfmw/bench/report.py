@@ -67,7 +67,7 @@ INTRO = (
     "cluster starts and runs the chart, beside `make local`, (7) what a real Kueue adds, (8) the "
     "control path's requests at 16 to 1,024 workers, (9) TensorFlow's threads under a CPU limit, "
     "(10, opt-in) the same run and faults under Kubeflow's TFJob and a JobSet, (11, opt-in) the same for a "
-    "lost node."
+    "lost node, (12) what a restart late in a long run costs the input."
 )
 PARTIAL = "**Later partial run:**"
 
@@ -186,9 +186,9 @@ def footer(quick: bool) -> str:
             "image and, for figure 7, Kueue are built first if they are not yet: `make cluster KUEUE=1` does that "
             "once) and stop it at the end.",
             "",
-            "Sources: `scripts/tfmw/bench/` (one module per figure; `mwms_step.py` and `pipeline_worker.py` are the "
-            "processes it starts). Nothing in `make test` asserts a time: `tests/tfmw/bench/` tests the parsing, ratio "
-            "maths and table formatting only.",
+            "Sources: `scripts/tfmw/bench/` (one module per figure; `mwms_step.py`, `pipeline_worker.py` and "
+            "`restart_worker.py` are the processes it starts). Nothing in `make test` asserts a time: "
+            "`tests/tfmw/bench/` tests the parsing, ratio maths and table formatting only.",
             "",
         ]
     )

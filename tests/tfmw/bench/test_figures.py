@@ -20,6 +20,7 @@ from tfmw.bench import (
     fig_peers,
     fig_pipeline,
     fig_recovery,
+    fig_restart,
     fig_scale,
     fig_threads,
     report,
@@ -126,6 +127,41 @@ def _node_peers(quick, log=print):
     return fig_peers.Summary(runs, 1, ("x",), (peers_run.NODE_LOSS,))
 
 
+def _restart(late: float) -> dict:
+    """Figure 12's result: two rounds; the trainer's input at the last step `late` x step 0."""
+    seconds = {}
+    for source in ("synthetic (in memory)", "tfrecord files"):
+        for variant, growth in (("after", late), ("before", 500.0)):
+            seconds[f"{source}|{variant}|0"] = [0.1, 0.2]
+            seconds[f"{source}|{variant}|10000"] = [0.1, 0.2]
+            seconds[f"{source}|{variant}|100000"] = [0.1 * growth, 0.2 * growth * 1.1]
+    return {
+        "batch": 8,
+        "examples": 4096,
+        "shape": [8, 8, 1],
+        "steps": [0, 10000, 100000],
+        "rounds": 2,
+        "repeats": 5,
+        "seconds": seconds,
+    }
+
+
+def test_the_restart_figure_judges_its_target_from_the_rounds():
+    met = fig_restart.section(_restart(1.02), fig_restart.table_rows(_restart(1.02)), fig_restart.HEADERS, "0 0 0")
+    assert "**Target met:** a restart at step 100,000 takes 1.07x of step 0 on synthetic (in memory)" in met
+    assert "where the old pipeline took 525x on synthetic (in memory), 525x on tfrecord files." in met
+    assert "At step 0 the trainer's input is the slower one to start: 0.150 s against 0.150 s on synthetic" in met
+    missed = fig_restart.section(_restart(1.5), [], fig_restart.HEADERS, "0 0 0")
+    assert "**Target missed:** a restart at step 100,000 takes 1.58x of step 0 on synthetic" in missed
+    rows = fig_restart.table_rows(_restart(1.02))
+    assert rows[2][:3] == ["synthetic (in memory)", fig_restart.VARIANTS["after"], "100,000"]
+    assert rows[2][4] == pytest.approx((1.02 + 1.122) / 2) and rows[2][5] == "1.02-1.12"
+    line = fig_restart.result_line(_restart(1.0))
+    assert fig_restart.parse("noise\n" + line + "\n") == _restart(1.0)
+    with pytest.raises(BenchError, match="figure 12: the restart worker printed no result line"):
+        fig_restart.parse("tfmw bench case={}\n")
+
+
 # Each figure's measuring, faked: (the module of cli's table, {name: stand-in}).
 FAKES = {
     1: {"measure": _overhead},
@@ -154,6 +190,7 @@ FAKES = {
     9: {"measure": _threads},
     10: {"measure": _peers},
     11: {"measure": _node_peers},
+    12: {"measure": lambda quick, log=print: _restart(1.02)},
 }
 
 
@@ -208,8 +245,8 @@ def test_the_command_writes_every_figure_and_says_which_failed(faked, monkeypatc
     assert cli.main(["--peers", "--quick", "--out", str(out)]) == 0
     document = out.read_text()
     assert document.startswith("# Benchmarks") and "`make bench QUICK=1 PEERS=1`" in document
-    assert [n for n in range(1, 12) if f"\n## Figure {n}:" in document] == list(range(1, 12))
-    assert document.count("*Measured in ") == 11 and document.endswith(report.footer(quick=True))
+    assert [n for n in range(1, 13) if f"\n## Figure {n}:" in document] == list(range(1, 13))
+    assert document.count("*Measured in ") == 12 and document.endswith(report.footer(quick=True))
 
     def broken(quick, log=print):
         raise BenchError("figure 5: the pipeline worker printed no result line")
