@@ -27,6 +27,7 @@ import sys
 import time
 
 from entrypoint import loglines
+from tfmw.bench.mwms_step import _threads_from_env, make_strategy
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
@@ -52,7 +53,6 @@ def build(plan: dict):
     import tf_keras as keras
 
     from entrypoint.training.models import build_model
-    from tfmw.bench.mwms_step import _threads_from_env, make_strategy
 
     _threads_from_env(tf)
     strategy = make_strategy(tf, gpus=False)
