@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import loglines, reaper
+from .crashprint import CrashPrint
 from .groupbreak import BreakDetector
 from .hangwatch import HangWatch, Verdict
 from .oomkill import oom_cause
@@ -59,6 +60,7 @@ class AttemptWatch:
     broken_killed: bool = False  # it did not exit within broken_grace_seconds: ended
     cut_said: bool = False  # a line past outputlines.LINE_CAP was announced (once an attempt)
     group_killed: bool = False  # the launcher SIGKILLed the group (watchdog, deadline, a broken group)
+    crash: CrashPrint = field(default_factory=CrashPrint)  # what its output says of a failure
 
 
 class TrainingProcess:
@@ -88,6 +90,7 @@ class TrainingProcess:
         self._standby: Standby | None = None
         self._standby_lock = threading.Lock()
         self._reaped_at = 0.0
+        self._printed_before: CrashPrint | None = None  # the attempt before's output, to tell them apart
         if not reaper.become_subreaper():  # PID 1 is one already; elsewhere orphans would go to init
             say("reaper: cannot become a child subreaper (prctl refused); processes the command leaves are not ended")
 
@@ -159,7 +162,14 @@ class TrainingProcess:
             deadline_hit=seen.deadline_hit,
             last_error=self._last_error or self._last_line,
             left_running=left,
+            **self._what_it_said(seen.crash),
         )
+
+    def _what_it_said(self, crash: CrashPrint) -> dict:
+        """The output's part of the outcome (entrypoint.crashprint), this attempt against the one before."""
+        new_output = crash.checkpointed or crash.new_since(self._printed_before)
+        self._printed_before = crash
+        return {"exception": crash.exception, "error_line": crash.error_line, "new_output": new_output}
 
     def _start(self, env: dict[str, str]) -> subprocess.Popen:
         child = self._take_standby()  # the waiting standby, else a cold start
@@ -343,6 +353,7 @@ class TrainingProcess:
         broke = None
         for text in texts:
             broke = seen.broken.feed(text) or broke
+            seen.crash.feed(text)
             self._hear(text.strip())
         if relay:
             out = sys.stdout.buffer

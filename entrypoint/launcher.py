@@ -401,6 +401,7 @@ class Launcher:
             run_dir=run.run_dir,
             marker_retry_seconds=self.marker_retry_seconds,
             heartbeat_file=run.heartbeat,
+            same_error_limit=settings.same_error_limit,
             max_restarts=settings.max_restarts,
             hang_timeout_seconds=settings.hang_timeout_seconds,
             hang_detection=settings.hang_detection,

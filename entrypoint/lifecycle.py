@@ -53,6 +53,7 @@ class Reason(StrEnum):
     BAD_CONFIG = "BadConfig"  # environment, TF_CONFIG or training config refused
     PEERS_NOT_FOUND = "PeersNotFound"  # peer names never resolved within peers.timeoutSeconds
     RESTART_LIMIT = "RestartLimit"  # training.maxRestarts restarts without progress
+    REPEATED_ERROR = "RepeatedError"  # one error ended training.sameErrorLimit attempts in a row, no progress
     DEADLINE_EXCEEDED = "DeadlineExceeded"  # training.activeDeadlineSeconds passed
     TRAINING_FAILED = "TrainingFailed"  # the trainer's permanent error (corrupt data, non-finite loss)
     # training finished (exit 0) but the chief could not write COMPLETED (shared storage
@@ -74,6 +75,7 @@ EDGES: dict[tuple[Phase, Phase], tuple[Reason, ...]] = {
         Reason.BAD_CONFIG,
         Reason.TRAINING_FAILED,
         Reason.RESTART_LIMIT,
+        Reason.REPEATED_ERROR,
         Reason.DEADLINE_EXCEEDED,
         Reason.COMPLETION_NOT_RECORDED,
     ),
@@ -88,7 +90,12 @@ EDGES: dict[tuple[Phase, Phase], tuple[Reason, ...]] = {
     (Phase.RESIZING, Phase.SUCCEEDED): (Reason.COMPLETED,),
     # the new workers never appear (PeersNotFound: e.g. a new worker that cannot be scheduled
     # for peers.timeoutSeconds), or the deadline passes while the group re-forms
-    (Phase.RESIZING, Phase.FAILED): (Reason.PEERS_NOT_FOUND, Reason.DEADLINE_EXCEEDED, Reason.RESTART_LIMIT),
+    (Phase.RESIZING, Phase.FAILED): (
+        Reason.PEERS_NOT_FOUND,
+        Reason.DEADLINE_EXCEEDED,
+        Reason.RESTART_LIMIT,
+        Reason.REPEATED_ERROR,
+    ),
     # a worker is not running (its pod Pending: preempted, evicted, replaced after a lost node)
     (Phase.RUNNING, Phase.WAITING): (),
     (Phase.RESTARTING, Phase.WAITING): (),
@@ -100,6 +107,7 @@ EDGES: dict[tuple[Phase, Phase], tuple[Reason, ...]] = {
         Reason.PEERS_NOT_FOUND,
         Reason.DEADLINE_EXCEEDED,
         Reason.RESTART_LIMIT,
+        Reason.REPEATED_ERROR,
         Reason.TRAINING_FAILED,
         Reason.BAD_CONFIG,
     ),
@@ -122,6 +130,8 @@ EXIT_CODE = {
     Reason.PEERS_NOT_FOUND: EXIT_PEERS_NOT_FOUND,
     Reason.TRAINING_FAILED: EXIT_TRAINING_FAILED,
     Reason.RESTART_LIMIT: EXIT_RETRIES_EXHAUSTED,
+    # 4, as the trainer's own permanent error: the same error would end a platform's retry too
+    Reason.REPEATED_ERROR: EXIT_TRAINING_FAILED,
     Reason.DEADLINE_EXCEEDED: EXIT_DEADLINE_EXCEEDED,
     # 4, a permanent training failure: a platform must not retry the pod (a retry trains the
     # finished run again), and failure policies written for 2-6 already fail the job on it

@@ -13,7 +13,9 @@ import enum
 import signal
 from dataclasses import dataclass, replace
 
+from . import crashprint
 from .errors import EXIT_BAD_CONFIG, EXIT_OK, EXIT_RETRYABLE, EXIT_SIGTERM, EXIT_TRAINING_FAILED
+from .groupbreak import group_error
 from .hangwatch import Verdict
 from .lifecycle import Reason
 from .oomkill import OOM_KILLED
@@ -47,6 +49,9 @@ GROUP_REASON = f"a peer failed or the group broke (exit {EXIT_RETRYABLE})"
 BROKEN_REASON = "the group broke"  # a user command's traceback said so (entrypoint.groupbreak)
 # A SIGKILLed trainer (the OOM killer's signal): -9, or 137 from a shell's SIGKILLed child.
 SIGKILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)
+# Signals a process sends itself when its code is at fault (a segfault, an abort): a crash that
+# may repeat. A SIGKILL or SIGTERM came from outside (the OOM killer, a node's shutdown).
+CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL)
 
 
 def attempt_reason(
@@ -121,6 +126,12 @@ class AttemptOutcome:
     # what the command left running when its main process exited, ended by the launcher
     # (entrypoint.reaper): "sleep (pid 42): ended with SIGTERM", ...
     left_running: tuple[str, ...] = ()
+    # what its output said of its failure (entrypoint.crashprint): the exception line of the last
+    # traceback it printed, its last error line, and whether it printed anything the attempt
+    # before did not (or saved a checkpoint): progress the heartbeat cannot show
+    exception: str | None = None
+    error_line: str = ""
+    new_output: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,6 +143,9 @@ class History:
     records_completion: bool = False  # the chief with shared storage: it writes COMPLETED for the command
     deadline_seconds: int = 0  # training.activeDeadlineSeconds, for the message only
     failures_without_progress: int = 0  # attempts in a row that failed without training
+    same_error_limit: int = 2  # training.sameErrorLimit: attempts in a row ended by one error (0: off)
+    last_error_print: str | None = None  # the last failed attempt's fingerprint (None: not countable)
+    same_error_count: int = 0  # ... and how many attempts in a row it ended with no progress between
 
 
 class Next(enum.Enum):
@@ -143,6 +157,7 @@ class Next(enum.Enum):
     REGROUP = "regroup"  # the group's size changed: re-form it; not a failure, no back-off, not counted
     RESTART = "restart"  # restart in place after `delay`
     GIVE_UP = "give_up"  # too many restarts without progress: Failed (RestartLimit)
+    REPEATED = "repeated"  # the same error ended training.sameErrorLimit attempts in a row: Failed (RepeatedError)
     DEADLINE = "deadline"  # training.activeDeadlineSeconds passed: Failed (DeadlineExceeded)
 
 
@@ -151,7 +166,7 @@ class Decision:
     kind: Next
     history: History  # what the next decision sees
     say: str = ""  # the `tfmw launcher` line to log now ("": none)
-    reason: Reason | None = None  # FAIL, GIVE_UP, DEADLINE: the run's terminal reason
+    reason: Reason | None = None  # FAIL, GIVE_UP, REPEATED, DEADLINE: the run's terminal reason
     message: str = ""  # ... and its message
     record: bool = False  # SUCCEED: write COMPLETED for the command first
     returncode: int = EXIT_OK  # STOP: what the launcher exits with
@@ -200,7 +215,9 @@ def decide(outcome: AttemptOutcome, history: History) -> Decision:
     if exit_class == PERMANENT:
         return _permanent(outcome, history)
     failures = 1 if outcome.progressed else history.failures_without_progress + 1
-    history = replace(history, failures_without_progress=failures)
+    history = replace(history, failures_without_progress=failures, **_same_error(outcome, history))
+    if history.same_error_limit and history.same_error_count >= history.same_error_limit:
+        return _repeated(history)
     if failures > history.max_restarts:
         return _give_up(outcome, history)
     delay = backoff_seconds(failures, first=history.backoff_first)
@@ -215,6 +232,42 @@ def _permanent(outcome: AttemptOutcome, history: History) -> Decision:
     what = "training refused its configuration" if bad_config else "training failed permanently"
     say = f"{what} (exit {returncode}); not retrying" + (": fix training.config" if bad_config else "")
     return Decision(Next.FAIL, history, say, reason, outcome.last_error or f"training exited with {returncode}")
+
+
+def error_print(outcome: AttemptOutcome) -> str | None:
+    """The fingerprint of a failed attempt that a repeat may count (entrypoint.crashprint); None
+    for a failure that says nothing of the command's code: the group broke (a peer, the
+    collective: never counted), a hang, a kill from outside (the OOM killer, a signal)."""
+    if outcome.deadline_hit or restart_kind(outcome.reason) not in (EXIT, SIGNAL):
+        return None
+    if outcome.returncode < 0 and -outcome.returncode not in CRASH_SIGNALS:
+        return None
+    if outcome.exception is not None and group_error(outcome.exception) is not None:
+        return None
+    return crashprint.fingerprint(outcome.exception, outcome.reason, outcome.error_line)
+
+
+def _same_error(outcome: AttemptOutcome, history: History) -> dict:
+    """The repeat count after `outcome`: one more when the same fingerprint ended it with no
+    progress since the attempt before (no new step, checkpoint or output), else a new count."""
+    printed = error_print(outcome)
+    repeated = (
+        printed is not None
+        and not outcome.progressed
+        and not outcome.new_output
+        and crashprint.same(printed, history.last_error_print)
+    )
+    count = history.same_error_count + 1 if repeated else (1 if printed is not None else 0)
+    return {"last_error_print": printed, "same_error_count": count}
+
+
+def _repeated(history: History) -> Decision:
+    count, limit, printed = history.same_error_count, history.same_error_limit, history.last_error_print
+    say = (
+        f"ending the run: the same error ended {count} attempts in a row with no progress between them "
+        f"(training.sameErrorLimit={limit}; fix the command, or set it higher, 0: off): {printed}"
+    )
+    return Decision(Next.REPEATED, history, say, Reason.REPEATED_ERROR, printed or "")
 
 
 def _give_up(outcome: AttemptOutcome, history: History) -> Decision:

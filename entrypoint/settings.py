@@ -108,6 +108,7 @@ ENV = (
     ),
     EnvVar("TFMW_LOOPBACK_PORTS", {"type": "string", "pattern": _BOOL}, "0 or 1", chart_sets=False, default="0"),
     EnvVar("TFMW_MAX_RESTARTS", _text(_UINT, 4), "a whole number", default="20"),
+    EnvVar("TFMW_SAME_ERROR_LIMIT", _text(_UINT, 4), "a whole number (training.sameErrorLimit; 0: off)", default="2"),
     EnvVar(
         "TFMW_HANG_TIMEOUT_SECONDS", _text(_UINT, 6), "a whole number of seconds (0 disables the watchdog)", default="0"
     ),
@@ -191,6 +192,7 @@ class LauncherSettings:
     pod_uid: str | None = None  # metadata.uid: the status writes are fenced by it (entrypoint.status)
     grace_seconds: int = 0  # the pod's terminationGracePeriodSeconds; 0: not known
     adopt_run_dir: bool = False  # take over a run directory another release owns (entrypoint.runowner)
+    same_error_limit: int = 2  # attempts in a row ended by one error before Failed (RepeatedError); 0: off
 
 
 def _value(env: Mapping[str, str], name: str) -> str:
@@ -293,4 +295,5 @@ def load_settings(
         pod_uid=env.get("TFMW_POD_UID") or None,
         grace_seconds=int(_value(env, "TFMW_GRACE_SECONDS")),
         adopt_run_dir=_truthy(_value(env, "TFMW_ADOPT_RUN_DIR")),
+        same_error_limit=int(_value(env, "TFMW_SAME_ERROR_LIMIT")),
     )

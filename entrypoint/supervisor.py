@@ -71,6 +71,9 @@ class SupervisorConfig:
     run_dir: Path | None  # <shared>/<run>; None: no shared storage (no completion marker)
     heartbeat_file: Path
     max_restarts: int = 20
+    # training.sameErrorLimit: attempts in a row ended by the same error, with no progress between
+    # them, before the run is Failed (RepeatedError; entrypoint.crashprint); 0: off
+    same_error_limit: int = 2
     hang_timeout_seconds: float = 0  # 0: watchdog off; else the static bound and the ceiling
     hang_detection: str = ADAPTIVE  # adaptive: trainer steps get a bound from their observed time (hangwatch)
     hang_floor_seconds: float = FLOOR_SECONDS  # the adaptive bound's floor (tests lower it)
@@ -192,6 +195,7 @@ class Supervisor:
             backoff_first=cfg.backoff_first_seconds,
             records_completion=cfg.is_chief and cfg.run_dir is not None,
             deadline_seconds=cfg.deadline_seconds,
+            same_error_limit=cfg.same_error_limit,
         )
         attempt = 0
         while not self._stop.is_set():
@@ -250,7 +254,7 @@ class Supervisor:
             return Ending(None, returncode=decision.returncode)
         if kind is Next.SUCCEED:
             return self._succeed(decision.record)
-        return Ending(Phase.FAILED, decision.reason, decision.message)  # FAIL, GIVE_UP, DEADLINE
+        return Ending(Phase.FAILED, decision.reason, decision.message)  # FAIL, GIVE_UP, REPEATED, DEADLINE
 
     def _restart(self, decision: Decision) -> Ending | None:
         self._process.spawn_standby()  # none yet (an early failure): it imports during the back-off

@@ -96,6 +96,7 @@ BAD_ENV = [
     ({"TFMW_ACTIVE_DEADLINE_SECONDS": "-1"}, "TFMW_ACTIVE_DEADLINE_SECONDS="),
     ({"TFMW_ACTIVE_DEADLINE_SECONDS": "nan"}, "TFMW_ACTIVE_DEADLINE_SECONDS="),
     ({"TFMW_MAX_RESTARTS": "x"}, "TFMW_MAX_RESTARTS="),
+    ({"TFMW_SAME_ERROR_LIMIT": "-1"}, "TFMW_SAME_ERROR_LIMIT='-1' must be a whole number (training.sameErrorLimit"),
     ({"TFMW_ON_SUCCESS": "garbage"}, "TFMW_ON_SUCCESS="),
     ({"TFMW_ON_SUCCESS": "idle\n"}, "TFMW_ON_SUCCESS="),
     ({"TFMW_ON_FAILURE": "Idle"}, "TFMW_ON_FAILURE="),

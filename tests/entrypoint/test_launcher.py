@@ -185,7 +185,7 @@ def test_policy_idle_after_a_failure_keeps_the_pods_and_idles(fake_api, tmp_path
 
 def test_restart_limit(fake_api, tmp_path):
     run = Run(
-        pod_env(fake_api, tmp_path, TFMW_MAX_RESTARTS="1", TFMW_ON_FAILURE="scaleToZero"),
+        pod_env(fake_api, tmp_path, TFMW_MAX_RESTARTS="1", TFMW_SAME_ERROR_LIMIT="0", TFMW_ON_FAILURE="scaleToZero"),
         command(tmp_path, fails_with(1, "boom")),
     )
     run.until("tfmw launcher idle:")

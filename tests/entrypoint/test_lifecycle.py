@@ -121,6 +121,7 @@ def test_a_resize_is_no_restart_and_never_a_failure_of_its_own():
         Reason.PEERS_NOT_FOUND,
         Reason.DEADLINE_EXCEEDED,
         Reason.RESTART_LIMIT,
+        Reason.REPEATED_ERROR,
     }
     assert event_for(Phase.RUNNING, Phase.RESIZING) == ("Resizing", "Normal")
     assert event_for(Phase.RESIZING, Phase.RUNNING) == ("Resized", "Normal")

@@ -30,7 +30,8 @@ from entrypoint.restarts import (
     restart_kind,
 )
 
-HISTORY = History(max_restarts=3, backoff_first=1.0, deadline_seconds=500)
+# sameErrorLimit off: these tests follow the restart limit through identical failures
+HISTORY = History(max_restarts=3, backoff_first=1.0, deadline_seconds=500, same_error_limit=0)
 
 
 def failed(returncode=1, progressed=False, **kw) -> AttemptOutcome:
@@ -169,3 +170,108 @@ def test_attempt_reasons_and_the_kind_each_is_counted_as():
         "the group broke: AbortedError: y (ended after the grace)"
     )
     assert attempt_reason(75, broken="UnavailableError: x") == GROUP_REASON  # its own exit says it
+
+
+# -- the same error in a row (training.sameErrorLimit) -------------------------------------
+OUT_OF_RANGE = "tensorflow.python.framework.errors_impl.OutOfRangeError: End of sequence"
+REPEATS = replace(HISTORY, max_restarts=20, same_error_limit=2)
+
+
+def run(outcomes, history=REPEATS):
+    decisions = []
+    for outcome in outcomes:
+        decision = decide(outcome, history)
+        decisions.append(decision)
+        history = decision.history
+    return decisions
+
+
+def test_the_same_exception_twice_without_progress_ends_the_run_with_that_line():
+    first, second = run([failed(1, exception=OUT_OF_RANGE)] * 2)
+    assert first.kind is Next.RESTART
+    assert (second.kind, second.reason, second.message) == (Next.REPEATED, Reason.REPEATED_ERROR, OUT_OF_RANGE)
+    assert second.say == (
+        "ending the run: the same error ended 2 attempts in a row with no progress between them "
+        f"(training.sameErrorLimit=2; fix the command, or set it higher, 0: off): {OUT_OF_RANGE}"
+    )
+
+
+def test_without_a_traceback_the_fingerprint_is_the_exit_and_the_last_error_line():
+    decisions = run([failed(3, error_line="ERROR: cannot open data.csv")] * 2)
+    assert decisions[-1].kind is Next.REPEATED
+    assert decisions[-1].message == "training exited with 3: ERROR: cannot open data.csv"
+    assert run([failed(3)] * 2)[-1].message == "training exited with 3"
+
+
+def test_an_address_in_the_error_does_not_make_it_another():
+    a = failed(1, exception="RuntimeError: bad object at 0x7f00aa")
+    b = failed(1, exception="RuntimeError: bad object at 0x7f11bb")
+    assert run([a, b])[-1].kind is Next.REPEATED
+
+
+@pytest.mark.parametrize(
+    "between",
+    [
+        failed(1, exception="KeyError: 'label'"),  # another error
+        failed(75, exception=OUT_OF_RANGE),  # a group error in between
+    ],
+)
+def test_another_error_between_two_same_errors_starts_the_count_again(between):
+    decisions = run([failed(1, exception=OUT_OF_RANGE), between, failed(1, exception=OUT_OF_RANGE)])
+    assert [d.kind for d in decisions] == [Next.RESTART] * 3
+
+
+@pytest.mark.parametrize("progress", [{"progressed": True}, {"new_output": True}])
+def test_an_attempt_that_progressed_starts_a_new_count_from_itself(progress):
+    same = failed(1, exception=OUT_OF_RANGE)
+    decisions = run([same, failed(1, exception=OUT_OF_RANGE, **progress), same])
+    assert [d.kind for d in decisions] == [Next.RESTART, Next.RESTART, Next.REPEATED]
+    assert [d.history.same_error_count for d in decisions] == [1, 1, 2]
+
+
+def test_progress_or_new_output_in_the_second_attempt_itself_is_no_repeat():
+    for second in (
+        failed(1, exception=OUT_OF_RANGE, progressed=True),
+        failed(1, exception=OUT_OF_RANGE, new_output=True),
+    ):
+        assert run([failed(1, exception=OUT_OF_RANGE), second])[-1].kind is Next.RESTART
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        failed(75),  # exit 75: the group failed
+        failed(1, exception="tensorflow.python.framework.errors_impl.UnavailableError: Socket closed"),
+        failed(1, reason="the group broke: UnavailableError: Socket closed (exit 1)", exception=OUT_OF_RANGE),
+        failed(-9, reason="hang: no progress for 600s (static)"),
+        failed(-9),  # SIGKILL from outside
+        failed(-15),
+        failed(-9, reason="OOMKilled: the trainer was killed at the container's memory limit"),
+        failed(1, exception=OUT_OF_RANGE, deadline_hit=True),
+    ],
+)
+def test_a_group_error_a_hang_or_a_kill_is_never_counted(outcome):
+    decisions = run([outcome] * 3)
+    assert Next.REPEATED not in [d.kind for d in decisions]
+    assert decisions[-1].history.same_error_count == 0
+
+
+def test_a_crash_signal_repeats_like_an_exit():
+    assert run([failed(-int(signal.SIGSEGV))] * 2)[-1].message == "killed by signal SIGSEGV"
+
+
+def test_the_limit_is_the_number_of_attempts_and_0_is_off():
+    three = replace(REPEATS, same_error_limit=3)
+    assert [d.kind for d in run([failed(1, exception=OUT_OF_RANGE)] * 3, three)] == [
+        Next.RESTART,
+        Next.RESTART,
+        Next.REPEATED,
+    ]
+    off = run([failed(1, exception=OUT_OF_RANGE)] * 5, replace(REPEATS, same_error_limit=0))
+    assert Next.REPEATED not in [d.kind for d in off]
+    assert run([failed(1, exception=OUT_OF_RANGE)], replace(REPEATS, same_error_limit=1))[0].kind is Next.REPEATED
+
+
+def test_the_repeat_is_said_before_the_restart_limit():
+    history = replace(REPEATS, max_restarts=1)
+    assert run([failed(1, exception=OUT_OF_RANGE)] * 2, history)[-1].kind is Next.REPEATED

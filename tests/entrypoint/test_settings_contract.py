@@ -38,3 +38,4 @@ def test_schema_words_and_defaults_come_from_the_one_declaration():
     assert loaded.port == int(settings.DEFAULTS["TFMW_PORT"])
     assert loaded.peer_timeout_seconds == int(settings.DEFAULTS["TFMW_PEER_TIMEOUT_SECONDS"])
     assert loaded.max_restarts == int(settings.DEFAULTS["TFMW_MAX_RESTARTS"])
+    assert loaded.same_error_limit == int(settings.DEFAULTS["TFMW_SAME_ERROR_LIMIT"]) == 2

@@ -120,7 +120,8 @@ def test_permanent_failure_message_is_the_trainers_error_line(tmp_path):
 
 
 def test_retries_exhausted_is_restart_limit_with_reason(tmp_path):
-    sup, logs = make(tmp_path, script(tmp_path, FLAKY.format(codes=[1] * 10)), max_restarts=2)
+    # sameErrorLimit off: the same failure every time is what this limit is about
+    sup, logs = make(tmp_path, script(tmp_path, FLAKY.format(codes=[1] * 10)), max_restarts=2, same_error_limit=0)
     ending = sup.run()
     assert (ending.phase, ending.reason) == (Phase.FAILED, Reason.RESTART_LIMIT)
     assert "training.maxRestarts=2" in ending.message and "training exited with 1" in ending.message
@@ -458,3 +459,52 @@ def test_a_shell_that_backgrounds_sleep_and_exits_leaves_nothing_behind(tmp_path
     pid = int((tmp_path / "pid").read_text())
     assert not os.path.exists(f"/proc/{pid}")
     assert any(f"while its child sleep (pid {pid}) still ran" in line for line in logs)
+
+
+# Counts its attempts; the error it raises (and what it prints first) per attempt comes from the test.
+RAISES = """
+    import pathlib, sys
+    counter = pathlib.Path(sys.argv[0]).with_name("attempts")
+    n = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(n + 1))
+    if n >= {succeed_at}:
+        sys.exit(0)
+    print("Epoch", {epoch}, flush=True)
+    raise {error}
+"""
+
+
+def test_the_same_error_twice_without_progress_ends_the_run_after_the_second_attempt(tmp_path):
+    body = RAISES.format(succeed_at=10, epoch=1, error='ValueError("dataset too small for steps_per_epoch")')
+    restarts = []
+    sup, logs = make(tmp_path, script(tmp_path, body), on_restart=restarts.append)
+    ending = sup.run()
+    assert (ending.phase, ending.reason) == (Phase.FAILED, Reason.REPEATED_ERROR)
+    assert ending.message == "ValueError: dataset too small for steps_per_epoch"
+    assert attempts(tmp_path) == 2 and len(restarts) == 1
+    assert "the same error ended 2 attempts in a row" in logs[-1] and "training.sameErrorLimit=2" in logs[-1]
+
+
+@pytest.mark.parametrize(
+    "epoch,error",
+    [
+        ("1", "ValueError(f'bad row {n}')"),  # another error each time
+        ("n", "ValueError('dataset too small')"),  # the same error, after progress its output shows
+    ],
+)
+def test_a_different_error_or_new_output_keeps_restarting(tmp_path, epoch, error):
+    sup, logs = make(tmp_path, script(tmp_path, RAISES.format(succeed_at=3, epoch=epoch, error=error)))
+    assert sup.run().phase is Phase.SUCCEEDED
+    assert attempts(tmp_path) == 4
+    assert not any("the same error" in line for line in logs)
+
+
+def test_a_heartbeat_between_two_same_errors_keeps_restarting(tmp_path):
+    body = RAISES.format(succeed_at=3, epoch=1, error="ValueError('dataset too small')").replace(
+        "    print(",
+        "    import os; pathlib.Path(os.environ['TFMW_HEARTBEAT_FILE']).write_text(str(n + 1))\n    print(",
+    )
+    body_with_wait = body.replace("    raise", "    import time; time.sleep(0.3)\n    raise")  # seen by a poll
+    sup, _ = make(tmp_path, script(tmp_path, body_with_wait))
+    assert sup.run().phase is Phase.SUCCEEDED
+    assert attempts(tmp_path) == 4

@@ -65,6 +65,7 @@ BAD_VALUES = {
     "cluster-domain-not-dns": Bad(("clusterDomain=bad..domain",), "clusterDomain"),
     "peer-timeout-zero": Bad(("peers.timeoutSeconds=0",), "peers.timeoutSeconds"),
     "max-restarts-negative": Bad(("training.maxRestarts=-1",), "training.maxRestarts"),
+    "same-error-limit-negative": Bad(("training.sameErrorLimit=-1",), "training.sameErrorLimit"),
     "hang-timeout-string": Bad(("training.hangTimeoutSeconds=soon",), "training.hangTimeoutSeconds"),
     "command-deleted": Bad(("training.command=null",), "training.command", missing=True),
     "replicas-deleted": Bad(("workers.replicas=null",), "workers.replicas", missing=True),

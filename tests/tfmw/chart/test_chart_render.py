@@ -64,6 +64,7 @@ def test_container_command_args_and_env_follow_the_contract(helm, render):
         "TFMW_CLUSTER_DOMAIN": "cluster.local",
         "TFMW_PEER_TIMEOUT_SECONDS": "120",
         "TFMW_MAX_RESTARTS": "20",
+        "TFMW_SAME_ERROR_LIMIT": "2",
         "TFMW_HANG_TIMEOUT_SECONDS": "600",
         "TFMW_HANG_DETECTION": "adaptive",
         "TFMW_TRAINING_CONFIG": "/etc/tf-multiworker/training.yaml",
