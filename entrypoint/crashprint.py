@@ -31,7 +31,8 @@ _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?::\s*(?P<text>.*))?$")
 # "Detected at node ... defined at (most recent call last):", the frames, then the cause.
 _GRAPH_ERROR = "Graph execution error:"
 _DETECTED = "Detected at node"
-_ERROR_WORDS = re.compile(r"\b(error|exception|fatal|failed|failure|abort(ed)?)\b", re.IGNORECASE)
+# "ERROR: ...", "ValueError: ...", "fatal", "Aborted": a line that names an error
+_ERROR_WORDS = re.compile(r"(?:error|exception)\b|\b(?:fatal|failed|failure|abort|aborted)\b", re.IGNORECASE)
 _EXCEPTION_CAP = 300  # characters of the fingerprint kept (the run's status message)
 DISTINCT_LINES = 100_000  # masked lines remembered per attempt; past it, its output counts as new
 

@@ -55,6 +55,11 @@ def test_a_line_that_only_mentions_an_error_is_no_exception_but_the_last_error_l
     assert printed.error_line == "ERROR: cannot reach the data server"
 
 
+def test_an_exception_named_outside_a_traceback_is_an_error_line():
+    assert feed(["ValueError: boom", "done"]).error_line == "ValueError: boom"
+    assert feed(["errors_impl loaded"]).error_line == ""
+
+
 def test_the_trainers_error_line_gives_its_text():
     printed = feed(["tfmw error retryable=false worker=0 DataError: data.path: a.npz is corrupt"])
     assert printed.error_line == "DataError: data.path: a.npz is corrupt"

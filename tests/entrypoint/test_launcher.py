@@ -197,6 +197,18 @@ def test_restart_limit(fake_api, tmp_path):
     assert run.stop() == 0
 
 
+def test_the_same_error_twice_is_repeated_error_in_the_status_and_the_events(fake_api, tmp_path):
+    run = Run(pod_env(fake_api, tmp_path), command(tmp_path, fails_with(1, "ValueError: dataset too small")))
+    run.until("tfmw launcher idle:")
+    assert attempts(tmp_path) == 2  # not training.maxRestarts (20) + 1
+    status = fake_api.status("train-status")
+    assert (status["phase"], status["reason"]) == ("Failed", "RepeatedError")
+    assert status["message"] == "training exited with 1: ValueError: dataset too small"
+    failed = [e for e in fake_api.events if e["reason"] == "Failed"]
+    assert len(failed) == 1 and "ValueError: dataset too small" in failed[0]["message"]
+    assert run.stop() == 0
+
+
 # -- any worker records the terminal Failed it reaches itself -------------------------------------
 def test_a_worker_records_only_its_own_failure_and_releases(fake_api, tmp_path):
     run = Run(
@@ -458,6 +470,10 @@ def test_platform_exit_codes_for_restart_limit_and_deadline(tmp_path):
         Launcher(dict(env, TFMW_MAX_RESTARTS="0"), command(tmp_path, fails_with(1, "boom")), log=logs.append).run() == 5
     )
     assert "reason=RestartLimit exit_code=5" in next(line for line in logs if line.startswith("tfmw failed"))
+    logs.clear()
+    raises = command(tmp_path, "raise ValueError('dataset too small')\n")
+    assert Launcher(dict(env), raises, log=logs.append).run() == 4  # the same error twice: RepeatedError
+    assert "reason=RepeatedError exit_code=4" in next(line for line in logs if line.startswith("tfmw failed"))
     sleeps = command(tmp_path, 'import time\nprint("ready", flush=True)\ntime.sleep(120)\n')
     logs.clear()
     assert Launcher(dict(env, TFMW_ACTIVE_DEADLINE_SECONDS="1"), sleeps, log=logs.append).run() == 6

@@ -130,7 +130,8 @@ def test_completed_job_whose_pods_restart_does_not_train_again(tmp_path):
 
 
 def test_retries_exhausted_exit_5_with_reason(tmp_path):
-    # Training that fails at once, every time: the launcher gives up after the limit, the run
+    # Training that fails at once, every time (training.sameErrorLimit off, else the second
+    # failure would end it as RepeatedError): the launcher gives up after the limit, the run
     # is Failed (RestartLimit, exit code 5) with one clear line, and the local runner reports
     # it at once instead of waiting out its timeout or crash-looping.
     proc = subprocess.run(
@@ -146,6 +147,8 @@ def test_retries_exhausted_exit_5_with_reason(tmp_path):
             "training.command={/bin/false}",
             "--set",
             "training.maxRestarts=2",
+            "--set",
+            "training.sameErrorLimit=0",  # the same failure every time: off, to reach the restart limit
             "--timeout",
             "120",
         ],
