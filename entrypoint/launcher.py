@@ -46,10 +46,11 @@ from .lifecycle import (
     Phase,
     Reason,
     RunState,
-    deadline_epoch,
+    continues_attempt,
     parse_rfc3339,
     plan_start,
     rfc3339,
+    run_clock,
 )
 from .peerwatch import PeerWatch
 from .podlog import PodLog, log_path
@@ -122,13 +123,7 @@ def resolve_tf_config(
 def start_ledger(recorded: RunState | None, state: RunState, launched: float, beats: bool) -> Ledger:
     """This launcher's time account: the recorded one carried on when it continues the same
     attempt of the run (its pod was recreated), the time since that record counted as restart."""
-    same_attempt = (
-        recorded is not None
-        and recorded.run_id == state.run_id
-        and not recorded.terminal
-        and bool(recorded.started_at)
-        and recorded.started_at == state.started_at
-    )
+    same_attempt = continues_attempt(recorded, state)
     carried = Accounting.from_fields(recorded.productive_seconds, recorded.badput_seconds) if same_attempt else None
     # The time since the record is a restart's (the pod was recreated), not a suspend's: a run
     # suspended on purpose is not losing time.
@@ -276,7 +271,7 @@ class Launcher:
             self.podlog = PodLog(log_path(run_dir, settings.pod_name), settings.keep_log_mib << 20, say=self._say_only)
         api = self._api(settings)
         recorder = self._recorder(api, settings if not platform else None)
-        launched = time.time()
+        launched, since = time.time(), time.monotonic()
         recorded = recorder.read()
         # Whose run directory this is, before its COMPLETED marker means anything to this release.
         ownership = runowner.look(run_dir, settings.namespace, settings.statefulset, settings.adopt_run_dir)
@@ -288,6 +283,7 @@ class Launcher:
         except MarkerUnreadable as err:  # not known: never train (it may have finished)
             unreadable = str(err)
         plan = plan_start(recorded, run_id, settings.pod_revision, completed, rfc3339(launched))
+        clock = run_clock(recorded, plan.state, launched, since)  # the deadline's: monotonic, carried
         tracker = RunTracker(
             plan.state,
             recorder,
@@ -296,6 +292,7 @@ class Launcher:
             log=self.log,
             ledger=start_ledger(recorded, plan.state, launched, is_builtin_trainer(self.command)),
             grace_seconds=settings.grace_seconds,
+            run_clock=clock,
         )
         self._serve_metrics(settings, tracker, task)
         self._say(f"run={run_id} revision={settings.pod_revision or '-'}: {plan.why}")
@@ -312,7 +309,7 @@ class Launcher:
             tracker=tracker,
             unreadable=unreadable,
             base_env=self.env,
-            deadline=deadline_epoch(plan.state.started_at, settings.active_deadline_seconds, launched),
+            deadline=clock.deadline(settings.active_deadline_seconds),
             waiting=WaitingNote(tracker, group.identity.host_prefix) if group.identity is not None else None,
             ownership=ownership,
         )
@@ -335,11 +332,13 @@ class Launcher:
         settings = run.settings
         if run.ownership is not None and run.ownership.refusal:  # another release's run: never train in it
             raise Failure(Reason.BAD_CONFIG, run.ownership.refusal)
-        if run.deadline is not None and time.time() >= run.deadline:
+        if run.deadline is not None and time.monotonic() >= run.deadline:
             raise Failure(
                 Reason.DEADLINE_EXCEEDED,
                 f"training.activeDeadlineSeconds={settings.active_deadline_seconds} passed "
-                f"(run started {run.plan.state.started_at}); not starting training",
+                f"({run.tracker.run_clock.elapsed(time.monotonic()):.0f}s of this attempt elapsed, "
+                f"run started {run.plan.state.started_at}); "
+                "not starting training",
             )
         if run.unreadable:  # retried for marker_retry_seconds already: fail closed
             if self.stopping.is_set():

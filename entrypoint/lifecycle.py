@@ -171,6 +171,7 @@ STATUS_KEYS = (
     "finishedAt",
     "revision",
     "updatedAt",
+    "elapsedSeconds",
     "goodput",
     "productiveSeconds",
     "badputSeconds",
@@ -201,6 +202,7 @@ class RunState:
     finished_at: str = ""
     revision: str = ""
     updated_at: str = ""
+    elapsed_seconds: str = ""  # this attempt's time with a launcher up, on launchers' monotonic clocks (RunClock)
     # where the run's time went (entrypoint.goodput.Accounting.to_fields), as recorded
     goodput: str = ""
     productive_seconds: str = ""
@@ -280,6 +282,7 @@ def to_data(state: RunState, keys: tuple[str, ...] = STATUS_KEYS) -> dict[str, s
         "finishedAt": state.finished_at,
         "revision": state.revision,
         "updatedAt": state.updated_at,
+        "elapsedSeconds": state.elapsed_seconds,
         "goodput": state.goodput,
         "productiveSeconds": state.productive_seconds,
         "badputSeconds": state.badput_seconds,
@@ -316,6 +319,7 @@ def from_data(data: dict | None) -> RunState | None:
         finished_at=data.get("finishedAt", ""),
         revision=data.get("revision", ""),
         updated_at=data.get("updatedAt", ""),
+        elapsed_seconds=data.get("elapsedSeconds", ""),
         goodput=data.get("goodput", ""),
         productive_seconds=data.get("productiveSeconds", ""),
         badput_seconds=data.get("badputSeconds", ""),
@@ -425,13 +429,52 @@ def parse_rfc3339(text: str) -> float | None:
         return None
 
 
-def deadline_epoch(started_at: str, seconds: int, fallback_start: float) -> float | None:
-    """When the run's activeDeadlineSeconds pass: from its recorded start (a pod restart
-    does not reset it), else from `fallback_start` (the launcher's own start). None: no deadline."""
-    if seconds <= 0:
-        return None
-    start = parse_rfc3339(started_at)
-    return (start if start is not None else fallback_start) + seconds
+def continues_attempt(recorded: RunState | None, state: RunState) -> bool:
+    """Does this launcher continue the recorded attempt of the run (its pod was recreated, or
+    the run resumed from Suspended)? Then what the record counted is carried on."""
+    return (
+        recorded is not None
+        and recorded.run_id == state.run_id
+        and not recorded.terminal
+        and bool(recorded.started_at)
+        and recorded.started_at == state.started_at
+    )
+
+
+@dataclass(frozen=True)
+class RunClock:
+    """This attempt's elapsed seconds, for training.activeDeadlineSeconds: what the status
+    recorded when this launcher started (`carried`), plus this launcher's own monotonic time
+    since (`since`, time.monotonic() then). No two nodes' wall clocks are ever compared, so an
+    NTP step on any node neither ends a run early nor extends it. Time with no launcher of the
+    run up (pods being recreated, a suspended run) is not counted, nor is the time between the
+    chief's last status write and its pod's end (at most a checkpoint interval). The chief's
+    count is the one recorded (elapsedSeconds); the other workers carry it from their start."""
+
+    carried: float
+    since: float
+
+    def elapsed(self, now: float) -> float:
+        return self.carried + max(0.0, now - self.since)
+
+    def deadline(self, seconds: int) -> float | None:
+        """When `seconds` of elapsed time are reached, on this launcher's monotonic clock; None: no deadline."""
+        return None if seconds <= 0 else self.since + seconds - self.carried
+
+
+def run_clock(recorded: RunState | None, state: RunState, launched: float, since: float) -> RunClock:
+    """The clock of the attempt `state` for a launcher started at `launched` (epoch seconds) and
+    `since` (monotonic): the recorded elapsedSeconds when it continues the recorded attempt, else 0.
+    A record from a launcher before elapsedSeconds was kept counts from its startedAt on this
+    node's wall clock, once (the only comparison of two nodes' clocks, and only on that upgrade)."""
+    if not continues_attempt(recorded, state):
+        return RunClock(0.0, since)
+    try:
+        carried = float(recorded.elapsed_seconds)
+    except ValueError:
+        started = parse_rfc3339(recorded.started_at)
+        carried = launched - started if started is not None else 0.0
+    return RunClock(carried if 0.0 <= carried < float("inf") else 0.0, since)  # NaN, inf, a negative: 0
 
 
 # -- docs/lifecycle.md is checked against this ------------------------------------------

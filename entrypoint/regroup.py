@@ -231,8 +231,8 @@ class Regroup:
     def _wait_for_peers_until(self) -> None:
         run, settings = self.run, self.run.settings
         timeout, bounded = float(settings.peer_timeout_seconds), False
-        if run.deadline is not None and run.deadline - time.time() < timeout:
-            timeout, bounded = max(run.deadline - time.time(), 0.0), True
+        if run.deadline is not None and run.deadline - time.monotonic() < timeout:  # monotonic: RunClock
+            timeout, bounded = max(run.deadline - time.monotonic(), 0.0), True
         # Only the chief reads the size and its peers' pods while it waits; the others wait
         # for three names, which resolve as soon as those pods have their addresses.
         watches = run.tracker.is_chief and run.identity is not None

@@ -103,7 +103,7 @@ class Run:
     tracker: RunTracker
     unreadable: str | None  # why the COMPLETED marker could not be read, if so
     base_env: dict[str, str]  # the pod's environment: the training command's, without TF_CONFIG
-    deadline: float | None  # epoch seconds of training.activeDeadlineSeconds
+    deadline: float | None  # training.activeDeadlineSeconds on time.monotonic() (lifecycle.RunClock)
     heartbeat: Path | None = None  # the trainer's heartbeat file, chosen before training
     resize_to: int | None = None  # the size a resize was asked for, until the group re-forms
     resized_from: int | None = None  # the size before the last resize (its new workers: from there up)

@@ -87,12 +87,14 @@ class SupervisorConfig:
     resized: Callable[[], str | None] = lambda: None
     is_chief: bool = False  # the chief records completion if the command did not
     log: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
-    # activeDeadlineSeconds: a wall-clock time (epoch seconds) after which training is stopped
-    # (SIGTERM, so the trainer checkpoints; SIGKILL after stop_grace_seconds). None: no deadline.
+    # activeDeadlineSeconds: the time on `clock`, this launcher's monotonic clock, at which the
+    # run's elapsed time reaches it (lifecycle.RunClock.deadline: no wall clock, so no clock step
+    # ends a run); then training is stopped (SIGTERM, so the trainer checkpoints; SIGKILL after
+    # stop_grace_seconds). None: no deadline.
     deadline: float | None = None
     deadline_seconds: int = 0  # for the message only
     stop_grace_seconds: float = 120.0
-    wall_clock: Callable[[], float] = time.time
+    clock: Callable[[], float] = time.monotonic
     # hooks for the run's state (entrypoint.tracker): called from the supervisor's threads
     on_attempt: Callable[[int], None] = lambda attempt: None  # a training attempt starts
     on_restart: Callable[[str], None] = lambda cause: None  # it failed; restarting in place
@@ -125,13 +127,13 @@ class SupervisorConfig:
     clean_scratch: Callable[[], None] = lambda: None
 
     def deadline_passed(self) -> bool:
-        return self.deadline is not None and self.wall_clock() >= self.deadline
+        return self.deadline is not None and self.clock() >= self.deadline
 
     def until_deadline(self, delay: float) -> float:
         """`delay`, cut short at the deadline."""
         if self.deadline is None:
             return delay
-        return max(0.0, min(delay, self.deadline - self.wall_clock()))
+        return max(0.0, min(delay, self.deadline - self.clock()))
 
 
 class Supervisor:

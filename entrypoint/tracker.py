@@ -24,6 +24,7 @@ from .lifecycle import (
     TERMINAL_KEYS,
     Phase,
     Reason,
+    RunClock,
     RunState,
     advance,
     event_for,
@@ -79,8 +80,12 @@ class RunTracker:
         clock: Callable[[], float] = time.time,
         ledger: Ledger | None = None,
         grace_seconds: int = 0,
+        run_clock: RunClock | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ):
         self._state = state
+        # The attempt's elapsed time (the deadline's), recorded as elapsedSeconds; None: not kept.
+        self.run_clock, self.monotonic = run_clock, monotonic
         self._lock = threading.Lock()
         self.recorder = recorder
         self.is_chief = is_chief
@@ -116,6 +121,8 @@ class RunTracker:
 
     def _stamped(self, state: RunState) -> RunState:  # caller holds self._lock
         fields = self.ledger.snapshot(self.clock()).to_fields()
+        if self.run_clock is not None:
+            state = replace(state, elapsed_seconds=f"{self.run_clock.elapsed(self.monotonic()):.1f}")
         return replace(
             state,
             goodput=fields["goodput"],

@@ -360,6 +360,50 @@ def test_a_pod_restart_within_the_deadline_resumes_and_says_so(fake_api, tmp_pat
     assert run.stop() == 0
 
 
+def test_the_deadline_counts_the_recorded_elapsed_time_not_the_recorded_start(fake_api, tmp_path):
+    # startedAt says a minute ago, but the chief's launchers had counted 7200 s of this attempt.
+    recorded = RunState("r1", phase=Phase.RUNNING, started_at=rfc3339(time.time() - 60), revision="rev-a")
+    fake_api.configmaps["train-status"]["data"] = to_data(replace(recorded, elapsed_seconds="7200.0"))
+    run = Run(pod_env(fake_api, tmp_path, TFMW_ACTIVE_DEADLINE_SECONDS="3600"), command(tmp_path, SUCCEEDS))
+    run.until("tfmw launcher idle:")
+    assert attempts(tmp_path) == 0
+    status = fake_api.status("train-status")
+    assert (status["phase"], status["reason"]) == ("Failed", "DeadlineExceeded")
+    assert "(7200s of this attempt elapsed" in status["message"]
+    assert run.stop() == 0
+
+
+def test_elapsed_time_is_carried_across_a_launcher_restart_whatever_the_clocks_say(fake_api, tmp_path):
+    # startedAt reads two hours ago on this node's clock (another node's clock was ahead, or
+    # stepped): the recorded elapsed time, 60 s, is what counts, so the run resumes and finishes.
+    recorded = RunState("r1", phase=Phase.RUNNING, started_at=rfc3339(time.time() - 7200), revision="rev-a")
+    fake_api.configmaps["train-status"]["data"] = to_data(replace(recorded, elapsed_seconds="60.0"))
+    run = Run(pod_env(fake_api, tmp_path, TFMW_ACTIVE_DEADLINE_SECONDS="3600"), command(tmp_path, SUCCEEDS))
+    run.until("tfmw launcher idle:")
+    assert any(line.startswith("tfmw launcher starting training") for line in run.logs)
+    status = fake_api.status("train-status")
+    assert status["phase"] == "Succeeded"
+    assert 60.0 <= float(status["elapsedSeconds"]) < 60.0 + 60  # carried, plus this launcher's own time
+    assert run.stop() == 0
+
+
+def test_a_wall_clock_step_during_training_does_not_end_the_run(tmp_path, monkeypatch):
+    env = {
+        "TF_CONFIG": '{"cluster":{"worker":["localhost:2222"]},"task":{"type":"worker","index":0}}',
+        "TFMW_RUN_ID": "r1",
+        "TFMW_ACTIVE_DEADLINE_SECONDS": "3600",
+        "PATH": os.environ["PATH"],
+    }
+    # The clock the launcher reads its start from is a day behind the one time goes on with: NTP
+    # stepped it forward a day after the start (the supervisor's wall clock was bound before).
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() - 86400)
+    sleeps = command(tmp_path, 'import time\nprint("ready", flush=True)\ntime.sleep(1)\n')
+    logs = []
+    assert Launcher(env, sleeps, log=logs.append).run() == 0, logs
+    assert not any("deadline" in line for line in logs)
+
+
 def test_deadline_stops_training_and_fails_the_run(fake_api, tmp_path):
     body = """
         import pathlib, signal, sys, time

@@ -28,9 +28,9 @@ from entrypoint.lifecycle import (
     IllegalTransition,
     Phase,
     Reason,
+    RunClock,
     RunState,
     advance,
-    deadline_epoch,
     event_for,
     exit_code,
     fresh,
@@ -41,6 +41,7 @@ from entrypoint.lifecycle import (
     reasons_table,
     recorded_final,
     rfc3339,
+    run_clock,
     to_data,
 )
 
@@ -275,12 +276,29 @@ def test_a_terminal_state_of_the_same_attempt_is_final():
 
 
 # -- deadline -------------------------------------------------------------------------------
-def test_deadline_counts_from_the_recorded_start():
-    assert deadline_epoch(T0, 3600, fallback_start=0.0) == parse_rfc3339(T0) + 3600
-    assert deadline_epoch("", 60, fallback_start=500.0) == 560.0  # no record: the launcher's start
-    assert deadline_epoch("yesterday", 60, fallback_start=500.0) == 560.0
-    assert deadline_epoch(T0, 0, fallback_start=500.0) is None  # 0: no deadline
+def test_the_deadline_is_elapsed_time_on_this_launchers_monotonic_clock_plus_what_was_recorded():
+    clock = RunClock(carried=100.0, since=5000.0)  # 100 s recorded; this launcher started at monotonic 5000
+    assert clock.elapsed(5030.0) == 130.0
+    assert clock.elapsed(4000.0) == 100.0  # never less than what was recorded
+    assert clock.deadline(3600) == 5000.0 + 3500.0 and clock.deadline(0) is None  # 0: no deadline
     assert rfc3339(parse_rfc3339(T1)) == T1
+
+
+def test_the_recorded_elapsed_time_is_carried_only_by_the_same_attempt():
+    running = RunState("r1", phase=Phase.RUNNING, started_at=T0, elapsed_seconds="7200.0")
+    assert run_clock(running, running, launched=0.0, since=50.0) == RunClock(7200.0, 50.0)
+    # startedAt is never compared with this node's clock: a record a day old counts what it says
+    assert run_clock(running, running, launched=parse_rfc3339(T0) + 86400, since=50.0).carried == 7200.0
+    assert run_clock(None, running, 0.0, 50.0) == RunClock(0.0, 50.0)  # a new run
+    assert run_clock(running, replace(running, started_at=T1), 0.0, 50.0).carried == 0.0  # a new attempt
+    failed = replace(running, phase=Phase.FAILED, reason="TrainingFailed")
+    assert run_clock(failed, running, 0.0, 50.0).carried == 0.0
+    for bad in ("nan", "inf", "-5"):
+        assert run_clock(replace(running, elapsed_seconds=bad), running, 0.0, 50.0).carried == 0.0
+    # A record from a launcher before elapsedSeconds: counted from startedAt, once, on this node's clock.
+    older = replace(running, elapsed_seconds="")
+    assert run_clock(older, older, launched=parse_rfc3339(T0) + 90.0, since=50.0).carried == 90.0
+    assert from_data(to_data(running)).elapsed_seconds == "7200.0"
 
 
 # -- docs/lifecycle.md is generated from / checked against the module ---------------------------

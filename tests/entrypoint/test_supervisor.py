@@ -282,7 +282,7 @@ def test_deadline_stops_training_with_sigterm_and_fails_the_run(tmp_path):
             clock.now = 2000.0
 
     sup, logs = make(
-        tmp_path, script(tmp_path, body), deadline=1500.0, deadline_seconds=500, wall_clock=clock, on_output=passed
+        tmp_path, script(tmp_path, body), deadline=1500.0, deadline_seconds=500, clock=clock, on_output=passed
     )
     ending = sup.run()
     assert (ending.phase, ending.reason) == (Phase.FAILED, Reason.DEADLINE_EXCEEDED)
@@ -305,7 +305,7 @@ def test_deadline_kills_a_command_that_ignores_sigterm(tmp_path):
         script(tmp_path, body),
         deadline=1500.0,
         deadline_seconds=500,
-        wall_clock=clock,
+        clock=clock,
         stop_grace_seconds=0.3,
         on_output=lambda line: setattr(clock, "now", 2000.0),
     )
@@ -321,7 +321,7 @@ def test_deadline_passing_during_the_back_off_means_no_restart(tmp_path):
         script(tmp_path, FLAKY.format(codes=[75, 75])),
         deadline=1500.0,
         deadline_seconds=500,
-        wall_clock=clock,
+        clock=clock,
         on_restart=lambda cause: setattr(clock, "now", 2000.0),
     )
     ending = sup.run()
@@ -331,7 +331,7 @@ def test_deadline_passing_during_the_back_off_means_no_restart(tmp_path):
 
 def test_deadline_already_passed_starts_nothing(tmp_path):
     clock = Clock()
-    sup, _ = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])), deadline=999.0, wall_clock=clock)
+    sup, _ = make(tmp_path, script(tmp_path, FLAKY.format(codes=[])), deadline=999.0, clock=clock)
     assert sup.run().reason is Reason.DEADLINE_EXCEEDED
     assert not (tmp_path / "attempts").exists()
 
