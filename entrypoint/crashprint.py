@@ -32,29 +32,46 @@ _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?::\s*(?P<text>.*))?$")
 _GRAPH_ERROR = "Graph execution error:"
 _DETECTED = "Detected at node"
 # "ERROR: ...", "ValueError: ...", "fatal", "Aborted": a line that names an error
+_ERROR_STEMS = ("error", "exception", "fatal", "fail", "abort")  # a cheap test before the regex
 _ERROR_WORDS = re.compile(r"(?:error|exception)\b|\b(?:fatal|failed|failure|abort|aborted)\b", re.IGNORECASE)
 _EXCEPTION_CAP = 300  # characters of the fingerprint kept (the run's status message)
 DISTINCT_LINES = 100_000  # masked lines remembered per attempt; past it, its output counts as new
 
-# What differs between two runs of the same code, masked before lines are compared.
-_VOLATILE = [
-    # abseil's prefix (I1206 22:18:34.123456   4242 file.cc:12] , its thread id included), then times
-    (re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+\s+\S+:\d+\]\s*"), ""),
-    (re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?:?"), "<time>"),
-    (re.compile(r"\b\d\d:\d\d:\d\d(?:\.\d+)?\b"), "<time>"),
-    (re.compile(r"0x[0-9a-fA-F]+"), "<addr>"),
-    (re.compile(r"\btmp[A-Za-z0-9_]{8}\b"), "<tmp>"),
-    (re.compile(r"\bpid[ =:]*\d+", re.IGNORECASE), "pid <n>"),
-    (re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?\s?(?:ns|us|µs|ms|s|sec|seconds|min|h)\b(?:/\w+)?"), "<duration>"),
-    (re.compile(r"[-+]?\d*\.\d+(?:e[+-]?\d+)?|\d+e[+-]?\d+"), "<float>"),
-]
+# What differs between two runs of the same code, masked before lines are compared: abseil's
+# log prefix (I1206 22:18:34.123456   4242 file.cc:12] , its thread id included), addresses,
+# temporary names, pids; then, in one pass, dates and times, durations (12ms/step, ETA 3s) and
+# floats (losses, rates, epoch seconds). Whole numbers stay: a step or an epoch is progress.
+_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+\s+\S+:\d+\]\s*")
+_NAMES = re.compile(r"0x[0-9a-fA-F]++|\btmp[A-Za-z0-9_]{8}\b|\bpid[ =:]*+\d++", re.IGNORECASE)
+# one token: digits joined by '.', ':' or '-' (a float, a time, a date), an exponent, a unit
+_NUMBERS = re.compile(
+    r"(?<![\w.])\d++(?:[-.:]\d++)*+\.?(?:e[+-]?\d++)?(?P<unit>\s?(?:ns|us|µs|ms|s|sec|seconds|min|h)\b(?:/\w+)?)?"
+)
+_DIGIT = re.compile(r"\d")
+
+
+def _number(match: re.Match) -> str:
+    token = match.group(0)
+    if match.group("unit"):
+        return "<duration>"
+    if ":" in token or "-" in token:
+        return "<time>"
+    return "<float>" if "." in token or "e" in token else token
+
+
+def _names_an_error(text: str) -> bool:
+    low = text.lower()
+    return any(stem in low for stem in _ERROR_STEMS) and _ERROR_WORDS.search(text) is not None
 
 
 def mask(line: str) -> str:
     """`line` with what differs between two runs of the same code masked."""
-    for pattern, replacement in _VOLATILE:
-        line = pattern.sub(replacement, line)
-    return line.strip()
+    if _DIGIT.search(line) is None:
+        return line.strip()
+    line = _PREFIX.sub("", line)
+    if "0x" in line or "tmp" in line or "pid" in line.lower():  # the names' regex is the slow one: most lines have none
+        line = _NAMES.sub("<id>", line)
+    return _NUMBERS.sub(_number, line).strip()
 
 
 def fingerprint(exception: str | None, ended: str, error_line: str = "") -> str:
@@ -89,12 +106,12 @@ class CrashPrint:
             return
         self._remember(text)
         self._read_traceback(line, text)
-        error = loglines.parse_kind(text, loglines.ERROR)
-        if error is not None:
-            self.error_line = loglines.error_text(error)
-        elif _ERROR_WORDS.search(text):
+        ours = loglines.PREFIX in text and loglines.parse(text)  # the cheap test first: most lines are not
+        if ours and ours.kind == loglines.ERROR:
+            self.error_line = loglines.error_text(ours)
+        elif _names_an_error(text):
             self.error_line = text[:_EXCEPTION_CAP]
-        if loglines.said(text, loglines.CHECKPOINT, "saved") is not None:
+        if ours and ours.kind == loglines.CHECKPOINT and ours.text.startswith("saved"):
             self.checkpointed = True
 
     def new_since(self, earlier: CrashPrint | None) -> bool:
