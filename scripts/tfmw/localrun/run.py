@@ -23,7 +23,7 @@ from pathlib import Path
 
 from entrypoint import loglines
 from entrypoint.goodput import read_line_fields
-from entrypoint.rundir import RunDir, is_uri, read_completed
+from entrypoint.rundir import MarkerUnreadable, RunDir, is_uri, read_completed
 from tfmw import REPO
 from tfmw.chart import render
 from tfmw.localrun.kubelet import LocalCluster, LocalRunResult
@@ -84,6 +84,17 @@ def run_dir_of(pods: list[LocalPod]) -> RunDir | None:
     if not shared or not run_id or is_uri(shared):
         return None
     return RunDir.of(shared, run_id)
+
+
+def completed_before_start(record: RunDir | None) -> bool | None:
+    """Was the run's COMPLETED marker there before the pods started? None: not known here (no
+    run directory on this machine, or a marker that cannot be read: the pods' lines say)."""
+    if record is None:
+        return None
+    try:
+        return read_completed(record) is not None
+    except MarkerUnreadable:
+        return None
 
 
 def summary(
@@ -165,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     record = run_dir_of(pods)
     if args.fresh and record is not None:
         shutil.rmtree(record.root, ignore_errors=True)
-    completed_before = None if record is None else read_completed(record) is not None
+    completed_before = completed_before_start(record)
     port = int(workload.env_value("TFMW_PORT") or 2222)
     network, described = choose_network(args.network, port, len(pods), metrics_enabled(workload))
     workers = sum(p.restart_policy == "Always" for p in pods)

@@ -258,3 +258,13 @@ def test_a_pod_that_cannot_run_here_is_refused_with_the_bad_config_code(tmp_path
     monkeypatch.setattr(local_run.render, "prepare", refuse)
     assert local_cli.main(["--runs-dir", str(tmp_path)]) == EXIT_BAD_CONFIG
     assert capsys.readouterr().err == "make local: env X reads a Kubernetes Secret; the local run cannot provide one\n"
+
+
+def test_a_marker_that_cannot_be_read_is_not_known_here_never_a_traceback(tmp_path):
+    from entrypoint.rundir import RunDir
+
+    record = RunDir(str(tmp_path / "r1"))
+    assert local_run.completed_before_start(None) is None
+    assert local_run.completed_before_start(record) is False
+    (tmp_path / "r1" / "COMPLETED").mkdir(parents=True)  # EISDIR: unreadable
+    assert local_run.completed_before_start(record) is None
