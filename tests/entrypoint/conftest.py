@@ -4,6 +4,7 @@ client, and the test process's signal handlers kept as they were."""
 from __future__ import annotations
 
 import signal
+import tempfile
 
 import pytest
 
@@ -39,3 +40,13 @@ def _signal_handlers_kept():
     for sig, handler in kept.items():
         if signal.getsignal(sig) is not handler and handler is not None:
             signal.signal(sig, handler)
+
+
+@pytest.fixture(autouse=True)
+def _own_temporary_directory(tmp_path, monkeypatch):
+    """A launcher run in this process removes training scratch from its temporary directory before
+    each attempt (entrypoint.scratch): a test's own, never the machine's /tmp, where a trainer of a
+    test running beside it may be saving."""
+    own = tmp_path / "launcher-tmp"
+    own.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -176,6 +177,35 @@ def test_the_next_attempt_starts_with_no_scratch_of_a_killed_one(tmp_path, stand
     assert any(line.startswith(f"scratch: removed 1 left by an earlier attempt (0.0 MiB): {tmp}") for line in logs)
     if standby:
         assert any("start standby=yes" in line for line in logs), logs
+
+
+# -- wired in the launcher: every worker its own tmp, the chief also the run directory --------------
+LEFT_IN_TMP = ("tfmw-scratch/checkpoints/ckpt-20.index", "tfmw-ckpt-x1/ckpt-20.index", ".model-tmp-y/saved_model.pb")
+LEFT_IN_RUN = ("checkpoints/ckpt-40_temp/part-00000-of-00001.index", ".model-tmp-z/saved_model.pb")
+
+
+@pytest.mark.parametrize("pod,chief", [("train-0", True), ("train-1", False)])
+def test_the_launcher_cleans_before_the_command_the_run_directory_only_on_the_chief(fake_api, tmp_path, pod, chief):
+    from launcherkit import SUCCEEDS, Run, command, pod_env
+
+    tmp, run_dir = Path(tempfile.gettempdir()), tmp_path / "shared" / "r1"  # the test's own (conftest)
+    tree(tmp, dict.fromkeys(LEFT_IN_TMP, 100))
+    tree(run_dir, {**dict.fromkeys(LEFT_IN_RUN, 100), **dict.fromkeys(PUBLISHED, 5)})
+    looks = """
+    import os
+    tmp = os.environ["TMPDIR"]
+    open(os.path.join(tmp, os.pardir, "found"), "w").write(" ".join(sorted(os.listdir(tmp))))
+"""
+    env = pod_env(fake_api, tmp_path, pod=pod, replicas=2, TMPDIR=str(tmp))
+    run = Run(env, command(tmp_path, looks + SUCCEEDS))
+    run.until("tfmw launcher idle:")
+    assert not [p for p in tmp.iterdir() if scratch.is_tmp_scratch(p.name)]
+    assert all((run_dir / p).exists() for p in PUBLISHED)
+    assert all((run_dir / p).exists() is not chief for p in LEFT_IN_RUN)
+    removed = run.line("tfmw launcher scratch: removed")
+    assert removed.startswith(f"tfmw launcher scratch: removed {3 + 2 * chief} left by an earlier attempt")
+    assert (tmp.parent / "found").read_text() == ""  # the command found none of it: removed before it ran
+    run.stop()
 
 
 # -- real TensorFlow: a group SIGKILLed mid-save -----------------------------------------------
