@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from workers import REPO, base_env, parse_line
 
 from entrypoint.training import data, positions, prepare_digits
 from entrypoint.training.config import merge_defaults
@@ -142,3 +147,30 @@ def test_start_cost_does_not_grow_with_the_step(tmp_path, monkeypatch):
     near, far = (reads.to_first_batch(spec, positions.batches_consumed(s, REPLICAS)) for s in steps)
     assert ahead < near <= ahead + 45 + 8  # plus the epoch up to the position, whole blocks: at most share + block
     assert far == near
+
+
+def train(tmp_path, run_id, steps):
+    env = base_env({"TFMW_SHARED_DIR": str(tmp_path), "TFMW_RUN_ID": run_id})
+    env.pop("TF_CONFIG", None)
+    settings = ["model.name=mlp", "data.synthetic.inputShape=[8,8]", "data.synthetic.examples=200"]
+    settings += ["batchSizePerReplica=48", "checkpoint.keep=5"]
+    settings += ["export.enabled=false", "checkpoint.everySteps=10", f"steps={steps}"]
+    cmd = [sys.executable, "-m", "entrypoint.training", *(w for s in settings for w in ("--set", s))]
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_a_resumed_run_ends_with_the_uninterrupted_runs_weights(tmp_path):
+    # 200 examples, batch 48: the checkpoint at step 30 is at example 1,440, part-way through epoch 7.
+    whole = train(tmp_path, "whole", 40)
+    shutil.copytree(tmp_path / "whole", tmp_path / "cut")
+    checkpoints = tmp_path / "cut" / "checkpoints"
+    os.remove(tmp_path / "cut" / "COMPLETED")
+    for name in os.listdir(checkpoints):
+        if name.startswith("ckpt-40."):
+            os.remove(checkpoints / name)
+    (checkpoints / "checkpoint").write_text('model_checkpoint_path: "ckpt-30"\n')
+    resumed = train(tmp_path, "cut", 40)
+    assert parse_line(resumed, "start")[0]["resume_step"] == "30"
+    assert parse_line(resumed, "done")[0]["weights_digest"] == parse_line(whole, "done")[0]["weights_digest"]
