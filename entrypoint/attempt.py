@@ -110,7 +110,7 @@ class TrainingProcess:
         heartbeat until it exits, and enforce the deadline and the watchdog on the way."""
         hb = self.cfg.heartbeat_file
         hb.unlink(missing_ok=True)
-        self._env = dict(self.cfg.env, TFMW_HEARTBEAT_FILE=str(hb))
+        self._env = dict(self.cfg.env, **self.cfg.attempt_env(), TFMW_HEARTBEAT_FILE=str(hb))
         self._last_line = self._last_error = ""
         oom_kills = self.cfg.memory.oom_kills()  # None: unknown (no cgroup), reported as before
         self.cfg.clean_scratch()  # what a killed attempt left (entrypoint.scratch): none of ours runs now

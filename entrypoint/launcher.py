@@ -400,8 +400,8 @@ class Launcher:
             run_dir=run.run_dir,
             marker_retry_seconds=self.marker_retry_seconds,
             heartbeat_file=run.heartbeat,
-            same_error_limit=settings.same_error_limit,
             max_restarts=settings.max_restarts,
+            same_error_limit=settings.same_error_limit,
             hang_timeout_seconds=settings.hang_timeout_seconds,
             hang_detection=settings.hang_detection,
             is_chief=tracker.is_chief,
@@ -418,6 +418,7 @@ class Launcher:
             standby_preload=preload,
             tee=self.podlog.write if self.podlog is not None else None,
             clean_scratch=lambda: scratch.clean(None, str(run.run_dir) if chief_dir else None, self._say),
+            attempt_env=tracker.attempt_env,
         )
 
     @staticmethod

@@ -175,6 +175,7 @@ STATUS_KEYS = (
     "goodput",
     "productiveSeconds",
     "badputSeconds",
+    "checkpointIntervalSeconds",
 )
 # What a worker other than the chief writes when it records its own terminal failure: it
 # knows neither the checkpoints nor the restart count, and must not overwrite them.
@@ -207,6 +208,7 @@ class RunState:
     goodput: str = ""
     productive_seconds: str = ""
     badput_seconds: str = ""
+    checkpoint_interval_seconds: str = ""  # the trainer's auto interval, as it last logged it
 
     @property
     def terminal(self) -> bool:
@@ -286,6 +288,7 @@ def to_data(state: RunState, keys: tuple[str, ...] = STATUS_KEYS) -> dict[str, s
         "goodput": state.goodput,
         "productiveSeconds": state.productive_seconds,
         "badputSeconds": state.badput_seconds,
+        "checkpointIntervalSeconds": state.checkpoint_interval_seconds,
     }
     return {key: every[key] for key in keys}
 
@@ -323,6 +326,7 @@ def from_data(data: dict | None) -> RunState | None:
         goodput=data.get("goodput", ""),
         productive_seconds=data.get("productiveSeconds", ""),
         badput_seconds=data.get("badputSeconds", ""),
+        checkpoint_interval_seconds=data.get("checkpointIntervalSeconds", ""),
     )
 
 

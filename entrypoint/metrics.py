@@ -77,6 +77,11 @@ class RunCollector:
                     observed.checkpoint_seconds_last,
                 ),
                 (
+                    "tfmw_checkpoint_interval_seconds",
+                    "The checkpoint interval the trainer chose (checkpoint.interval auto)",
+                    observed.checkpoint_interval_seconds,
+                ),
+                (
                     "tfmw_goodput_ratio",
                     "Productive seconds / wall seconds of the run (entrypoint.goodput)",
                     account.goodput,

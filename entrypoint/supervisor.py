@@ -125,6 +125,9 @@ class SupervisorConfig:
     # Before each attempt's command starts: remove the scratch an earlier attempt left (a SIGKILL
     # skips its own cleanup) on this node and, for the chief, in the run directory (entrypoint.scratch).
     clean_scratch: Callable[[], None] = lambda: None
+    # Added to each attempt's environment as it starts: what the run's record says now (the
+    # MTBF estimate for the trainer's auto checkpoint interval, entrypoint.mtbf)
+    attempt_env: Callable[[], dict[str, str]] = lambda: {}
 
     def deadline_passed(self) -> bool:
         return self.deadline is not None and self.clock() >= self.deadline

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from . import loglines
+from . import loglines, mtbf
 from .goodput import Accounting, Ledger
 from .lifecycle import (
     TERMINAL,
@@ -39,12 +39,12 @@ _FOLLOWED = (START, PROGRESS, CHECKPOINT, ERROR, DONE)
 
 
 def followed(raw: str) -> LogLine | None:
-    """The trainer line the launcher follows (start, progress, checkpoint saved, error, done),
-    parsed; None for any other line."""
+    """The trainer line the launcher follows (start, progress, checkpoint saved or interval,
+    error, done), parsed; None for any other line."""
     parsed = loglines.parse(raw)
     if parsed is None or parsed.kind not in _FOLLOWED:
         return None
-    if parsed.kind == CHECKPOINT and not parsed.text.startswith("saved "):
+    if parsed.kind == CHECKPOINT and not parsed.text.startswith(("saved ", "interval ")):
         return None  # `checkpoint writing`: not saved yet
     return parsed
 
@@ -55,6 +55,7 @@ class Observed:
 
     examples_per_sec: float | None = None
     checkpoint_seconds_last: float | None = None
+    checkpoint_interval_seconds: float | None = None  # the trainer's auto interval (checkpoint interval)
     checkpoint_seconds_sum: float = 0.0
     checkpoints: int = 0
     restarts: collections.Counter = field(default_factory=collections.Counter)  # by kind
@@ -235,6 +236,15 @@ class RunTracker:
         with self._lock:
             self.observed.restarts[kind] += 1
 
+    def attempt_env(self) -> dict[str, str]:
+        """The next attempt's estimate of the group's mean time between failures, for the
+        trainer's auto checkpoint interval (entrypoint.mtbf): from the run's restarts and its
+        wall time as the account holds it (carried across launcher restarts; never timestamps
+        written on other nodes)."""
+        with self._lock:
+            restarts, wall = self._state.restarts, self.ledger.snapshot(self.clock()).wall
+        return mtbf.attempt_env(restarts, wall)
+
     # -- the trainer's output -----------------------------------------------------------
     def attempt_started(self) -> None:
         with self._lock:
@@ -271,17 +281,10 @@ class RunTracker:
                 rate = parsed.float_field("examples_per_sec")
                 self.observed.examples_per_sec = rate if rate is not None else self.observed.examples_per_sec
             elif kind == CHECKPOINT and parsed.int_field("step") is not None:
-                saved = parsed.int_field("step")
-                s = replace(s, last_checkpoint_step=saved, step=max(s.step or 0, saved))
+                s, too_short = self._checkpoint_saved(s, parsed)
                 checkpoint = True
-                seconds = parsed.float_field("seconds")  # the stall; write_seconds: the whole save
-                self.ledger.checkpoint_saved(self.clock(), seconds, parsed.float_field("age_seconds"))
-                if seconds is not None:
-                    o = self.observed
-                    o.checkpoint_seconds_last, o.checkpoints = seconds, o.checkpoints + 1
-                    o.checkpoint_seconds_sum += seconds
-                written = parsed.float_field("write_seconds")
-                too_short = self._grace_check(saved, written if written is not None else seconds)
+            elif kind == CHECKPOINT and parsed.text.startswith("interval"):
+                s = self._interval_chosen(s, parsed)
             elif kind == DONE:
                 steps = parsed.int_field("steps")
                 s = replace(s, step=steps if steps is not None else s.step, loss=f.get("final_loss", s.loss))
@@ -296,6 +299,28 @@ class RunTracker:
             self.log(loglines.line(loglines.LAUNCHER, text=f"warning: {too_short}"))
             self.recorder.event("GracePeriodTooShort", "Warning", too_short)
             self.note(f"{self.state.message}; warning: {too_short}" if self.state.message else f"warning: {too_short}")
+
+    def _checkpoint_saved(self, s: RunState, parsed: LogLine) -> tuple[RunState, str | None]:
+        """`tfmw checkpoint saved`: the run's state, the account, the grace check's warning
+        (caller holds self._lock)."""
+        saved = parsed.int_field("step")
+        s = replace(s, last_checkpoint_step=saved, step=max(s.step or 0, saved))
+        seconds = parsed.float_field("seconds")  # the stall; write_seconds: the whole save
+        self.ledger.checkpoint_saved(self.clock(), seconds, parsed.float_field("age_seconds"))
+        if seconds is not None:
+            o = self.observed
+            o.checkpoint_seconds_last, o.checkpoints = seconds, o.checkpoints + 1
+            o.checkpoint_seconds_sum += seconds
+        written = parsed.float_field("write_seconds")
+        return s, self._grace_check(saved, written if written is not None else seconds)
+
+    def _interval_chosen(self, s: RunState, parsed: LogLine) -> RunState:
+        """`tfmw checkpoint interval seconds=`: the auto interval, for the status and metrics."""
+        interval = parsed.float_field("seconds")
+        if interval is None:
+            return s
+        self.observed.checkpoint_interval_seconds = interval
+        return replace(s, checkpoint_interval_seconds=f"{interval:.1f}")
 
     def _grace_check(self, step: int, save_seconds: float | None) -> str | None:
         """A stop (drain, preemption, suspend) is acted on at the next checkpoint boundary, so the

@@ -231,3 +231,16 @@ def test_a_grace_period_that_covers_the_interval_says_nothing():
         t.on_line(f"tfmw checkpoint saved step={step} path=/c/ckpt-{step} seconds=1.0")
         now[0] += 90.0
     assert not [e for e in rec.events if e[0] == "GracePeriodTooShort"]
+
+
+def test_the_auto_checkpoint_interval_reaches_the_status_and_the_next_attempt_gets_the_failure_rate():
+    t, rec, _ = tracker()
+    assert t.attempt_env() == {"TFMW_MTBF_SECONDS": "86400.0", "TFMW_MTBF_SOURCE": "prior"}
+    t.on_line("tfmw checkpoint interval seconds=131.4 stall=0.100 mtbf=86400 source=prior bound=young-daly")
+    assert t.state.checkpoint_interval_seconds == "131.4"
+    assert t.observed.checkpoint_interval_seconds == 131.4
+    t.on_line("tfmw checkpoint saved step=40 path=/c/ckpt-40 seconds=0.100 write_seconds=1.5 age_seconds=1.4")
+    assert rec.records[-1][0].checkpoint_interval_seconds == "131.4"  # recorded with the checkpoint
+    t.transition(Phase.RUNNING)
+    t.transition(Phase.RESTARTING)
+    assert t.state.restarts == 1 and t.attempt_env()["TFMW_MTBF_SOURCE"].startswith("observed:1/")
