@@ -388,6 +388,7 @@ class Launcher:
                 if watcher is not None:
                     watcher.set()
             run.heartbeat.unlink(missing_ok=True)
+            Path(f"{run.heartbeat}.mtbf").unlink(missing_ok=True)  # the trainer's MTBF estimate (entrypoint.mtbf)
 
     def _supervisor_config(self, run: Run, regroup: Regroup) -> SupervisorConfig:
         settings, tracker = run.settings, run.tracker
@@ -418,7 +419,7 @@ class Launcher:
             standby_preload=preload,
             tee=self.podlog.write if self.podlog is not None else None,
             clean_scratch=lambda: scratch.clean(None, str(run.run_dir) if chief_dir else None, self._say),
-            attempt_env=tracker.attempt_env,
+            attempt_env=lambda: tracker.attempt_env(f"{run.heartbeat}.mtbf"),
         )
 
     @staticmethod

@@ -236,14 +236,14 @@ class RunTracker:
         with self._lock:
             self.observed.restarts[kind] += 1
 
-    def attempt_env(self) -> dict[str, str]:
-        """The next attempt's estimate of the group's mean time between failures, for the
-        trainer's auto checkpoint interval (entrypoint.mtbf): from the run's restarts and its
-        wall time as the account holds it (carried across launcher restarts; never timestamps
-        written on other nodes)."""
+    def attempt_env(self, path: str) -> dict[str, str]:
+        """The starting attempt's estimate of the group's mean time between failures, for the
+        trainer's auto checkpoint interval, written to `path` (entrypoint.mtbf): from the run's
+        restarts and its wall time as the account holds it (carried across launcher restarts;
+        never timestamps written on other nodes)."""
         with self._lock:
             restarts, wall = self._state.restarts, self.ledger.snapshot(self.clock()).wall
-        return mtbf.attempt_env(restarts, wall)
+        return mtbf.attempt_env(path, restarts, wall)
 
     # -- the trainer's output -----------------------------------------------------------
     def attempt_started(self) -> None:

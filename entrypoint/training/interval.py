@@ -53,7 +53,9 @@ def choose(
     has been measured C is unknown: the interval is the lower bound (a first save measures it)."""
     recent = [s for s in stalls[-STALL_WINDOW:] if s >= 0 and math.isfinite(s)]
     cost = statistics.median(recent) if recent else 0.0
-    ideal = daly_interval(cost, mtbf) if recent else min_seconds
+    if not recent:
+        return Interval(min(min_seconds, max_seconds), cost, mtbf, "min")
+    ideal = daly_interval(cost, mtbf)
     floor = max(min_seconds, write_seconds if math.isfinite(write_seconds) else 0.0)
     if ideal > max_seconds:
         return Interval(max_seconds, cost, mtbf, "max")

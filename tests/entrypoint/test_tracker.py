@@ -233,9 +233,11 @@ def test_a_grace_period_that_covers_the_interval_says_nothing():
     assert not [e for e in rec.events if e[0] == "GracePeriodTooShort"]
 
 
-def test_the_auto_checkpoint_interval_reaches_the_status_and_the_next_attempt_gets_the_failure_rate():
+def test_the_auto_checkpoint_interval_reaches_the_status_and_the_next_attempt_gets_the_failure_rate(tmp_path):
     t, rec, _ = tracker()
-    assert t.attempt_env() == {"TFMW_MTBF_SECONDS": "86400.0", "TFMW_MTBF_SOURCE": "prior"}
+    path = str(tmp_path / "mtbf")
+    assert t.attempt_env(path) == {"TFMW_MTBF_FILE": path}
+    assert open(path).read() == "86400.0 prior\n"
     t.on_line("tfmw checkpoint interval seconds=131.4 stall=0.100 mtbf=86400 source=prior bound=young-daly")
     assert t.state.checkpoint_interval_seconds == "131.4"
     assert t.observed.checkpoint_interval_seconds == 131.4
@@ -243,4 +245,5 @@ def test_the_auto_checkpoint_interval_reaches_the_status_and_the_next_attempt_ge
     assert rec.records[-1][0].checkpoint_interval_seconds == "131.4"  # recorded with the checkpoint
     t.transition(Phase.RUNNING)
     t.transition(Phase.RESTARTING)
-    assert t.state.restarts == 1 and t.attempt_env()["TFMW_MTBF_SOURCE"].startswith("observed:1/")
+    t.attempt_env(path)
+    assert t.state.restarts == 1 and open(path).read().split()[1].startswith("observed:1/")

@@ -57,10 +57,20 @@ def test_the_mtbf_estimate_starts_at_the_prior_and_follows_the_failures():
     m, source = mtbf.estimate(3, 600.0)
     assert m == approx(200.0) and source == "observed:3/600s"
     assert mtbf.estimate(0, float("nan"))[0] == mtbf.PRIOR_SECONDS
-    env = mtbf.attempt_env(1, 100.0)
+
+
+def test_the_estimate_travels_in_a_file_the_trainer_reads_when_it_starts(tmp_path):
+    path = str(tmp_path / "mtbf")
+    env = mtbf.attempt_env(path, 1, 100.0)
     assert mtbf.from_env(env) == (approx(100.0), "observed:1/100s")
+    mtbf.attempt_env(path, 2, 300.0)  # the next attempt: a standby started with `env` reads it anew
+    assert mtbf.from_env(env) == (approx(150.0), "observed:2/300s")
     assert mtbf.from_env({}) == (mtbf.PRIOR_SECONDS, "prior")
-    assert mtbf.from_env({mtbf.MTBF_ENV: "-3"}) == (mtbf.PRIOR_SECONDS, "prior")
+    (tmp_path / "mtbf").write_text("-3 x\n")
+    assert mtbf.from_env(env) == (mtbf.PRIOR_SECONDS, "prior")
+    assert mtbf.attempt_env(str(tmp_path / "missing" / "mtbf"), 1, 1.0) == {
+        mtbf.MTBF_FILE_ENV: str(tmp_path / "missing" / "mtbf")
+    }
 
 
 @pytest.mark.parametrize(
