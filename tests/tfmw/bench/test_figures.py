@@ -150,6 +150,7 @@ def test_the_restart_figure_judges_its_target_from_the_rounds():
     met = fig_restart.section(_restart(1.02), fig_restart.table_rows(_restart(1.02)), fig_restart.HEADERS, "0 0 0")
     assert "**Target met:** a restart at step 100,000 takes 1.07x of step 0 on synthetic (in memory)" in met
     assert "where the old pipeline took 525x on synthetic (in memory), 525x on tfrecord files." in met
+    assert "Single rounds of the trainer's input past step 0 range from 1.00x to 1.12x of step 0" in met
     assert "At step 0 the trainer's input is the slower one to start: 0.150 s against 0.150 s on synthetic" in met
     missed = fig_restart.section(_restart(1.5), [], fig_restart.HEADERS, "0 0 0")
     assert "**Target missed:** a restart at step 100,000 takes 1.58x of step 0 on synthetic" in missed
