@@ -1,6 +1,6 @@
 """`make bench` — measure the performance figures into docs/benchmarks.md and docs/bench/*.png.
 
-    python -m tfmw.bench [--quick] [--peers] [--only 1,2,3,4,5,6,7,8,9,10,11,12] [--workers N] [--gpus G]
+    python -m tfmw.bench [--quick] [--peers] [--only 1,2,3,4,5,6,7,8,9,10,11,12,13] [--workers N] [--gpus G]
                             [--out docs/benchmarks.md]
 
 Figures 10 and 11 (the chart beside Kubeflow's TFJob and a JobSet; 11: a node lost) are opt-in:
@@ -20,6 +20,7 @@ import os
 import sys
 
 from . import (
+    fig_checkpoint,
     fig_cluster_measure,
     fig_control,
     fig_kueue,
@@ -50,8 +51,9 @@ FIGURE_MODULES = {
     10: fig_peers,
     11: fig_node_peers,
     12: fig_restart,
+    13: fig_checkpoint,
 }
-FIGURES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12)
+FIGURES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13)
 # Opt-in: measured only when asked (--peers, or --only): it builds and runs other projects' controllers.
 OPT_IN = (10, 11)
 

@@ -67,7 +67,8 @@ INTRO = (
     "cluster starts and runs the chart, beside `make local`, (7) what a real Kueue adds, (8) the "
     "control path's requests at 16 to 1,024 workers, (9) TensorFlow's threads under a CPU limit, "
     "(10, opt-in) the same run and faults under Kubeflow's TFJob and a JobSet, (11, opt-in) the same for a "
-    "lost node, (12) what a restart late in a long run costs the input."
+    "lost node, (12) what a restart late in a long run costs the input, (13) what a checkpoint stalls and "
+    "what the auto checkpoint interval saves under faults."
 )
 PARTIAL = "**Later partial run:**"
 

@@ -433,8 +433,9 @@ def test_only_refuses_unknown_figures():
     assert parse_figures("10") == [10]  # the opt-in figures, asked for by number
     assert parse_figures("11,10") == [10, 11]
     assert parse_figures("12") == [12]
-    with pytest.raises(ValueError, match="numbers from 1 to 12"):
-        parse_figures("1,13")
+    assert parse_figures("13") == [13]
+    with pytest.raises(ValueError, match="numbers from 1 to 13"):
+        parse_figures("1,14")
 
 
 def test_the_peers_figure_is_measured_only_when_asked():

@@ -12,6 +12,7 @@ from entrypoint import loglines
 from tfmw.bench import (
     cli,
     cluster_kit,
+    fig_checkpoint,
     fig_cluster,
     fig_control,
     fig_goodput,
@@ -192,7 +193,16 @@ FAKES = {
     10: {"measure": _peers},
     11: {"measure": _node_peers},
     12: {"measure": lambda quick, log=print: _restart(1.02)},
+    13: {"measure": lambda quick, log=print: _checkpoint_cost()},
 }
+
+
+def _checkpoint_cost() -> dict:
+    runs = [
+        fig_checkpoint.RunResult(label, 1, goodput=g, wall=120.0, faults=3, checkpoints=30, badput={"lostWork": 4.0})
+        for label, g in (("fixed-50", 0.70), ("auto", 0.72))
+    ]
+    return {"stall": fig_checkpoint.Stall(340.6, [1.2, 1.1], [0.004, 0.005], [0.3, 0.25]), "runs": runs}
 
 
 @pytest.fixture
@@ -246,8 +256,8 @@ def test_the_command_writes_every_figure_and_says_which_failed(faked, monkeypatc
     assert cli.main(["--peers", "--quick", "--out", str(out)]) == 0
     document = out.read_text()
     assert document.startswith("# Benchmarks") and "`make bench QUICK=1 PEERS=1`" in document
-    assert [n for n in range(1, 13) if f"\n## Figure {n}:" in document] == list(range(1, 13))
-    assert document.count("*Measured in ") == 12 and document.endswith(report.footer(quick=True))
+    assert [n for n in range(1, 14) if f"\n## Figure {n}:" in document] == list(range(1, 14))
+    assert document.count("*Measured in ") == 13 and document.endswith(report.footer(quick=True))
 
     def broken(quick, log=print):
         raise BenchError("figure 5: the pipeline worker printed no result line")
