@@ -121,7 +121,9 @@ def _record_stream(records, n: int, block: int, seed: int, start: int) -> tf.dat
             return tf.data.Dataset.from_tensor_slices(tf.gather(chunk, order))
 
         whole, rest = divmod(first_index, block)
-        chunks = records().batch(block).enumerate().skip(part_way(whole))
+        # Whole blocks are skipped as records (the reader steps over them), then numbered from there.
+        skipped = part_way(whole)
+        chunks = records().skip(skipped * block).batch(block).enumerate(start=skipped)
         return chunks.flat_map(permute).skip(part_way(rest))
 
     return _positions(first_epoch).flat_map(epoch_order)
