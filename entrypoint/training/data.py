@@ -86,17 +86,35 @@ def _array_stream(x: np.ndarray, y: np.ndarray, shuffle: bool, seed: int, batch:
     # embedded in its graph as constants.
     xs, ys = tf.convert_to_tensor(x), tf.convert_to_tensor(y)
 
-    def take(p):  # a position -> its example
+    def take(p):  # a batch of positions -> that batch of examples
         epoch, index = p // n, p % n
         if shuffle:
-            # One position at a time: index_shuffle's public wrapper takes a seed of shape [2]; its
-            # batched form ([n, 2]) is padded along the wrong axis in TF 2.21 (stateless_random_ops.py).
-            pair = tf.stack([tf.constant(seed, tf.int64), epoch])
-            index = tf.random.experimental.index_shuffle(index, pair, tf.constant(n - 1, tf.int64))
+            index = _permuted(index, seed, epoch, n)
         return tf.gather(xs, index), tf.gather(ys, index)
 
-    ds = _positions(first_example(start_batch, batch)).map(take, num_parallel_calls=tf.data.AUTOTUNE)
-    return _finish(ds.batch(batch, drop_remainder=True))
+    ds = _positions(first_example(start_batch, batch)).batch(batch, drop_remainder=True)
+    return _finish(ds.map(take, num_parallel_calls=tf.data.AUTOTUNE))
+
+
+# tf.random.experimental.index_shuffle pads its [2] seed to the op's [3] with this constant in
+# front (TF 2.21 stateless_random_ops.py). Its batched form pads a [n, 2] seed along the wrong
+# axis, so a batch of positions calls the op itself with the same three numbers per position:
+# the permutation index_shuffle(i, [seed, epoch], n - 1) gives, a whole batch at once.
+_INDEX_SHUFFLE_PAD = 498247692
+
+
+def _permuted(index, seed: int, epoch, n: int):
+    """Position `index` of each epoch's permutation of [0, n), per element (vectors)."""
+    seeds = tf.stack(
+        [
+            tf.fill(tf.shape(index), tf.constant(_INDEX_SHUFFLE_PAD, tf.int64)),
+            tf.fill(tf.shape(index), tf.constant(seed, tf.int64)),
+            epoch,
+        ],
+        axis=1,
+    )
+    last = tf.fill(tf.shape(index), tf.constant(n - 1, tf.int64))
+    return tf.raw_ops.RandomIndexShuffle(index=index, seed=seeds, max_index=last, rounds=4)
 
 
 def _record_stream(records, n: int, block: int, seed: int, start: int) -> tf.data.Dataset:

@@ -21,6 +21,9 @@ pytestmark = pytest.mark.slow
 
 BATCH = 4
 REPLICAS = 2  # local replicas of one worker, simulated: a step is two batches of its stream
+# How far the count of reads may move with thread timing (the run-ahead settles at a batch or two
+# more or less on a loaded machine); a replayed start would read hundreds of thousands more.
+JITTER = 4 * BATCH
 
 
 def synthetic_spec(shuffle=1024):
@@ -113,7 +116,7 @@ class Reads:
         it = iter(spec.dataset_fn(BATCH, start_batch))
         next(it)
         settled, seen = time.monotonic(), -1
-        while time.monotonic() - settled < 0.5:
+        while time.monotonic() - settled < 1.0:
             now = int(self.count.numpy())
             if now != seen:
                 settled, seen = time.monotonic(), now
@@ -129,8 +132,8 @@ def test_start_cost_does_not_grow_with_the_step(tmp_path, monkeypatch):
     monkeypatch.setattr(data, "_positions", lambda start: reads.counted(real_positions(start)))
     spec = synthetic_spec()
     near, far = (reads.to_first_batch(spec, positions.batches_consumed(s, REPLICAS)) for s in (0, 100_000))
-    assert 0 < near <= 4 * BATCH  # the first batch and what runs ahead of it: nothing skipped
-    assert far == near  # the same elements read at step 100,000 as at step 0
+    assert 0 < near <= 8 * BATCH  # the first batch and what runs ahead of it: nothing skipped
+    assert abs(far - near) <= JITTER  # as much read at step 100,000 as at step 0 (replay: 800,000)
 
     spec = tfrecord_spec(tmp_path, 8)
     real_records = tf.data.TFRecordDataset
@@ -145,8 +148,9 @@ def test_start_cost_does_not_grow_with_the_step(tmp_path, monkeypatch):
     assert where == [(0, 24), (17_784, 24)]
     ahead = reads.to_first_batch(spec, 0)  # a fresh start: the first batch and what runs ahead of it
     near, far = (reads.to_first_batch(spec, positions.batches_consumed(s, REPLICAS)) for s in steps)
-    assert ahead < near <= ahead + 45 + 8  # plus the epoch up to the position, whole blocks: at most share + block
-    assert far == near
+    # plus the epoch up to the position, whole blocks: at most the share and a block
+    assert ahead < near <= ahead + 45 + 8 + JITTER
+    assert abs(far - near) <= JITTER  # 17,784 epochs further on (replay: 800,304 records)
 
 
 def train(tmp_path, run_id, steps):
@@ -174,3 +178,16 @@ def test_a_resumed_run_ends_with_the_uninterrupted_runs_weights(tmp_path):
     resumed = train(tmp_path, "cut", 40)
     assert parse_line(resumed, "start")[0]["resume_step"] == "30"
     assert parse_line(resumed, "done")[0]["weights_digest"] == parse_line(whole, "done")[0]["weights_digest"]
+
+
+def test_a_batch_of_positions_is_permuted_as_index_shuffle_permutes_each():
+    # The in-memory stream permutes a batch at once with the op itself; the public wrapper, one
+    # position at a time, is the definition.
+    n, seed = 23, 43
+    p = tf.range(0, 120, dtype=tf.int64)  # five epochs and more
+    one_by_one = [
+        int(tf.random.experimental.index_shuffle(q % n, tf.stack([tf.constant(seed, tf.int64), q // n]), n - 1))
+        for q in p
+    ]
+    assert data._permuted(p % n, seed, p // n, n).numpy().tolist() == one_by_one
+    assert sorted(one_by_one[:n]) == list(range(n)) and one_by_one[:n] != one_by_one[n : 2 * n]
