@@ -172,6 +172,6 @@ def section(result: dict, table_rows, headers, load: str) -> str:
             for s, v in cases(result)
             if v == "after"
         )
-        + " (a map per position, and the epoch's order per block); it pays that once per start, the old one paid "
+        + " (it builds the permutation's functions); it pays that once per start, the old one paid "
         "for every step before S.",
     )
