@@ -91,8 +91,7 @@ class TrainingProcess:
         self._standby_lock = threading.Lock()
         self._reaped_at = 0.0
         self._printed_before: CrashPrint | None = None  # the attempt before's output, to tell them apart
-        if not reaper.become_subreaper():  # PID 1 is one already; elsewhere orphans would go to init
-            say("reaper: cannot become a child subreaper (prctl refused); processes the command leaves are not ended")
+        self._sessions: set[int] = set()  # every attempt's session (its pid): whose zombies are ours to reap
 
     def seconds_without_progress(self) -> float:
         """Since the trainer's heartbeat last changed (restarts and peer waits included): how
@@ -118,6 +117,7 @@ class TrainingProcess:
             child = self._child = self._start(self._env)
         except StartRefused as refused:
             return AttemptOutcome(start_refused=str(refused))
+        self._sessions.add(child.pid)  # its own session (start_new_session): the command's and its children's
         if self._stop.is_set():  # a SIGTERM between the check and the start: pass it on
             self.discard_standby()
             self.signal(signal.SIGTERM)
@@ -197,7 +197,7 @@ class TrainingProcess:
         now = time.monotonic()
         if now - self._reaped_at >= _REAP_EVERY_SECONDS:
             self._reaped_at = now
-            reaper.reap(self._live_children(child))
+            reaper.reap(self._live_children(child), sessions=None if reaper.adopting() else self._sessions)
 
     def _end_left_running(self, child: subprocess.Popen, seen: AttemptWatch) -> tuple[str, ...]:
         """The command's main process exited: end what it left running (SIGTERM, SIGKILL after

@@ -15,8 +15,8 @@ from entrypoint.reaper import Proc, left_running, our_zombies, parse_stat
 
 
 def test_parse_stat_reads_the_fields_after_the_last_parenthesis():
-    line = "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 100 0 0 0"
-    assert parse_stat(line) == Proc(4242, "my (odd) name", "S", 1, 4242)
+    line = "4242 (my (odd) name) S 1 4242 4243 0 -1 4194560 100 0 0 0"
+    assert parse_stat(line) == Proc(4242, "my (odd) name", "S", 1, 4242, 4243)
 
 
 @pytest.mark.parametrize("bad", ["", "garbage", "12 (x", "x (y) S 1 2", "12 (y) S"])
@@ -43,6 +43,30 @@ def test_left_running_is_the_group_and_our_orphans_less_our_own_children():
 
 def test_our_zombies_leave_a_live_popens_to_it():
     assert our_zombies(PROCS, parent=100, exclude={200}) == [204]
+
+
+# Inside another program (not PID 1, not a subreaper), that program's other children are its own:
+# only the command's session counts, and a stranger's zombie is never taken.
+SESSION_PROCS = [
+    Proc(201, "sleep", "S", 100, 200, 200),  # the command's child, still in its group
+    Proc(205, "worker", "S", 201, 205, 200),  # moved to a group of its own, same session
+    Proc(206, "build", "S", 100, 206, 206),  # the host program's own child: not the command's
+    Proc(207, "gone", "Z", 100, 207, 200),  # the command's orphan, exited
+    Proc(208, "done", "Z", 100, 208, 208),  # the host program's child, exited: its Popen's to reap
+]
+
+
+def test_without_adopting_only_the_commands_session_is_left_running_or_reaped():
+    assert [p.pid for p in left_running(SESSION_PROCS, pgid=200, parent=100, adopt_all=False)] == [201, 205]
+    assert our_zombies(SESSION_PROCS, parent=100, sessions={200}) == [207]
+
+
+@pytest.fixture(autouse=True)
+def _not_a_subreaper_after():
+    # pytest's own process must not stay a subreaper: orphans of every later test's processes
+    # would come to it and stay zombies, and the launcher inside it would take them for its own
+    yield
+    reaper.become_subreaper(on=False)
 
 
 def _become_subreaper():

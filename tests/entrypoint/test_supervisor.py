@@ -433,7 +433,19 @@ def test_a_line_past_the_cap_is_said_once_and_relayed_whole(tmp_path, capfdbinar
     assert sum("longer than 64 KiB" in line for line in logs) == 1
 
 
-def test_a_child_left_running_is_ended_and_said(tmp_path):
+@pytest.fixture
+def subreaper():
+    """This process adopts orphans, as the launcher's own process does (entrypoint.__main__),
+    for this test only: pytest's process must not keep orphans of later tests as zombies."""
+    from entrypoint import reaper
+
+    if not reaper.become_subreaper():
+        pytest.fail("prctl(PR_SET_CHILD_SUBREAPER) refused: Linux >= 3.4 is required")
+    yield
+    reaper.become_subreaper(on=False)
+
+
+def test_a_child_left_running_is_ended_and_said(tmp_path, subreaper):
     body = """
         import subprocess
         child = subprocess.Popen(["sleep", "600"])
@@ -451,7 +463,7 @@ def test_a_child_left_running_is_ended_and_said(tmp_path):
     assert not os.path.exists(f"/proc/{pid}")  # ended and reaped: no process, no zombie
 
 
-def test_a_shell_that_backgrounds_sleep_and_exits_leaves_nothing_behind(tmp_path):
+def test_a_shell_that_backgrounds_sleep_and_exits_leaves_nothing_behind(tmp_path, subreaper):
     sup, logs = make(
         tmp_path, ["sh", "-c", "sleep 600 & echo $! > " + str(tmp_path / "pid")], left_running_grace_seconds=2
     )

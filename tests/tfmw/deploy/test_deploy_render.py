@@ -217,7 +217,10 @@ def test_an_overlay_with_a_key_given_twice_is_refused_naming_both_lines(tmp_path
     [
         ("training.config.stepz=100", "training.config.stepz: unknown key (allowed here: allReduceDtype,"),
         ("training.config.steps=abc", "training.config.steps: 'abc' is not of type 'integer'"),
-        ("training.config.checkpoint.everySteps=0", "training.config.checkpoint.everySteps: 0 is less than"),
+        (
+            "training.config.checkpoint.everySteps=0",
+            "training.config.checkpoint.everySteps and checkpoint.everySeconds are both 0",
+        ),
         ("training.config.data.synthetic.inputShape={100000,100000}", "more than the limit of 16777216"),
     ],
 )
