@@ -66,6 +66,10 @@ def list_files(path: str, fmt: str) -> list[str]:
 
 
 def _finish(ds: tf.data.Dataset) -> tf.data.Dataset:
+    # Said endless: under MultiWorkerMirroredStrategy a dataset whose cardinality is not infinite
+    # (range's stop, flat_map's unknown) makes the distributed iterator all-reduce "has data" on
+    # every step (input_lib._enable_get_next_as_optional): a second collective in each step.
+    ds = ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
     ds = ds.prefetch(tf.data.AUTOTUNE)
     pool = threads.this_process().data
     if pool is None:
