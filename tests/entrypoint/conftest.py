@@ -43,10 +43,10 @@ def _signal_handlers_kept():
 
 
 @pytest.fixture(autouse=True)
-def _own_temporary_directory(tmp_path, monkeypatch):
+def _own_temporary_directory(tmp_path_factory, monkeypatch):
     """A launcher run in this process removes training scratch from its temporary directory before
     each attempt (entrypoint.scratch): a test's own, never the machine's /tmp, where a trainer of a
-    test running beside it may be saving."""
-    own = tmp_path / "launcher-tmp"
-    own.mkdir()
+    test running beside it may be saving. Beside the test's tmp_path, not in it: a test may assert
+    what its tmp_path holds."""
+    own = tmp_path_factory.mktemp("launcher-tmp")
     monkeypatch.setattr(tempfile, "tempdir", str(own))
