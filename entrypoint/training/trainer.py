@@ -30,6 +30,11 @@ from tensorflow.python.eager import context
 from .. import loglines, mtbf
 from ..cluster import Cluster
 from ..rundir import Heartbeat, RunDir, is_uri, makedirs, read_completed, write_completed
+
+# A non-chief's checkpoint and export scratch: one fixed path per pod, overwritten by every
+# save (keep=1), never a fresh directory per attempt (those leaked across restarts). Named in
+# entrypoint.scratch, which the launcher clears at each attempt's start.
+from ..scratch import EXPORT_STAGING, scratch_checkpoints, scratch_export
 from . import checkpoints, interval, leaving, threads
 from .config import ConfigError, RunEnv, replica_input_batch
 from .data import build_input
@@ -366,13 +371,13 @@ class CheckpointWriter:
         chief = cluster.is_chief
         # writes False: a non-chief whose save has no collective to take part in skips it.
         self.writes = chief or writes
-        self.directory = run.checkpoints if chief else SCRATCH_CHECKPOINTS
+        self.directory = run.checkpoints if chief else scratch_checkpoints()
         self.keep = keep if chief else 1
         # The chief continues the list the restore left in the state file; the others start afresh.
         self.kept = list(kept) if chief else []
         self.pause = float(os.environ.get(self.PAUSE_ENV) or 0)
         if not chief and self.writes:
-            os.makedirs(SCRATCH_CHECKPOINTS, exist_ok=True)
+            os.makedirs(self.directory, exist_ok=True)
         self.background = background
         self._options = (
             tf.train.CheckpointOptions(enable_async=True, experimental_write_callbacks=[self._publish])
@@ -490,13 +495,6 @@ class CheckpointWriter:
 
 PUBLISHED = "published"
 
-# A non-chief's checkpoint and export scratch: one fixed path per pod, overwritten by every
-# save (keep=1), never a fresh directory per attempt (those leaked across restarts). The
-# launcher clears `tfmw-scratch` at each attempt's start: keep the name.
-SCRATCH_ROOT = os.path.join(tempfile.gettempdir(), "tfmw-scratch")
-SCRATCH_CHECKPOINTS = os.path.join(SCRATCH_ROOT, "checkpoints")
-SCRATCH_EXPORT = os.path.join(SCRATCH_ROOT, "export")
-
 
 def unpublished(step: int, cause: str) -> Exception:
     """A save whose checkpoint was not published: retryable (the attempt restarts from the last
@@ -531,9 +529,10 @@ def export_model(model, run: RunDir, cluster: Cluster, scratch: bool = True) -> 
     target = run.model
     if not cluster.is_chief:
         if scratch:
-            shutil.rmtree(SCRATCH_EXPORT, ignore_errors=True)
-            model.save(SCRATCH_EXPORT, save_format="tf", include_optimizer=False)
-            shutil.rmtree(SCRATCH_EXPORT, ignore_errors=True)
+            copy = scratch_export()
+            shutil.rmtree(copy, ignore_errors=True)
+            model.save(copy, save_format="tf", include_optimizer=False)
+            shutil.rmtree(copy, ignore_errors=True)
         return target
     if cluster.is_chief and is_uri(target):
         # An object store has no atomic directory rename: the chief saves in place, and the
@@ -542,7 +541,7 @@ def export_model(model, run: RunDir, cluster: Cluster, scratch: bool = True) -> 
             tf.io.gfile.rmtree(target)
         model.save(target, save_format="tf", include_optimizer=False)
         return target
-    staging = tempfile.mkdtemp(prefix=".model-tmp-", dir=run.root)
+    staging = tempfile.mkdtemp(prefix=EXPORT_STAGING, dir=run.root)
     model.save(staging, save_format="tf", include_optimizer=False)
     if os.path.exists(target):
         shutil.rmtree(target)
