@@ -10,6 +10,7 @@ from entrypoint import loglines
 
 from . import plots
 from .figure import BenchRun, measured
+from .parse import first_payload
 from .procs import BenchError, run_workers
 from .report import image, paragraphs, settings_line, table
 
@@ -38,9 +39,10 @@ def result_line(result: dict) -> str:
 
 def parse(output: str) -> dict:
     """The result of the worker's output: its `tfmw bench pipeline=<json>` line."""
-    for result in loglines.payloads(output.splitlines(), loglines.BENCH, RESULT):
-        return result
-    raise BenchError("figure 5: the pipeline worker printed no result line")
+    result = first_payload(output, RESULT)
+    if result is None:
+        raise BenchError("figure 5: the pipeline worker printed no result line")
+    return result
 
 
 HEADERS = [

@@ -12,6 +12,7 @@ from entrypoint import loglines
 
 from . import plots, stats
 from .figure import BenchRun, measured
+from .parse import first_payload
 from .procs import BenchError, run_workers
 from .report import image, paragraphs, settings_line, table
 
@@ -42,9 +43,10 @@ def result_line(result: dict) -> str:
 
 def parse(output: str) -> dict:
     """The result of the worker's output: its `tfmw bench restart=<json>` line."""
-    for result in loglines.payloads(output.splitlines(), loglines.BENCH, RESULT):
-        return result
-    raise BenchError("figure 12: the restart worker printed no result line")
+    result = first_payload(output, RESULT)
+    if result is None:
+        raise BenchError("figure 12: the restart worker printed no result line")
+    return result
 
 
 def cases(result: dict) -> list[tuple[str, str]]:
