@@ -77,3 +77,14 @@ def test_the_launcher_knows_the_grace_period_it_checks(helm, render):
 )
 def test_what_the_chart_sets_itself_is_refused(helm, sets, says):
     assert says in chartkit.template_error(helm, sets=sets)
+
+
+def test_a_stalled_group_can_still_be_drained(helm, render):
+    # Every worker is NotReady while its group stalls: only AlwaysAllow lets a drain evict them.
+    spec = one(render(helm), "PodDisruptionBudget")["spec"]
+    assert (spec["maxUnavailable"], spec["unhealthyPodEvictionPolicy"]) == (1, "AlwaysAllow")
+    sets = ("podDisruptionBudget.unhealthyPodEvictionPolicy=IfHealthyBudget",)
+    chosen = one(render(helm, sets=sets), "PodDisruptionBudget")["spec"]
+    assert chosen["unhealthyPodEvictionPolicy"] == "IfHealthyBudget"
+    refused = chartkit.template_error(helm, sets=("podDisruptionBudget.unhealthyPodEvictionPolicy=Never",))
+    assert "unhealthyPodEvictionPolicy" in refused
