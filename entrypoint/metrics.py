@@ -2,7 +2,8 @@
 and on the same port the workers' readiness, `/ready` (entrypoint.readiness).
 
 Served by the launcher, not the trainer, so it answers through every restart of the training
-command, and with prometheus-client (its exposition, its HTTP server) rather than by hand.
+command: prometheus-client's exposition, on the launcher's own one-thread server
+(entrypoint.httpserve: prometheus-client's gives each connection a thread and no timeout).
 Nothing is counted twice: each scrape reads the run tracker (entrypoint.tracker), which already
 follows the trainer's lines, and its time account (entrypoint.goodput). Any command gets the
 launcher's metrics (phase, restarts, goodput); the built-in trainer's lines add the training
@@ -14,7 +15,6 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import (
@@ -25,9 +25,9 @@ from prometheus_client.core import (
     StateSetMetricFamily,
     SummaryMetricFamily,
 )
-from prometheus_client.exposition import ThreadingWSGIServer
 
 from .goodput import CAUSES
+from .httpserve import SelectorHTTPServer
 from .lifecycle import Phase
 from .restarts import RESTART_KINDS
 from .tracker import RunTracker
@@ -127,11 +127,6 @@ def _gauges(rows) -> Iterator[Metric]:
             yield GaugeMetricFamily(name, doc, value=float(value))
 
 
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, *args) -> None:  # a probe every few seconds is not news
-        pass
-
-
 def app(registry: CollectorRegistry, ready: Callable[[], tuple[bool, str]] | None) -> Callable:
     """The WSGI app: `/ready` answers 200 or 503 with why (the kubelet's readinessProbe), every
     other path is prometheus-client's exposition of `registry`."""
@@ -161,12 +156,8 @@ def serve(
     for address, family in (("::", socket.AF_INET6), ("0.0.0.0", socket.AF_INET)):  # dual-stack where there is IPv6
         if family == socket.AF_INET6 and not socket.has_ipv6:
             continue
-
-        class Server(ThreadingWSGIServer):
-            address_family = family
-
         try:
-            server = make_server(address, port, app(registry, ready), Server, handler_class=_Quiet)
+            server = SelectorHTTPServer((address, port), family, app(registry, ready))
         except OSError as err:
             error = err
             continue
