@@ -52,7 +52,36 @@
 {{- join "\n" $problems }}
 {{- end }}
 
-{{/* A claim every worker mounts at once must be ReadWriteMany. */}}
+{{/* The pods that mount the shared claim: the workers, TensorBoard, the evaluator. */}}
+{{- define "tf-multiworker.claimMounters" -}}
+{{- $v := .Values }}
+{{- add (int $v.workers.replicas) (ternary 1 0 (eq (toString $v.tensorboard.enabled) "true")) (ternary 1 0 (eq (toString $v.evaluator.enabled) "true")) }}
+{{- end }}
+
+{{/* "true" when every pod that mounts the claim must run on one node, so that a ReadWriteOnce
+volume (one node at a time) serves them all: the workers are the only mounters (no TensorBoard,
+no evaluator: they are placed on their own) and they are pinned to one node by name, through
+workers.nodeSelector `kubernetes.io/hostname`, or a required nodeAffinity of one term that
+requires `kubernetes.io/hostname` In exactly one node. Anything else (labels several nodes share,
+pod affinity, a scheduler's choice) may spread them. */}}
+{{- define "tf-multiworker.claimOnOneNode" -}}
+{{- $v := .Values }}
+{{- if eq (int (include "tf-multiworker.claimMounters" .)) (int $v.workers.replicas) }}
+{{- $pinned := hasKey (default (dict) $v.workers.nodeSelector) "kubernetes.io/hostname" }}
+{{- $terms := dig "nodeAffinity" "requiredDuringSchedulingIgnoredDuringExecution" "nodeSelectorTerms" (list) (default (dict) $v.workers.affinity) }}
+{{- if eq (len $terms) 1 }}
+{{- range $e := default (list) (index $terms 0).matchExpressions }}
+{{- if and (eq (toString $e.key) "kubernetes.io/hostname") (eq (toString $e.operator) "In") (eq (len (default (list) $e.values)) 1) }}
+{{- $pinned = true }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if $pinned }}true{{ end }}
+{{- end }}
+{{- end }}
+
+{{/* A claim every worker mounts at once must be ReadWriteMany, or ReadWriteOnce with every
+mounter on one node (claimOnOneNode). */}}
 {{- define "tf-multiworker.validate.createClaim" -}}
 {{- $problems := list }}
 {{- $v := .Values }}
@@ -60,10 +89,48 @@
 {{- $storage := .Values.storage }}
 {{- if eq $storage.type "createClaim" }}
 {{- $modes := default (list) $storage.createClaim.accessModes }}
-{{- $mounters := add $replicas (ternary 1 0 (eq (toString $v.tensorboard.enabled) "true")) (ternary 1 0 (eq (toString $v.evaluator.enabled) "true")) }}
-{{- if not (has "ReadWriteMany" $modes) }}
+{{- $mounters := include "tf-multiworker.claimMounters" . }}
+{{- $oneNode := and (has "ReadWriteOnce" $modes) (include "tf-multiworker.claimOnOneNode" .) }}
+{{- if not (or (has "ReadWriteMany" $modes) $oneNode) }}
 {{- if or (gt (int $mounters) 1) (not (or (has "ReadWriteOnce" $modes) (has "ReadWriteOncePod" $modes))) }}
-{{- $problems = append $problems (printf "storage.createClaim.accessModes=%v: %d pods (workers%s) write to the claim at once, and without ReadWriteMany the volume attaches to one node (ReadWriteOncePod: one pod; ReadOnlyMany: read-only); use [ReadWriteMany] with a StorageClass that supports it" $modes (int $mounters) (ternary " and TensorBoard or the evaluator" "" (gt (int $mounters) $replicas))) }}
+{{- $problems = append $problems (printf "storage.createClaim.accessModes=%v: %d pods (workers%s) write to the claim at once, and without ReadWriteMany the volume attaches to one node (ReadWriteOncePod: one pod; ReadOnlyMany: read-only); use [ReadWriteMany] with a StorageClass that supports it, or with ReadWriteOnce pin every worker to one node (workers.nodeSelector kubernetes.io/hostname: <node>, no TensorBoard or evaluator)" $modes (int $mounters) (ternary " and TensorBoard or the evaluator" "" (gt (int $mounters) $replicas))) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- join "\n" $problems }}
+{{- end }}
+
+{{/* An existing claim is looked up (install and upgrade: `lookup`; an offline render, `helm
+template` or --dry-run=client, sees nothing and checks nothing here) and held to what its volume
+allows: a ReadWriteOnce volume attaches to one node, and workers on other nodes would stay in
+ContainerCreating (Multi-Attach) while the group holds its GPUs for peers.timeoutSeconds. The
+modes are the bound volume's (status.accessModes), else those the claim asks for; ReadWriteOncePod
+is the claim's own (spec). A claim that is not there is refused only when the namespace is seen
+(its `default` ServiceAccount, which every namespace has): offline, both lookups are empty. */}}
+{{- define "tf-multiworker.validate.existingClaim" -}}
+{{- $problems := list }}
+{{- $storage := .Values.storage }}
+{{- $name := toString $storage.existingClaim.claimName }}
+{{- if and (eq $storage.type "existingClaim") $name }}
+{{- $claim := lookup "v1" "PersistentVolumeClaim" .Release.Namespace $name }}
+{{- $what := printf "storage.existingClaim.claimName=%s" $name }}
+{{- if not $claim }}
+{{- if lookup "v1" "ServiceAccount" .Release.Namespace "default" }}
+{{- $problems = append $problems (printf "%s: there is no PersistentVolumeClaim %s in namespace %s (every worker would wait in Pending for it): create it first (ReadWriteMany), fix the name, or use storage.type=createClaim" $what $name .Release.Namespace) }}
+{{- end }}
+{{- else }}
+{{- $spec := default (list) (dig "spec" "accessModes" (list) $claim) }}
+{{- $modes := default $spec (dig "status" "accessModes" (list) $claim) }}
+{{- $mounters := int (include "tf-multiworker.claimMounters" .) }}
+{{- $who := printf "%d pods (workers%s)" $mounters (ternary " and TensorBoard or the evaluator" "" (gt $mounters (int .Values.workers.replicas))) }}
+{{- if and (gt $mounters 1) (or (has "ReadWriteOncePod" $spec) (has "ReadWriteOncePod" $modes)) }}
+{{- $problems = append $problems (printf "%s: the claim is ReadWriteOncePod (accessModes %v): one pod may mount it, and %s do; use a ReadWriteMany claim" $what $modes $who) }}
+{{- else if not (has "ReadWriteMany" $modes) }}
+{{- if not (or (has "ReadWriteOnce" $modes) (has "ReadWriteOncePod" $modes)) }}
+{{- $problems = append $problems (printf "%s: the claim's accessModes %v let no pod write, and the workers write checkpoints to it; use a ReadWriteMany claim" $what $modes) }}
+{{- else if and (has "ReadWriteOnce" $modes) (gt $mounters 1) (not (include "tf-multiworker.claimOnOneNode" .)) }}
+{{- $problems = append $problems (printf "%s: the claim is ReadWriteOnce (accessModes %v): its volume attaches to one node, and %s on other nodes would stay in ContainerCreating (Multi-Attach) while the group waits for peers.timeoutSeconds; use a ReadWriteMany claim, or pin every worker to one node (workers.nodeSelector kubernetes.io/hostname: <node>, no TensorBoard or evaluator)" $what $modes $who) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}

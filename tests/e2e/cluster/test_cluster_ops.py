@@ -736,3 +736,71 @@ def test_a_refused_value_with_no_rollback_keeps_the_failed_release_and_says_so(c
     assert status.returncode == 0 and '"status":"failed"' in status.stdout.replace(" ", "")
     undeploy = tfmw(cluster, "undeploy", "--namespace", namespace, "--release", "keep")
     assert undeploy.returncode == 0, undeploy.stderr
+
+
+def _claim(cluster, namespace: str, name: str, modes: list[str]) -> None:
+    """A PersistentVolumeClaim left unbound (no class): what the chart looks up is the object."""
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": {"accessModes": modes, "storageClassName": "", "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    cluster.api.create(ns_path(namespace, "persistentvolumeclaims"), claim)
+
+
+def _server_render(cluster, namespace: str, *sets: str) -> subprocess.CompletedProcess:
+    """helm's render with its lookups answered by the API server, nothing applied."""
+    argv = [HELMS["helm4"], "install", "claim", str(REPO / "charts" / "tf-multiworker"), "-n", namespace]
+    argv += ["--dry-run=server", "--set", "storage.type=existingClaim", *[a for s in sets for a in ("--set", s)]]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=cluster.env())
+
+
+def test_an_existing_claim_the_workers_cannot_share_is_refused_at_install(cluster, namespace):
+    """The chart looks the claim up at install: a ReadWriteOnce claim with workers free to land
+    on several nodes (they would stay in ContainerCreating, Multi-Attach, while the group waits
+    out peers.timeoutSeconds), a ReadWriteOncePod one, and one that does not exist are refused
+    before anything is applied; a ReadWriteMany claim, and a ReadWriteOnce one whose workers are
+    pinned to one node, pass."""
+    for name, modes in (("rwo", ["ReadWriteOnce"]), ("rwop", ["ReadWriteOncePod"]), ("rwx", ["ReadWriteMany"])):
+        _claim(cluster, namespace, name, modes)
+    proc = tfmw(
+        cluster,
+        "deploy",
+        "--env",
+        "local",
+        "--namespace",
+        namespace,
+        "--release",
+        "rwo",
+        "--timeout",
+        "60s",
+        sets=["storage.type=existingClaim", "storage.existingClaim.claimName=rwo"],
+    )
+    one_line_error(
+        proc,
+        "deploy",
+        "storage.existingClaim.claimName=rwo: the claim is ReadWriteOnce (accessModes [ReadWriteOnce]): its "
+        "volume attaches to one node, and 2 pods (workers) on other nodes would stay in ContainerCreating "
+        "(Multi-Attach)",
+        "use a ReadWriteMany claim, or pin every worker to one node",
+    )
+    assert helm_release(cluster, namespace, "rwo").returncode != 0
+    assert not cluster.api.items(ns_path(namespace, "statefulsets", group="apps/v1"))
+    refusals = {
+        "rwop": "storage.existingClaim.claimName=rwop: the claim is ReadWriteOncePod (accessModes "
+        "[ReadWriteOncePod]): one pod may mount it, and 2 pods (workers) do",
+        "absent": f"storage.existingClaim.claimName=absent: there is no PersistentVolumeClaim absent in namespace "
+        f"{namespace}",
+    }
+    for name, says in refusals.items():
+        render = _server_render(cluster, namespace, f"storage.existingClaim.claimName={name}")
+        assert render.returncode != 0 and says in render.stderr, render.stderr
+    for sets in (
+        ["storage.existingClaim.claimName=rwx"],
+        ["storage.existingClaim.claimName=rwo", "workers.nodeSelector.kubernetes\\.io/hostname=node-1"],
+        ["storage.existingClaim.claimName=rwo", "workers.replicas=1"],
+        ["storage.existingClaim.claimName=rwop", "workers.replicas=1"],
+    ):
+        render = _server_render(cluster, namespace, *sets)
+        assert render.returncode == 0, (sets, render.stderr)

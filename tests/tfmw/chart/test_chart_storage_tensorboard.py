@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import chartkit
 import pytest
+import stubapi
 from chartkit import ALL_ON, RELEASE, env_of, find, one
 
 FULLNAME = f"{RELEASE}-tf-multiworker"
@@ -40,6 +42,157 @@ def test_existing_claim(helm, render):
     mount = next(m for m in spec["containers"][0]["volumeMounts"] if m["name"] == "shared")
     assert mount == {"name": "shared", "mountPath": "/shared", "subPath": "runs"}
     assert not find(objects, "PersistentVolumeClaim")
+
+
+def test_an_existing_claim_is_not_looked_up_offline(helm, render):
+    # `helm template` has no cluster: lookup finds nothing, so neither the claim's access modes
+    # nor its existence can be checked; the install's render does (test_cluster_ops).
+    objects = render(helm, sets=("storage.type=existingClaim", "storage.existingClaim.claimName=absent"))
+    assert shared_volume(worker_spec(objects))["persistentVolumeClaim"]["claimName"] == "absent"
+
+
+def _claim(name: str, spec: list[str], bound: list[str] | None = None) -> dict:
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": chartkit.NAMESPACE},
+        "spec": {"accessModes": spec},
+    }
+    if bound:
+        claim["status"] = {"phase": "Bound", "accessModes": bound}
+    return claim
+
+
+CLAIMS = [
+    _claim("rwo", ["ReadWriteOnce"]),
+    _claim("rwop", ["ReadWriteOncePod"]),
+    _claim("rox", ["ReadOnlyMany"]),
+    _claim("rwx", ["ReadWriteMany"]),
+    _claim("rwo-bound-rwx", ["ReadWriteOnce"], bound=["ReadWriteOnce", "ReadWriteMany"]),  # the volume's modes count
+    _claim("rwx-bound-rwo", ["ReadWriteMany"], bound=["ReadWriteOnce"]),
+    {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "default", "namespace": chartkit.NAMESPACE},
+    },  # every namespace has it: the namespace is seen
+]
+WORKERS_MAY_SPREAD = "would stay in ContainerCreating (Multi-Attach) while the group waits for peers.timeoutSeconds"
+CLAIM_REFUSALS = {
+    "rwo": (), "rwx-bound-rwo": (), "rwop": (), "rox": (), "absent": (),
+    "rwop,tb": ("workers.replicas=1", "tensorboard.enabled=true"),
+    "rwo,tb": ("workers.nodeSelector.kubernetes\\.io/hostname=n1", "tensorboard.enabled=true"),
+}  # fmt: skip
+SAYS = {
+    "rwo": f"storage.existingClaim.claimName=rwo: the claim is ReadWriteOnce (accessModes [ReadWriteOnce]): its "
+    f"volume attaches to one node, and 2 pods (workers) on other nodes {WORKERS_MAY_SPREAD}; use a ReadWriteMany "
+    "claim, or pin every worker to one node (workers.nodeSelector kubernetes.io/hostname: <node>, no TensorBoard or "
+    "evaluator)",
+    "rwx-bound-rwo": "storage.existingClaim.claimName=rwx-bound-rwo: the claim is ReadWriteOnce (accessModes "
+    "[ReadWriteOnce])",
+    "rwop": "storage.existingClaim.claimName=rwop: the claim is ReadWriteOncePod (accessModes [ReadWriteOncePod]): "
+    "one pod may mount it, and 2 pods (workers) do; use a ReadWriteMany claim",
+    "rox": "storage.existingClaim.claimName=rox: the claim's accessModes [ReadOnlyMany] let no pod write, and the "
+    "workers write checkpoints to it; use a ReadWriteMany claim",
+    "absent": f"storage.existingClaim.claimName=absent: there is no PersistentVolumeClaim absent in namespace "
+    f"{chartkit.NAMESPACE} (every worker would wait in Pending for it): create it first (ReadWriteMany), fix the "
+    "name, or use storage.type=createClaim",
+    "rwop,tb": "storage.existingClaim.claimName=rwop: the claim is ReadWriteOncePod (accessModes [ReadWriteOncePod]): "
+    "one pod may mount it, and 2 pods (workers and TensorBoard or the evaluator) do",
+    "rwo,tb": "storage.existingClaim.claimName=rwo: the claim is ReadWriteOnce (accessModes [ReadWriteOnce]): its "
+    "volume attaches to one node, and 3 pods (workers and TensorBoard or the evaluator)",
+}
+
+
+@pytest.fixture(scope="module")
+def claims_api(tmp_path_factory):
+    with stubapi.serving(CLAIMS, tmp_path_factory.mktemp("stubapi")) as kubeconfig:
+        yield kubeconfig
+
+
+def _claim_sets(case: str, *more: str) -> tuple[str, ...]:
+    return ("storage.type=existingClaim", f"storage.existingClaim.claimName={case.split(',')[0]}", *more)
+
+
+@pytest.mark.parametrize("case", sorted(CLAIM_REFUSALS))
+def test_an_existing_claim_the_pods_cannot_share_is_refused_where_helm_can_look_it_up(helm, claims_api, case):
+    rendered = stubapi.server_render(helm, claims_api, _claim_sets(case, *CLAIM_REFUSALS[case]))
+    assert rendered.returncode != 0, rendered.stdout[-500:]
+    prefix = "Error: execution error at (tf-multiworker/templates/statefulset.yaml:1:4): "
+    (line,) = [ln for ln in rendered.stderr.splitlines() if ln.startswith("Error:")]
+    assert line.startswith(prefix + SAYS[case]), line
+
+
+@pytest.mark.parametrize(
+    "case,sets",
+    [
+        ("rwx", ()),
+        ("rwo-bound-rwx", ()),
+        ("rwo", ("workers.replicas=1",)),
+        ("rwop", ("workers.replicas=1",)),
+        ("rwo", ("workers.nodeSelector.kubernetes\\.io/hostname=n1",)),
+    ],
+    ids=["rwx", "bound-to-rwx", "one-worker", "one-pod", "one-node"],
+)
+def test_an_existing_claim_the_pods_can_share_is_accepted(helm, claims_api, case, sets):
+    rendered = stubapi.server_render(helm, claims_api, _claim_sets(case, *sets))
+    assert rendered.returncode == 0, rendered.stderr
+    assert f'claimName: "{case}"' in rendered.stdout
+
+
+def test_a_missing_claim_in_a_namespace_not_seen_is_left_to_the_scheduler(helm, claims_api):
+    # Neither the claim nor the namespace's default ServiceAccount: as offline, nothing to refuse.
+    rendered = stubapi.server_render(helm, claims_api, _claim_sets("absent"), namespace="elsewhere")
+    assert rendered.returncode == 0, rendered.stderr
+
+
+ONE_NODE_AFFINITY = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}]}
+            ]
+        }
+    }
+}
+
+
+def _rwo_claim(tmp_path, workers: dict, **extra) -> str:
+    path = tmp_path / "values.yaml"
+    values = {"storage": {"type": "createClaim", "createClaim": {"accessModes": ["ReadWriteOnce"]}}, "workers": workers}
+    path.write_text(json.dumps({**values, **extra}))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "workers",
+    [{"nodeSelector": {"kubernetes.io/hostname": "n1"}}, {"affinity": ONE_NODE_AFFINITY}],
+    ids=["nodeSelector", "affinity"],
+)
+def test_a_read_write_once_claim_serves_workers_pinned_to_one_node(helm, render, tmp_path, workers):
+    objects = render(helm, _rwo_claim(tmp_path, workers))
+    assert one(objects, "PersistentVolumeClaim")["spec"]["accessModes"] == ["ReadWriteOnce"]
+
+
+def _two_nodes() -> dict:
+    affinity = json.loads(json.dumps(ONE_NODE_AFFINITY))
+    terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    terms[0]["matchExpressions"][0]["values"] = ["n1", "n2"]
+    return {"affinity": affinity}
+
+
+@pytest.mark.parametrize(
+    "workers,extra",
+    [
+        ({"nodeSelector": {"topology.kubernetes.io/zone": "a"}}, {}),  # a label many nodes share
+        (_two_nodes(), {}),
+        ({"nodeSelector": {"kubernetes.io/hostname": "n1"}}, {"tensorboard": {"enabled": True}}),  # placed on its own
+    ],
+    ids=["zone", "two-hostnames", "tensorboard"],
+)
+def test_a_read_write_once_claim_is_refused_where_its_pods_may_spread(helm, tmp_path, workers, extra):
+    error = chartkit.template_error(helm, [_rwo_claim(tmp_path, workers, **extra)])
+    assert "storage.createClaim.accessModes=[ReadWriteOnce]: " in error
+    assert "pin every worker to one node (workers.nodeSelector kubernetes.io/hostname: <node>" in error
 
 
 def test_created_claim_is_rwx_and_kept(helm, render):
