@@ -132,8 +132,8 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         default=120.0,
         metavar="SECONDS",
-        help="stop when a worker pod stays Unschedulable this long with no autoscaler adding a node for it "
-        "(default %(default)s; 0 waits for --timeout)",
+        help="stop when a worker pod stays Unschedulable this long with no autoscaler adding a node for it, or "
+        "waits this long on its volume (default %(default)s; 0 waits for --timeout)",
     )
     p.add_argument("--poll-seconds", type=float, default=5.0, help=argparse.SUPPRESS)
 

@@ -12,7 +12,7 @@ import time
 
 from tfmw.chart import helmkit
 from tfmw.chart.helmkit import ToolError
-from tfmw.deploy import observe, queue
+from tfmw.deploy import observe, queue, volumes
 from tfmw.deploy.release import Release, api, api_failure, resolve, run_objects, say, workers_of_release
 from tfmw.k8s.api import Api, ApiError, ns_path
 
@@ -30,9 +30,10 @@ def status(rel: Release) -> int:
         items = observe.list_pods(client, workers)
     except ApiError as err:
         raise api_failure(err, "listing the worker pods", client) from None
+    # A worker placed on a node that has not started: why, from its Events (its volume).
+    states = volumes.looked_up(client, workers.namespace, items, [observe.pod_state(i) for i in items])
     reports = []
-    for item in items:
-        pod = observe.pod_state(item)
+    for pod in states:
         if status_object is not None:
             reports.append(observe.WorkerReport(pod))
             continue

@@ -21,7 +21,7 @@ from tfmw.chart import helmkit, render
 from tfmw.chart.helmkit import ToolError, stderr_text
 from tfmw.chart.target import target_of
 from tfmw.deploy import helm as deploy_helm
-from tfmw.deploy import observe
+from tfmw.deploy import observe, volumes
 from tfmw.deploy.release import Release, api_or_none, cluster_failure, helm_command, recorded_status, say
 from tfmw.k8s.api import Api, ApiError
 
@@ -34,7 +34,8 @@ class Upgrade:
     wait: bool = True  # False: return once submitted (no watch, no rollback)
     rollback: bool = True  # roll a failed upgrade back (False: --no-rollback, kept for debugging)
     poll_seconds: float = 5.0
-    unschedulable_grace: float = 120.0  # seconds a worker may stay Unschedulable; 0: until --timeout
+    # seconds a worker may stay Unschedulable, or wait on its volume; 0: until --timeout
+    unschedulable_grace: float = 120.0
 
 
 def upgrade_args(rel: Release, options: Upgrade, major: int) -> list[str]:
@@ -81,20 +82,30 @@ async def watch_pods(
     """Print a progress line whenever the scheduled/running/ready counts (or the reasons why
     not) change. Return, to stop the deploy, why a worker cannot start (observe.start_failure:
     an image the nodes cannot get, at once; a pod the scheduler refuses, after
-    `unschedulable_grace` seconds, 0: never). `seen` keeps the latest pod list that says why a
+    `unschedulable_grace` seconds, 0: never; volumes.failure: a pod that waits on its volume,
+    after the same grace). `seen` keeps the latest pod list that says why a
     worker is not ready, for the failure report: by the time helm gives up and rolls back, the
     pods may be gone or replaced."""
     last = None
     unschedulable_since: dict[str, float] = {}
+    creating_since: dict[str, float] = {}  # pods placed on a node whose containers have not started
     while api:
         failure = None
         try:
             items = await asyncio.to_thread(observe.list_pods, api, workers)
             states = [observe.pod_state(p) for p in items]
+            now = time.monotonic()
+            for p in states:
+                if volumes.creating(p):
+                    creating_since.setdefault(p.name, now)
+                else:
+                    creating_since.pop(p.name, None)
+            slow = {name for name, t in creating_since.items() if now - t >= volumes.LOOK_AFTER_SECONDS}
+            if slow:  # only pods that have not started for a while: why, from their Events
+                states = await asyncio.to_thread(volumes.looked_up, api, workers.namespace, items, states, slow)
             line = observe.progress_line(states, workers.replicas)
             if seen is not None and (observe.pod_problems(states) or not seen):
                 seen[:] = states
-            now = time.monotonic()
             for p in states:
                 if p.reason == "Unschedulable":
                     unschedulable_since.setdefault(p.name, now)
@@ -106,7 +117,7 @@ async def watch_pods(
                 coming = observe.capacity_coming_for(events, workers)
             failure = observe.start_failure(
                 states, unschedulable_since, now, unschedulable_grace or float("inf"), coming
-            )
+            ) or volumes.failure(states, creating_since, now, unschedulable_grace or float("inf"))
         except (ApiError, ValueError):
             line = None  # transient API hiccups: helm reports real failures
         if line and line != last:
