@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import socket
 import threading
+import time
 
 from .kubeapi import APIError
 from .lifecycle import Phase
@@ -157,7 +158,7 @@ class PeerWatch:
             if self.unlisted and ordinal not in pods:
                 continue  # not read this time (by name, at most BY_NAME_AT_MOST): no word on it
             pod = pods.get(ordinal)
-            why = pod_waiting_reason(pod) if pod is not None else "not created yet"
+            why = pod_waiting_reason(pod, time.time()) if pod is not None else "not created yet"
             if why:
                 reasons[ordinal] = why
         run.waiting.report(run.waiting_state(), reasons)
@@ -198,7 +199,7 @@ class PeerWatch:
                     unread = True  # not there (being replaced), or not readable: nothing to decide on
                     continue
                 self.replace_if_lost(pod)
-                why = pod_waiting_reason(pod)
+                why = pod_waiting_reason(pod, time.time())
                 if why:
                     reasons[ordinal] = why
             # A replacement with no node that has room: the group's attempt waits inside

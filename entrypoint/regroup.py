@@ -260,4 +260,9 @@ class Regroup:
                     f"training.activeDeadlineSeconds={settings.active_deadline_seconds} passed "
                     f"while waiting for peers: {err}",
                 ) from None
-            raise Failure(Reason.PEERS_NOT_FOUND, str(err)) from None
+            # What the chief last read of the workers it waited for (a volume that never attached,
+            # a pod the scheduler refused) belongs in the reason the run failed.
+            seen = run.waiting.last_seen() if run.waiting is not None else ""
+            raise Failure(
+                Reason.PEERS_NOT_FOUND, f"{err}; the pods when last read: {seen}" if seen else str(err)
+            ) from None

@@ -10,23 +10,68 @@ Running with the message it replaced. The first start stays Pending and a resize
 with the note as its message. So the user sees one phase and one message for one situation,
 whichever part read the pods last.
 
-Pure apart from the tracker it writes to: no I/O, no clock.
+Pure apart from the tracker it writes to: no I/O, no clock (the caller passes the time).
 """
 
 from __future__ import annotations
 
+import calendar
 import threading
+import time
 from dataclasses import dataclass
 
 from .lifecycle import Phase
 
 NAMED_AT_MOST = 5  # pods named in one message; the rest are counted
+NO_SANDBOX_SECONDS = 60.0  # a pod placed this long without its sandbox is said to wait on its volume
+NOT_MOUNTED = "not attached or mounted"  # the words of such a reason: the message adds the fix once
+VOLUME_FIX = (
+    "a ReadWriteOnce claim serves one node at a time (Multi-Attach; `kubectl describe pod` shows the "
+    "volume's Events): use a ReadWriteMany claim, or pin every worker to one node (workers.nodeSelector "
+    "kubernetes.io/hostname)"
+)
 
 
-def pod_waiting_reason(pod: dict) -> str | None:
+def _epoch(stamp: str) -> float | None:
+    try:
+        return float(calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")))
+    except (TypeError, ValueError):
+        return None
+
+
+def no_sandbox_reason(pod: dict, now: float) -> str | None:
+    """Why a pod placed on a node has not started, when its kubelet has not set up its sandbox
+    (PodReadyToStartContainers False, Kubernetes 1.29+) for NO_SANDBOX_SECONDS since it took the
+    pod (status.startTime) and the pod mounts a claim (pure; `now`: epoch seconds). The kubelet
+    mounts a pod's volumes before it makes the sandbox, so such a pod most likely waits on its
+    claim's volume, e.g. a ReadWriteOnce one attached to another node. The pod says only
+    ContainerCreating; the volume's Events say for sure, and the workers' Role does not read
+    Events. None otherwise (an image pull has its sandbox)."""
+    status, spec = pod.get("status") or {}, pod.get("spec") or {}
+    if status.get("phase") not in (None, "Pending") or not spec.get("nodeName"):
+        return None
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "PodReadyToStartContainers"), None)
+    started = _epoch(status.get("startTime") or "")
+    if ready is None or ready.get("status") != "False" or started is None or now - started < NO_SANDBOX_SECONDS:
+        return None
+    claims = [
+        v["persistentVolumeClaim"].get("claimName", "?")
+        for v in spec.get("volumes") or []
+        if v.get("persistentVolumeClaim")
+    ]
+    if not claims:
+        return None
+    return (
+        f"ContainerCreating on node {spec['nodeName']} for {int(now - started)}s with no sandbox: the volume of "
+        f"claim {', '.join(claims)} is most likely {NOT_MOUNTED}"
+    )
+
+
+def pod_waiting_reason(pod: dict, now: float | None = None) -> str | None:
     """Why a pod is not running yet, as the scheduler or the kubelet says it (pure): the
     PodScheduled condition's message ("0/2 nodes are available: 2 Insufficient cpu."), a
-    container's waiting reason (ImagePullBackOff: ...); None when nothing says."""
+    container's waiting reason (ImagePullBackOff: ...), or, given `now` (epoch seconds), a claim's
+    volume it waits on (no_sandbox_reason); None when nothing says."""
     status = pod.get("status") or {}
     if status.get("phase") not in (None, "Pending"):
         return None
@@ -37,7 +82,7 @@ def pod_waiting_reason(pod: dict) -> str | None:
         waiting = (container.get("state") or {}).get("waiting") or {}
         if waiting.get("reason") and waiting.get("reason") not in ("ContainerCreating", "PodInitializing"):
             return " ".join(f"{waiting['reason']}: {waiting.get('message', '')}".split()).rstrip(": ")
-    return None
+    return None if now is None else no_sandbox_reason(pod, now)
 
 
 @dataclass(frozen=True)
@@ -53,13 +98,21 @@ class Waiting:
     peer_timeout_seconds: int
 
 
-def waiting_message(waiting: Waiting, reasons: dict[int, str], pod_prefix: str) -> str:
-    """The chief's status message while its group waits for the workers in `reasons`
-    (ordinal -> why it is not running), from what the launcher knows (pure)."""
+def named_reasons(reasons: dict[int, str], pod_prefix: str) -> str:
+    """'w-1: why; w-2: why; and 3 more', the fix once for a volume (pure)."""
     ordinals = sorted(reasons)
     named = "; ".join(f"{pod_prefix}-{o}: {reasons[o]}" for o in ordinals[:NAMED_AT_MOST])
     if len(ordinals) > NAMED_AT_MOST:
         named += f"; and {len(ordinals) - NAMED_AT_MOST} more"
+    if any(NOT_MOUNTED in reasons[o] for o in ordinals[:NAMED_AT_MOST]):
+        named += f"; {VOLUME_FIX}"
+    return named
+
+
+def waiting_message(waiting: Waiting, reasons: dict[int, str], pod_prefix: str) -> str:
+    """The chief's status message while its group waits for the workers in `reasons`
+    (ordinal -> why it is not running), from what the launcher knows (pure)."""
+    named = named_reasons(reasons, pod_prefix)
     timeout = waiting.peer_timeout_seconds
     old = waiting.resized_from
     if waiting.phase is Phase.RESIZING and old is not None:
@@ -85,6 +138,7 @@ class WaitingNote:
         self._lock = threading.Lock()
         self._replaced: str | None = None
         self._said = ""
+        self._last: dict[int, str] = {}  # the latest reasons reported, for a run that fails waiting
 
     def report(self, waiting: Waiting, reasons: dict[int, str]) -> None:
         """Workers are not running (ordinal -> why). Every worker's phase says so (its readiness
@@ -94,6 +148,7 @@ class WaitingNote:
         if not reasons:
             return
         with self._lock:
+            self._last = dict(reasons)
             state = self.tracker.state
             if self._replaced is None or state.message != self._said:
                 self._replaced = state.message
@@ -104,6 +159,12 @@ class WaitingNote:
                 self.tracker.note(message)
             self._said = self.tracker.state.message
 
+    def last_seen(self) -> str:
+        """Why the workers were not running when last read ("" when none was reported), for the
+        Failed message of a run that gave up waiting for them."""
+        with self._lock:
+            return named_reasons(self._last, self.pod_prefix) if self._last else ""
+
     def trains(self) -> None:
         """The group makes progress again: back to Running, with the message the note replaced."""
         with self._lock:
@@ -113,3 +174,4 @@ class WaitingNote:
             elif self._replaced is not None and state.message == self._said:
                 self.tracker.note(self._replaced)
             self._replaced = None
+            self._last = {}

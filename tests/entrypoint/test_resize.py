@@ -13,6 +13,7 @@ from launcherkit import WORKER_LABELS, Run, attempts, command, pod_env
 
 import entrypoint.peerwatch as peerwatch
 import entrypoint.regroup as regroup
+import entrypoint.waiting as waiting
 from tfmw.devcluster.fakeapi import unschedulable_pod
 
 # Each attempt appends its group size (TF_CONFIG's workers) to "sizes". The first trains until
@@ -305,4 +306,52 @@ def test_the_first_start_waiting_for_a_peer_that_cannot_be_scheduled_says_why(fa
     run.until("tfmw launcher starting training (attempt 1)")
     wait_for_status(fake_api, lambda status: status.get("phase") == "Running")
     assert "waiting for" not in fake_api.status("train-status")["message"]
+    run.stop()
+
+
+def test_a_first_start_whose_worker_waits_on_its_volume_says_so_and_so_does_the_run_that_gives_up(
+    fake_api, tmp_path, monkeypatch
+):
+    """Worker 1 is placed on a node where its claim's volume does not attach (a ReadWriteOnce
+    claim attached to worker 0's node): its pod says only ContainerCreating, with no sandbox.
+    The chief's Pending status names it with the fix while it waits, and when peers.timeoutSeconds
+    passes, the Failed run's message still says it (not only the DNS name that never resolved)."""
+    give_up = []
+
+    def peers_wait(hosts, timeout, log, sleep):
+        while not give_up:
+            sleep(0.05)
+        raise regroup.PeersNotFound("peers not found after 600s: 1 of 2 never resolved: train-1.train.ml")
+
+    monkeypatch.setattr(regroup, "wait_for_peers", peers_wait)
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 300))
+    fake_api.pods["train-1"] = {
+        "metadata": {"name": "train-1", "labels": dict(WORKER_LABELS)},
+        "spec": {"nodeName": "node-2", "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": "rwo"}}]},
+        "status": {
+            "phase": "Pending",
+            "startTime": started,
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "PodReadyToStartContainers", "status": "False"},
+            ],
+            "containerStatuses": [{"name": "worker", "state": {"waiting": {"reason": "ContainerCreating"}}}],
+        },
+    }
+    env = resizable_env(fake_api, tmp_path)
+    del env["TFMW_LOOPBACK_PORTS"]
+    run = Run(env, command(tmp_path, STOPS_ON_SIGTERM_THEN_FINISHES)).until("tfmw launcher run=r1")
+    why = "train-1: ContainerCreating on node node-2 for "  # 300 s and a few
+    wait_for_status(fake_api, lambda status: why in status.get("message", ""))
+    status = fake_api.status("train-status")
+    assert status["phase"] == "Pending" and waiting.VOLUME_FIX in status["message"], status
+    assert "the volume of claim rwo is most likely not attached or mounted" in status["message"]
+    give_up.append(True)
+    wait_for_status(fake_api, lambda status: status.get("phase") == "Failed")
+    status = fake_api.status("train-status")
+    assert status["reason"] == "PeersNotFound", status
+    assert status["message"].startswith(
+        "peers not found after 600s: 1 of 2 never resolved: train-1.train.ml; the pods when last read: " + why
+    ), status
+    assert status["message"].endswith(waiting.VOLUME_FIX), status
     run.stop()

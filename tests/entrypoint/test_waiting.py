@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from entrypoint.lifecycle import Phase, fresh
-from entrypoint.waiting import Waiting, WaitingNote, pod_waiting_reason, waiting_message
+from entrypoint.waiting import VOLUME_FIX, Waiting, WaitingNote, pod_waiting_reason, waiting_message
 from tfmw.devcluster.fakeapi import unschedulable_pod
 
 UNSCHEDULABLE = unschedulable_pod("train-2", "0/2 nodes are available: 2 Insufficient cpu.")
@@ -124,3 +124,68 @@ def test_nothing_to_say_changes_nothing():
 )
 def test_why_a_pod_is_not_running_is_the_schedulers_or_the_kubelets_word(pod, why):
     assert pod_waiting_reason(pod) == why
+
+
+# -- a worker placed on a node whose volume does not come ---------------------------------------
+
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z; the pods below started at 07:58:00, 120 s before
+
+
+def no_sandbox_pod(ready_to_start="False", claims=("train-shared",), started="2027-01-15T07:58:00Z") -> dict:
+    conditions = [{"type": "PodScheduled", "status": "True"}]
+    if ready_to_start is not None:
+        conditions.append({"type": "PodReadyToStartContainers", "status": ready_to_start})
+    return {
+        "metadata": {"name": "train-1"},
+        "spec": {
+            "nodeName": "node-2",
+            "volumes": [{"name": "tmp", "emptyDir": {}}]
+            + [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)],
+        },
+        "status": {
+            "phase": "Pending",
+            "startTime": started,
+            "conditions": conditions,
+            "containerStatuses": [{"name": "worker", "state": {"waiting": {"reason": "ContainerCreating"}}}],
+        },
+    }
+
+
+def test_a_placed_pod_without_its_sandbox_for_a_minute_is_said_to_wait_on_its_claims_volume():
+    why = pod_waiting_reason(no_sandbox_pod(), NOW)
+    assert why == (
+        "ContainerCreating on node node-2 for 120s with no sandbox: the volume of claim train-shared is most "
+        "likely not attached or mounted"
+    )
+    assert pod_waiting_reason(no_sandbox_pod()) is None  # no clock given: the kubelet's words only
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        no_sandbox_pod(started="2027-01-15T07:59:30Z"),  # 30 s: attaching takes a moment
+        no_sandbox_pod(ready_to_start="True"),  # the sandbox is up: an image pull, not a volume
+        no_sandbox_pod(ready_to_start=None),  # Kubernetes before 1.29 has no such condition
+        no_sandbox_pod(claims=()),  # no claim: something else keeps the sandbox away
+    ],
+    ids=["recent", "sandbox-up", "no-condition", "no-claim"],
+)
+def test_otherwise_a_creating_pod_says_nothing(pod):
+    assert pod_waiting_reason(pod, NOW) is None
+
+
+def test_the_volume_fix_is_said_once_however_many_pods_wait_on_it():
+    why = pod_waiting_reason(no_sandbox_pod(), NOW)
+    message = waiting_message(waiting(Phase.PENDING, 4, in_peer_wait=True), {1: why, 2: why, 3: WHY}, "train")
+    assert message.count(VOLUME_FIX) == 1
+    assert f"train-2: {why}; train-3: {WHY}; {VOLUME_FIX}); training starts once they run" in message
+    assert "use a ReadWriteMany claim, or pin every worker to one node" in VOLUME_FIX
+
+
+def test_the_note_keeps_the_last_reasons_for_a_run_that_gives_up_until_the_group_trains():
+    note = WaitingNote(Tracker("attempt 1"), "train")
+    assert note.last_seen() == ""
+    note.report(waiting(Phase.PENDING, in_peer_wait=True), {1: "ContainerCreating ... not attached or mounted"})
+    assert note.last_seen() == f"train-1: ContainerCreating ... not attached or mounted; {VOLUME_FIX}"
+    note.trains()
+    assert note.last_seen() == ""
