@@ -2,7 +2,7 @@
 (and a node-pool upgrade: every node drained in turn), a priority preemption, a suspend and
 resume, and a retry of a Failed run. Each costs no steps: the group stops at the checkpoint it
 agrees on, and resumes from exactly that step. The readiness ("in a group that trains") makes the
-PodDisruptionBudget hold while the group re-forms, and flips NotReady and back.
+PodDisruptionBudget hold while the group trains, and flips NotReady and back.
 
 Every run here trains the same model on the same data for the same steps, so the weights they end
 with must be the same whatever happened on the way: the last test compares them.
@@ -132,8 +132,9 @@ class ReadyWatch:
 def test_a_node_pool_upgrade_drains_one_worker_at_a_time_and_costs_no_steps(cluster, namespace):
     """Each node is drained in turn with plain `kubectl drain` (and uncordoned after, as a
     replaced node comes back), the way a node-pool upgrade goes. The PodDisruptionBudget lets a
-    drain evict the next worker only once the group trains again: the drain of the node that
-    then holds both workers waits on the budget between its two evictions. Every eviction stops
+    drain evict one worker of a training group at a time: the drain of the node that then holds
+    both workers waits on the budget between its two evictions until the first has stopped the
+    group (a NotReady worker trains nothing: unhealthyPodEvictionPolicy AlwaysAllow). Every eviction stops
     the group at a checkpoint it agrees on and the group resumes from exactly that step; a
     surviving worker goes NotReady while the group re-forms, and Ready again."""
     release, kube = "upgrade", cluster.kubeconfig
@@ -161,7 +162,8 @@ def test_a_node_pool_upgrade_drains_one_worker_at_a_time_and_costs_no_steps(clus
         digests = final_digests(logs)
     finally:
         logs.stop()
-    # the second node held both workers by then: its drain waited on the budget between them
+    # the second node held both workers by then: its drain waited on the budget between them (the
+    # other was still Ready, in the group that trained)
     assert "would violate the pod's disruption budget" in drains[-1], drains[-1]
     # the survivor of the first drain: Ready, NotReady while the group re-forms, Ready again
     seen = [state for state in watch.done() if state is not None]
