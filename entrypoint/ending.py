@@ -36,7 +36,7 @@ from .queueing import evicted_by_queue, requeued_message
 from .regroup import GroupSize
 from .runcontext import Run
 from .rundir import completed_fields
-from .settings import POLICIES, LauncherSettings
+from .settings import POLICIES, LauncherSettings, rbac_off
 from .status import StatusRecorder
 from .tracker import RunTracker
 
@@ -112,10 +112,11 @@ class RunEnd:
     @staticmethod
     def _evicted_by_queue(run: Run) -> str | None:
         """Kueue's reason when it is evicting this pod's group (entrypoint/queueing.py)."""
-        if run.api is None or not run.settings.namespace or not run.settings.pod_name:
+        settings = run.settings
+        if run.api is None or not settings.namespace or not settings.pod_name or "pods.get" in settings.rbac_off:
             return None
         try:
-            return evicted_by_queue(run.api.get_pod(run.settings.namespace, run.settings.pod_name))
+            return evicted_by_queue(run.api.get_pod(settings.namespace, settings.pod_name))
         except APIError:
             return None
 
@@ -151,6 +152,9 @@ class RunEnd:
             pod_name=_env_name(env, "TFMW_POD_NAME"),
             log=self.log,
             pod_uid=env.get("TFMW_POD_UID", "")[:64],
+            events="events" not in rbac_off(env),
+            fence="pods.get" not in rbac_off(env),
+            no_api_server=env.get("TFMW_NO_API_SERVER") in ("1", "true", "yes"),
         )
         run_id = _env_name(env, "TFMW_RUN_ID") or "default"
         revision = env.get("TFMW_POD_REVISION", "")[:63]
@@ -211,7 +215,9 @@ class RunEnd:
         recorder.flush(self.flush_seconds)
         what = "this run is complete" if succeeded else f"the run failed ({state.reason}); not retrying"
         setting = f"completion.{'onSuccess' if succeeded else 'onFailure'}: scaleToZero"
-        if policy == "scaleToZero" and scale_to_zero and not can_scale_to_zero:
+        if policy == "scaleToZero" and not recorder.can_scale_to_zero and recorder.no_api_server:
+            how = "no API server by design (a local run): nothing is recorded or scaled to 0"
+        elif policy == "scaleToZero" and scale_to_zero and not can_scale_to_zero:
             how = f"no API access to scale to 0 ({setting}): uninstall the release to free its resources"
         elif policy == "scaleToZero":
             by = "this worker" if scale_to_zero else "the chief"  # a worker only leaves a success to the chief

@@ -57,7 +57,7 @@ from .podlog import PodLog, log_path
 from .regroup import GroupSize, Regroup
 from .runcontext import EndedElsewhere, Failure, Group, Hooks, Run, Stopped
 from .rundir import MarkerUnreadable, RunDir, completed_marker, marker_exists_retrying
-from .settings import INDEXED_JOB_REQUIRED, LauncherSettings, load_settings
+from .settings import INDEXED_JOB_REQUIRED, LauncherSettings, load_settings, rbac_off_line
 from .standby import is_builtin_trainer, standby_plan
 from .startchecks import command_problem, shared_dir_problem
 from .status import StatusRecorder
@@ -296,6 +296,8 @@ class Launcher:
         )
         self._serve_metrics(settings, tracker, task)
         self._say(f"run={run_id} revision={settings.pod_revision or '-'}: {plan.why}")
+        if api is not None and not platform and settings.rbac_off:
+            self._say(rbac_off_line(settings))
         return Run(
             group=group,
             settings=settings,
@@ -325,6 +327,9 @@ class Launcher:
             pod_name=settings.pod_name,
             log=self.log,
             pod_uid=settings.pod_uid,
+            events="events" not in settings.rbac_off,
+            fence="pods.get" not in settings.rbac_off,
+            no_api_server=settings.no_api_server,
         )
 
     def _check_before_training(self, run: Run) -> None:

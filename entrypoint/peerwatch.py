@@ -10,7 +10,9 @@ the rest. Without a selector or the Role's `list` (a StatefulSet or a Role of th
 the chief reads at most BY_NAME_AT_MOST pods by name per period, in turn. A peer lost with its
 node (deleted by the taint manager, not Ready, its TF port taking no connection) is
 force-deleted, so the StatefulSet controller replaces it on a node that answers; a pod merely
-slow or stopped is never deleted.
+slow or stopped is never deleted. Where the chart's Role leaves reading or deleting pods out
+(TFMW_RBAC_OFF: rbac.pods.get, rbac.pods.delete; the launcher said so at start) nothing is read,
+or a lost peer is named for an admin instead of deleted.
 """
 
 from __future__ import annotations
@@ -51,12 +53,19 @@ class PeerWatch:
         self.refused: list[str] = []  # why reading or deleting is not allowed, once known: said once
         self.unlisted = not run.settings.pod_selector  # no list: pods are read by name
         self._turn = 0  # where the next reading by name starts
+        self.named: set[str] = set()  # lost peers named for an admin (no delete right): once each
 
     # -- reading the pods ---------------------------------------------------------------
     @property
     def _can_read(self) -> bool:
         run = self.run
-        return run.api is not None and run.identity is not None and bool(run.settings.namespace) and not run.platform
+        return (
+            run.api is not None
+            and run.identity is not None
+            and bool(run.settings.namespace)
+            and not run.platform
+            and "pods.get" not in run.settings.rbac_off
+        )
 
     def _name(self, ordinal: int) -> str:
         return f"{self.run.identity.host_prefix}-{ordinal}"
@@ -87,7 +96,7 @@ class PeerWatch:
                 self.hooks.say(
                     f"cannot list the release's pods ({err.kind}: {err.detail}); reading at most "
                     f"{BY_NAME_AT_MOST} of them by name every {NODE_LOSS_POLL_SECONDS:g} s instead (the chart's "
-                    "Role allows `list` on pods)"
+                    "Role allows `list` on pods with rbac.pods.list=true)"
                 )
             else:
                 pattern = re.compile(re.escape(run.identity.host_prefix) + r"-(0|[1-9][0-9]*)")
@@ -224,6 +233,15 @@ class PeerWatch:
             return  # its processes run (a not-ready node whose kubelet stops them): not lost
         if self.refused:
             return
+        if "pods.delete" in run.settings.rbac_off:
+            if name not in self.named:
+                self.named.add(name)
+                self.hooks.say(
+                    f"peer {name} is lost with its node ({why}); the workers may not delete pods "
+                    f"(rbac.pods.delete=false): an admin runs `kubectl delete pod {name} -n {namespace} --force "
+                    "--grace-period=0` so that it is replaced"
+                )
+            return
         uid = (pod.get("metadata") or {}).get("uid") or ""
         try:
             run.api.force_delete_pod(namespace, name, uid)
@@ -233,7 +251,7 @@ class PeerWatch:
             self.refused.append(err.detail)
             self.hooks.say(
                 f"peer {name} is lost with its node ({why}) but cannot be force-deleted: {err.kind}: "
-                f"{err.detail}; the Role needs `delete` on the release's pods (rbac.create), else an admin "
+                f"{err.detail}; the Role needs `delete` on the release's pods (rbac.pods.delete), else an admin "
                 f"runs `kubectl delete pod {name} -n {namespace} --force --grace-period=0`"
             )
             return

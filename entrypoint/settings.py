@@ -30,6 +30,10 @@ _NO_CONTROL = r"^[^\x00-\x1f\x7f]*\Z"
 # A label selector of equality terms, as the chart renders its worker selector labels.
 _SELECTOR = r"^[A-Za-z0-9./_-]+=[A-Za-z0-9._-]*(,[A-Za-z0-9./_-]+=[A-Za-z0-9._-]*)*\Z"
 POLICIES = ("scaleToZero", "idle")
+# The rights of the workers' Role the chart can leave out (rbac.events, rbac.pods.get,
+# rbac.pods.delete) that the launcher would otherwise use: TFMW_RBAC_OFF names them.
+RBAC_RIGHTS = ("events", "pods.get", "pods.delete")
+_RBAC_RIGHT = "(" + "|".join(r.replace(".", r"\.") for r in RBAC_RIGHTS) + ")"
 
 # Only the variables the launcher derives TF_CONFIG from are "required"; they are not
 # needed when the platform (TFJob, Volcano, Run:ai) already injected TF_CONFIG. TFMW_REPLICAS
@@ -143,6 +147,18 @@ ENV = (
         "an absolute path (the projected service-account token's directory)",
     ),
     EnvVar(
+        "TFMW_RBAC_OFF",
+        _text(rf"^({_RBAC_RIGHT}(,{_RBAC_RIGHT})*)?\Z", 64),
+        "a comma-separated list of events, pods.get, pods.delete (what rbac.* leaves out of the workers' Role)",
+    ),
+    EnvVar(
+        "TFMW_NO_API_SERVER",
+        {"type": "string", "pattern": _BOOL},
+        "0 or 1 (1: no API server by design, as in `make local`)",
+        chart_sets=False,
+        default="0",
+    ),
+    EnvVar(
         "TFMW_SHARED_DIR",
         _text(_NO_CONTROL, 4096),
         "a path or object-store URI without control characters (storage.*)",
@@ -193,6 +209,8 @@ class LauncherSettings:
     grace_seconds: int = 0  # the pod's terminationGracePeriodSeconds; 0: not known
     adopt_run_dir: bool = False  # take over a run directory another release owns (entrypoint.runowner)
     same_error_limit: int = 2  # attempts in a row ended by one error before Failed (RepeatedError); 0: off
+    rbac_off: frozenset[str] = frozenset()  # RBAC_RIGHTS the workers' Role leaves out: not asked for
+    no_api_server: bool = False  # no API server by design (make local): nothing to record, scale or fence
 
 
 def _value(env: Mapping[str, str], name: str) -> str:
@@ -296,4 +314,28 @@ def load_settings(
         grace_seconds=int(_value(env, "TFMW_GRACE_SECONDS")),
         adopt_run_dir=_truthy(_value(env, "TFMW_ADOPT_RUN_DIR")),
         same_error_limit=int(_value(env, "TFMW_SAME_ERROR_LIMIT")),
+        rbac_off=rbac_off(env),
+        no_api_server=_truthy(_value(env, "TFMW_NO_API_SERVER")),
     )
+
+
+# What each right left out turns off (the one line a launcher says at start).
+RBAC_OFF_MEANS = {
+    "events": "events (no Events on the StatefulSet: the status ConfigMap records every transition)",
+    "pods.get": (
+        "pods.get (status writes not fenced; no word on why peers are not running; peers lost with "
+        "their node not replaced; a queue's eviction not told from a suspend)"
+    ),
+    "pods.delete": "pods.delete (a peer lost with its node waits for an admin's force delete)",
+}
+
+
+def rbac_off_line(settings: LauncherSettings) -> str:
+    """`the workers' Role leaves out ...: <what each turns off>` (rbac.*=false), one line."""
+    parts = [RBAC_OFF_MEANS[right] for right in RBAC_RIGHTS if right in settings.rbac_off]
+    return f"the workers' Role leaves out {'; '.join(parts)} (rbac.*=false)"
+
+
+def rbac_off(env: Mapping[str, str]) -> frozenset[str]:
+    """TFMW_RBAC_OFF as a set of RBAC_RIGHTS (anything else dropped: the schema refused it before)."""
+    return frozenset(env.get("TFMW_RBAC_OFF", "").split(",")) & set(RBAC_RIGHTS)

@@ -17,6 +17,10 @@ launcher then writes nothing more, ever. Without that check a launcher cut off f
 would send its queued "Failed" and its scale to 0 once the network heals, and stop the
 replacement's group. A pod that cannot be read (403: an older Role; the API unreachable) is
 not fenced: the write itself says what is wrong.
+
+Where the workers' Role leaves a right out on purpose (TFMW_RBAC_OFF: rbac.events,
+rbac.pods.get), the recorder does not ask: no Events, or no fence. Where there is no API server
+by design (TFMW_NO_API_SERVER: `make local`), nothing is recorded or scaled, and nothing says so.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from .lifecycle import STATUS_KEYS, RunState, from_data, recorded_final, rfc3339
 
 EVENT_COMPONENT = "tf-multiworker-launcher"
 MAX_QUEUED_EVENTS = 32
+# A scale to 0 is asked for once training is over: what its failure means then.
+SCALE_NOT_DONE = "the pods keep their resources until the StatefulSet is scaled to 0 or uninstalled"
 
 
 class StatusRecorder:
@@ -46,6 +52,9 @@ class StatusRecorder:
         log: Callable[[str], None],
         clock: Callable[[], float] = time.time,
         pod_uid: str | None = None,
+        events: bool = True,
+        fence: bool = True,
+        no_api_server: bool = False,
     ):
         self.api = api
         self.namespace = namespace or ""
@@ -54,6 +63,9 @@ class StatusRecorder:
         self.pod_name = pod_name or ""
         self.pod_uid = pod_uid or ""
         self.fenced = False  # this pod was replaced: no write from here on
+        self.events = events  # the Role allows Events (rbac.events)
+        self.fence = fence  # the Role allows reading this pod (rbac.pods.get): writes are fenced
+        self.no_api_server = no_api_server  # none by design (make local): nothing to say about it
         self.log = log
         self.clock = clock
         self._cond = threading.Condition()
@@ -105,7 +117,7 @@ class StatusRecorder:
             self._kick()
 
     def event(self, reason: str, event_type: str, message: str) -> None:
-        if not self.can_scale_to_zero:  # events need the StatefulSet too
+        if not self.can_scale_to_zero or not self.events:  # events need the StatefulSet too
             return
         with self._cond:
             self._events.append((reason, event_type, message, rfc3339(self.clock())))
@@ -113,10 +125,13 @@ class StatusRecorder:
 
     def scale_to_zero(self) -> None:
         if not self.can_scale_to_zero:
+            if self.no_api_server:
+                return  # nothing to scale: the caller says what the end is
             self._log_once(
                 "scale",
                 f"statefulset/{self.statefulset or '?'} to 0",
-                APIError("no API access", "TFMW_API_DIR is not set (rbac.create=false?)"),
+                APIError("no API access", "TFMW_API_DIR is not set: this pod has no API credentials"),
+                then=SCALE_NOT_DONE,
             )
             return
         with self._cond:
@@ -184,7 +199,7 @@ class StatusRecorder:
         """Fenced: this pod no longer exists under its UID (see the module docstring)."""
         if self.fenced:
             return True
-        if not (self.pod_uid and self.pod_name and self.namespace):
+        if not (self.fence and self.pod_uid and self.pod_name and self.namespace):
             return False
         try:
             uid = (self.api.get_pod(self.namespace, self.pod_name).get("metadata") or {}).get("uid", "")
@@ -271,7 +286,7 @@ class StatusRecorder:
         try:
             self.api.patch_scale(self.namespace, self.statefulset, 0)
         except APIError as err:
-            self._log_once("scale", f"statefulset/{self.statefulset} to 0", err)
+            self._log_once("scale", f"statefulset/{self.statefulset} to 0", err, then=SCALE_NOT_DONE)
             return
         if not self.scaled_to_zero:
             self.scaled_to_zero = True
@@ -279,11 +294,11 @@ class StatusRecorder:
                 loglines.line(loglines.LAUNCHER, text=f"scaled to zero: statefulset/{self.statefulset} has 0 replicas")
             )
 
-    def _log_once(self, verb: str, what: str, err: APIError) -> None:
+    def _log_once(self, verb: str, what: str, err: APIError, then: str = "training goes on") -> None:
         key = (verb, err.kind)
         with self._log_lock:
             if key in self._logged:
                 return
             self._logged.add(key)
         detail = f"{err.kind}: {err.detail}" if err.detail else err.kind
-        self.log(loglines.line(loglines.LAUNCHER, text=f"status: cannot {verb} {what} ({detail}); training goes on"))
+        self.log(loglines.line(loglines.LAUNCHER, text=f"status: cannot {verb} {what} ({detail}); {then}"))

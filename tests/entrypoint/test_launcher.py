@@ -439,7 +439,12 @@ def test_api_refusing_everything_is_logged_once_per_kind_and_training_goes_on(fa
         "tfmw launcher status: cannot record Event Started on statefulset/train",
         "tfmw launcher status: cannot scale statefulset/train to 0",
     ]
-    assert all("(HTTP 403: " in line and line.endswith("; training goes on") for line in cannot)
+    assert all("(HTTP 403: " in line for line in cannot)
+    # training went on past every refusal but the last: the scale to 0 comes once it is over
+    assert all(line.endswith("; training goes on") for line in cannot[:-1])
+    assert cannot[-1].endswith("; the pods keep their resources until the StatefulSet is scaled to 0 or uninstalled"), (
+        cannot[-1]
+    )
     assert fake_api.configmaps["train-status"]["data"] == {} and fake_api.replicas["train"] == 2
     assert run.stop() == 0
 
@@ -484,6 +489,59 @@ def test_scale_to_zero_without_api_access_says_so_and_idles(tmp_path):
         line.startswith("tfmw launcher status: cannot scale statefulset/train to 0 (no API access") for line in run.logs
     )
     assert "no API access to scale to 0 (completion.onFailure: scaleToZero)" in run.line("tfmw launcher idle:")
+    assert run.stop() == 0
+
+
+def test_a_local_run_with_no_api_server_by_design_ends_in_one_accurate_line(tmp_path):
+    """`make local` (TFMW_NO_API_SERVER=1, no TFMW_API_DIR): a success with onSuccess=scaleToZero
+    says neither "cannot scale" nor "training goes on" after training, nor "uninstall the release"."""
+    env = {
+        "TFMW_POD_NAME": "local-0",
+        "TFMW_NAMESPACE": "default",
+        "TFMW_STATEFULSET": "local",
+        "TFMW_SERVICE": "local",
+        "TFMW_REPLICAS": "1",
+        "TFMW_LOOPBACK_PORTS": "1",
+        "TFMW_RUN_ID": "r1",
+        "TFMW_SHARED_DIR": str(tmp_path / "shared"),
+        "TFMW_ON_SUCCESS": "scaleToZero",
+        "TFMW_ON_FAILURE": "scaleToZero",
+        "TFMW_NO_API_SERVER": "1",
+        "PATH": os.environ["PATH"],
+    }
+    run = Run(env, command(tmp_path, SUCCEEDS))
+    run.until("tfmw launcher idle:")
+    assert run.line("tfmw completed run=r1")
+    assert not [line for line in run.logs if "cannot" in line or "API access" in line], run.logs
+    assert run.line("tfmw launcher idle:") == (
+        "tfmw launcher idle: this run is complete; no API server by design (a local run): nothing is recorded or "
+        "scaled to 0"
+    )
+    assert run.stop() == 0
+
+
+def test_rights_the_role_leaves_out_are_said_once_and_never_asked_for(fake_api, tmp_path):
+    """TFMW_RBAC_OFF (rbac.events/pods.get/pods.delete=false): one line at start naming what is
+    off, then no Event, no pod read (no fence) and no pod delete; the status and the scale as ever."""
+    env = pod_env(
+        fake_api,
+        tmp_path,
+        TFMW_ON_SUCCESS="scaleToZero",
+        TFMW_POD_UID="5f0c3a52-0000-4000-8000-000000000001",
+        TFMW_RBAC_OFF="events,pods.get,pods.delete",
+    )
+    run = Run(env, command(tmp_path, SUCCEEDS))
+    run.until("tfmw launcher idle:")
+    said = [line for line in run.logs if "the workers' Role leaves out" in line]
+    assert said == [
+        "tfmw launcher the workers' Role leaves out events (no Events on the StatefulSet: the status ConfigMap "
+        "records every transition); pods.get (status writes not fenced; no word on why peers are not running; "
+        "peers lost with their node not replaced; a queue's eviction not told from a suspend); pods.delete (a "
+        "peer lost with its node waits for an admin's force delete) (rbac.*=false)"
+    ]
+    assert not [r for r in fake_api.requests if "/pods" in r.path or "/events" in r.path]
+    assert fake_api.status("train-status")["phase"] == "Succeeded" and fake_api.replicas["train"] == 0
+    assert not [line for line in run.logs if "cannot" in line], run.logs
     assert run.stop() == 0
 
 

@@ -168,6 +168,33 @@ def test_without_delete_permission_it_says_why_once_and_training_goes_on(fake_ap
     run.stop()
 
 
+def test_without_the_delete_right_a_lost_peer_is_named_for_an_admin_once(fake_api, tmp_path):
+    """rbac.pods.delete=false (TFMW_RBAC_OFF): no DELETE is tried; the pod is named once."""
+    fake_api.pods["train-1"] = lost_pod("train-1")
+    env = pod_env(
+        fake_api, tmp_path, pod="train-0", replicas=2, TFMW_PORT=str(free_port()), TFMW_RBAC_OFF="pods.delete"
+    )
+    run = Run(env, command(tmp_path, STALLS)).until("tfmw launcher starting training (attempt 1)")
+    wait_until(lambda: any("is lost with its node" in line for line in run.logs), run)
+    time.sleep(0.5)  # more polls: named once
+    said = [line for line in run.logs if "is lost with its node" in line]
+    assert len(said) == 1 and said[0].startswith("tfmw launcher peer train-1 is lost with its node (its node node-2")
+    admin = "(rbac.pods.delete=false): an admin runs `kubectl delete pod train-1 -n ml --force --grace-period=0`"
+    assert admin in said[0], said[0]
+    assert not any(r.method == "DELETE" for r in fake_api.requests) and "train-1" in fake_api.pods
+    run.stop()
+
+
+def test_without_the_get_right_no_pod_is_read(fake_api, tmp_path):
+    """rbac.pods.get=false (TFMW_RBAC_OFF): a stalled group reads no pod (nor lists any)."""
+    fake_api.pods["train-1"] = lost_pod("train-1")
+    env = pod_env(fake_api, tmp_path, pod="train-0", TFMW_PORT=str(free_port()), TFMW_RBAC_OFF="pods.get,pods.delete")
+    run = Run(env, command(tmp_path, STALLS)).until("tfmw launcher starting training (attempt 1)")
+    time.sleep(1.0)  # stalled (0.3 s) and many polls (0.05 s) later
+    assert pod_reads(fake_api) == [] and not fake_api.deleted_pods
+    run.stop()
+
+
 STALLS_THEN_TRAINS = """
     import os, pathlib, time
     print("tfmw connecting worker=0/2", flush=True)

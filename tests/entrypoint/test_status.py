@@ -336,8 +336,26 @@ def test_without_api_access_nothing_is_sent_and_a_release_says_why():
     assert rec.flush(1) and rec.read() is None and not rec.scaled_to_zero
     assert logs == [
         "tfmw launcher status: cannot scale statefulset/train to 0 (no API access: TFMW_API_DIR is "
-        "not set (rbac.create=false?)); training goes on"
+        "not set: this pod has no API credentials); the pods keep their resources until the StatefulSet is "
+        "scaled to 0 or uninstalled"
     ]
+
+
+def test_with_no_api_server_by_design_a_scale_to_zero_says_nothing():
+    """`make local` (TFMW_NO_API_SERVER): there is nothing to scale, and nothing went wrong."""
+    logs = []
+    rec = StatusRecorder(
+        None,
+        namespace="ml",
+        configmap=None,
+        statefulset="train",
+        pod_name="p",
+        log=logs.append,
+        no_api_server=True,
+    )
+    rec.record(running())
+    rec.scale_to_zero()
+    assert rec.flush(1) and logs == [] and not rec.scaled_to_zero
 
 
 # -- fenced: the pod was force-deleted and replaced -------------------------------------------
@@ -409,3 +427,24 @@ def test_without_its_uid_the_recorder_never_reads_its_pod(fake_api):
     failed_and_scaled(rec)
     assert not any("/pods/" in r.path for r in fake_api.requests)
     assert fake_api.replicas["train"] == 0
+
+
+# -- rights the chart's Role leaves out on purpose (TFMW_RBAC_OFF) ------------------------------
+def test_without_the_events_right_no_event_is_asked_for(fake_api):
+    """rbac.events=false: the launcher said so at start; the status is still written."""
+    fake_api.replicas["train"] = 2
+    logs = []
+    rec = recorder(fake_api, logs, events=False)
+    failed_and_scaled(rec)
+    assert fake_api.events == [] and not any("events" in r.path for r in fake_api.requests)
+    assert fake_api.status("train-status")["phase"] == "Failed" and fake_api.replicas["train"] == 0
+    assert logs == ["tfmw launcher scaled to zero: statefulset/train has 0 replicas"]
+
+
+def test_without_the_pods_get_right_the_writes_are_not_fenced_and_no_pod_is_read(fake_api):
+    """rbac.pods.get=false: the fence would only be refused (403) before every write."""
+    fake_api.replicas["train"] = 2
+    rec = recorder(fake_api, [], pod_uid=MY_UID, fence=False)
+    failed_and_scaled(rec)
+    assert not any("/pods/" in r.path for r in fake_api.requests)
+    assert not rec.fenced and fake_api.status("train-status")["phase"] == "Failed"

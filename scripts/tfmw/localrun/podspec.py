@@ -12,7 +12,8 @@ share it. What a kubelet would do and what we do instead:
   `python /opt/tf-multiworker/files/main.py`);
 - a leading `python` in the command -> this venv's interpreter;
 - the worker's API access (projected service-account token, TFMW_API_DIR,
-  TFMW_STATUS_CONFIGMAP) -> left out: no API server here (see API_ONLY_ENV).
+  TFMW_STATUS_CONFIGMAP, TFMW_RBAC_OFF) -> left out: no API server here (see API_ONLY_ENV), and
+  TFMW_NO_API_SERVER=1 tells the launcher that this is by design.
 Anything we cannot honour locally (Secrets, unknown fieldRefs) is refused with one line.
 """
 
@@ -135,8 +136,10 @@ def _volume_dirs(workload: Workload, pod_spec: dict, pod_dir: Path, shared_dir: 
 # The worker's API access (docs/contracts.md): a projected service-account token and the
 # variables naming it. `make local` has no API server, so the workers run without API access:
 # no status object, no Events, no scale-to-zero (the launcher's API-off path), as on a
-# cluster with completion.onSuccess/onFailure=idle.
-API_ONLY_ENV = ("TFMW_API_DIR", "TFMW_STATUS_CONFIGMAP")
+# cluster with completion.onSuccess/onFailure=idle. NO_API_SERVER tells the launcher so: it
+# then says nothing of a scale to 0 it cannot make (the run ends as it would, locally).
+API_ONLY_ENV = ("TFMW_API_DIR", "TFMW_STATUS_CONFIGMAP", "TFMW_RBAC_OFF")
+NO_API_SERVER = {"TFMW_NO_API_SERVER": "1"}
 
 
 def _is_api_access(volume: dict) -> bool:
@@ -224,6 +227,7 @@ def _local_pod(
             raise LocalRunError(f"env {item['name']} reads a Kubernetes Secret; the local run cannot provide one")
         else:
             env[item["name"]] = ""
+    env.update(NO_API_SERVER)
     if pod_spec is workload.pod_spec and not env.get("TFMW_REPLICAS"):
         # The chart leaves TFMW_REPLICAS out when the workers read their group's size from the
         # StatefulSet through the API; here there is no API server: the rendered size it is.

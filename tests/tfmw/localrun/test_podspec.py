@@ -147,6 +147,9 @@ def test_api_access_is_left_out_of_a_local_run(workload, tmp_path):
     assert "TFMW_API_DIR" not in pod.env and "TFMW_STATUS_CONFIGMAP" not in pod.env
     assert pod.env["TFMW_POD_REVISION"] == f"{workload.name}-local"
     assert pod.env["TFMW_ON_SUCCESS"] == "scaleToZero"
+    # by design, and the launcher is told so: it ends a success without a word of the scale to 0
+    # it cannot make (tests/entrypoint/test_launcher.py)
+    assert pod.env["TFMW_NO_API_SERVER"] == "1"
 
 
 def test_a_projected_volume_other_than_api_access_is_still_refused(workload, tmp_path):
