@@ -93,6 +93,7 @@ class PodState:
     node: str = ""  # spec.nodeName ("" until scheduled)
     message: str = ""  # the message that goes with reason, e.g. "0/1 nodes are available: ..."
     hint: str = ""  # what to do about reason, when we know (a missing image)
+    image_id: str = ""  # the worker container's image digest as the kubelet ran it ("" until started)
 
 
 # The kubelet's reasons for an image it could not get onto the node.
@@ -136,6 +137,63 @@ def image_hint(reason: str, image: str, gpus: bool = True, message: str = "", pu
         "can pull (a private registry needs imagePullSecrets); on the local cluster: `make image` and "
         "`make cluster-load` (docs/image.md)"
     )
+
+
+# The StatefulSet annotation `make deploy` records the workers' image digest in (image_line).
+IMAGE_ANNOTATION = "tf-multiworker.io/image-id"
+
+
+def worker_image_id(pod: dict) -> str:
+    """The digest the kubelet started the pod's worker container (its first) from: the
+    `sha256:...` of status.containerStatuses[].imageID, whose prefix varies by runtime
+    (`docker-pullable://repo@sha256:...`, `repo@sha256:...`, or a bare image id); "" until it
+    started (pure)."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    name = containers[0].get("name") if containers else None
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        if c.get("name") == name:
+            image_id = c.get("imageID") or ""
+            return image_id.rpartition("@")[2] if "@" in image_id else image_id.rpartition("//")[2]
+    return ""
+
+
+def image_digests(pods: list[PodState]) -> dict[str, list[str]]:
+    """digest -> the pods that run it, pods not started yet left out (pure)."""
+    found: dict[str, list[str]] = {}
+    for p in pods:
+        if p.image_id:
+            found.setdefault(p.image_id, []).append(p.name)
+    return found
+
+
+def image_record(pods: list[PodState]) -> str:
+    """What the StatefulSet's IMAGE_ANNOTATION holds: the one digest, or for a split group
+    `<digest>=<pod>,<pod> <digest>=<pod>` ("" when no worker started; pure)."""
+    found = image_digests(pods)
+    if len(found) <= 1:
+        return next(iter(found), "")
+    return " ".join(f"{d}={','.join(names)}" for d, names in sorted(found.items()))
+
+
+def image_line(pods: list[PodState], replicas: int, recorded: str = "") -> str:
+    """'image sha256:... on 2/2 workers', or which workers run which build when they differ
+    (a tag that moved between two nodes' pulls: one group training two images); `recorded`,
+    the StatefulSet's IMAGE_ANNOTATION, is named when the workers no longer match it (pure)."""
+    found = image_digests(pods)
+    if not found:
+        line = "image: no worker started yet"
+    elif len(found) == 1:
+        digest, names = next(iter(found.items()))
+        line = f"image {digest} on {len(names)}/{replicas} workers"
+    else:
+        parts = "; ".join(f"{', '.join(names)} run {d}" for d, names in sorted(found.items()))
+        line = (
+            f"image SPLIT: the workers run {len(found)} different images ({parts}): one group training different "
+            "builds of a tag that moved; pin image.digest and redeploy"
+        )
+    if recorded and found and recorded != image_record(pods):
+        line += f" (make deploy recorded {recorded})"
+    return line
 
 
 def _condition(pod: dict, kind: str) -> dict | None:
@@ -183,6 +241,7 @@ def pod_state(pod: dict) -> PodState:
         reason=reason,
         node=(pod.get("spec") or {}).get("nodeName") or "",
         message=" ".join(message.split()),
+        image_id=worker_image_id(pod),
         hint=image_hint(
             reason,
             image,
@@ -531,7 +590,11 @@ def status_lines(
         f"release {release.name} in namespace {release.namespace}: revision {release.revision} "
         f"{release.state}, chart {workers.chart}; {run}; {workers_summary(workers, statefulset, record)}"
     )
-    return [head] + [worker_line(r) for r in reports]
+    pods = [r.pod for r in reports]
+    # Last, once a worker started: which build the group runs (or that it runs several).
+    recorded = (((statefulset or {}).get("metadata") or {}).get("annotations") or {}).get(IMAGE_ANNOTATION, "")
+    image = [image_line(pods, workers.replicas, recorded)] if image_digests(pods) else []
+    return [head] + [worker_line(r) for r in reports] + image
 
 
 # ---------------------------------------------------------------- reading the cluster (tfmw.k8s.Api)

@@ -23,7 +23,7 @@ from tfmw.chart.target import target_of
 from tfmw.deploy import helm as deploy_helm
 from tfmw.deploy import observe, volumes
 from tfmw.deploy.release import Release, api_or_none, cluster_failure, helm_command, recorded_status, say
-from tfmw.k8s.api import Api, ApiError
+from tfmw.k8s.api import Api, ApiError, ns_path
 
 
 @dataclass(frozen=True)
@@ -266,6 +266,22 @@ def _run_after_deploy(
     out(f"{run}; {observe.workers_summary(workers, sts, record)}")
 
 
+def record_image(api: Api, workers: observe.Workers, out: Callable[[str], None]) -> None:
+    """Say which image digest the workers run, from their containers' imageID (one list of the
+    workers' pods), warning when they differ, and record it on the StatefulSet (annotation
+    observe.IMAGE_ANNOTATION) for `make status`; two requests whatever the group's size."""
+    try:
+        states = [observe.pod_state(p) for p in observe.list_pods(api, workers)]
+        record = observe.image_record(states)
+        if not record:
+            return  # no worker started (a run that ended and scaled to 0 during the wait)
+        out(observe.image_line(states, workers.replicas))
+        path = ns_path(workers.namespace, "statefulsets", workers.name, group="apps/v1")
+        api.patch(path, {"metadata": {"annotations": {observe.IMAGE_ANNOTATION: record}}})
+    except (ApiError, ValueError) as err:
+        out(f"image digest not recorded: {err}")  # the deploy itself succeeded
+
+
 def _plan_line(attempt: _Attempt, major: int, target: str) -> str:
     """'helm 4: upgrading r from revision 3 in namespace ml on <cluster>; waiting up to ...'."""
     rel, options, current = attempt.rel, attempt.options, attempt.previous
@@ -347,6 +363,8 @@ async def run(
         f"{(deployed.get('info') or {}).get('status', 'deployed')}, "
         f"{int(time.monotonic() - started)}s; follow with `make status` and `make logs`"
     )
+    if watched:
+        record_image(watched, attempt.workers, out)
     if report:
         _run_after_deploy(watched, attempt.workers, rel.name, revision, out)
     return 0
