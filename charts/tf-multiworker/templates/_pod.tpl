@@ -228,24 +228,37 @@ InfiniBand on GPU workers when workers.nccl.ipcLock opts in.
 {{/*
 "API access": the workers talk to the Kubernetes API (record the run's status, create
 Events, scale their own StatefulSet) when rbac.create and a completion action is
-scaleToZero. "true" or empty.
+scaleToZero, or with rbac.scale=false (a Role without the scale: both actions idle). "true" or empty.
 */}}
 {{- define "tf-multiworker.apiAccess" -}}
-{{- if and .Values.rbac.create (or (eq (include "tf-multiworker.onSuccess" .) "scaleToZero") (eq .Values.completion.onFailure "scaleToZero")) -}}
+{{- if and .Values.rbac.create (or (eq (include "tf-multiworker.onSuccess" .) "scaleToZero") (eq .Values.completion.onFailure "scaleToZero") (not .Values.rbac.scale)) -}}
 true
 {{- end }}
 {{- end }}
 
 {{/*
+The rights rbac.* leaves out of the workers' Role that the launcher would otherwise use, as
+TFMW_RBAC_OFF names them (comma-separated; empty: none). `list` is told by TFMW_POD_SELECTOR,
+the scale by the completion actions.
+*/}}
+{{- define "tf-multiworker.rbacOff" -}}
+{{- $off := list }}
+{{- if not .Values.rbac.events }}{{ $off = append $off "events" }}{{ end }}
+{{- if not .Values.rbac.pods.get }}{{ $off = append $off "pods.get" }}{{ end }}
+{{- if not .Values.rbac.pods.delete }}{{ $off = append $off "pods.delete" }}{{ end }}
+{{- join "," $off }}
+{{- end }}
+
+{{/*
 completion.onSuccess as the workers get it: `auto` is scaleToZero where the exported model
 outlives the pods (shared storage that is not an emptyDir) and the workers may scale their
-StatefulSet (rbac.create), else idle: a default install never deletes its own result.
+StatefulSet (rbac.create and rbac.scale), else idle: a default install never deletes its own result.
 */}}
 {{- define "tf-multiworker.onSuccess" -}}
 {{- $onSuccess := .Values.completion.onSuccess }}
 {{- if ne $onSuccess "auto" }}
 {{- $onSuccess }}
-{{- else if and .Values.rbac.create (ne .Values.storage.type "emptyDir") }}scaleToZero
+{{- else if and .Values.rbac.create .Values.rbac.scale (ne .Values.storage.type "emptyDir") }}scaleToZero
 {{- else }}idle
 {{- end }}
 {{- end }}

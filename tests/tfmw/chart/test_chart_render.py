@@ -55,9 +55,6 @@ def test_container_command_args_and_env_follow_the_contract(helm, render):
     assert plain == {
         "TFMW_STATEFULSET": FULLNAME,
         "TFMW_SERVICE": FULLNAME,
-        # the worker selector labels, which the chief lists its peers by
-        "TFMW_POD_SELECTOR": f"app.kubernetes.io/component=worker,app.kubernetes.io/instance={RELEASE},"
-        "app.kubernetes.io/name=tf-multiworker",
         "TFMW_PORT": "2222",
         "TFMW_KEEP_LOG_MIB": "10",
         "TFMW_METRICS_PORT": "9090",
