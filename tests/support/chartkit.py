@@ -25,6 +25,10 @@ OVERLAYS = ("local", "dev", "staging", "prod")
 ALL_ON = REPO / "charts" / "tf-multiworker" / "ci" / "all-on-values.yaml"
 RELEASE = "tfmw"
 NAMESPACE = "training"
+# values/prod.yaml requires image.digest (image.requireDigest): a render of it gets the digest a
+# release pipeline would set, unless the test sets image.digest itself (even to "", to see the
+# refusal).
+STAND_IN_DIGEST = "sha256:" + "0" * 64
 
 helm4 = helmkit.find_helm  # Helm 4: $HELM, else the pinned .tools/bin/helm
 helm3 = helmkit.find_helm3  # Helm 3: $HELM3, else the pinned .tools/bin/helm3
@@ -58,6 +62,7 @@ def template(
     show_only: Sequence[str] = (),
 ) -> list[dict]:
     """Rendered objects (hooks included); raises AssertionError with helm's stderr on failure."""
+    values_files, sets = with_required_digest(values_files, sets)
     result = helmkit.helm_template(executable, CHART, release, namespace, values_files, sets, show_only=show_only)
     assert result.returncode == 0, f"helm template failed: {result.stderr.strip()}"
     return helmkit.parse_manifests(result.stdout)
@@ -71,9 +76,20 @@ def template_error(
     namespace: str = NAMESPACE,
 ) -> str:
     """helm's stderr for values that must be refused; fails the test if helm renders them."""
+    values_files, sets = with_required_digest(values_files, sets)
     result = helmkit.helm_template(executable, CHART, release, namespace, values_files, sets)
     assert result.returncode != 0, f"helm rendered values that must be refused: {list(sets)}"
     return result.stderr
+
+
+def with_required_digest(values_files: Iterable[Path | str], sets: Iterable[str]) -> tuple[list, list[str]]:
+    """(values_files, sets), with STAND_IN_DIGEST set when values/prod.yaml is among the files
+    and no set names image.digest."""
+    values_files, sets = list(values_files), list(sets)
+    prod = overlay_path("prod").resolve()
+    if any(Path(f).resolve() == prod for f in values_files) and not any(s.startswith("image.digest=") for s in sets):
+        sets.append(f"image.digest={STAND_IN_DIGEST}")
+    return values_files, sets
 
 
 def find(objects: Iterable[dict], kind: str, name: str | None = None) -> list[dict]:

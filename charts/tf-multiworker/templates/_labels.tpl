@@ -90,11 +90,13 @@ Usage: include "tf-multiworker.checkovSkips" (dict "root" $ "extra" (list "CKV_K
 {{- define "tf-multiworker.checkovSkips" -}}
 {{- $root := .root }}
 {{- $skips := list "CKV_K8S_40=the image's user tfmw is UID 1000 (Dockerfile); a high UID would not own its home or the shared files" }}
-{{- if not $root.Values.image.digest }}
-{{- $skips = append $skips "CKV_K8S_43=pinned by tag until the release pipeline sets image.digest (digest wins over tag when set)" }}
+{{- /* Only an explicit image.allowMutableTag skips the digest check: an empty digest alone is
+what the check is there to catch. */}}
+{{- if and (not $root.Values.image.digest) $root.Values.image.allowMutableTag }}
+{{- $skips = append $skips "CKV_K8S_43=named by tag on purpose (image.allowMutableTag: true in this overlay); pulled Always unless the overlay chose a pull policy" }}
 {{- end }}
-{{- if ne $root.Values.image.pullPolicy "Always" }}
-{{- $skips = append $skips "CKV_K8S_15=multi-GB GPU image pinned by tag or digest; re-pulling on every start only delays the gang" }}
+{{- if ne (include "tf-multiworker.pullPolicy" (dict "image" $root.Values.image)) "Always" }}
+{{- $skips = append $skips "CKV_K8S_15=multi-GB GPU image pinned by digest, or an overlay's explicit pull policy (images imported into the nodes); re-pulling on every start only delays the gang" }}
 {{- end }}
 {{- if and .objectStoreEnv (include "tf-multiworker.objectStoreEnvFrom" $root) }}
 {{- $skips = append $skips "CKV_K8S_35=object-store storage: the object-store SDKs read their credentials from environment variables (envFrom an existing Secret)" }}

@@ -25,6 +25,18 @@ Usage: include "tf-multiworker.image" (dict "image" .Values.image "appVersion" .
 {{- end }}
 
 {{/*
+Pull policy of an image (the .image of tf-multiworker.image): image.pullPolicy when set;
+otherwise `IfNotPresent` for an image pinned by digest (its bytes cannot change) and `Always`
+for one named by tag: a tag can move, and a node that kept an older pull of it would start
+that older build beside workers on newer ones, one group training two images (Kubernetes'
+own default does this only for `latest`).
+Usage: include "tf-multiworker.pullPolicy" (dict "image" .Values.image)
+*/}}
+{{- define "tf-multiworker.pullPolicy" -}}
+{{- .image.pullPolicy | default (ternary "IfNotPresent" "Always" (not (empty .image.digest))) }}
+{{- end }}
+
+{{/*
 Shared storage path as the workers see it (TFMW_SHARED_DIR).
 */}}
 {{- define "tf-multiworker.sharedDir" -}}
@@ -164,6 +176,18 @@ unless image.tag or image.digest pin the one image there is.
 Usage: include "tf-multiworker.auxImage" (dict "root" . "own" .Values.tests.image)
 */}}
 {{- define "tf-multiworker.auxImage" -}}
+{{- $image := include "tf-multiworker.auxImageValues" . | fromJson }}
+{{- include "tf-multiworker.image" (dict "image" $image "appVersion" .root.Chart.AppVersion "gpus" 0) }}
+{{- end }}
+
+{{/* The pull policy of that image (tf-multiworker.pullPolicy): its own tag drops the digest.
+Usage: include "tf-multiworker.auxPullPolicy" (dict "root" . "own" .Values.tests.image) */}}
+{{- define "tf-multiworker.auxPullPolicy" -}}
+{{- include "tf-multiworker.pullPolicy" (dict "image" (include "tf-multiworker.auxImageValues" . | fromJson)) }}
+{{- end }}
+
+{{/* image.* as an auxiliary pod uses it, as JSON (tf-multiworker.auxImage). */}}
+{{- define "tf-multiworker.auxImageValues" -}}
 {{- $root := .root }}
 {{- $own := default (dict) .own }}
 {{- $image := deepCopy $root.Values.image }}
@@ -172,7 +196,7 @@ Usage: include "tf-multiworker.auxImage" (dict "root" . "own" .Values.tests.imag
 {{- $_ := set $image "tag" $own.tag }}
 {{- $_ := set $image "digest" "" }}
 {{- end }}
-{{- include "tf-multiworker.image" (dict "image" $image "appVersion" $root.Chart.AppVersion "gpus" 0) }}
+{{- toJson $image }}
 {{- end }}
 
 {{/*

@@ -5,7 +5,7 @@ the fix. validateValues collects them all and fails once, listing each problem o
 its own (Bitnami's pattern). The StatefulSet, which is always rendered, includes it first.
 */}}
 {{- define "tf-multiworker.validateValues" -}}
-{{- $rules := list "namespace" "fullname" "extraEnv" "podLabels" "commonLabels" "podAnnotations" "metricsPort" "tensorboardStorage" "completionStorage" "objectStoreScheme" "requestsWithinLimits" "shmWithinMemory" "writableDirsWithinEphemeralStorage" "gpusInOnePlace" "completionRbac" "serviceAccount" "podRights" "admissionPolicy" "mounts" "extraVolumes" "extraVolumeMounts" "files" "evaluator" "subPath" "createClaim" "existingClaim" "disruptionBudget" "gangScheduler" "egressRules" "securityContexts" "containerSecurity" "securityFields" "capabilities" "sysctlsAppArmor" "extraContainerNames" "extraContainerSecurity" "ipcLock" "podAntiAffinity" "tfConfigSize" "kueueInPlace" }}
+{{- $rules := list "namespace" "fullname" "extraEnv" "podLabels" "commonLabels" "podAnnotations" "metricsPort" "tensorboardStorage" "completionStorage" "objectStoreScheme" "requestsWithinLimits" "shmWithinMemory" "writableDirsWithinEphemeralStorage" "gpusInOnePlace" "completionRbac" "serviceAccount" "podRights" "admissionPolicy" "mounts" "extraVolumes" "extraVolumeMounts" "files" "evaluator" "subPath" "createClaim" "existingClaim" "disruptionBudget" "gangScheduler" "egressRules" "securityContexts" "containerSecurity" "securityFields" "capabilities" "sysctlsAppArmor" "extraContainerNames" "extraContainerSecurity" "ipcLock" "podAntiAffinity" "tfConfigSize" "kueueInPlace" "imageRepository" "imageDigest" }}
 {{- $problems := list }}
 {{- range $rule := $rules }}
 {{- with include (printf "tf-multiworker.validate.%s" $rule) $ | trim }}

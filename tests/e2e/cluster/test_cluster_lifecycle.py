@@ -269,6 +269,8 @@ def test_chart_as_subchart_of_an_umbrella_with_global_values(cluster, namespace,
                 "tf-multiworker": {
                     "training": {"command": ["python", "-m", "http.server", "--directory", "/tmp"]},
                     "workers": {"replicas": 2, "port": 8000, "resources": {"requests": {"cpu": "100m"}}},
+                    # the image as the nodes hold it (imported: no registry to pull a tag Always from)
+                    "image": {"pullPolicy": "IfNotPresent"},
                 },
             }
         )

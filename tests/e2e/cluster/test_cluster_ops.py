@@ -541,9 +541,11 @@ def test_an_install_whose_pods_cannot_schedule_says_why_and_is_rolled_back(clust
         delete_namespace_if_there(cluster, name)
 
 
-# dev and staging as they are, but for what two 2-CPU nodes without GPUs can hold
+# dev and staging as they are, but for what two 2-CPU nodes without GPUs can hold, and the image
+# as the nodes hold it (imported: no registry to pull their tag Always from)
 FITS_HERE = [
     *SLEEPER,
+    "image.pullPolicy=IfNotPresent",
     "workers.gpus=0",
     "workers.nodeSelector=null",
     "workers.resources.requests.cpu=100m",

@@ -74,6 +74,9 @@ BAD_VALUES = {
     "pull-policy": Bad(("image.pullPolicy=Sometimes",), "image.pullPolicy"),
     "digest-malformed": Bad(("image.digest=sha256:abc",), "image.digest"),
     "image-repository-uppercase": Bad(("image.repository=Registry/TFMW",), "image.repository"),
+    "image-repository-with-a-digest": Bad(("image.repository=ghcr.io/ml/tfmw@sha256:0abc",), "image.repository"),
+    "image-require-digest-string": Bad(("image.requireDigest=yes",), "image.requireDigest"),
+    "image-pull-policy-case": Bad(("image.pullPolicy=always",), "image.pullPolicy"),
     "image-typo": Bad(("image.tags=1",), "image.tags", unknown=True),
     "storage-type": Bad(("storage.type=nfs",), "storage.type"),
     "mount-path-relative": Bad(("storage.mountPath=shared",), "storage.mountPath"),
@@ -245,6 +248,27 @@ TEMPLATE_REFUSALS.update(
         "scale-to-zero-deletes-an-emptydir-model": (
             ("completion.onSuccess=scaleToZero",),
             "completion.onSuccess=scaleToZero with storage.type=emptyDir would delete the exported model",
+        ),
+        # A tag in the repository rendered `<repo>:1.2:<tag>`; a ':' before the last '/' is a port.
+        "image-repository-with-a-tag": (
+            ("image.repository=ghcr.io/ml/tfmw:1.2",),
+            "image.repository=ghcr.io/ml/tfmw:1.2: the repository names a tag (1.2); give the repository alone "
+            "and the tag as image.tag=1.2",
+        ),
+        "image-repository-with-a-port-and-a-tag": (
+            ("image.repository=registry:5000/tfmw:latest",),
+            "image.repository=registry:5000/tfmw:latest: the repository names a tag (latest)",
+        ),
+        "tests-image-repository-with-a-tag": (
+            ("tests.image.repository=ghcr.io/ml/tfmw:1.2",),
+            "tests.image.repository=ghcr.io/ml/tfmw:1.2: the repository names a tag (1.2); give the repository "
+            "alone and the tag as tests.image.tag=1.2",
+        ),
+        # values/prod.yaml's rule: a tag can point to another build by the next node's pull.
+        "image-digest-required": (
+            ("image.requireDigest=true",),
+            "image.digest is empty and image.requireDigest is true: pin the image with "
+            "image.digest=sha256:<64 hex> (make SET=... or helm --set; `make image PUSH=1` prints it;",
         ),
     }
 )

@@ -60,13 +60,20 @@ def manifests(tmp_path_factory):
 def test_checkov_finds_nothing_in_any_rendered_variant(manifests, tmp_path):
     bad = tmp_path / "privileged.yaml"
     bad.write_text(yaml.safe_dump(PRIVILEGED_POD))
+    # An overlay that runs a tag without saying so (dev without image.allowMutableTag): the
+    # digest check is skipped only by that explicit choice, never by an empty digest alone.
+    unmarked = tmp_path / "unmarked-tag.yaml"
+    objects = chartkit.template(chartkit.helm4(), [overlay_path("dev")], ["image.allowMutableTag=false"])
+    unmarked.write_text(yaml.safe_dump_all(objects, sort_keys=False))
     # One checkov run for everything (it costs seconds to start): the known-bad pod
     # proves the scan really checks, the chart's files must contribute no failure.
-    failed = checkov_scan.scan([*manifests.values(), bad])
-    chart_failures = [f for f in failed if "privileged.yaml" not in f.file]
+    failed = checkov_scan.scan([*manifests.values(), bad, unmarked])
+    chart_failures = [f for f in failed if "privileged.yaml" not in f.file and "unmarked-tag.yaml" not in f.file]
     assert not chart_failures, "\n".join(map(str, chart_failures))
     bad_ids = {f.check_id for f in failed if "privileged.yaml" in f.file}
     assert {"CKV_K8S_16", "CKV_K8S_19"} <= bad_ids  # privileged, hostNetwork
+    unmarked_ids = {(f.check_id, f.resource.split(".")[0]) for f in failed if "unmarked-tag.yaml" in f.file}
+    assert ("CKV_K8S_43", "StatefulSet") in unmarked_ids and {c for c, _ in unmarked_ids} == {"CKV_K8S_43"}
 
 
 def test_every_skip_has_a_reason_and_is_documented(manifests):

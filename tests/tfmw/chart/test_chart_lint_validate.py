@@ -24,8 +24,11 @@ VALUES_SETS = values_sets()
 @pytest.mark.parametrize("name", sorted(VALUES_SETS))
 def test_helm_lint_strict(helm, name):
     args = ["lint", "--strict", str(chartkit.CHART), "--namespace", chartkit.NAMESPACE]
-    for path in VALUES_SETS[name]:
+    files, sets = chartkit.with_required_digest(VALUES_SETS[name], ())
+    for path in files:
         args += ["-f", str(path)]
+    for item in sets:
+        args += ["--set", item]
     result = chartkit.run_helm(helm, args)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 chart(s) failed" in result.stdout

@@ -47,6 +47,8 @@ def _template_with_api(helm: str, *sets: str) -> tuple[list[dict], str]:
         chartkit.NAMESPACE,
         "-f",
         str(overlay_path("prod")),
+        "--set",
+        f"image.digest={chartkit.STAND_IN_DIGEST}",
         "--api-versions",
         POD_MONITOR_API,
     ]
@@ -91,6 +93,8 @@ def test_notes_say_when_the_pod_monitor_was_left_out():
             chartkit.NAMESPACE,
             "-f",
             str(overlay_path("prod")),
+            "--set",
+            f"image.digest={chartkit.STAND_IN_DIGEST}",
         ]
         for item in sets:
             args += ["--set", item]

@@ -245,6 +245,8 @@ def test_pyhelm3_renders_every_overlay(helm_name):
         rendered = {}
         for env in OVERLAYS:
             overlay = yaml.safe_load(overlay_path(env).read_text())
+            if (overlay.get("image") or {}).get("requireDigest"):  # prod: the release pipeline's digest
+                overlay["image"]["digest"] = chartkit.STAND_IN_DIGEST
             rendered[env] = [
                 o for o in await client.template_resources(chart, RELEASE, overlay, namespace=NAMESPACE) if o
             ]

@@ -246,7 +246,11 @@ def test_no_doc_suggests_an_extra_env_name_the_chart_refuses():
 
 def _overlay_row(env: str) -> list[str]:
     """What docs/chart.md's overlays table must say of values/<env>.yaml, from its render."""
-    rendered = render.prepare(env)
+    requires_digest = ((yaml.safe_load(chartkit.overlay_path(env).read_text()) or {}).get("image") or {}).get(
+        "requireDigest"
+    )
+    # values/prod.yaml renders only with a digest: the release pipeline's stands in
+    rendered = render.prepare(env, [f"image.digest={chartkit.STAND_IN_DIGEST}"] if requires_digest else [])
     target = rendered.target
     sts = rendered.find("StatefulSet")[0]
     container = sts["spec"]["template"]["spec"]["containers"][0]
@@ -266,7 +270,7 @@ def _overlay_row(env: str) -> list[str]:
         context,
         f"{sts['spec']['replicas']} × {f'{gpus} GPU' if gpus else 'CPU'}",
         storage,
-        f"`{container['image'].rpartition(':')[2]}`",
+        "a digest (required)" if requires_digest else f"`{container['image'].rpartition(':')[2]}`",
         env_vars["TFMW_ON_SUCCESS"],
     ]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from chartkit import STAND_IN_DIGEST
 from deploykit import HELM3, HELM4, REPO, assert_one_line_error, run_cli
 
 
@@ -27,12 +28,21 @@ def test_other_cluster_commands_name_the_unreachable_cluster(command, unreachabl
 
 
 def test_template_prod_writes_build_manifests():
-    proc = run_cli("template", "--env", "prod")
+    proc = run_cli("template", "--env", "prod", "--set", f"image.digest={STAND_IN_DIGEST}")
     assert proc.returncode == 0, proc.stderr
     path = REPO / "build" / "prod" / "manifests.yaml"
     assert proc.stdout.strip().splitlines()[-1] == "build/prod/manifests.yaml"
     objects = [o for o in yaml.safe_load_all(path.read_text()) if o]
     assert {"StatefulSet", "Service"} <= {o["kind"] for o in objects}
+
+
+def test_template_prod_without_a_digest_is_refused_naming_how_to_get_one():
+    """values/prod.yaml requires image.digest: a tag could point to another build by the time
+    the next node pulls it."""
+    proc = run_cli("template", "--env", "prod")
+    assert_one_line_error(
+        proc, "template", "image.digest is empty and image.requireDigest is true", "make image PUSH=1"
+    )
 
 
 def test_template_to_chosen_output_with_set(tmp_path):

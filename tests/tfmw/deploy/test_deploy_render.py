@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 import yaml
+from chartkit import STAND_IN_DIGEST
 from deploykit import HELM3, HELM4, REPO
 
 from tfmw.chart import render
@@ -150,6 +151,8 @@ def test_unknown_kube_version_is_refused():
 def test_real_chart_renders_offline_like_helm_template(env):
     """The real chart and overlay: our pipeline == `helm template -f values/<env>.yaml --set ...`."""
     sets = ["training.runId=run-42"]
+    if env == "prod":  # prod requires a digest (image.requireDigest)
+        sets.append(f"image.digest={STAND_IN_DIGEST}")
     ours = render.render(env, sets, release="rel", namespace="ml")
     reference = helm_template(
         HELM4,
@@ -158,8 +161,7 @@ def test_real_chart_renders_offline_like_helm_template(env):
         str(render.CHART_DIR / "values.yaml"),
         "-f",
         str(render.VALUES_DIR / f"{env}.yaml"),
-        "--set",
-        sets[0],
+        *(arg for item in sets for arg in ("--set", item)),
         release="rel",
         namespace="ml",
     )
@@ -169,7 +171,7 @@ def test_real_chart_renders_offline_like_helm_template(env):
 
 
 def test_render_to_file_writes_build_env_manifests(tmp_path):
-    path = render.render_to_file("prod", path=tmp_path / "prod" / "manifests.yaml")
+    path = render.render_to_file("prod", [f"image.digest={STAND_IN_DIGEST}"], path=tmp_path / "prod" / "manifests.yaml")
     objects = [o for o in yaml.safe_load_all(path.read_text()) if o]
     assert any(o["kind"] == "StatefulSet" for o in objects)
     assert render.manifests_path("prod") == REPO / "build" / "prod" / "manifests.yaml"

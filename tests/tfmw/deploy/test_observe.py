@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from chartkit import STAND_IN_DIGEST
 
 from entrypoint.lifecycle import Phase, RunState
 from tfmw.chart.helmkit import ToolError
@@ -498,7 +499,8 @@ def test_worker_statefulset_is_preferred_over_others():
 def test_real_chart_workers_selector_matches_its_pod_labels():
     from tfmw.chart import render
 
-    objects = render.render("prod", release="rel", namespace="ml")
+    digest = f"image.digest={STAND_IN_DIGEST}"  # prod requires one (image.requireDigest)
+    objects = render.render("prod", [digest], release="rel", namespace="ml")
     workers = observe.workers_of(objects, "default")
     sts = next(o for o in objects if o["kind"] == "StatefulSet")
     labels = sts["spec"]["template"]["metadata"]["labels"]
@@ -511,7 +513,7 @@ def test_real_chart_workers_selector_matches_its_pod_labels():
     assert any(o["kind"] == "ConfigMap" and o["metadata"]["name"] == workers.status_configmap for o in objects)
     idle = observe.workers_of(
         render.render(
-            "prod", ["completion.onSuccess=idle", "completion.onFailure=idle"], release="rel", namespace="ml"
+            "prod", ["completion.onSuccess=idle", "completion.onFailure=idle", digest], release="rel", namespace="ml"
         ),
         "default",
     )

@@ -16,6 +16,7 @@ import textwrap
 import tomllib
 from pathlib import Path
 
+import chartkit
 import pytest
 import yaml
 from repo import REPO as REPO_ROOT
@@ -39,7 +40,8 @@ def pyproject_pin(package: str) -> str:
 
 
 def render_statefulset(helm_path: str, overlay: Path | None = None) -> dict:
-    result = helmkit.helm_template(helm_path, CHART, "tfmw", values_files=[overlay] if overlay else [])
+    files, sets = chartkit.with_required_digest([overlay] if overlay else [], [])
+    result = helmkit.helm_template(helm_path, CHART, "tfmw", values_files=files, sets=sets)
     assert result.returncode == 0, result.stderr
     objects = helmkit.parse_manifests(result.stdout)
     statefulsets = [d for d in objects if d["kind"] == "StatefulSet"]
@@ -290,8 +292,11 @@ def test_make_image_tag_is_the_image_the_chart_pulls_by_default(helm_path, overl
     assert values["image"]["repository"].rsplit("/", 1)[-1] == IMAGE_NAME
     statefulset = render_statefulset(helm_path, overlay)
     overlay_image = ((yaml.safe_load(overlay.read_text()) if overlay else {}) or {}).get("image") or {}
-    if overlay_image.get("digest"):  # pinned after a real push (docs/image.md): the digest wins
-        assert worker_container(statefulset)["image"].endswith("@" + overlay_image["digest"])
+    # pinned after a real push (docs/image.md), or required (values/prod.yaml; rendered with
+    # chartkit's stand-in): the digest wins
+    digest = overlay_image.get("digest") or (chartkit.STAND_IN_DIGEST if overlay_image.get("requireDigest") else "")
+    if digest:
+        assert worker_container(statefulset)["image"].endswith("@" + digest)
         return
     gpus = (worker_container(statefulset).get("resources", {}).get("limits") or {}).get("nvidia.com/gpu", 0)
     # An overlay's own tag (values/dev.yaml: the moving `dev` image) wins; otherwise the variant's.

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from repo import REPO as REPO_ROOT
 
-from tfmw.lint.pipeline import ALL_ON_OVERLAY, CHART_RELATIVE, discover_overlays, yaml_files_to_lint
+from tfmw.lint.pipeline import ALL_ON_OVERLAY, CHART_RELATIVE, STAND_IN_DIGEST, discover_overlays, yaml_files_to_lint
 
 
 def run_lint(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -269,3 +269,27 @@ def test_a_noqa_that_silences_nothing_fails_ruff(repo_copy):
     (repo_copy / "tool.py").write_text("x = 1  # noqa: E501\n")
     result = run_lint(repo_copy, "--only", "ruff")
     assert result.returncode == 1 and "RUF100" in result.stdout, result.stdout
+
+
+def test_a_digest_stands_in_only_where_the_release_pipeline_must_set_one(tmp_path):
+    """An overlay that requires a digest (values/prod.yaml) cannot render without one, and the
+    chart defaults are no deployment: both are linted with the stand-in. An overlay that names
+    no digest and does not say it runs a tag on purpose is linted as it is, for checkov to flag."""
+    assert [o.sets for o in discover_overlays(tmp_path)] == [()]  # a chart without image.digest: nothing to stand in
+    (tmp_path / CHART_RELATIVE).mkdir(parents=True)
+    (tmp_path / CHART_RELATIVE / "values.yaml").write_text('image:\n  repository: r\n  digest: ""\n')
+    (tmp_path / "values").mkdir()
+    (tmp_path / "values" / "prod.yaml").write_text("image:\n  requireDigest: true\n")
+    (tmp_path / "values" / "pinned.yaml").write_text(
+        "image:\n  requireDigest: true\n  digest: sha256:" + "1" * 64 + "\n"
+    )
+    (tmp_path / "values" / "tag.yaml").write_text("workers:\n  replicas: 2\n")
+    sets = {o.label: o.sets for o in discover_overlays(tmp_path)}
+    assert sets == {
+        "chart defaults": (STAND_IN_DIGEST,),
+        "values/pinned.yaml": (),
+        "values/prod.yaml": (STAND_IN_DIGEST,),
+        "values/tag.yaml": (),
+    }
+    prod = next(o for o in discover_overlays(tmp_path) if o.label == "values/prod.yaml")
+    assert prod.helm_args()[-2:] == ["--set", STAND_IN_DIGEST]
