@@ -259,3 +259,25 @@ def test_the_policys_status_keys_are_the_ones_the_launcher_and_the_evaluator_wri
 def test_the_policy_follows_an_existing_service_account(helm):
     vap, _ = policy(helm, "serviceAccount.create=false", "serviceAccount.name=trainer")
     assert "system:serviceaccount:training:trainer" in vap["spec"]["matchConditions"][0]["expression"]
+
+
+@pytest.mark.parametrize("kube_version", ["1.30.0", "1.35.0"])
+def test_the_policy_and_its_binding_are_valid_kubernetes_objects(helm, kube_version):
+    """Against the Kubernetes schema, strictly (an unknown field is a problem), from 1.30, where
+    admissionregistration.k8s.io/v1 serves them."""
+    checked = helmkit.validate_objects(policy(helm, "evaluator.enabled=true", *SHARED), kube_version)
+    assert checked.problems == [] and not checked.custom
+
+
+def test_notes_show_no_events_command_without_the_events_right():
+    def notes(*sets: str) -> str:
+        args = ["install", RELEASE, str(chartkit.CHART), "--dry-run=client", "--namespace", NAMESPACE]
+        for item in sets:
+            args += ["--set", item]
+        result = chartkit.run_helm(chartkit.helm4(), args)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.split("NOTES:", 1)[1]
+
+    assert "get events" in notes() and f"get configmap {STATUS}" in notes()
+    off = notes("rbac.events=false")
+    assert "get events" not in off and f"get configmap {STATUS}" in off
