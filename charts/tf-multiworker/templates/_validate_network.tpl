@@ -21,3 +21,24 @@
 {{- end }}
 {{- join "\n" $problems }}
 {{- end }}
+
+{{/* An egress rule to DNS without destinations would allow port 53 to any address. */}}
+{{- define "tf-multiworker.validate.dnsTo" -}}
+{{- $np := .Values.networkPolicy }}
+{{- if and $np.enabled $np.egress.restrict $np.egress.allowDns (not $np.egress.dnsTo) }}
+{{- print "networkPolicy.egress.dnsTo is empty: DNS would be allowed to any address; list the cluster DNS (NetworkPolicyPeer list, default the kube-dns pods of kube-system), or set networkPolicy.egress.allowDns=false" }}
+{{- end }}
+{{- end }}
+
+{{/* networkPolicy.egress.apiServer.required: an install or upgrade (where lookup runs) that
+neither finds the API server's endpoints nor is given them is refused, rather than letting the
+workers reach its ports at any address. Offline renders pass (_network.tpl, apiServerEgress). */}}
+{{- define "tf-multiworker.validate.apiServerFound" -}}
+{{- $np := .Values.networkPolicy }}
+{{- if and $np.enabled $np.egress.restrict (not $np.egress.apiServer.to) (include "tf-multiworker.apiAccess" .) $np.egress.apiServer.required }}
+{{- $found := include "tf-multiworker.apiServerEndpoints" . | fromJson }}
+{{- if and $found.online (not $found.rules) }}
+{{- print "networkPolicy.egress.apiServer.required=true but the cluster's `kubernetes` Service has no EndpointSlice in namespace default to take the API server's addresses from: list them in networkPolicy.egress.apiServer.to (kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes), or set networkPolicy.egress.apiServer.required=false to allow its ports to any address" }}
+{{- end }}
+{{- end }}
+{{- end }}

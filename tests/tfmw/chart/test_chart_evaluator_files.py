@@ -138,9 +138,13 @@ def test_the_evaluators_network_policy_admits_nothing_and_reaches_no_worker(helm
     policy = one(render(helm, sets=EVALUATOR), "NetworkPolicy", f"{FULLNAME}-evaluator")
     assert policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "evaluator"
     assert policy["spec"]["ingress"] == []
+    kube_dns = {  # the one pod peer: the cluster DNS's pods in kube-system (networkPolicy.egress.dnsTo)
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+    }
     for rule in policy["spec"].get("egress", []):
         for peer in rule.get("to", []):
-            assert "podSelector" not in peer
+            assert "podSelector" not in peer or peer == kube_dns
     ports = [p["port"] for rule in policy["spec"]["egress"] for p in rule.get("ports", [])]
     assert 2222 not in ports and 53 in ports and 443 in ports  # DNS and the API server, not gRPC
 

@@ -193,9 +193,16 @@ def test_egress_is_restricted_to_peers_dns_and_extra_rules(helm, render):
     to_workers, dns, extra, api_server = egress
     assert to_workers["ports"] == [{"port": 2222, "protocol": "TCP"}]
     assert selects(to_workers["to"][0]["podSelector"], pod_labels(one(objects, "StatefulSet")))
-    assert {p["port"] for p in dns["ports"]} == {53} and "to" not in dns
+    assert {p["port"] for p in dns["ports"]} == {53}
+    assert dns["to"] == [  # the cluster DNS only (networkPolicy.egress.dnsTo), not any address
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+        }
+    ]
     assert extra["ports"] == [{"port": 443, "protocol": "TCP"}]
-    # API access is on by default (completion: scaleToZero): the API server's ports.
+    # API access is on by default (completion: scaleToZero); offline (no lookup) and not
+    # required, the API server's ports (test_chart_network_policy: found at install, required).
     assert api_server == {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]}
     test_policy = one(objects, "NetworkPolicy", f"{FULLNAME}-test")
     assert test_policy["spec"]["ingress"] == []
