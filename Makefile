@@ -9,10 +9,16 @@ SHELL := /bin/bash
 ENV ?=
 RELEASE ?=
 NAMESPACE ?=
-# ANY_CONTEXT=1: deploy/undeploy on the kube context in use although the overlay names another
+# ANY_CONTEXT=1: deploy/undeploy/suspend/resume/retry on the kube context in use whatever the
+# overlay's target.kubeContext says (another context, "@local", none), also with SET= changing it
 ANY_CONTEXT ?=
+# SET= items are split on spaces and typed by helm (5 a number, true a boolean); SET_STRING= items
+# are always text (helm --set-string); SET_FILE= items are key=path (the file's text)
 SET ?=
+SET_STRING ?=
 SET_FILE ?=
+# KUBE_VERSION=1.30: check the rendered manifests against that Kubernetes (default: the newest supported)
+KUBE_VERSION ?=
 QUICK ?=
 # make bench PEERS=1: also figures 10 and 11, the chart beside Kubeflow's TFJob and a JobSet (their
 # controllers built once from their pinned Go modules and installed on the figures' own clusters;
@@ -30,6 +36,9 @@ CTX_ARG = $(if $(KUBE_CONTEXT),--kube-context $(KUBE_CONTEXT))
 # the environment and where its release goes, as the tfmw verbs take them
 TARGET_ARGS = $(if $(ENV),--env $(ENV)) $(if $(RELEASE),--release $(RELEASE)) $(if $(NAMESPACE),--namespace $(NAMESPACE)) $(CTX_ARG)
 GUARD_ARG = $(if $(filter 1,$(ANY_CONTEXT)),--any-context)
+# what is layered over the overlay, as the verbs that render take it
+SET_ARGS = $(if $(SET),--set "$(SET)") $(if $(SET_STRING),--set-string "$(SET_STRING)") $(if $(SET_FILE),--set-file "$(SET_FILE)")
+RENDER_ARGS = $(SET_ARGS) $(if $(KUBE_VERSION),--kube-version $(KUBE_VERSION))
 PYTEST_ARGS ?=
 # make cluster: nodes (1-7, default 2) and nvidia.com/gpu capacity each advertises (no GPU is used);
 # KUEUE=1 also installs the pinned Kueue and a ClusterQueue (built once, ~6 min)
@@ -77,7 +86,7 @@ CT_STAMP := $(TOOLS)/.ct-stamp
 .PHONY: help
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "  variables: ENV=<$(shell ls values | sed 's/\.yaml$$//' | paste -sd'|')> (default local) RELEASE= NAMESPACE= KUBE_CONTEXT= ANY_CONTEXT=1 SET='k=v ...' SET_FILE='k=path ...' HELM=path QUICK=1"
+	@echo "  variables: ENV=<$(shell ls values | sed 's/\.yaml$$//' | paste -sd'|')> (default local) RELEASE= NAMESPACE= KUBE_CONTEXT= ANY_CONTEXT=1 SET='k=v ...' SET_STRING='k=v ...' SET_FILE='k=path ...' KUBE_VERSION= HELM=path QUICK=1"
 
 # The venv gets the image's versions of every package both have (the CPU lock, its hashes
 # dropped, as pip constraints): `make local` trains on the image's stack. Unconstrained, pip
@@ -128,11 +137,11 @@ lint: setup-tools $(CT_STAMP) ## helm lint --strict (Helm 4+3), kubernetes-valid
 
 .PHONY: template
 template: setup-tools ## Render the chart for ENV into build/<ENV>/manifests.yaml
-	$(TFMW) template $(TARGET_ARGS) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)")
+	$(TFMW) template $(TARGET_ARGS) $(RENDER_ARGS)
 
 .PHONY: local
 local: setup-tools ## Train for real on this machine: the chart rendered with values/local.yaml, one process per worker
-	$(PY) -m tfmw.localrun --env $(or $(ENV),local) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)") $(if $(FRESH),--fresh)
+	$(PY) -m tfmw.localrun --env $(or $(ENV),local) $(SET_ARGS) $(if $(FRESH),--fresh)
 
 .PHONY: cluster
 cluster: setup host-packages ## Start a real local Kubernetes (root): control plane, CoreDNS, NODES real nodes running the worker image; prints `export KUBECONFIG=...`
@@ -148,11 +157,11 @@ cluster-down: $(VENV_STAMP) ## Stop the local cluster: no process, mount, cgroup
 
 .PHONY: deploy
 deploy: setup-tools ## Install or upgrade ENV's release on the current kube context
-	$(TFMW) deploy $(TARGET_ARGS) $(GUARD_ARG) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)") $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(UNSCHEDULABLE_GRACE),--unschedulable-grace $(UNSCHEDULABLE_GRACE)) $(if $(DRY_RUN),--dry-run)
+	$(TFMW) deploy $(TARGET_ARGS) $(GUARD_ARG) $(RENDER_ARGS) $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(UNSCHEDULABLE_GRACE),--unschedulable-grace $(UNSCHEDULABLE_GRACE)) $(if $(DRY_RUN),--dry-run)
 
 .PHONY: diff
 diff: setup-tools ## Show what deploy would change (rendered manifests vs. the deployed release)
-	$(TFMW) diff $(TARGET_ARGS) $(if $(SET),--set "$(SET)") $(if $(SET_FILE),--set-file "$(SET_FILE)")
+	$(TFMW) diff $(TARGET_ARGS) $(RENDER_ARGS)
 
 .PHONY: status
 status: setup-tools ## Release state and per-worker progress

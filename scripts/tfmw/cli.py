@@ -43,7 +43,7 @@ def _release(args) -> Release:
 
 
 def _rendering(args) -> apply.Rendering:
-    return apply.Rendering(tuple(args.set), tuple(args.set_file), args.kube_version)
+    return apply.Rendering(tuple(args.set), tuple(args.set_file), args.kube_version, tuple(args.set_string))
 
 
 def _upgrade(args) -> Upgrade:
@@ -94,13 +94,20 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--any-context",
             action="store_true",
-            help="act on the kube context in use even where the overlay's target.kubeContext names another, "
-            "or (no --env) it is not a local cluster",
+            help="act on the kube context in use whatever the overlay's target.kubeContext says (another "
+            "context, a local cluster only, or none), also with SET= changing it",
         )
 
     def rendering(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--set", action="append", default=[], help="helm --set items, space separated: 'a.b=1 c={x,y}' (repeatable)"
+        )
+        p.add_argument(
+            "--set-string",
+            dest="set_string",
+            action="append",
+            default=[],
+            help="helm --set-string items, space separated: every value is text ('a.b=true c={x,5}') (repeatable)",
         )
         p.add_argument(
             "--set-file",

@@ -124,6 +124,56 @@ def helm_major(helm: str) -> int:
     return major_of(helm_version(helm), helm)
 
 
+# ---------------------------------------------------------------- the chart's kubeVersion
+
+_VERSION = re.compile(r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[-+].*)?$")
+_TERM = re.compile(r"^(>=|<=|!=|>|<|=)?\s*(\S+)$")
+
+
+def version_tuple(version: str) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of "1.27", "v1.27.3" or "1.27.0-0" (pre-release and build dropped);
+    None for anything else (pure)."""
+    match = _VERSION.match(version.strip())
+    return tuple(int(part or 0) for part in match.groups()) if match else None
+
+
+def _meets(term: str, version: tuple[int, int, int]) -> bool | None:
+    """One comparison of a semver constraint ('>=1.27.0-0'); None when it is not a plain one (~, ^, x)."""
+    match = _TERM.match(term.strip())
+    wanted = version_tuple(match.group(2)) if match else None
+    if wanted is None:
+        return None
+    op = match.group(1) or "="
+    return {
+        ">=": version >= wanted,
+        "<=": version <= wanted,
+        ">": version > wanted,
+        "<": version < wanted,
+        "=": version == wanted,
+        "!=": version != wanted,
+    }[op]
+
+
+def kube_version_refusal(constraint: str, version: str) -> str | None:
+    """Why Kubernetes `version` is outside a chart's `kubeVersion` constraint, as the end of one
+    line; None when it is inside, or when the constraint uses what this does not read (~, ^,
+    wildcards: helm itself judges those at install) (pure). Pre-releases count as their release,
+    as the chart's "-0" suffix means."""
+    have = version_tuple(version)
+    if not constraint.strip() or have is None:
+        return None
+    alternatives = []
+    for group in constraint.split("||"):
+        terms = [t for t in re.split(r"[,\s]+(?=[<>=!]|v?\d)", group.strip()) if t.strip()]
+        results = [_meets(t, have) for t in terms]
+        if None in results:
+            return None
+        alternatives.append(all(results))
+    if any(alternatives):
+        return None
+    return f"Kubernetes {version} is outside the chart's kubeVersion {constraint!r} (Chart.yaml)"
+
+
 # ---------------------------------------------------------------- helm template
 
 
@@ -136,9 +186,11 @@ def template_args(
     kube_version: str | None = None,
     show_only: Iterable[str] = (),
     set_files: Iterable[str] = (),
+    set_strings: Iterable[str] = (),
 ) -> list[str]:
-    """`helm template` arguments: -f files, --set items, then --set-file items (key=path: the
-    file's text becomes the value), in the order given (helm layers them)."""
+    """`helm template` arguments: -f files, --set items, --set-string items (every value text),
+    then --set-file items (key=path: the file's text becomes the value); helm layers them in
+    that order whatever the order of the flags."""
     args = ["template", release, str(chart), "--namespace", namespace]
     if kube_version:
         args += ["--kube-version", kube_version]
@@ -146,6 +198,8 @@ def template_args(
         args += ["--values", str(path)]
     for item in sets:
         args += ["--set", item]
+    for item in set_strings:
+        args += ["--set-string", item]
     for item in set_files:
         args += ["--set-file", item]
     for template in show_only:
@@ -163,10 +217,14 @@ def helm_template(
     kube_version: str | None = None,
     show_only: Iterable[str] = (),
     set_files: Iterable[str] = (),
+    set_strings: Iterable[str] = (),
 ) -> subprocess.CompletedProcess:
     """Run `helm template` offline; the caller decides what a failure means (helm_error_line,
     chart_refusal). A helm that cannot start is a ToolError (exit 127)."""
-    command = [helm, *template_args(chart, release, namespace, values_files, sets, kube_version, show_only, set_files)]
+    command = [
+        helm,
+        *template_args(chart, release, namespace, values_files, sets, kube_version, show_only, set_files, set_strings),
+    ]
     try:
         return subprocess.run(command, capture_output=True, text=True, timeout=HELM_TIMEOUT_SECONDS)
     except OSError as exc:

@@ -43,6 +43,7 @@ import yaml
 from entrypoint.errors import ConfigError
 from entrypoint.training import config as trainer_config
 from tfmw.chart import helmkit, pss
+from tfmw.chart import sets as set_items
 from tfmw.chart.helmkit import REPO, ToolError, find_helm, helm_error_line
 from tfmw.chart.target import DEFAULT_NAMESPACE, DEFAULT_RELEASE, Target, target_of
 from tfmw.chart.training_schema import BUILTIN_TRAINER
@@ -153,14 +154,9 @@ def split_sets(sets: str | Iterable[str] | None, flag: str = "--set") -> list[st
     items: list[str] = []
     for arg in sets:
         items.extend(_split_words(arg))
-    for item in items:
+    for index, item in enumerate(items):
         if "=" not in item:
-            example = (
-                "key=path, e.g. training.files.main\\.py=main.py"
-                if flag == "--set-file"
-                else "key=value, e.g. workers.replicas=4 (lists: a={x,y}, a[0]=x; literal comma: a=x\\,y)"
-            )
-            raise ToolError(f"bad {flag} '{item}': expected {example}")
+            raise ToolError(set_items.no_equals_refusal(items, index, flag))
     return items
 
 
@@ -171,9 +167,14 @@ _PROBE_TEMPLATE = "{{ toJson .Values }}\n"
 
 
 def _probe_values(
-    helm: str, defaults: Path | None, overlays: Sequence[Path], sets: Sequence[str], set_files: Sequence[str] = ()
+    helm: str,
+    defaults: Path | None,
+    overlays: Sequence[Path],
+    sets: Sequence[str],
+    set_files: Sequence[str] = (),
+    set_strings: Sequence[str] = (),
 ) -> dict:
-    """Run helm's own merge of (defaults, -f overlays..., --set items..., --set-file items...)
+    """Run helm's own merge of (defaults, -f overlays..., --set, --set-string, --set-file items)
     and return the result (a --set-file's text is in it: what the real render gets on stdin)."""
     with tempfile.TemporaryDirectory(prefix="tfmw-values-probe-") as tmp:
         probe = Path(tmp)
@@ -182,26 +183,32 @@ def _probe_values(
         (probe / "templates" / "values.json").write_text(_PROBE_TEMPLATE)
         if defaults is not None:
             shutil.copyfile(defaults, probe / "values.yaml")
-        proc = helmkit.helm_template(helm, probe, "probe", values_files=overlays, sets=sets, set_files=set_files)
+        proc = helmkit.helm_template(
+            helm, probe, "probe", values_files=overlays, sets=sets, set_files=set_files, set_strings=set_strings
+        )
     if proc.returncode != 0:
         reason = helm_error_line(proc.stderr)
-        if set_files and ("set-file" in reason or "no such file" in reason.lower()):
-            raise ToolError(
-                f"bad --set-file {' '.join(set_files)!r}: {reason} "
-                "(expected key=path of a readable file, e.g. training.files.main\\.py=main.py)"
-            )
-        if "--set" in reason:
-            raise ToolError(f"bad --set {' '.join(sets)!r}: {reason} (expected key=value, e.g. workers.replicas=4)")
+        given = bool(sets or set_strings or set_files)
+        # what the items were layered over, for naming the key helm's words do not name
+        overlay = _probe_values(helm, None, overlays, []) if given and "interface conversion" in reason else None
+        if given:
+            raise set_items.probe_failure(reason, overlay, sets, set_strings, set_files)
         raise ToolError(f"values could not be read: {reason}")
     body = "\n".join(ln for ln in proc.stdout.splitlines() if ln.strip() and not ln.startswith(("---", "# Source:")))
     return json.loads(body) if body.strip() else {}
 
 
 def user_values(
-    overlays: Sequence[Path], sets: Sequence[str] = (), helm: str | None = None, set_files: Sequence[str] = ()
+    overlays: Sequence[Path],
+    sets: Sequence[str] = (),
+    helm: str | None = None,
+    set_files: Sequence[str] = (),
+    set_strings: Sequence[str] = (),
 ) -> dict:
     """Overlays and --set merged by helm's rules (nulls kept: they delete chart defaults later)."""
-    return _probe_values(find_helm(helm), None, [Path(p) for p in overlays], list(sets), list(set_files))
+    return _probe_values(
+        find_helm(helm), None, [Path(p) for p in overlays], list(sets), list(set_files), list(set_strings)
+    )
 
 
 def layer_values(
@@ -210,6 +217,7 @@ def layer_values(
     sets: Sequence[str] = (),
     helm: str | None = None,
     set_files: Sequence[str] = (),
+    set_strings: Sequence[str] = (),
 ) -> dict:
     """The effective values the chart's templates see: what `helm -f defaults -f ... --set` gives."""
     defaults = Path(chart_dir) / "values.yaml"
@@ -219,6 +227,7 @@ def layer_values(
         [Path(p) for p in overlays],
         list(sets),
         list(set_files),
+        list(set_strings),
     )
 
 
@@ -286,9 +295,10 @@ def describe_schema_error(error: jsonschema.ValidationError) -> str:
     return f"{_shown(value)}: {error.message}{example}"
 
 
-def validate_values(values: dict, chart_dir: Path = CHART_DIR, origin: str = "") -> None:
+def validate_values(values: dict, chart_dir: Path = CHART_DIR, origin: str = "", sets: Sequence[str] = ()) -> None:
     """Refuse values that break the chart's values.schema.json, in one line naming the key, the
-    value, what is allowed and an example (describe_schema_error)."""
+    value, what is allowed and an example (describe_schema_error); for a value `sets` (SET=
+    items) gave, how to write it (tfmw.chart.sets.schema_hint)."""
     schema_path = Path(chart_dir) / "values.schema.json"
     if not schema_path.is_file():
         return
@@ -299,9 +309,13 @@ def validate_values(values: dict, chart_dir: Path = CHART_DIR, origin: str = "")
         return
     error = jsonschema.exceptions.best_match(errors)
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    what = "unknown key" if _deepest(error).validator == "additionalProperties" else "invalid value for"
+    deepest = _deepest(error)
+    what = "unknown key" if deepest.validator == "additionalProperties" else "invalid value for"
+    key = _error_key(deepest)
+    schema = deepest.schema if isinstance(deepest.schema, dict) else {}
+    hint = set_items.schema_hint(key, deepest.instance, schema.get("type"), sets)
     raise ToolError(
-        f"{what} {_error_key(_deepest(error))}: {describe_schema_error(error)}{more}; refused by "
+        f"{what} {key}: {describe_schema_error(error)}{hint}{more}; refused by "
         f"{repo_relative(schema_path)}{' — ' + origin if origin else ''}"
     )
 
@@ -364,6 +378,24 @@ def render_values(
     return asyncio.run(_template(find_helm(helm), Path(chart_dir), release, namespace, values))
 
 
+def check_kube_version(kube_version: str | None, chart_dir: Path = CHART_DIR) -> None:
+    """Refuse a --kube-version (KUBE_VERSION=) the chart's own `kubeVersion` excludes: manifests
+    "valid for" a cluster that helm install refuses would say nothing."""
+    chart_yaml = Path(chart_dir) / "Chart.yaml"
+    if not kube_version or not chart_yaml.is_file():
+        return
+    try:
+        constraint = str((yaml.safe_load(chart_yaml.read_text()) or {}).get("kubeVersion") or "")
+    except yaml.YAMLError:
+        return  # helm names what is wrong with Chart.yaml
+    refusal = helmkit.kube_version_refusal(constraint, kube_version)
+    if refusal:
+        raise ToolError(
+            f"--kube-version {kube_version}: {refusal}, so helm install refuses such a cluster; give "
+            f"KUBE_VERSION= (--kube-version) the version of the cluster you deploy to, within {constraint}"
+        )
+
+
 def validate_manifests(objects: Sequence[dict], kube_version: str = DEFAULT_KUBE_VERSION) -> list[str]:
     """Refuse the first object that is not valid for kube_version (strict: unknown fields fail).
 
@@ -397,6 +429,7 @@ class Rendered:
     unchecked_kinds: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # one line each, for the operator
     target: Target | None = None  # the release, namespace and kube context it was rendered for
+    set_strings: list[str] = field(default_factory=list)  # --set-string items (SET_STRING=)
 
     def find(self, kind: str) -> list[dict]:
         return [o for o in self.objects if o.get("kind") == kind]
@@ -413,27 +446,29 @@ def prepare(
     kube_version: str | None = DEFAULT_KUBE_VERSION,
     set_files: Iterable[str] | str | None = (),
     values_files: Sequence[Path] = (),
+    set_strings: Iterable[str] | str | None = (),
 ) -> Rendered:
     """Env overlay (+ more values files, as `-f` after it) + --set + --set-file -> validated
     values -> rendered, validated manifests. No cluster. The release and namespace not given
     come from the overlay's `target` block (tfmw.chart.target)."""
     helm = find_helm(helm)
     overlay = overlay_path(env, values_dir)
+    check_kube_version(kube_version, chart_dir)
     check_overlay(overlay)
     overlays = [overlay, *map(Path, values_files)]
     for extra in overlays[1:]:
         check_overlay(extra)
     items = split_sets(sets)
+    strings = split_sets(set_strings, flag="--set-string")
     files = split_sets(set_files, flag="--set-file")
-    effective = layer_values(chart_dir, overlays, items, helm, files)
-    where = f"from {repo_relative(overlay)}" + (f" with --set {' '.join(items)}" if items else "")
+    set_items.check_items(items, strings, files)
+    effective = layer_values(chart_dir, overlays, items, helm, files, strings)
+    where = f"from {repo_relative(overlay)}" + "".join(
+        f" with {flag} {' '.join(given)}" for flag, given in (("--set", items), ("--set-string", strings)) if given
+    )
     validate_training_config(effective, where)
     try:
-        validate_values(
-            effective,
-            chart_dir,
-            origin=where,
-        )
+        validate_values(effective, chart_dir, origin=where, sets=[*items, *strings])
     except ToolError:
         # Blame the chart, not the overlay, when its own defaults already break the schema.
         validate_values(
@@ -442,12 +477,15 @@ def prepare(
             origin=f"in the chart's own {repo_relative(Path(chart_dir) / 'values.yaml')}",
         )
         raise
-    supplied = user_values(overlays, items, helm, files)
+    supplied = user_values(overlays, items, helm, files, strings)
     target = target_of(effective, repo_relative(overlay), release, namespace)
     objects = render_values(supplied, chart_dir, target.release, target.namespace, helm)
     unchecked = validate_manifests(objects, kube_version) if kube_version else []
     warnings = check_pod_security(objects, effective)
-    return Rendered(env, overlay, items, supplied, effective, objects, unchecked, warnings, target)
+    indexed = [i for i in (*items, *strings) if "[" in set_items.key_of(i)]
+    if indexed:  # what the overlays alone give: an index into one of their lists rewrites an item
+        warnings += set_items.list_index_warnings(user_values(overlays, helm=helm), indexed, repo_relative(overlay))
+    return Rendered(env, overlay, items, supplied, effective, objects, unchecked, warnings, target, strings)
 
 
 def check_pod_security(objects: Sequence[dict], values: dict) -> list[str]:

@@ -3,27 +3,35 @@
     target:
       release: tf-multiworker-dev     # helm release name
       namespace: tfmw-dev             # namespace of the release
-      kubeContext: ""                 # the kube context it is meant for; "" means any
+      kubeContext: gke_prj_zone_dev   # the kube context it is meant for (below)
 
 The chart itself reads none of it (plain `helm install` users name the release and `-n`
 themselves); `make deploy/diff/status/logs/undeploy ENV=<env>` and `tfmw` use it, so every
 environment is its own release in its own namespace, and its run id (the release name by
 default) is its own. RELEASE= / NAMESPACE= (`--release`, `--namespace`) override it.
+
+`kubeContext` is what `make deploy/undeploy/suspend/resume/retry` accept (tfmw.deploy.context):
+a context's name (only that one), ANY_CONTEXT_VALUE ("*": any context, said on purpose) or
+LOCAL_CONTEXTS ("@local": only a cluster on this machine). Empty (unset) is refused by those
+verbs: an overlay that names nothing must not mean "anywhere" silently.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 DEFAULT_RELEASE = "tf-multiworker"
 DEFAULT_NAMESPACE = "default"
+ANY_CONTEXT_VALUE = "*"  # target.kubeContext: any context
+LOCAL_CONTEXTS = "@local"  # target.kubeContext: a local cluster only (no context name starts with @)
 
 
 @dataclass(frozen=True)
 class Target:
     release: str
     namespace: str
-    kube_context: str  # "" means any context
+    kube_context: str  # a context's name, "*" (any), "@local" (a local cluster), or "" (not named)
     overlay: str  # the overlay file, e.g. values/dev.yaml
     origin: str  # where release and namespace came from, for messages
 
@@ -47,3 +55,17 @@ def target_of(values: dict, overlay: str, release: str | None = None, namespace:
         overlay=overlay,
         origin=origin,
     )
+
+
+def overlay_kube_context(overlay: Path) -> str | None:
+    """The kubeContext the overlay file itself names (None: none), before any SET= is layered:
+    what `make deploy` compares the layered value with (a SET= may not change the guard)."""
+    import yaml
+
+    try:
+        values = yaml.safe_load(Path(overlay).read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return None  # helm reports what is wrong with the file itself
+    block = values.get("target") if isinstance(values, dict) else None
+    named = block.get("kubeContext") if isinstance(block, dict) else None
+    return None if named is None else str(named)

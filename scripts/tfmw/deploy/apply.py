@@ -43,6 +43,7 @@ class Rendering:
     sets: tuple[str, ...] = ()  # --set items, each space separated
     set_files: tuple[str, ...] = ()  # --set-file key=path items
     kube_version: str = render.DEFAULT_KUBE_VERSION
+    set_strings: tuple[str, ...] = ()  # --set-string items (every value text), each space separated
 
 
 def prepare(rel: Release, rendering: Rendering) -> tuple[Release, render.Rendered]:
@@ -58,9 +59,14 @@ def prepare(rel: Release, rendering: Rendering) -> tuple[Release, render.Rendere
         values_dir=rel.values_dir,
         kube_version=rendering.kube_version,
         set_files=list(rendering.set_files),
+        set_strings=list(rendering.set_strings),
     )
     target = rendered.target
-    sets = f" + --set {' '.join(rendered.sets)}" if rendered.sets else ""
+    sets = "".join(
+        f" + {flag} {' '.join(items)}"
+        for flag, items in (("--set", rendered.sets), ("--set-string", rendered.set_strings))
+        if items
+    )
     say(
         f"values: {render.repo_relative(rendered.overlay)}{sets} validated against "
         f"{render.repo_relative(Path(rel.chart_dir) / 'values.schema.json')}; release {target.release} "
@@ -89,9 +95,10 @@ def deploy(rel: Release, rendering: Rendering, options: upgrade.Upgrade, dry_run
     """`tfmw deploy`: install or upgrade the release and wait for its workers."""
     rel, rendered = prepare(rel, rendering)
     helm = helmkit.find_helm(rel.helm)
+    # the dry run too: it prints the helm command for the context checked, from the kubeconfig alone
+    rel = check_context(rel, rendered.target, "deploy", rendered.overlay)
     if dry_run:
         return show_dry_run(rel, rendered, helm, options)
-    check_context(rel, rendered.target, "deploy")
     reason = kueue_through_zero(rel, rendered, helm)
     if reason:
         remove_statefulset_at_zero(rel, rendered, helm, reason, options)

@@ -28,11 +28,11 @@ from tfmw.deploy.release import (
 
 
 def _guarded(rel: Release, verb: str) -> tuple[Release, str]:
-    """(the release at its environment's target, helm) once the context in use is the right one."""
+    """(the release at its environment's target, pinned to the context checked, helm) once the
+    context in use is the right one."""
     helm = helmkit.find_helm(rel.helm)
     rel, target = resolve(rel, helm)
-    check_context(rel, target, verb)
-    return rel, helm
+    return check_context(rel, target, verb), helm
 
 
 def _state(record: observe.RunRecord | None) -> str:

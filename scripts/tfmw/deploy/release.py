@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tfmw.chart import helmkit, render
 from tfmw.chart.helmkit import ToolError, stderr_text
-from tfmw.chart.target import Target, target_of
+from tfmw.chart.target import Target, overlay_kube_context, target_of
 from tfmw.deploy import context as deploy_context
 from tfmw.deploy import helm as deploy_helm
 from tfmw.deploy import observe
@@ -65,15 +65,21 @@ def resolve(rel: Release, helm: str) -> tuple[Release, Target]:
     return rel.at(target), target
 
 
-def check_context(rel: Release, target: Target, verb: str) -> None:
-    """Refuse a deploy or undeploy sent to a cluster its environment is not meant for."""
-    deploy_context.check(
+def check_context(rel: Release, target: Target, verb: str, overlay: Path | None = None) -> Release:
+    """Refuse a deploy-like verb sent to a cluster its environment is not meant for (deploy.context);
+    the release returned is pinned to the context checked, so every helm and API call after it
+    goes there. `overlay`: the overlay file `target` was layered from with SET= (deploy): a SET=
+    may not change the kubeContext it names."""
+    if overlay is not None:
+        deploy_context.check_set(target, overlay_kube_context(overlay), any_context=rel.any_context)
+    pinned = deploy_context.check(
         target,
         deploy_context.in_use(rel.kube_context, rel.kubeconfig_env),
         env_named=rel.env_named,
         any_context=rel.any_context,
         verb=verb,
     )
+    return dataclasses.replace(rel, kube_context=pinned or rel.kube_context)
 
 
 # ---------------------------------------------------------------- helm via pyhelm3

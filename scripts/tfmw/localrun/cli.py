@@ -1,6 +1,6 @@
 """`make local`: the chart's rendered workers as local processes, training for real.
 
-    python -m tfmw.localrun [--env local] [--set k=v ...] [--set-file k=path ...]
+    python -m tfmw.localrun [--env local] [--set k=v ...] [--set-string k=v ...] [--set-file k=path ...]
                                 [--network auto|netns|loopback]
                                 [--fresh] [--timeout SECONDS]
 
@@ -27,6 +27,13 @@ def parse_args(argv):
         action="append",
         default=[],
         help="helm --set items, e.g. 'workers.replicas=3' (repeatable; space-separated ok)",
+    )
+    p.add_argument(
+        "--set-string",
+        dest="set_strings",
+        action="append",
+        default=[],
+        help="helm --set-string items: every value is text, e.g. 'workers.nodeSelector.gpu=true' (repeatable)",
     )
     p.add_argument(
         "--set-file",

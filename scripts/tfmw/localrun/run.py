@@ -165,7 +165,12 @@ def summary(
 def run(args: argparse.Namespace) -> int:
     """Render, start the pods, wait for the run to end, stop the pods (always), summarise."""
     rendered = render.prepare(
-        args.env, args.sets, release=args.release, namespace=args.namespace, set_files=args.set_files
+        args.env,
+        args.sets,
+        release=args.release,
+        namespace=args.namespace,
+        set_files=args.set_files,
+        set_strings=getattr(args, "set_strings", []),
     )
     for warning in rendered.warnings:
         print(f"make local: {warning}", file=sys.stderr, flush=True)

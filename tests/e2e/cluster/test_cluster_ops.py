@@ -565,7 +565,8 @@ def test_dev_then_staging_are_two_releases_in_two_namespaces_neither_touching_th
         assert dev.returncode == 0, dev.stdout + dev.stderr
         assert "release tf-multiworker-dev in namespace tfmw-dev (from values/dev.yaml target)" in dev.stdout
         before = json.loads(helm_release(cluster, "tfmw-dev", "tf-multiworker-dev").stdout)
-        staging = tfmw(cluster, "deploy", "--env", "staging", "--timeout", "3m", sets=FITS_HERE)
+        # values/staging.yaml names its own kube context: here it goes to the local one on purpose
+        staging = tfmw(cluster, "deploy", "--env", "staging", "--any-context", "--timeout", "3m", sets=FITS_HERE)
         assert staging.returncode == 0, staging.stdout + staging.stderr
         assert "installing tf-multiworker-staging in namespace tfmw-staging" in staging.stdout
         after = json.loads(helm_release(cluster, "tfmw-dev", "tf-multiworker-dev").stdout)
@@ -578,8 +579,10 @@ def test_dev_then_staging_are_two_releases_in_two_namespaces_neither_touching_th
             assert claims == [f"{release}-shared"]
         status = tfmw(cluster, "status", "--env", "staging")
         assert status.returncode == 0 and "release tf-multiworker-staging in namespace tfmw-staging" in status.stdout
-        for env in ("dev", "staging"):
-            gone = tfmw(cluster, "undeploy", "--env", env)
+        refused = tfmw(cluster, "undeploy", "--env", "staging")
+        assert refused.returncode == 2 and "meant for kube context 'staging'" in refused.stderr, refused.stderr
+        for env, guard in (("dev", ()), ("staging", ("--any-context",))):
+            gone = tfmw(cluster, "undeploy", "--env", env, *guard)
             assert gone.returncode == 0 and f"uninstalled release tf-multiworker-{env}" in gone.stdout, gone.stderr
     finally:
         for ns in ("tfmw-dev", "tfmw-staging"):

@@ -116,7 +116,7 @@ def test_deploy_dry_run_prints_the_versioned_helm_command_offline(helm, flags, a
     proc = run_cli(
         "deploy",
         "--env",
-        "staging",
+        "dev",
         "--dry-run",
         "--set",
         "workers.replicas=3",
@@ -127,8 +127,10 @@ def test_deploy_dry_run_prints_the_versioned_helm_command_offline(helm, flags, a
     assert proc.returncode == 0, proc.stderr
     command = next(line for line in proc.stdout.splitlines() if line.startswith("  "))
     words = command.split()
-    # the release is the overlay's (values/staging.yaml target.release); --namespace wins over its namespace
-    assert words[1:4] == ["upgrade", "tf-multiworker-staging", str(REPO / "charts" / "tf-multiworker")]
+    # the release is the overlay's (values/dev.yaml target.release); --namespace wins over its namespace
+    assert words[1:4] == ["upgrade", "tf-multiworker-dev", str(REPO / "charts" / "tf-multiworker")]
+    # dev's kubeContext "*" takes the context in use, and helm is pinned to the one checked
+    assert words[-2:] == ["--kube-context", "tfmw-test-ctx"]
     assert all(flag in words for flag in flags) and absent not in words
     assert "--create-namespace" in words and words[words.index("--namespace") + 1] == "ml"
     values = proc.stdout[proc.stdout.index("{") :]
