@@ -1,4 +1,4 @@
-{{/* workers.extraEnv against what the chart and the entrypoint set. Each define prints its problems, one per line (_validate.tpl). */}}
+{{/* workers.extraEnv against what the chart and the entrypoint set, and the GPU-visibility variables in any container's env. Each define prints its problems, one per line (_validate.tpl). */}}
 
 {{/* Variables the chart or the entrypoint derives per pod: a user value would shadow them.
 Names are compared case-insensitively; TFMW_* is reserved as a whole. $chartEnv is the
@@ -41,4 +41,33 @@ entrypoint's contract (entrypoint/settings.py ENV, CHART_ENV): a test keeps the 
 {{- end }}
 {{- end }}
 {{- join " " $ncclEnv }}
+{{- end }}
+
+{{/* The variables that choose the GPUs a container sees. NVIDIA_VISIBLE_DEVICES is how the device
+plugin's default strategy (envvar) hands a container its allocated GPUs: one set by the user wins,
+and `all` gives the pod every GPU of the node, those allocated to other pods included (and GPUs to
+a CPU worker that asked for none). CUDA_VISIBLE_DEVICES can only hide allocated GPUs (TensorFlow then
+trains on fewer, or on the CPU, without a word). Checked in the worker's env and in each extra container's;
+security.allowUnsafe lets them through on purpose. */}}
+{{- define "tf-multiworker.validate.gpuVisibility" -}}
+{{- $problems := list }}
+{{- if not (default (dict) .Values.security).allowUnsafe }}
+{{- $workers := .Values.workers }}
+{{- $reasons := dict "NVIDIA_VISIBLE_DEVICES" "the device plugin sets it to the GPUs workers.gpus allocates to the container; a value of yours, such as all, exposes GPUs of the node that other pods hold (or GPUs to a worker that asked for none)" "CUDA_VISIBLE_DEVICES" "the container sees exactly the GPUs workers.gpus allocates; a value of yours hides some of them and TensorFlow trains on fewer, or on the CPU, without a word" }}
+{{- $lists := list (dict "where" "workers.extraEnv" "env" $workers.extraEnv) }}
+{{- range $kind := list "initContainers" "sidecars" }}
+{{- range $i, $c := default (list) (get $workers $kind) }}
+{{- $lists = append $lists (dict "where" (printf "workers.%s[%d].env" $kind $i) "env" $c.env) }}
+{{- end }}
+{{- end }}
+{{- range $list := $lists }}
+{{- range $i, $env := default (list) $list.env }}
+{{- $name := toString $env.name }}
+{{- if hasKey $reasons $name }}
+{{- $problems = append $problems (printf "%s[%d].name=%s: %s; remove it and set the GPU count with workers.gpus, or set security.allowUnsafe=true to do this on purpose (docs/security.md)" $list.where $i $env.name (get $reasons $name)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- join "\n" $problems }}
 {{- end }}

@@ -73,3 +73,63 @@ evicts the pod (and, before it notices, a full node evicts its neighbours) befor
 {{- end }}
 {{- join "\n" $problems }}
 {{- end }}
+
+{{/* A GPU worker's resources, which the GPU limit alone leaves unset (a BestEffort pod: first to be
+evicted, /dev/shm unbounded). Memory: a limit of at least 2Gi plus /dev/shm (which counts against it)
+and a request of at least 2Gi. The floor is the process memory before the first batch: TensorFlow's
+import alone holds 0.7 GiB resident (measured, CPU build, no CUDA library loaded yet) and the warm
+standby about 0.6 GiB more; the CUDA libraries and the input pipeline come on top. CPU: a request,
+without which the worker gets the kernel's smallest CPU share and a busy node starves its input
+pipeline and collectives while the GPUs wait. A request left out takes its limit's value (as the
+API server does). CPU workers (make local, a laptop) are not held to this. */}}
+{{- define "tf-multiworker.validate.gpuWorkerResources" -}}
+{{- $problems := list }}
+{{- $gpus := int .Values.workers.gpus }}
+{{- if gt $gpus 0 }}
+{{- $resources := default (dict) .Values.workers.resources }}
+{{- $limits := default (dict) $resources.limits }}
+{{- $requests := merge (deepCopy (default (dict) $resources.requests)) $limits }}
+{{- $fix := "(docs/chart.md, \"GPUs and nodes\")" }}
+{{- $cpu := index $requests "cpu" }}
+{{- if not (or $limits $requests) }}
+{{- $problems = append $problems (printf "workers.resources is empty with workers.gpus=%d: the pod would get only the GPU limit (BestEffort: evicted first, /dev/shm unbounded); set requests.cpu, requests.memory (at least 2Gi) and limits.memory (at least 2Gi%s) %s" $gpus (include "tf-multiworker.shmTerm" .) $fix) }}
+{{- else }}
+{{- with include "tf-multiworker.gpuWorkerMemory" (dict "root" . "limits" $limits "requests" $requests "fix" $fix) }}
+{{- $problems = append $problems . }}
+{{- end }}
+{{- if or (kindIs "invalid" $cpu) (eq (float64 (include "tf-multiworker.quantityValue" $cpu)) 0.0) }}
+{{- $problems = append $problems (printf "workers.resources.requests.cpu%s with workers.gpus=%d: a GPU worker needs a CPU request, else it gets the kernel's smallest CPU share and a busy node starves its input pipeline while the GPUs wait; set it, e.g. 4 %s" (ternary " is not set" (printf "=%v" $cpu) (kindIs "invalid" $cpu)) $gpus $fix) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- join "\n" $problems }}
+{{- end }}
+
+{{/* " + workers.shm.sizeLimit=<size>" when /dev/shm is mounted (it counts against the memory limit), else empty. */}}
+{{- define "tf-multiworker.shmTerm" -}}
+{{- if .Values.workers.shm.enabled }} + workers.shm.sizeLimit={{ .Values.workers.shm.sizeLimit }}{{ end }}
+{{- end }}
+
+{{/* A GPU worker's memory limit and request (requests filled from limits) against the floor: 2Gi,
+beside /dev/shm for the limit. Problems one per line. */}}
+{{- define "tf-multiworker.gpuWorkerMemory" -}}
+{{- $problems := list }}
+{{- $workers := .root.Values.workers }}
+{{- $gpus := int $workers.gpus }}
+{{- $floor := 2147483648.0 }}
+{{- $shm := ternary (float64 (include "tf-multiworker.quantityValue" $workers.shm.sizeLimit)) 0.0 (eq (toString $workers.shm.enabled) "true") }}
+{{- $shmTerm := include "tf-multiworker.shmTerm" .root }}
+{{- $limit := index .limits "memory" }}
+{{- $request := index .requests "memory" }}
+{{- if kindIs "invalid" $limit }}
+{{- $problems = append $problems (printf "workers.resources.limits.memory is not set with workers.gpus=%d: a GPU worker without a memory limit has /dev/shm and the trainer unbounded and is evicted first under memory pressure; set it to at least 2Gi%s %s" $gpus $shmTerm .fix) }}
+{{- else if and (lt (float64 (include "tf-multiworker.quantityValue" $limit)) (addf $floor $shm)) (le $shm (float64 (include "tf-multiworker.quantityValue" $limit))) }}
+{{- $problems = append $problems (printf "workers.resources.limits.memory=%v with workers.gpus=%d is below 2Gi%s: the launcher, the trainer with TensorFlow and CUDA loaded and the warm standby need 2Gi beside /dev/shm, which counts against the limit; raise the limit %s" $limit $gpus $shmTerm .fix) }}
+{{- end }}
+{{- if kindIs "invalid" $request }}
+{{- $problems = append $problems (printf "workers.resources.requests.memory is not set with workers.gpus=%d: the scheduler would place the worker as if it needed no memory; set it to at least 2Gi %s" $gpus .fix) }}
+{{- else if lt (float64 (include "tf-multiworker.quantityValue" $request)) $floor }}
+{{- $problems = append $problems (printf "workers.resources.requests.memory=%v with workers.gpus=%d is below 2Gi, what a GPU worker holds before its first batch; raise it %s" $request $gpus .fix) }}
+{{- end }}
+{{- join "\n" $problems }}
+{{- end }}

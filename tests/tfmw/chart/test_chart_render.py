@@ -41,10 +41,10 @@ def test_every_overlay_renders_a_statefulset_and_headless_service(helm, render, 
 
 
 def test_container_command_args_and_env_follow_the_contract(helm, render):
-    objects = render(helm, overlay_path("local"), sets=("training.runId=run-7", "training.args={--steps,10}"))
+    objects = render(helm, overlay_path("local"), sets=("training.runId=run-7", "training.args={--set,steps=10}"))
     container = worker_container(objects)
     assert container["command"] == ["python", "-m", "entrypoint", "run", "--"]
-    assert container["args"] == ["python", "-m", "entrypoint.training", "--steps", "10"]
+    assert container["args"] == ["python", "-m", "entrypoint.training", "--set", "steps=10"]
     env = env_of(container)
     assert env["TFMW_POD_NAME"] == {"name": "TFMW_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
     assert env["TFMW_NAMESPACE"] == {
