@@ -1,18 +1,15 @@
 """The NetworkPolicies' egress goes where the release needs it and nowhere else: DNS to the
 cluster DNS only (networkPolicy.egress.dnsTo), the API server at its endpoint addresses, found
 by Helm's `lookup` at install or given (networkPolicy.egress.apiServer), and a refusal where
-they must be known and are not. The lookup runs against a small API double (`helm template
---dry-run=server` with its kubeconfig: discovery plus the EndpointSlices it is told to hold),
-with the real Helm 3 and 4; offline renders get the documented fallback."""
+they must be known and are not. The lookup is answered by a stand-in API server
+(tests/support/stubapi) holding the EndpointSlices a test gives it, with the real Helm 3 and 4;
+offline renders get the documented fallback."""
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import chartkit
 import pytest
+import stubapi
 from chartkit import one, overlay_path
 
 from tfmw.chart import helmkit
@@ -24,141 +21,32 @@ KUBE_DNS = {
 }
 DNS_PORTS = [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]
 ANY_API = {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]}
-# What the chart renders, by group version: Helm maps each kind through discovery.
-KINDS = {
-    "v1": ["ConfigMap", "Service", "ServiceAccount", "PersistentVolumeClaim", "Pod", "Secret"],
-    "apps/v1": ["StatefulSet", "Deployment"],
-    "batch/v1": ["Job"],
-    "policy/v1": ["PodDisruptionBudget"],
-    "networking.k8s.io/v1": ["NetworkPolicy"],
-    "rbac.authorization.k8s.io/v1": ["Role", "RoleBinding"],
-    "discovery.k8s.io/v1": ["EndpointSlice"],
-}
-PLURALS = {kind.lower() + "s" for kinds in KINDS.values() for kind in kinds}
 
 
 def api_slice(service: str, address_type: str, addresses: list[str], port: int) -> dict:
     return {
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
-        "metadata": {"name": f"{service}-{address_type.lower()}", "labels": {"kubernetes.io/service-name": service}},
+        "metadata": {
+            "name": f"{service}-{address_type.lower()}",
+            "namespace": "default",
+            "labels": {"kubernetes.io/service-name": service},
+        },
         "addressType": address_type,
         "endpoints": [{"addresses": [a], "conditions": {"ready": True}} for a in addresses],
         "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
     }
 
 
-class ApiDouble:
-    """Discovery for KINDS, `slices` as namespace default's EndpointSlices, 404 for any object,
-    an empty list for any other list (Helm's release records)."""
-
-    def __init__(self, slices: list[dict]):
-        self.slices = slices
-        self.paths: list[str] = []
-        double = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                path = self.path.split("?")[0]
-                double.paths.append(path)
-                status, body = double.answer(path)
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def answer(self, path: str) -> tuple[int, dict]:
-        groups = [gv for gv in KINDS if "/" in gv]
-        if path == "/version":
-            return 200, {"major": "1", "minor": "35", "gitVersion": "v1.35.0"}
-        if path == "/api":
-            return 200, {"kind": "APIVersions", "versions": ["v1"]}
-        if path == "/apis":
-            listed = [{"groupVersion": gv, "version": gv.split("/")[1]} for gv in groups]
-            return 200, {
-                "kind": "APIGroupList",
-                "apiVersion": "v1",
-                "groups": [
-                    {"name": v["groupVersion"].split("/")[0], "versions": [v], "preferredVersion": v} for v in listed
-                ],
-            }
-        for gv, kinds in KINDS.items():
-            if path == ("/api/v1" if gv == "v1" else f"/apis/{gv}"):
-                resources = [
-                    {
-                        "name": kind.lower() + "s",
-                        "singularName": kind.lower(),
-                        "namespaced": True,
-                        "kind": kind,
-                        "verbs": ["get", "list", "create"],
-                    }
-                    for kind in kinds
-                ]
-                return 200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
-        if path == "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices":
-            return 200, {
-                "kind": "EndpointSliceList",
-                "apiVersion": "discovery.k8s.io/v1",
-                "metadata": {},
-                "items": self.slices,
-            }
-        segments = path.split("/")
-        if segments[-3:-2] == ["namespaces"] and segments[-1] in PLURALS:  # a list, not an object
-            return 200, {"kind": "List", "apiVersion": "v1", "metadata": {}, "items": []}
-        return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}
-
-    def kubeconfig(self, directory) -> str:
-        path = directory / "kubeconfig"
-        host = f"http://127.0.0.1:{self.server.server_address[1]}"
-        path.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "double", "cluster": {"server": host}}],
-                    "users": [{"name": "u", "user": {}}],
-                    "contexts": [{"name": "double", "context": {"cluster": "double", "user": "u"}}],
-                    "current-context": "double",
-                }
-            )
-        )
-        return str(path)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def online(helm: str, tmp_path, slices: list[dict], *files, sets=()):
-    """`helm template --dry-run=server` against an API double holding `slices`: (exit code,
-    objects or stderr, the double's request paths)."""
-    double = ApiDouble(slices)
-    try:
-        args = helmkit.template_args(
-            chartkit.CHART,
-            chartkit.RELEASE,
-            chartkit.NAMESPACE,
-            files,
-            sets,
-            None,
-            ("templates/networkpolicy.yaml",),
-            (),
-        )
-        env = {"KUBECONFIG": double.kubeconfig(tmp_path), "HELM_CACHE_HOME": str(tmp_path / "cache")}
-        result = chartkit.run_helm(helm, [*args, "--dry-run=server", "--disable-openapi-validation"], env=env)
-    finally:
-        double.close()
+def online(helm: str, tmp_path, slices: list[dict], sets=()):
+    """The chart rendered with its lookups answered (tests/support/stubapi: `helm template
+    --dry-run=server` against a stand-in API server holding `slices`): (exit code, objects or
+    stderr)."""
+    with stubapi.serving(slices, tmp_path) as kubeconfig:
+        result = stubapi.server_render(helm, kubeconfig, sets)
     if result.returncode:
-        return result.returncode, result.stderr, double.paths
-    return 0, helmkit.parse_manifests(result.stdout), double.paths
+        return result.returncode, result.stderr
+    return 0, helmkit.parse_manifests(result.stdout)
 
 
 def egress(objects, name: str = "workers") -> list[dict]:
@@ -243,11 +131,10 @@ def test_found_endpoints_become_one_address_blocks_on_the_slices_ports(helm, tmp
         api_slice("kubernetes", "IPv6", ["fd00::2"], 6443),
         api_slice("other", "IPv4", ["10.9.9.9"], 443),  # another Service's slice: not the API server
     ]
-    code, objects, paths = online(
+    code, objects = online(
         helm, tmp_path, slices, sets=("workers.gpus=0", "evaluator.enabled=true", "storage.type=createClaim")
     )
     assert code == 0, objects
-    assert "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices" in paths
     v4 = {
         "to": [{"ipBlock": {"cidr": "172.18.0.2/32"}}, {"ipBlock": {"cidr": "172.18.0.3/32"}}],
         "ports": [{"port": 6443, "protocol": "TCP"}],
@@ -261,16 +148,14 @@ def test_found_endpoints_become_one_address_blocks_on_the_slices_ports(helm, tmp
 def test_given_addresses_win_over_the_lookup(helm, tmp_path):
     slices = [api_slice("kubernetes", "IPv4", ["172.18.0.2"], 6443)]
     sets = ("workers.gpus=0", "networkPolicy.egress.apiServer.to[0].ipBlock.cidr=10.0.0.1/32")
-    code, objects, _ = online(helm, tmp_path, slices, sets=sets)
+    code, objects = online(helm, tmp_path, slices, sets=sets)
     assert code == 0, objects
     assert egress(objects)[-1] == {"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], **ANY_API}
 
 
 def test_an_install_that_finds_no_api_server_is_refused_where_required(helm, tmp_path):
     other = [api_slice("other", "IPv4", ["10.9.9.9"], 443)]
-    code, error, _ = online(
-        helm, tmp_path, other, sets=("workers.gpus=0", "networkPolicy.egress.apiServer.required=true")
-    )
+    code, error = online(helm, tmp_path, other, sets=("workers.gpus=0", "networkPolicy.egress.apiServer.required=true"))
     assert code != 0
     line = next(line for line in error.splitlines() if "apiServer" in line)
     assert (
@@ -279,6 +164,6 @@ def test_an_install_that_finds_no_api_server_is_refused_where_required(helm, tmp
     )
     assert "networkPolicy.egress.apiServer.to" in line and "required=false" in line
     # not required: the old any-address rule, as offline
-    code, objects, _ = online(helm, tmp_path, other, sets=("workers.gpus=0",))
+    code, objects = online(helm, tmp_path, other, sets=("workers.gpus=0",))
     assert code == 0, objects
     assert egress(objects)[-1] == ANY_API
