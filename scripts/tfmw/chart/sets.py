@@ -97,7 +97,7 @@ def binary_file_refusal(item: str) -> str | None:
     where = (
         "training.files holds text files (a ConfigMap's data): put a binary file in the image or on the shared storage"
         if key.startswith("training.files.")
-        else f"{key.replace(chr(92), '')} takes text"
+        else f"{shown_path(key_parts(key))} takes text"
     )
     return f"bad --set-file '{item}': {path} is a binary file, {reason}; {where}"
 

@@ -41,10 +41,20 @@ def test_a_dot_in_a_training_files_name_must_be_escaped(flag):
     assert sets.files_key_refusal("workers.podLabels.a.b=x", flag) is None
 
 
-def test_a_binary_file_is_told_from_text():
+def test_a_binary_file_is_told_from_text(tmp_path):
     assert sets.binary_reason("print('é')\n\tx\r\n".encode()) is None
     assert sets.binary_reason(b"\xff\xfe") == "not UTF-8 text (byte 0)"
     assert sets.binary_reason(b"ab\x00") == "a control character (U+0000) at character 2"
+    blob = tmp_path / "blob"
+    blob.write_bytes(b"\x00\x01")
+    assert sets.binary_file_refusal(f"training.files.blob={blob}").endswith(
+        "put a binary file in the image or on the shared storage"
+    )
+    assert sets.binary_file_refusal(f"workers.podAnnotations.a\\.b={blob}").endswith(
+        "; workers.podAnnotations.a.b takes text"
+    )
+    assert sets.binary_file_refusal(f"training.files.x={tmp_path / 'missing'}") is None  # helm names a missing file
+    assert sets.check_items(set_files=[f"training.files.x={tmp_path / 'missing'}"]) is None
 
 
 def test_a_list_used_as_a_map_is_named():
