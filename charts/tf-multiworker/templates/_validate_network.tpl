@@ -42,3 +42,20 @@ workers reach its ports at any address. Offline renders pass (_network.tpl, apiS
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* A NetworkPolicyPeer is an ipBlock or selectors, never both (the API server refuses the
+policy at install). A `--set key[0].ipBlock...` over an overlay's list merges into its entry. */}}
+{{- define "tf-multiworker.validate.peerShape" -}}
+{{- $np := .Values.networkPolicy }}
+{{- $lists := dict "networkPolicy.egress.dnsTo" $np.egress.dnsTo "networkPolicy.egress.apiServer.to" $np.egress.apiServer.to "networkPolicy.metricsFrom" $np.metricsFrom "networkPolicy.tensorboardFrom" $np.tensorboardFrom }}
+{{- range $i, $rule := $np.egress.extraRules }}{{ $_ := set $lists (printf "networkPolicy.egress.extraRules[%d].to" $i) $rule.to }}{{ end }}
+{{- $problems := list }}
+{{- range $key := keys $lists | sortAlpha }}
+{{- range $i, $peer := get $lists $key | default list }}
+{{- if and (kindIs "map" $peer) (hasKey $peer "ipBlock") (or (hasKey $peer "podSelector") (hasKey $peer "namespaceSelector")) }}
+{{- $problems = append $problems (printf "%s[%d] has an ipBlock and a selector: a NetworkPolicyPeer is one or the other (the API server refuses both); make them two entries, and replace an overlay's list whole (a values file or --set-json, not --set %s[%d]...)" $key $i $key $i) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- join "\n" $problems }}
+{{- end }}

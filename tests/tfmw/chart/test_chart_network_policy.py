@@ -81,6 +81,35 @@ def test_an_empty_dns_to_is_refused_while_dns_is_allowed(helm, tmp_path):
     chartkit.template(helm, sets=("networkPolicy.egress.dnsTo=null", "networkPolicy.egress.allowDns=false"))
 
 
+@pytest.mark.parametrize(
+    "key",
+    [
+        "networkPolicy.egress.dnsTo",
+        "networkPolicy.egress.apiServer.to",
+        "networkPolicy.metricsFrom",
+        "networkPolicy.tensorboardFrom",
+        "networkPolicy.egress.extraRules[0].to",
+    ],
+)
+def test_a_peer_with_an_ip_block_and_a_selector_is_refused(helm, key):
+    sets = (f"{key}[0].ipBlock.cidr=10.0.0.1/32", f"{key}[0].podSelector.matchLabels.app=x")
+    error = chartkit.template_error(helm, sets=sets)
+    line = next(line for line in error.splitlines() if "has an ipBlock and a selector" in line)
+    assert f"{key}[0] has an ipBlock and a selector" in line and "--set-json" in line
+
+
+def test_a_set_index_over_the_local_overlays_dns_list_is_refused_not_merged(helm):
+    # --set merges into the overlay's first entry (the kube-dns pods): one peer with both
+    error = chartkit.template_error(
+        helm, [overlay_path("local")], sets=("networkPolicy.egress.dnsTo[0].ipBlock.cidr=10.0.0.1/32",)
+    )
+    assert "networkPolicy.egress.dnsTo[0] has an ipBlock and a selector" in error
+    replaced = chartkit.template(
+        helm, [overlay_path("local")], sets=(), show_only=("templates/networkpolicy.yaml",)
+    )  # the overlay alone renders: its ipBlock and its selectors are separate entries
+    assert egress(replaced)[1]["to"][1] == {"ipBlock": {"cidr": "198.19.0.0/16"}}
+
+
 # ---------------------------------------------------------------- the API server, offline
 
 
