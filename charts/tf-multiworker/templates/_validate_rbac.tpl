@@ -45,15 +45,20 @@
 {{- if not (include "tf-multiworker.apiAccess" .) }}
 {{- $problems = append $problems "rbac.admissionPolicy.enabled=true guards the workers' API access, which is off (rbac.create=false, or both completion actions idle): set rbac.admissionPolicy.enabled=false" }}
 {{- else if not (include "tf-multiworker.admissionPolicyServed" .) }}
-{{- $problems = append $problems (printf "rbac.admissionPolicy.enabled=true needs admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (Kubernetes 1.30+), which Kubernetes %s here does not serve: set rbac.admissionPolicy.enabled=false (an offline helm template: add --api-versions admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy)" .Capabilities.KubeVersion.Version) }}
+{{- $problems = append $problems (printf "rbac.admissionPolicy.enabled=true needs admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (Kubernetes 1.30+), which the cluster (Kubernetes %s) does not serve: set rbac.admissionPolicy.enabled=false" .Capabilities.KubeVersion.Version) }}
 {{- end }}
 {{- end }}
 {{- join "\n" $problems }}
 {{- end }}
 
-{{/* "true" where the cluster serves ValidatingAdmissionPolicy v1 (GA in 1.30; the chart supports 1.27+). */}}
+{{/* "true" where the cluster serves ValidatingAdmissionPolicy v1 (GA in 1.30; the chart supports
+1.27+). Helm learns the served kinds from the cluster at install and upgrade; an offline render
+(helm template, make template, the checks before make deploy) knows none, not even
+apps/v1/StatefulSet, and is held to its Kubernetes version alone: the install decides. */}}
 {{- define "tf-multiworker.admissionPolicyServed" -}}
-{{- if and (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") (semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version) -}}
+{{- $apis := .Capabilities.APIVersions }}
+{{- $known := $apis.Has "apps/v1/StatefulSet" }}
+{{- if and (semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version) (or (not $known) ($apis.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy")) -}}
 true
 {{- end }}
 {{- end }}
