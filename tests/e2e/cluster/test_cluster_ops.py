@@ -554,6 +554,9 @@ FITS_HERE = [
     "workers.resources.limits.memory=1Gi",
     "workers.shm.sizeLimit=64Mi",
     "storage.createClaim.size=1Gi",
+    # The local cluster's CoreDNS runs on the host, not as the kube-dns pods the overlays' egress
+    # allows: its range, as values/local.yaml (docs/security.md, "The API server's addresses")
+    "networkPolicy.egress.dnsTo[0].ipBlock.cidr=198.19.0.0/16",
 ]
 
 
