@@ -271,6 +271,8 @@ def test_chart_as_subchart_of_an_umbrella_with_global_values(cluster, namespace,
                     "workers": {"replicas": 2, "port": 8000, "resources": {"requests": {"cpu": "100m"}}},
                     # the image as the nodes hold it (imported: no registry to pull a tag Always from)
                     "image": {"pullPolicy": "IfNotPresent"},
+                    # DNS: this cluster's CoreDNS runs on the host, not as kube-dns pods (local.yaml's range)
+                    "networkPolicy": {"egress": {"dnsTo": [{"ipBlock": {"cidr": "198.19.0.0/16"}}]}},
                 },
             }
         )
