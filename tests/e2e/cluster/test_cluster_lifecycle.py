@@ -7,6 +7,7 @@ what the StatefulSet controller, the scheduler and Helm do with the chart, not t
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -237,12 +238,85 @@ def test_replicas_change_reaches_the_group_without_replacing_any_worker(cluster,
     assert names == {f"scale-tf-multiworker-{i}" for i in range(3)}
 
 
-def test_uninstall_leaves_no_pods(cluster, namespace):
-    _install(cluster, namespace, "gone")
-    _wait_workers(cluster, namespace, "gone", 2)
-    cluster.helm("uninstall", "gone", "-n", namespace, "--wait=watcher", "--timeout", "2m")
-    wait_for(lambda: not cluster.pods(namespace), 60, "every pod of the release to be gone")
-    assert cluster.statefulset(namespace, "gone-tf-multiworker") is None
+def _as_workers(cluster, namespace, release, *args):
+    """kubectl ARGS as the release's workers' ServiceAccount (the API server authorizes and
+    admits an impersonated request as that account's own)."""
+    account = f"system:serviceaccount:{namespace}:{release}-tf-multiworker"
+    return cluster.kubectl(*args, "-n", namespace, f"--as={account}", check=False)
+
+
+def test_admission_policy_holds_the_workers_to_scale_to_zero_and_uninstall_leaves_nothing(cluster, namespace):
+    """rbac.admissionPolicy on the real API server (ValidatingAdmissionPolicy v1): the workers'
+    account may patch its StatefulSet's scale (RBAC) but only to 0, may not grow it through the
+    StatefulSet itself either, and changes only the launcher's keys of its status ConfigMap.
+    The uninstall then leaves no pod and none of the cluster-scoped objects."""
+    vap = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
+    name = f"{namespace}.gone-tf-multiworker"
+    policies = [f"{vap}/{name}", f"{vap.replace('policies', 'policybindings')}/{name}"]
+    try:
+        _install(cluster, namespace, "gone", "rbac.admissionPolicy.enabled=true")
+        workers = _wait_workers(cluster, namespace, "gone", 2)
+        assert "TFMW_POD_SELECTOR" not in {e["name"] for e in workers[0]["spec"]["containers"][0]["env"]}  # no `list`
+        assert all(cluster.api.get_or_none(path) for path in policies)
+        sts, status = "statefulset/gone-tf-multiworker", "configmap/gone-tf-multiworker-status"
+
+        def scale(replicas: int):
+            patch = json.dumps({"spec": {"replicas": replicas}})  # what the launcher sends (entrypoint/kubeapi.py)
+            return _as_workers(
+                cluster, namespace, "gone", "patch", sts, "--subresource=scale", "--type=merge", "-p", patch
+            )
+
+        grow = scale(3)
+        assert grow.returncode != 0, grow.stdout
+        assert f"ValidatingAdmissionPolicy '{name}'" in grow.stderr, grow.stderr
+        assert "may scale statefulset/gone-tf-multiworker only to 0" in grow.stderr, grow.stderr
+        # Through the StatefulSet itself, once RBAC allows it (a Role of the user's own): still refused.
+        rbac = "rbac.authorization.k8s.io/v1"
+        cluster.api.create(
+            ns_path(namespace, "roles", group=rbac),
+            {
+                "metadata": {"name": "wider"},
+                "rules": [{"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["get", "patch"]}],
+            },
+        )
+        cluster.api.create(
+            ns_path(namespace, "rolebindings", group=rbac),
+            {
+                "metadata": {"name": "wider"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "wider"},
+                "subjects": [{"kind": "ServiceAccount", "name": "gone-tf-multiworker", "namespace": namespace}],
+            },
+        )
+        whole = wait_for(
+            lambda: (lambda p: p if "cannot patch" not in p.stderr else None)(
+                _as_workers(cluster, namespace, "gone", "patch", sts, "--type=merge", "-p", '{"spec":{"replicas":3}}')
+            ),
+            30,
+            "the wider Role to take effect",
+        )
+        assert whole.returncode != 0 and "only to scale it to 0" in whole.stderr, whole.stdout + whole.stderr
+        foreign = _as_workers(
+            cluster, namespace, "gone", "patch", status, "--type=merge", "-p", '{"data":{"phase":"x","owner":"me"}}'
+        )
+        assert foreign.returncode != 0, foreign.stdout
+        assert "may change only their own keys of configmap/gone-tf-multiworker-status" in foreign.stderr, (
+            foreign.stderr
+        )
+        own = _as_workers(cluster, namespace, "gone", "patch", status, "--type=merge", "-p", '{"data":{"loss":"0.5"}}')
+        assert own.returncode == 0, own.stderr
+        assert cluster.statefulset(namespace, "gone-tf-multiworker")["spec"]["replicas"] == 2
+        stop = scale(0)
+        assert stop.returncode == 0, stop.stderr
+        wait_for(lambda: not cluster.workers(namespace, "gone"), 60, "the workers scaled to 0 by their own account")
+
+        cluster.helm("uninstall", "gone", "-n", namespace, "--wait=watcher", "--timeout", "2m")
+        wait_for(lambda: not cluster.pods(namespace), 60, "every pod of the release to be gone")
+        assert cluster.statefulset(namespace, "gone-tf-multiworker") is None
+        assert not any(cluster.api.get_or_none(path) for path in policies)  # cluster-scoped: helm's to delete
+    finally:  # cluster-scoped: a failed test must not leave them to the session's other tests
+        for path in policies:
+            if cluster.api.get_or_none(path):
+                cluster.api.delete(path)
 
 
 @pytest.mark.parametrize("helm", ["helm", "helm3"])
