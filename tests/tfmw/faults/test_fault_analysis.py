@@ -281,7 +281,7 @@ def test_a_node_fault_needs_make_clusters_state_folder(tmp_path):
             "--kubeconfig /nonexistent/kubeconfig: no such file; start a cluster with `make cluster`",
             2,
         ),
-        (["--scenario", "kill-worker", "--set", "noequals"], "faults: bad --set 'noequals': expected key=value", 2),
+        (["--scenario", "kill-worker", "--set", "noequals"], "faults: bad --set 'noequals': not key=value", 2),
         (
             ["--cluster", "--scenario", "node-loss", "--kubeconfig", "/nonexistent/kubeconfig"],
             "--kubeconfig /nonexistent/kubeconfig: node-loss and node-partition act on the nodes of `make cluster`",
