@@ -31,6 +31,9 @@ TOOLS = REPO / ".tools" / "bin"
 # on the workers' port as a training worker would, so `helm test` can pass (http.server's
 # default port 8000 is the workers' port here: a "2222" in --set would become a number).
 SLEEPER = ["training.command={python,-m,http.server,--directory,/tmp}", "workers.port=8000"]
+# GPU workers (the nodes' fake GPUs) on values/local.yaml, whose resources fit CPU workers: the chart
+# refuses a GPU worker with less than 2Gi of memory requested and 2Gi + /dev/shm (1Gi there) as limit.
+GPU_MEMORY = ["workers.resources.requests.memory=2Gi", "workers.resources.limits.memory=3Gi"]
 
 
 @dataclass

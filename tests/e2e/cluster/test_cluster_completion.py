@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from clusterkit import CHART, REPO, wait_for
+from clusterkit import CHART, GPU_MEMORY, REPO, wait_for
 
 from tfmw.k8s.api import ns_path
 
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 # GPU values schedule on the nodes' advertised nvidia.com/gpu; the pods run the CPU image
 # (the GPU variant, `<appVersion>`, is not built here: there is no GPU to run it).
-ON_FAKE_GPUS = ["image.tag=0.1.0-cpu"]
+ON_FAKE_GPUS = ["image.tag=0.1.0-cpu", *GPU_MEMORY]
 FAST = [
     "training.config.model.name=mlp",
     "training.config.steps=30",
