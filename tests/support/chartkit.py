@@ -125,3 +125,13 @@ def pod_labels(obj: dict) -> dict:
 def env_of(container: dict) -> dict[str, dict]:
     """Container env as name -> EnvVar (the whole entry, so valueFrom stays visible)."""
     return {item["name"]: item for item in container.get("env", [])}
+
+
+def notes(*sets: str) -> str:
+    """NOTES as `helm install` prints them for these --set items (Helm 4 renders them offline)."""
+    args = ["install", RELEASE, str(CHART), "--dry-run=client", "--namespace", NAMESPACE]
+    for item in sets:
+        args += ["--set", item]
+    result = run_helm(helm4(), args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split("NOTES:", 1)[1]

@@ -303,14 +303,7 @@ def test_every_problem_is_listed_at_once_one_line_each(helm):
 # -- NOTES -------------------------------------------------------------------------------------
 
 
-def notes(*sets: str) -> str:
-    """NOTES as `helm install` prints them (Helm 4 renders them offline)."""
-    args = ["install", RELEASE, str(chartkit.CHART), "--dry-run=client", "--namespace", NAMESPACE]
-    for item in sets:
-        args += ["--set", item]
-    result = chartkit.run_helm(chartkit.helm4(), args)
-    assert result.returncode == 0, result.stderr
-    return result.stdout.split("NOTES:", 1)[1]
+notes = chartkit.notes
 
 
 def test_notes_show_the_status_object_and_events_with_api_access():

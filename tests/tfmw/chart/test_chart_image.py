@@ -108,13 +108,7 @@ def test_checkov_pull_policy_skip_follows_the_policy_the_pods_get(render, helm):
     assert "CKV_K8S_15" in checkov_skips(one(render(helm, ALL_ON), "StatefulSet"))
 
 
-def notes(*sets: str) -> str:
-    args = ["install", chartkit.RELEASE, str(chartkit.CHART), "--dry-run=client", "--namespace", chartkit.NAMESPACE]
-    for item in sets:
-        args += ["--set", item]
-    result = chartkit.run_helm(chartkit.helm4(), args)
-    assert result.returncode == 0, result.stderr
-    return result.stdout.split("NOTES:", 1)[1]
+notes = chartkit.notes
 
 
 def test_notes_name_the_image_its_pull_policy_and_how_to_read_the_digest_each_worker_runs():

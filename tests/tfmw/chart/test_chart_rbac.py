@@ -279,14 +279,7 @@ def test_the_policy_and_its_binding_are_valid_kubernetes_objects(helm, kube_vers
 
 
 def test_notes_show_no_events_command_without_the_events_right():
-    def notes(*sets: str) -> str:
-        args = ["install", RELEASE, str(chartkit.CHART), "--dry-run=client", "--namespace", NAMESPACE]
-        for item in sets:
-            args += ["--set", item]
-        result = chartkit.run_helm(chartkit.helm4(), args)
-        assert result.returncode == 0, result.stderr
-        return result.stdout.split("NOTES:", 1)[1]
-
+    notes = chartkit.notes
     assert "get events" in notes() and f"get configmap {STATUS}" in notes()
     off = notes("rbac.events=false")
     assert "get events" not in off and f"get configmap {STATUS}" in off
