@@ -15,6 +15,11 @@ it, by arithmetic, not by reading and throwing away what was already trained on:
   are permuted in consecutive blocks of `shuffleBuffer` records, each block by index_shuffle with its
   own seed; a start reads the current epoch's records up to the position, unparsed (at most one
   epoch of the share, whatever S is: the same order as the count every start already does).
+  The raw records of the share come from `data.readParallelism` files at a time, one record of each
+  in turn (a deterministic interleave: its order depends on that number, never on threads or
+  timing), and a batch of them is parsed by one vectorized parse_example.
+- TFRecord with `data.cache: true`: the pass that counts the share also parses it into memory; the
+  stream then takes the same block-permuted order by arithmetic per position, as in memory.
 """
 
 from __future__ import annotations
@@ -83,18 +88,17 @@ def _positions(start: int) -> tf.data.Dataset:
     return tf.data.Dataset.range(start, ENDLESS)
 
 
-def _array_stream(x: np.ndarray, y: np.ndarray, shuffle: bool, seed: int, batch: int, start_batch: int):
-    """Batches of the endless stream over in-memory arrays, from batch `start_batch` on."""
+def _array_stream(x: np.ndarray, y: np.ndarray, order, batch: int, start_batch: int):
+    """Batches of the endless stream over in-memory arrays, from batch `start_batch` on;
+    `order(epoch, index)` -> the rows at those positions (vectors)."""
     n = len(x)
     # Tensors captured by the map (passed to it as inputs), not numpy arrays that would be
     # embedded in its graph as constants.
     xs, ys = tf.convert_to_tensor(x), tf.convert_to_tensor(y)
 
     def take(p):  # a batch of positions -> that batch of examples
-        epoch, index = p // n, p % n
-        if shuffle:
-            index = _permuted(index, seed, epoch, n)
-        return tf.gather(xs, index), tf.gather(ys, index)
+        rows = order(p // n, p % n)
+        return tf.gather(xs, rows), tf.gather(ys, rows)
 
     ds = _positions(first_example(start_batch, batch)).batch(batch, drop_remainder=True)
     return _finish(ds.map(take, num_parallel_calls=tf.data.AUTOTUNE))
@@ -109,16 +113,36 @@ _INDEX_SHUFFLE_PAD = 498247692
 
 def _permuted(index, seed: int, epoch, n: int):
     """Position `index` of each epoch's permutation of [0, n), per element (vectors)."""
+    return _shuffled(index, seed, epoch, tf.fill(tf.shape(index), tf.constant(n - 1, tf.int64)))
+
+
+def _shuffled(index, seed: int, second, last):
+    """index_shuffle(index, [seed, second], last) per element (vectors of the same length)."""
     seeds = tf.stack(
         [
             tf.fill(tf.shape(index), tf.constant(_INDEX_SHUFFLE_PAD, tf.int64)),
             tf.fill(tf.shape(index), tf.constant(seed, tf.int64)),
-            epoch,
+            second,
         ],
         axis=1,
     )
-    last = tf.fill(tf.shape(index), tf.constant(n - 1, tf.int64))
     return tf.raw_ops.RandomIndexShuffle(index=index, seed=seeds, max_index=last, rounds=4)
+
+
+def _block_order(n: int, block: int, seed: int):
+    """`_record_stream`'s order as arithmetic (for records held in memory): the row at each
+    (epoch, index), each block of `block` rows permuted by its own index_shuffle (0: file order)."""
+    blocks = blocks_per_epoch(n, block) if block else 0
+
+    def order(epoch, index):
+        if not block:
+            return index
+        block_index = index // block
+        first = block_index * block
+        last = tf.minimum(first + block, n) - first - 1  # the last block may be short
+        return first + _shuffled(index - first, seed, block_seed(epoch, block_index, blocks), last)
+
+    return order
 
 
 def _record_stream(records, n: int, block: int, seed: int, start: int) -> tf.data.Dataset:
@@ -178,13 +202,43 @@ def _tfrecord_shape(first_file: str) -> tuple[int, ...]:
 
 
 def _tfrecord_parser(shape):
+    """A batch of raw records -> (examples, labels): one vectorized parse_example per batch, not
+    a parse_single_example (and a tf.data element) per record."""
     spec = {"x": tf.io.FixedLenFeature([int(np.prod(shape))], tf.float32), "y": tf.io.FixedLenFeature([], tf.int64)}
 
-    def parse(record):
-        parsed = tf.io.parse_single_example(record, spec)
-        return tf.reshape(parsed["x"], shape), parsed["y"]
+    def parse(records):
+        parsed = tf.io.parse_example(records, spec)
+        return tf.reshape(parsed["x"], (-1, *shape)), parsed["y"]
 
     return parse
+
+
+def _read_records(files: list[str], parallelism: int) -> tf.data.Dataset:
+    """The raw records of `files`, `parallelism` files at a time, one record of each in turn.
+    Deterministic: the order is a function of the file list and `parallelism` alone (a fixed
+    number from the config, never AUTOTUNE, whose cycle is the machine's core count: a restart on
+    another node would read another order). Only how many threads fill it is tuned."""
+    cycle = min(parallelism, len(files))  # a cycle beyond the files is the same order
+    if cycle == 1:
+        return tf.data.TFRecordDataset(files)  # one file after another
+    return tf.data.Dataset.from_tensor_slices(files).interleave(
+        tf.data.TFRecordDataset,
+        cycle_length=cycle,
+        block_length=1,
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+
+
+def _load_records(records, parse) -> tuple[np.ndarray, np.ndarray]:
+    """Every record of `records()`, parsed, in its order (data.cache)."""
+    xs, ys = [], []
+    for x, y in records().batch(4096).map(parse, num_parallel_calls=tf.data.AUTOTUNE):
+        xs.append(x.numpy())
+        ys.append(y.numpy())
+    if not xs:
+        return np.zeros((0,), np.float32), np.zeros((0,), np.int64)
+    return np.concatenate(xs), np.concatenate(ys)
 
 
 def _refuse_empty(count: int, describe: str) -> None:
@@ -202,8 +256,13 @@ def _from_arrays(x, y, config, seed, describe, num_classes) -> InputSpec:
     if config["data"]["source"] == "files":  # synthetic shapes were checked with the config
         check_example_size(x.shape[1:], config, "data.path: the examples' shape")
 
+    n = len(x)
+
+    def order(epoch, index):
+        return _permuted(index, seed, epoch, n) if shuffle else index
+
     def dataset_fn(batch: int, start_batch: int) -> tf.data.Dataset:
-        return _array_stream(x, y, shuffle > 0, seed, batch, start_batch)
+        return _array_stream(x, y, order, batch, start_batch)
 
     return InputSpec(tuple(x.shape[1:]), num_classes, len(x), describe, dataset_fn)
 
@@ -219,7 +278,8 @@ def build_input(config: dict, shared_dir: str, num_workers: int, worker_index: i
 
     files = list_files(data_path(config, shared_dir), data["format"])
     plan: ShardPlan = plan_shards(files, num_workers, worker_index)
-    describe = f"{data['format']}(files={len(plan.files)}/{len(files)},shard_by={plan.by})"
+    cache = ",cached" if data["format"] == "tfrecord" and data["cache"] else ""
+    describe = f"{data['format']}(files={len(plan.files)}/{len(files)},shard_by={plan.by}{cache})"
     if data["format"] == "npz":
         x, y = _load_npz(plan.files)
         if plan.by == "data":
@@ -227,16 +287,22 @@ def build_input(config: dict, shared_dir: str, num_workers: int, worker_index: i
         return _from_arrays(x, y, config, seed, describe, data["numClasses"])
 
     def records() -> tf.data.Dataset:
-        ds = tf.data.TFRecordDataset(list(plan.files))
+        ds = _read_records(list(plan.files), data["readParallelism"])
         return ds.shard(plan.num_shards, plan.index) if plan.by == "data" else ds
 
+    cached = None
     try:
         shape = _tfrecord_shape(files[0])
         check_example_size(shape, config, "data.path: the examples' shape")
         parse = _tfrecord_parser(shape)
         # Counting reads every record of this worker's share: a corrupt file fails here, once,
-        # as a permanent failure, instead of in the middle of training.
-        count = int(records().reduce(np.int64(0), lambda n, _: n + 1).numpy())
+        # as a permanent failure, instead of in the middle of training. With data.cache the same
+        # pass parses and keeps them.
+        if data["cache"]:
+            cached = _load_records(records, parse)
+            count = len(cached[0])
+        else:
+            count = int(records().reduce(np.int64(0), lambda n, _: n + 1).numpy())
     except tf.errors.DataLossError as err:
         raise TrainingError(
             f"data.path: a TFRecord file of {data_path(config, shared_dir)} is corrupt or "
@@ -244,10 +310,17 @@ def build_input(config: dict, shared_dir: str, num_workers: int, worker_index: i
         ) from None
     _refuse_empty(count, describe)
     shuffle = data["shuffleBuffer"]
+    if cached is not None:
+        order = _block_order(count, shuffle, seed)
+
+        def dataset_fn(batch: int, start_batch: int) -> tf.data.Dataset:
+            return _array_stream(*cached, order, batch, start_batch)
+
+        return InputSpec(shape, data["numClasses"], count, describe, dataset_fn)
 
     def dataset_fn(batch: int, start_batch: int) -> tf.data.Dataset:
         ds = _record_stream(records, count, shuffle, seed, first_example(start_batch, batch))
-        ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).batch(batch, drop_remainder=True)
+        ds = ds.batch(batch, drop_remainder=True).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
         return _finish(ds)
 
     return InputSpec(shape, data["numClasses"], count, describe, dataset_fn)

@@ -26,6 +26,7 @@ MAX_HEARTBEAT_TIMEOUT_SECONDS = 3_600  # a silent peer unnoticed for an hour at 
 MAX_STEPS = 2**31 - 1
 MAX_CHECKPOINT_SECONDS = 604_800  # a checkpoint interval: a week
 MAX_SEED = 2**32 - 1  # numpy's seed range
+MAX_READ_PARALLELISM = 256  # TFRecord files read at once by one worker
 # The dtype gradients are all-reduced in (cast back to float32 before the update); docs/training.md.
 ALL_REDUCE_DTYPES = ("float32", "bfloat16", "float16")
 
@@ -67,6 +68,8 @@ SCHEMA: dict = {
                 "format": {"enum": ["npz", "tfrecord"]},
                 "numClasses": _CLASSES,
                 "shuffleBuffer": {"type": "integer", "minimum": 0, "maximum": MAX_BATCH_PER_REPLICA},
+                "readParallelism": {"type": "integer", "minimum": 1, "maximum": MAX_READ_PARALLELISM},
+                "cache": {"type": "boolean"},
                 "synthetic": {
                     "type": "object",
                     "additionalProperties": False,
@@ -143,6 +146,10 @@ DEFAULTS: dict = {
         "source": "synthetic",
         "format": "npz",
         "shuffleBuffer": 1024,
+        # TFRecord: files read at once, one record of each in turn (part of the order); the share
+        # parsed and held in memory (docs/training.md, "Data")
+        "readParallelism": 4,
+        "cache": False,
         "synthetic": {"examples": 4096, "inputShape": [28, 28, 1], "numClasses": 10},
     },
     "batchSizePerReplica": 64,

@@ -85,6 +85,8 @@ BAD_CONFIGS = [
         "data: {shuffleBuffer: 1048577}",
         "training config: data.shuffleBuffer: 1048577 is greater than the maximum of 1048576",
     ),
+    ("data: {readParallelism: 0}", "training config: data.readParallelism: 0 is less than the minimum of 1"),
+    ("data: {cache: 'yes'}", "training config: data.cache: 'yes' is not of type 'boolean'"),
     (
         # the input batch holds every micro-batch of a step: 64 x 2049 x 4096 float32 = 2 GiB + 64 examples
         "batchSizePerReplica: 2049\ngradientAccumulationSteps: 64\n"

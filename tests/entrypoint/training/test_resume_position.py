@@ -33,21 +33,23 @@ def synthetic_spec(shuffle=1024):
     return data.build_input(config, "/", 2, 1)  # worker 1 of 2: 23 examples, so batches span epochs
 
 
-def tfrecord_spec(tmp_path, shuffle):
+def tfrecord_config(path, shuffle, **more):
+    more = {
+        "source": "files",
+        "path": str(path),
+        "format": "tfrecord",
+        "numClasses": 10,
+        "shuffleBuffer": shuffle,
+        **more,
+    }
+    return merge_defaults({"data": more})
+
+
+def tfrecord_spec(tmp_path, shuffle, cache=False):
     x, y, _, _ = prepare_digits.split_digits()
     prepare_digits.write_shards(str(tmp_path), "train", x[:90], y[:90], 1, "tfrecord")
-    config = merge_defaults(
-        {
-            "data": {
-                "source": "files",
-                "path": str(tmp_path),
-                "format": "tfrecord",
-                "numClasses": 10,
-                "shuffleBuffer": shuffle,
-            }
-        }
-    )
-    return data.build_input(config, "/", 2, 0)  # one file, shared by data: 45 records, blocks of 8 end short
+    # one file, shared by data: 45 records, blocks of 8 end short
+    return data.build_input(tfrecord_config(tmp_path, shuffle, cache=cache), "/", 2, 0)
 
 
 def batches(spec, start_batch, count):
@@ -95,6 +97,75 @@ def test_tfrecord_resume_is_the_uninterrupted_suffix(tmp_path, shuffle):
     epoch1 = [int(v) for _, y in whole for v in y][45:90]
     assert sorted(epoch0) == sorted(epoch1)
     assert (epoch0 != epoch1) == bool(shuffle)
+
+
+def numbered_shards(path, files=4, per_file=12):
+    """Example k is k in every value, label k % 10; file i holds examples i, i + files, ..."""
+    n = files * per_file
+    x = np.repeat(np.arange(n, dtype=np.float32)[:, None], 3, axis=1)
+    prepare_digits.write_shards(str(path), "train", x, np.arange(n) % 10, files, "tfrecord")
+
+
+def one_by_one(path):
+    """Each file read on its own and parsed record by record: the reference the pipeline's
+    parallel reads and batched parse must reproduce."""
+    spec = {"x": tf.io.FixedLenFeature([3], tf.float32), "y": tf.io.FixedLenFeature([], tf.int64)}
+    files = data.list_files(str(path), "tfrecord")
+    parsed = [tf.io.parse_single_example(r, spec) for f in files for r in tf.data.TFRecordDataset(f)]
+    return [(p["x"].numpy(), int(p["y"])) for p in parsed]
+
+
+@pytest.mark.parametrize("parallelism,ids", [(1, "by file"), (2, "pairs"), (4, "in turn"), (9, "in turn")])
+def test_tfrecord_files_are_read_in_parallel_in_a_fixed_turn(tmp_path, parallelism, ids):
+    numbered_shards(tmp_path)
+    spec = data.build_input(tfrecord_config(tmp_path, 0, readParallelism=parallelism), "/", 1, 0)
+    files = [list(range(i, 48, 4)) for i in range(4)]  # the example ids in each file
+    if ids == "by file":
+        want = [k for f in files for k in f]
+    elif ids == "pairs":  # two files at a time, one record of each in turn; then the next two
+        want = [k for a, b in ((0, 1), (2, 3)) for pair in zip(files[a], files[b], strict=True) for k in pair]
+    else:  # every file at once (more parallelism than files: the same order)
+        want = list(range(48))
+    reference = {int(x[0]): (x, y) for x, y in one_by_one(tmp_path)}
+    got = batches(spec, 0, 12)  # one epoch exactly: 48 records in batches of 4
+    examples = [(x, int(y)) for bx, by in got for x, y in zip(bx, by, strict=True)]
+    assert [int(x[0]) for x, _ in examples] == want
+    for x, y in examples:  # values and label as a record-by-record parse has them
+        np.testing.assert_array_equal(x, reference[int(x[0])][0])
+        assert y == reference[int(x[0])][1]
+
+
+@pytest.mark.parametrize("shuffle", [10, 0])
+def test_tfrecord_parallel_reads_and_cache_resume_exactly(tmp_path, shuffle):
+    numbered_shards(tmp_path)
+    # 3 of 4 files at once: the fourth takes the first free turn; blocks of 10 over 48 end short
+    plain, cached = (
+        data.build_input(tfrecord_config(tmp_path, shuffle, readParallelism=3, cache=c), "/", 1, 0)
+        for c in (False, True)
+    )
+    assert plain.describe == "tfrecord(files=4/4,shard_by=file)"
+    assert cached.describe == "tfrecord(files=4/4,shard_by=file,cached)"
+    whole = batches(plain, 0, 30)  # 120 records: two epochs and a half
+    for spec in (plain, cached):
+        for step in (1, 5, 6, 11):  # inside epoch 0, across the boundaries at 48 and 96 records
+            assert_suffix(spec, whole, step)
+    for (cx, cy), (wx, wy) in zip(batches(cached, 0, 30), whole, strict=True):  # the cache: the same stream
+        np.testing.assert_array_equal(cx, wx)
+        np.testing.assert_array_equal(cy, wy)
+    ids = [int(x[0]) for bx, _ in whole for x in bx]
+    assert sorted(ids[:48]) == sorted(ids[48:96]) == list(range(48))
+    assert (ids[:48] != ids[48:96]) == bool(shuffle)
+
+
+@pytest.mark.parametrize("shuffle", [8, 0])
+def test_tfrecord_cache_over_a_data_shard_is_the_same_stream(tmp_path, shuffle):
+    whole = batches(tfrecord_spec(tmp_path, shuffle), 0, 24)
+    cached = tfrecord_spec(tmp_path, shuffle, cache=True)
+    assert cached.examples_per_worker == 45
+    for (cx, cy), (wx, wy) in zip(batches(cached, 0, 24), whole, strict=True):
+        np.testing.assert_array_equal(cx, wx)
+        np.testing.assert_array_equal(cy, wy)
+    assert_suffix(cached, whole, 7)
 
 
 class Reads:

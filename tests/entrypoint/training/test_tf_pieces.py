@@ -11,6 +11,7 @@ import tensorflow as tf
 from entrypoint.training import prepare_digits
 from entrypoint.training.config import ConfigError, merge_defaults
 from entrypoint.training.data import build_input
+from entrypoint.training.failures import TrainingError
 from entrypoint.training.models import build_model
 
 pytestmark = pytest.mark.slow
@@ -47,6 +48,18 @@ def test_restart_continues_the_same_shuffled_sequence(tmp_path):
     spec = build_input(files_config(tmp_path, "npz", shuffle=64), "/", 1, 0)
     whole = first_labels(spec, 10, 100)
     assert first_labels(spec, 10, 70, start_step=3) == whole[30:]
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_a_truncated_tfrecord_fails_once_at_the_start_cached_or_not(tmp_path, cache):
+    x, y, _, _ = prepare_digits.split_digits()
+    (shard,) = prepare_digits.write_shards(str(tmp_path), "train", x[:40], y[:40], 1, "tfrecord")
+    with open(shard, "r+b") as fh:  # the last record is cut short
+        fh.truncate(fh.seek(0, 2) - 100)
+    config = files_config(tmp_path, "tfrecord")
+    config["data"]["cache"] = cache
+    with pytest.raises(TrainingError, match="data.path: a TFRecord file of .* is corrupt or truncated"):
+        build_input(config, "/", 1, 0)
 
 
 def test_no_files_is_a_config_error(tmp_path):
