@@ -24,6 +24,7 @@ PREFIX = "tfmw"
 CONNECTING, CONNECTED, START, PROGRESS, CHECKPOINT = "connecting", "connected", "start", "progress", "checkpoint"
 RECOVERED, WARNING, DEBUG, STOPPED = "recovered", "warning", "debug", "stopped"
 ERROR, DONE, SIGTERM, EVAL, THREADS = "error", "done", "sigterm", "eval", "threads"  # trainer
+GPUS = "gpus"  # trainer: the GPUs it sees and how it uses them (entrypoint/training/devices.py)
 LAUNCHER, LIFECYCLE, COMPLETED, FAILED = "launcher", "lifecycle", "completed", "failed"  # launcher
 
 _KV = re.compile(r'(\w+)=("[^"]*"|\S+)')

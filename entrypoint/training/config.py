@@ -17,6 +17,7 @@ import yaml
 # The launcher's ConfigError: a bad training config or environment is one line, exit code 2,
 # never retried, the same class on both sides of the launcher/trainer boundary.
 from ..errors import ConfigError
+from . import devices
 from . import schema as limits
 from .schema import BUILTIN_MODELS, DEFAULTS, MODEL_ARGS, SCHEMA
 
@@ -165,6 +166,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
             else ("TensorFlow's default", ">= 1", limits.MAX_HEARTBEAT_TIMEOUT_SECONDS)
         )
         return f"{path}: {error.instance!r} must be null ({meaning}) or a number of seconds {low} and <= {high}"
+    if error.validator == "anyOf" and path == "gpuMemory":
+        return f"gpuMemory: {error.instance!r} must be all, growth, or a fraction of each GPU's memory > 0 and <= 1"
     if error.validator == "type" and error.validator_value == "integer" and isinstance(error.instance, (float, bool)):
         return f"{path}: {error.instance!r} is not an integer; write a whole number without a decimal point"
     if error.validator == "maximum":
@@ -243,6 +246,7 @@ def check(config: dict) -> dict:
     effective = merge_defaults(config)
     check_sizes(effective)
     check_checkpoint_interval(effective["checkpoint"])
+    devices.check_config(effective)
     return effective
 
 

@@ -39,6 +39,9 @@ _SHAPE = {
 }
 _CLASSES = {"type": "integer", "minimum": 2, "maximum": MAX_CLASSES}
 _STEPS = {"type": "integer", "minimum": 1, "maximum": MAX_STEPS}
+# gpuMemory (docs/training.md, "GPUs"): TensorFlow's whole GPU, memory growth, or a fraction 0<f<=1
+# of each visible GPU (entrypoint/training/devices.py).
+GPU_MEMORY_MODES = ("all", "growth")
 
 SCHEMA: dict = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -117,6 +120,9 @@ SCHEMA: dict = {
             "anyOf": [{"type": "null"}, {"type": "number", "minimum": 1, "maximum": MAX_HEARTBEAT_TIMEOUT_SECONDS}]
         },
         "seed": {"type": "integer", "minimum": 0, "maximum": MAX_SEED},
+        "gpuMemory": {
+            "anyOf": [{"enum": list(GPU_MEMORY_MODES)}, {"type": "number", "exclusiveMinimum": 0, "maximum": 1}]
+        },
         "tensorboard": {
             "type": "object",
             "additionalProperties": False,
@@ -175,6 +181,7 @@ DEFAULTS: dict = {
     "timeoutSeconds": None,
     "heartbeatTimeoutSeconds": None,
     "seed": 42,
+    "gpuMemory": "all",
     "tensorboard": {"enabled": True},
     "export": {"enabled": True},
     # examples: how many (of evaluation.path's files, else of the training data) each

@@ -35,7 +35,7 @@ from ..rundir import Heartbeat, RunDir, is_uri, makedirs, read_completed, write_
 # save (keep=1), never a fresh directory per attempt (those leaked across restarts). Named in
 # entrypoint.scratch, which the launcher clears at each attempt's start.
 from ..scratch import EXPORT_STAGING, scratch_checkpoints, scratch_export
-from . import checkpoints, interval, leaving, threads
+from . import checkpoints, devices, interval, leaving, threads
 from .config import ConfigError, RunEnv, replica_input_batch
 from .data import build_input
 from .failures import TrainingError, error_summary, is_retryable
@@ -72,11 +72,7 @@ class TrainingResult:
 def make_strategy(config: dict) -> tuple[tf.distribute.Strategy, str]:
     """MWMS with the collective implementation chosen for the hardware (TF_CONFIG already set)."""
     gpus = tf.config.list_physical_devices("GPU")
-    choice = config["collective"]
-    if choice == "nccl" and not gpus:
-        raise ConfigError("training config: collective: nccl needs GPUs but none are visible; use auto or ring")
-    if choice == "auto":
-        choice = "nccl" if gpus else "ring"
+    choice = devices.choose_collective(config["collective"], config["allReduceDtype"], len(gpus))
     impl = {
         "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
         "ring": tf.distribute.experimental.CommunicationImplementation.RING,
@@ -780,6 +776,7 @@ def set_up(config: dict, cluster: Cluster, env: RunEnv) -> Session:
     """Join the group, build the model, restore the newest checkpoint, open the data at the
     restored step; refuse when the workers restored different steps."""
     size_thread_pools(threads.this_process())
+    devices.set_up(tf, config, os.environ, log)  # GPU memory: also before the eager context
     log(loglines.line(loglines.CONNECTING, worker=f"{cluster.worker_index}/{cluster.num_workers}"))
     connecting = time.monotonic()
     strategy, collective = make_strategy(config)  # returns once every worker has joined the group

@@ -17,7 +17,7 @@ BAD_CONFIGS = [
     (
         "stepz: 10",
         "training config: stepz: unknown key (allowed here: allReduceDtype, batchSizePerReplica, checkpoint, "
-        "collective, data, epochs, evaluation, export, gradientAccumulationSteps, heartbeatTimeoutSeconds, "
+        "collective, data, epochs, evaluation, export, gpuMemory, gradientAccumulationSteps, heartbeatTimeoutSeconds, "
         "learningRate, logEverySteps, "
         "model, optimizer, seed, steps, "
         "tensorboard, timeoutSeconds)",

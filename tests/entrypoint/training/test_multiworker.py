@@ -23,6 +23,7 @@ epochs: 14
 learningRate: 0.01
 checkpoint: {everySteps: 100, keep: 2}
 logEverySteps: 50
+gpuMemory: growth
 """
 
 
@@ -69,6 +70,9 @@ def test_digits_two_workers_train_export_and_reach_accuracy(tmp_path):
     assert [d["steps"] for d in done] == ["315", "315"]
     assert done[0]["weights_digest"] == done[1]["weights_digest"]  # every worker ended with the same weights
     assert len(done[0]["weights_digest"]) == 64
+    # no GPU here: gpuMemory is said and changes nothing; auto is RING on CPU
+    assert [parse_line(out, "gpus") for out in group.outputs] == [[{"visible": "0", "memory": "growth"}]] * 2
+    assert all(parse_line(out, "start")[0]["collective"] == "ring" for out in group.outputs)
     # each worker read whole files, two of the four
     assert "data=npz(files=2/4,shard_by=file) " in group.outputs[1]
 

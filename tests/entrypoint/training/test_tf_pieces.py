@@ -129,7 +129,7 @@ def test_nccl_without_gpus_is_a_config_error():
     from entrypoint.training.trainer import make_strategy
 
     with pytest.raises(ConfigError, match="collective: nccl needs GPUs but none are visible"):
-        make_strategy({"collective": "nccl", "timeoutSeconds": None})
+        make_strategy({"collective": "nccl", "allReduceDtype": "float32", "timeoutSeconds": None})
 
 
 def test_steps_for_epochs_rounds_up_and_is_at_least_one():
