@@ -191,6 +191,10 @@ undeploy: setup-tools ## Uninstall the release (shared storage is kept)
 bench: setup ## Measure the performance figures into docs/benchmarks.md (QUICK=1 for a short run; PEERS=1 adds the TFJob/JobSet figures)
 	$(PY) -m tfmw.bench $(if $(QUICK),--quick) $(if $(filter 1,$(PEERS)),--peers)
 
+.PHONY: gpu-check
+gpu-check: $(VENV_STAMP) ## On a GPU host: the built-in trainer on GPU 0, 1 worker (NCCL) then 2 sharing it (RING); GPU_PY=a python whose TensorFlow has CUDA (docs/image.md)
+	$(PY) -m tfmw.bench.gpucheck $(if $(GPU_PY),--python $(GPU_PY))
+
 .PHONY: image
 image: $(VENV_STAMP) ## Build the worker image (VARIANT=gpu|cpu, IMAGE=registry/name, BASE=debian, PUSH=1) with docker or podman
 	$(PY) -m tfmw.image $(if $(VARIANT),--variant $(VARIANT)) $(if $(IMAGE),--image $(IMAGE)) $(if $(BASE),--base $(BASE)) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE)) $(if $(BASE_TAG),--base-tag $(BASE_TAG)) $(if $(filter 1,$(PUSH)),--push)

@@ -35,6 +35,8 @@ from . import (
     fig_threads,
     session,
 )
+from .gpus import count as count_gpus
+from .gpus import refusal as gpu_refusal
 from .procs import REPO
 
 # Each figure's module: its TITLE, and its run_figure that measures it and writes its section.
@@ -104,6 +106,9 @@ def parse_args(argv):
         parser.exit(2, f"bench: --workers {args.workers}: figure 1 compares N >= 2 workers with one; use 2 or more\n")
     if args.gpus < 0:
         parser.exit(2, f"bench: --gpus {args.gpus}: must be 0 (CPU) or more\n")
+    problem = gpu_refusal(args.gpus, args.workers, count_gpus()) if args.gpus else None
+    if problem:
+        parser.exit(2, f"bench: {problem}\n")
     return args
 
 

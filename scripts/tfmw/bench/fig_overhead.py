@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from . import plots, stats
 from .figure import BenchRun
+from .gpus import collective
 from .machine import load_average
 from .parse import bench_cases
 from .procs import PY, REPO, BenchError, base_env, run_workers
@@ -220,10 +221,13 @@ def measure(cases: list[Case], workers: int, rounds: int, gpus: int = 0, log=pri
     specs = json.dumps([c.spec() for c in cases], separators=(",", ":"))
     raw = {c.id: {"t1": [], "tn": [], "c1": [], "cn": [], "floor": [], "params": None} for c in cases}
     timeout = 600.0
+    chosen = collective(gpus, [c.dtype for c in cases])  # RING when a case needs bfloat16
     for r in range(rounds):
         for n, key, cpu_key in ((1, "t1", "c1"), (workers, "tn", "cn")):
             log(f"  figure 1: round {r + 1}/{rounds}, {n} worker(s)")
-            outputs = run_workers(["tfmw.bench.mwms_step", specs], n, timeout, one_thread=not gpus, gpus=gpus)
+            outputs = run_workers(
+                ["tfmw.bench.mwms_step", specs], n, timeout, {"TFMW_BENCH_COLLECTIVE": chosen}, not gpus, gpus
+            )
             per_worker = [bench_cases(out) for out in outputs]
             for case in cases:
                 found = [w[case.id] for w in per_worker if case.id in w]
@@ -444,6 +448,14 @@ def run_figure(bench: BenchRun) -> str:
     return section(rows, shown, HEADERS, bench.workers, rounds, load, MAIN_MODEL, bench.gpus)
 
 
+def gpu_setting(gpus: int, rows) -> str:
+    """`GPUs: G per worker, NCCL`, or RING when a case all-reduces in bfloat16 (NCCL has none)."""
+    chosen = collective(gpus, [r.dtype for r in rows])
+    return f"GPUs: {gpus} per worker, " + (
+        "NCCL" if chosen == "nccl" else "RING (a bfloat16 case: NCCL has no bfloat16)"
+    )
+
+
 def section(rows, table_rows, headers, workers: int, rounds: int, load: str, main_id: str, gpus: int) -> str:
     """Figure 1's section of docs/benchmarks.md, from its rows (pure)."""
     by_id = {r.id: r for r in rows}
@@ -460,7 +472,7 @@ def section(rows, table_rows, headers, workers: int, rounds: int, load: str, mai
         "",
         settings_line(
             f"N = {workers} workers on loopback, "
-            f"{'GPUs: ' + str(gpus) + ' per worker, NCCL' if gpus else 'CPU, RING all-reduce'}; "
+            f"{gpu_setting(gpus, rows) if gpus else 'CPU, RING all-reduce'}; "
             + (
                 "no thread limits; "
                 if gpus

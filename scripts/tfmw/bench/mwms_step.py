@@ -116,11 +116,13 @@ def main(argv=None) -> int:
     else:  # e.g. as a pod's training command on a real cluster
         cases = [c.spec() for c in plan(quick=False)]
     gpus = os.environ.get("TFMW_BENCH_GPUS", "0") not in ("", "0")
+    # RING when a case all-reduces in bfloat16, which NCCL does not take (tfmw.bench.gpus.collective)
+    nccl = gpus and os.environ.get("TFMW_BENCH_COLLECTIVE", "nccl") == "nccl"
     import tensorflow as tf
     import tf_keras as keras
 
     _threads_from_env(tf)
-    strategy = make_strategy(tf, gpus)
+    strategy = make_strategy(tf, nccl)
     for case in cases:
         result = run_case(tf, keras, strategy, case)
         print(case_line(result), flush=True)
