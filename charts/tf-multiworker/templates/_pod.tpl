@@ -126,6 +126,28 @@ Volumes and mounts of the writable directories in the read-only root filesystem.
 {{- end }}
 
 {{/*
+The CUDA JIT cache of GPU workers (TensorFlow's wheels carry PTX the driver compiles for a newer
+GPU, for minutes, at the first start): in a writable dir, an emptyDir of the pod, so a container
+restart in the pod finds it warm; per pod, never shared storage (concurrent writers). Under the
+home (the driver's own default place) when /home/tfmw is writable, else under the first writable
+dir. CUDA_CACHE_MAXSIZE: the driver's largest, 4 GiB (its default, 256 MiB, is too small for
+TensorFlow's kernels). A variable workers.extraEnv sets itself is left to it.
+*/}}
+{{- define "tf-multiworker.cudaCacheEnv" -}}
+{{- $dirs := .Values.writableDirs | default list }}
+{{- $own := list }}
+{{- range .Values.workers.extraEnv }}{{ $own = append $own .name }}{{ end }}
+{{- if and $dirs (not (has "CUDA_CACHE_PATH" $own)) }}
+- name: CUDA_CACHE_PATH
+  value: {{ printf "%s/.nv/ComputeCache" (ternary "/home/tfmw" (first $dirs) (has "/home/tfmw" $dirs)) | quote }}
+{{- end }}
+{{- if not (has "CUDA_CACHE_MAXSIZE" $own) }}
+- name: CUDA_CACHE_MAXSIZE
+  value: "4294967296"
+{{- end }}
+{{- end }}
+
+{{/*
 The shared storage volume (absent for objectStore: TensorFlow writes to the URI itself).
 */}}
 {{- define "tf-multiworker.sharedVolume" -}}
