@@ -583,7 +583,8 @@ def section(rows, table_rows, headers, workers: int, rounds: int, load: str, mai
         "for the slowest).",
         "",
         "**On GPUs or a real cluster** (not run here: no GPU, no cluster): `python -m tfmw.bench --only 1 "
-        "--gpus G --workers N` gives each worker G GPUs (`CUDA_VISIBLE_DEVICES`), uses NCCL and drops the "
+        "--gpus G --workers N` gives each worker G GPUs (`CUDA_VISIBLE_DEVICES`; refused when N x G is more "
+        "than the GPUs present), uses NCCL (RING while a case all-reduces in bfloat16, which NCCL lacks) and drops the "
         "one-thread limits; across machines, set the chart's `training.command` to "
         "`[python, -m, tfmw.bench.mwms_step]` (with this repository's `scripts/` in the image): every pod "
         "runs figure 1's cases through the launcher (which sets TF_CONFIG) and prints `tfmw bench case=` lines; "
