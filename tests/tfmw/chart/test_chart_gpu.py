@@ -1,12 +1,15 @@
-"""The CUDA JIT cache of GPU workers: CUDA_CACHE_PATH in a writable dir of the pod (an emptyDir,
-so it survives a container restart), CUDA_CACHE_MAXSIZE at the driver's largest, a user's own
-setting kept, nothing on CPU workers; `make local` maps the path to the pod's local folder."""
+"""GPU workers. The CUDA JIT cache: CUDA_CACHE_PATH in a writable dir of the pod (an emptyDir, so
+it survives a container restart), CUDA_CACHE_MAXSIZE at the driver's largest, a user's own
+setting kept, nothing on CPU workers; `make local` maps the path to the pod's local folder. And
+the trainer's GPU refusal that needs no GPU (bfloat16 over NCCL) already at `make template`."""
 
 from __future__ import annotations
 
+import pytest
 from chartkit import env_of, find
 
 from tfmw.chart import render as chart_render
+from tfmw.chart.helmkit import ToolError
 from tfmw.localrun.podspec import build_pods, find_workload
 
 GPU = ("workers.gpus=1", "workers.resources.limits.memory=4Gi", "workers.resources.requests.memory=2Gi")
@@ -63,3 +66,14 @@ def test_make_local_puts_the_cache_in_each_pods_local_home(tmp_path):
         assert pod.env["CUDA_CACHE_PATH"] == pod.env["HOME"] + "/.nv/ComputeCache"
         assert str(tmp_path) in pod.env["HOME"]
     assert len({pod.env["CUDA_CACHE_PATH"] for pod in pods}) == len(pods)  # per pod, as in the cluster
+
+
+def test_make_template_refuses_bfloat16_over_nccl_before_anything_is_applied():
+    with pytest.raises(ToolError) as err:
+        chart_render.render(
+            "local", ["training.config.collective=nccl", "training.config.allReduceDtype=bfloat16"], release="t"
+        )
+    assert str(err.value).startswith(
+        "training.config.allReduceDtype: bfloat16 with collective: nccl (set in the config): TensorFlow's NCCL "
+        "all-reduce has no bfloat16; set allReduceDtype: float16 (NCCL) or collective: ring"
+    )
