@@ -172,7 +172,7 @@ class TrainingProcess:
         return {"exception": crash.exception, "error_line": crash.error_line, "new_output": new_output}
 
     def _start(self, env: dict[str, str]) -> subprocess.Popen:
-        child = self._take_standby()  # the waiting standby, else a cold start
+        child = self._take_standby(env)  # the waiting standby, else a cold start
         if child is not None:
             return child
         try:
@@ -305,20 +305,29 @@ class TrainingProcess:
                 self._say(f"standby: cannot start one ({err}); restarts start cold")
                 self.cfg.standby_preload = None
 
-    def _take_standby(self) -> subprocess.Popen | None:
-        """The waiting standby, told to run the command (its PID becomes the trainer's); None:
-        start cold (no standby yet, or it died)."""
+    def _take_standby(self, env: dict[str, str]) -> subprocess.Popen | None:
+        """The waiting standby, told to run the command with `env` (its PID becomes the
+        trainer's): the one started during the attempt before, else, for the first attempt,
+        the launcher's (started with it); None: start cold (none, or it died)."""
         with self._standby_lock:
             standby, self._standby = self._standby, None
+        first = standby is None
+        if first:
+            standby = self.cfg.first_standby()  # once: later calls find none
         if standby is None:
             return None
-        child = standby.take()
+        child = standby.take(env)
         if child is None:
             self._say(f"start standby=no: the standby (pid {standby.pid}) {standby.why}; starting cold")
             return None
         self._say(
             f"start standby=yes pid={child.pid} ready={'yes' if standby.ready else 'no'}: "
-            "the waiting process runs the training command (its imports already done)"
+            + (
+                "the process started with the launcher runs the training command "
+                "(its imports overlapped the launcher's start)"
+                if first
+                else "the waiting process runs the training command (its imports already done)"
+            )
         )
         return child
 

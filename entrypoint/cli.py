@@ -23,6 +23,7 @@ from .launcher import Launcher, OutsideGroup, resolve_tf_config
 from .peers import dns_resolves, port_accepts, wait_for_peers
 from .regroup import statefulset_replicas
 from .runcontext import Group
+from .standby import FirstStandby
 
 CHECK_PEERS_HINT = (
     "check that those pods are running (kubectl get pods) or raise --timeout-seconds "
@@ -111,7 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None, first_standby: FirstStandby | None = None
+) -> int:
+    """`first_standby`: the first attempt's standby, started before these imports (entrypoint/__main__.py)."""
     args = build_parser().parse_args(argv)
     env = dict(os.environ if env is None else env)
     if args.command != "run":
@@ -126,7 +130,7 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         command = list(args.training_command)
         if command and command[0] == "--":
             command = command[1:]
-        return Launcher(env, command).run()
+        return Launcher(env, command, first_standby=first_standby).run()
     except LauncherError as err:
         print(f"tfmw: {err}", file=sys.stderr, flush=True)
         return err.exit_code

@@ -58,14 +58,13 @@ from .regroup import GroupSize, Regroup
 from .runcontext import EndedElsewhere, Failure, Group, Hooks, Run, Stopped
 from .rundir import MarkerUnreadable, RunDir, completed_marker, marker_exists_retrying
 from .settings import INDEXED_JOB_REQUIRED, LauncherSettings, load_settings, rbac_off_line
-from .standby import is_builtin_trainer, standby_plan
+from .standby import DEFAULT_TRAINING_COMMAND, FirstStandby, is_builtin_trainer, standby_plan
 from .startchecks import command_problem, shared_dir_problem
 from .status import StatusRecorder
 from .supervisor import Ending, Supervisor, SupervisorConfig
 from .tracker import RunTracker
 from .waiting import WaitingNote
 
-DEFAULT_TRAINING_COMMAND = ("python", "-m", "entrypoint.training")
 MARKER_RETRY_SECONDS = 60.0  # a user command finished: how long writing COMPLETED may be retried
 IDENTITY = {STATEFULSET: "statefulset", PRESET_TF_CONFIG: "preset", INDEXED_JOB: "indexed-job"}
 
@@ -144,8 +143,13 @@ class Launcher:
         idle_retry: tuple[float, float] = IDLE_RETRY_SECONDS,
         api_timeout: float = 5.0,
         marker_retry_seconds: float = MARKER_RETRY_SECONDS,
+        first_standby: FirstStandby | None = None,
     ):
         self.env = dict(env)
+        # The first attempt's standby, started before the launcher's own imports
+        # (entrypoint.standby.prestart): held for the first attempt, discarded on every way
+        # of the run that does not train, so no TensorFlow process idles beside an idle pod.
+        self.first_standby = first_standby or FirstStandby()
         self.command = list(command) or list(DEFAULT_TRAINING_COMMAND)
         self._print = log or (lambda line: print(line, flush=True))
         self.podlog: PodLog | None = None  # the log kept on shared storage, once the run dir is known
@@ -180,6 +184,7 @@ class Launcher:
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
         if self.supervisor is not None:  # the trainer hears it before anyone acts on `stopping`
             self.supervisor.request_stop(signum)
+        self.first_standby.discard()  # not taken yet: it goes now, not at the run's end
         self.stopping.set()
 
     def _on_signal(self, signum: int, _frame) -> None:
@@ -197,27 +202,41 @@ class Launcher:
         """The run's life (docs/lifecycle.md): the TF_CONFIG, the run's record, a run that
         already ended, the checks before training, the peer wait, supervised training, the end."""
         self._install_signals()
+        try:
+            return self._life()
+        finally:
+            self.first_standby.discard()  # an exception's way out too
+
+    def _life(self) -> int:
+        no_training = self.first_standby.discard  # before each way that idles or exits untrained
         platform = platform_owns_lifecycle(pod_kind(self.env))
         try:
             group, settings, kind = resolve_group(self.env, self.hostname, self._size_at_start)
         except ConfigError as err:
+            no_training()
             if platform:
                 raise  # one line and exit 2: the platform's failure policy takes it from here
             return self.ending.refused(self.env, err, self.api_timeout)
         except OutsideGroup as outside:
+            no_training()
             return self._outside(outside)
         except Stopped:
             self._say("stopped by signal while reading the group's size")
             return EXIT_SIGTERM
         self._announce(group, kind, platform)
         if is_evaluator(group.tf_config):
+            no_training()  # the evaluator's one command starts cold (outside the supervisor)
             return self._evaluate(group.encoded)
         run = self._open_run(group, settings, platform)
         if run.plan.action in (SUCCEEDED_ALREADY, FAILED_ALREADY):
+            no_training()
             return self.ending.ended_already(run)
         try:
-            self._check_before_training(run)
-            ending = self._train(run)
+            try:
+                self._check_before_training(run)
+                ending = self._train(run)
+            finally:
+                no_training()  # the first attempt took it, or there was none (stopped, failed, done)
         except Stopped:
             self._say("stopped by signal while waiting for peers")
             return self.ending.stopped(run, EXIT_SIGTERM, GroupSize(run.api, self.stopping))
@@ -399,6 +418,10 @@ class Launcher:
         settings, tracker = run.settings, run.tracker
         preload, why = standby_plan(settings.warm_standby, self.command)
         chief_dir = tracker.is_chief and run.run_dir is not None  # the run directory's only writer
+        if preload is None:
+            self.first_standby.discard()
+        elif self.first_standby.pid is not None:
+            why += f"; the first attempt's started with the launcher (pid {self.first_standby.pid})"
         self._say(f"warm standby: {why}")
         return SupervisorConfig(
             command=self.command,
@@ -422,6 +445,7 @@ class Launcher:
             on_beat=tracker.beat,
             on_group_broken=tracker.group_broke,
             standby_preload=preload,
+            first_standby=lambda: self.first_standby.take(self.command, preload),
             tee=self.podlog.write if self.podlog is not None else None,
             clean_scratch=lambda: scratch.clean(None, str(run.run_dir) if chief_dir else None, self._say),
             attempt_env=lambda: tracker.attempt_env(f"{run.heartbeat}.mtbf"),

@@ -5,18 +5,25 @@ that restart is a new Python importing TensorFlow (~2.5-3 s on 2 CPUs) before th
 re-form. The supervisor (entrypoint.attempt) keeps one standby per worker: started with
 the training command's own interpreter, environment (TF_CONFIG included) and working
 directory, it imports TensorFlow (and, for the built-in trainer, the trainer's modules) and
-then blocks on a socket the supervisor holds. On a restart the supervisor writes "go" and
-the standby runs the command in this process, exactly as `python -m <module> args` or
-`python <script> args` would: same sys.argv, sys.path[0], cwd and environment; its output
-and exit code are the trainer's.
+then blocks on a socket the supervisor holds. On a restart the supervisor writes "go" with the
+attempt's environment, and the standby runs the command in this process, exactly as
+`python -m <module> args` or `python <script> args` would: same sys.argv, sys.path[0], cwd and
+environment; its output and exit code are the trainer's.
+
+The first attempt has one too: `python -m entrypoint run` starts it before its own imports
+(prestart, from entrypoint/__main__.py), so TensorFlow's import overlaps the launcher's start
+(its imports, settings, TF_CONFIG, the run's record, the peer wait). That standby is started
+with the pod's environment, before the TF_CONFIG is known: what the launcher settles later
+(TF_CONFIG, the heartbeat file) comes with "go", which is written only once the attempt may
+train (peers resolved, run directory owned, scratch cleared). Importing touches none of it.
 
 While waiting it costs no GPU memory: importing TensorFlow does not create the eager context
 or touch a device (tests/entrypoint/test_standby.py checks it); nothing here calls TF. If the socket
 closes (the launcher is gone, or the standby was discarded) it exits 0, silently.
 
 Usage (the supervisor's, not an operator's):
-    python -m entrypoint.standby --fd N [--preload mod,mod] -- python -m <module> [args...]
-    python -m entrypoint.standby --fd N [--preload mod,mod] -- python <script.py> [args...]
+    python -m entrypoint.standby --fd N [--preload mod,mod] [--no-nice] -- python -m <module> [args...]
+    python -m entrypoint.standby --fd N [--preload mod,mod] [--no-nice] -- python <script.py> [args...]
 
 Only the standard library is imported here before "go": anything else would change what
 the command finds already imported.
@@ -25,6 +32,7 @@ the command finds already imported.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
 import runpy
@@ -35,6 +43,22 @@ import threading
 
 _PYTHON = re.compile(r"python[0-9.]*\Z")
 IMPORT_NICE = 19  # the importing thread's: the lowest CPU priority
+# The process's name (/proc/<pid>/comm, `ps -e`, `pgrep`) while it waits; on "go" it takes its
+# own back. Its command line cannot change, so this is how a tool tells a waiting standby from
+# one that runs the trainer (the fault harness's kill-trainer: tfmw.faults.inject).
+WAITING_NAME = "tfmw-standby"
+
+
+def _rename(path: str, name: str) -> str | None:
+    """Set a thread's name (comm) through /proc; the name it had, or None where it cannot."""
+    try:
+        with open(path, "r+") as f:
+            old = f.read().strip()
+            f.seek(0)
+            f.write(name)
+        return old
+    except OSError:
+        return None
 
 
 def entry_of(command) -> tuple[str, str, list[str]] | None:
@@ -53,8 +77,8 @@ def entry_of(command) -> tuple[str, str, list[str]] | None:
     return "script", command[1], command[2:]
 
 
-def _parse(argv: list[str]) -> tuple[int, list[str], list[str]]:
-    fd, preload = -1, []
+def _parse(argv: list[str]) -> tuple[int, list[str], bool, list[str]]:
+    fd, preload, nice = -1, [], True
     i = 0
     while i < len(argv) and argv[i] != "--":
         if argv[i] == "--fd":
@@ -63,35 +87,64 @@ def _parse(argv: list[str]) -> tuple[int, list[str], list[str]]:
         elif argv[i] == "--preload":
             preload = [m for m in argv[i + 1].split(",") if m]
             i += 2
+        elif argv[i] == "--no-nice":
+            nice = False
+            i += 1
         else:
             raise SystemExit(f"entrypoint.standby: unknown argument {argv[i]!r}")
-    return fd, preload, argv[i + 1 :]
+    return fd, preload, nice, argv[i + 1 :]
 
 
-def _wait_for_go(sock: socket.socket) -> bool:
+def _wait_for_go(sock: socket.socket) -> dict | None:
+    """The attempt's environment once the supervisor writes `go <JSON>` (`go` alone: this
+    process's own); None when the socket closes or says anything else."""
     data = b""
     while not data.endswith(b"\n"):
         try:
-            chunk = sock.recv(64)
+            chunk = sock.recv(1 << 16)  # the environment: a TF_CONFIG can be large
         except InterruptedError:
             continue
         except OSError:
-            return False
+            return None
         if not chunk:
-            return False
+            return None
         data += chunk
-    return data == b"go\n"
+    if data == b"go\n":
+        return dict(os.environ)
+    if not data.startswith(b"go "):
+        return None
+    try:
+        env = json.loads(data[3:])
+    except ValueError:
+        return None
+    return env if isinstance(env, dict) else None
 
 
-def _import_at_idle_priority(modules: list[str]) -> None:
+def _take_environment(started: dict, env: dict) -> None:
+    """Make os.environ what a cold start with `env` would see: what the launcher changed since
+    this process started (the first attempt's TF_CONFIG, heartbeat file) is applied; what the
+    imports set themselves (the trainer's TF_USE_LEGACY_KERAS default) stays, as in a cold start."""
+    for key in started.keys() - env.keys():
+        os.environ.pop(key, None)
+    for key, value in env.items():
+        if started.get(key) != value:
+            os.environ[key] = value
+
+
+def _import_at_idle_priority(modules: list[str], nice: bool = True, name: str | None = None) -> None:
     """Import `modules` in this thread at the lowest CPU priority (nice 19): the standby imports
     while the group trains, on the same cores, and must not slow its steps (TensorFlow's import
     is ~3 s of CPU). Linux keeps a nice value per thread, and an unprivileged process can never
     raise its priority again, so only this importing thread is lowered; the main thread, which
     becomes the trainer on "go", keeps the launcher's. Threads an import starts inherit nice
-    19; TensorFlow's compute pools start later, from the main thread."""
+    19; TensorFlow's compute pools start later, from the main thread. The first attempt's
+    standby (--no-nice) imports at the launcher's priority: nothing of this pod trains yet.
+    The thread takes the process's own name back (`name`), for the threads the imports start."""
+    if name is not None:
+        _rename("/proc/thread-self/comm", name)
     try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), IMPORT_NICE)
+        if nice:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), IMPORT_NICE)
     except OSError:
         pass  # no lower priority to be had: import as the launcher's
     for module in modules:
@@ -102,7 +155,8 @@ def _import_at_idle_priority(modules: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    fd, preload, command = _parse(sys.argv[1:] if argv is None else argv)
+    fd, preload, nice, command = _parse(sys.argv[1:] if argv is None else argv)
+    started = dict(os.environ)  # before the imports: what "go" changes is measured against it
     entry = entry_of(command)
     sock = socket.socket(fileno=fd)
     if entry is None:
@@ -118,17 +172,21 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM went to one of those threads, and TensorFlow's own handler swallowed it: a
     # trainer started from a standby never checkpointed and stopped when its pod was deleted.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    importing = threading.Thread(target=_import_at_idle_priority, args=(preload,), name="standby-preload")
+    name = _rename("/proc/self/comm", WAITING_NAME)  # the main thread's: the process's name
+    importing = threading.Thread(target=_import_at_idle_priority, args=(preload, nice, name), name="standby-preload")
     importing.start()
     importing.join()
     try:
         sock.sendall(b"ready\n")
     except OSError:
         pass
-    go = _wait_for_go(sock)
+    env = _wait_for_go(sock)
     sock.close()
-    if not go:
+    if env is None:
         return 0
+    _take_environment(started, env)
+    if name is not None:
+        _rename("/proc/self/comm", name)  # running the command: named as a cold start is
     # The command's main thread takes SIGTERM as in a cold start (the built-in trainer blocks it
     # again and waits for it in its own thread; a user's script gets it in its main thread).
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
@@ -150,6 +208,7 @@ if __name__ == "__main__":
 # (imported by entrypoint.attempt in the launcher, never run in the standby before "go")
 
 BUILTIN_TRAINER = "entrypoint.training"
+DEFAULT_TRAINING_COMMAND = ("python", "-m", BUILTIN_TRAINER)  # `python -m entrypoint run` without one
 # What the built-in trainer's standby imports: the training loop and everything it needs
 # (TensorFlow, tf_keras, the data pipeline), exactly as its own import would, nothing run.
 BUILTIN_PRELOAD = ("entrypoint.training.trainer",)
@@ -199,7 +258,7 @@ def _stopped(pid: int) -> bool:
 class Standby:
     """One waiting standby process of `command` (the supervisor's handle on it)."""
 
-    def __init__(self, command, env: dict, preload, cwd: str | None = None):
+    def __init__(self, command, env: dict, preload, cwd: str | None = None, nice: bool = True):
         import subprocess
 
         parent, child = socket.socketpair()
@@ -211,6 +270,7 @@ class Standby:
             str(child.fileno()),
             "--preload",
             ",".join(preload),
+            *([] if nice else ["--no-nice"]),
             "--",
             *command,
         ]
@@ -231,6 +291,7 @@ class Standby:
             child.close()
         self.sock = parent
         self.sock.setblocking(False)
+        self.command, self.preload = list(command), tuple(preload)
         self.ready = False
         self.why = ""
 
@@ -248,9 +309,10 @@ class Standby:
         if data.startswith(b"ready"):
             self.ready = True
 
-    def take(self):
-        """Start the command in the standby: its Popen, or None (start cold: it died, or it is
-        stopped, e.g. SIGSTOPped with the trainer's whole tree; `why` says which)."""
+    def take(self, env: dict | None = None):
+        """Start the command in the standby, with `env` (None: the one it was started with):
+        its Popen, or None (start cold: it died, or it is stopped, e.g. SIGSTOPped with the
+        trainer's whole tree; `why` says which)."""
         if self.process.poll() is not None:
             self.why = f"exited with {self.process.returncode}"
             self.discard()
@@ -260,9 +322,10 @@ class Standby:
             self.discard()
             return None
         self._poll_ready()
+        go = b"go\n" if env is None else b"go " + json.dumps(dict(env)).encode() + b"\n"
         try:
             self.sock.setblocking(True)
-            self.sock.sendall(b"go\n")
+            self.sock.sendall(go)
         except OSError:
             self.discard()
             return None
@@ -285,3 +348,71 @@ class Standby:
             pass
         if self.process.stdout is not None:
             self.process.stdout.close()
+
+
+class FirstStandby:
+    """The first attempt's standby, started with the launcher (prestart) and held until the
+    first attempt takes it (entrypoint.attempt) or the launcher finds it will not train
+    (discard). Both may come from different threads (a SIGTERM's): one of them gets it."""
+
+    def __init__(self, standby: Standby | None = None):
+        self._standby = standby
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        standby = self._standby
+        return standby.pid if standby is not None else None
+
+    def take(self, command, preload) -> Standby | None:
+        """The standby, if it was started for this command and preload (the launcher's own plan
+        for its settings); else None, and one that does not fit is discarded."""
+        with self._lock:
+            standby, self._standby = self._standby, None
+        if standby is None:
+            return None
+        if standby.command != list(command) or preload is None or standby.preload != tuple(preload):
+            standby.discard()
+            return None
+        return standby
+
+    def discard(self) -> None:
+        """Not taken (or not any more): kill and reap it. Taken: nothing (it is the trainer now)."""
+        with self._lock:
+            standby, self._standby = self._standby, None
+        if standby is not None:
+            standby.discard()
+
+
+def training_command(argv) -> list[str] | None:
+    """The training command of `python -m entrypoint <argv>` when argv is `run [--] [command...]`
+    (as entrypoint.cli parses it: default, the built-in trainer); None for another command."""
+    argv = list(argv)
+    if not argv or argv[0] != "run":
+        return None
+    command = argv[1:]
+    if command and command[0] == "--":
+        command = command[1:]
+    return command or list(DEFAULT_TRAINING_COMMAND)
+
+
+def prestart(argv, environ, stopping: bool = False) -> FirstStandby:
+    """Start the first attempt's standby for `python -m entrypoint <argv>`, before the launcher
+    imports anything else (~0.2 s of its own imports, then its settings, TF_CONFIG, the run's
+    record and the peer wait, all of which TensorFlow's import now overlaps). Only where
+    training.warmStandby would give the training command a standby at all (standby_plan: the
+    built-in trainer under auto or true, an opted-in user command under true, never under
+    false); the launcher takes it only if its own plan agrees. Nothing when a stop signal came
+    already (`stopping`) or the standby cannot be started (the first start is then cold, as
+    before). Its environment is the pod's; the attempt's own comes with "go"."""
+    command = training_command(argv)
+    policy = environ.get("TFMW_WARM_STANDBY") or "auto"
+    if stopping or command is None or policy not in POLICIES:
+        return FirstStandby()
+    preload, _ = standby_plan(policy, command)
+    if preload is None:
+        return FirstStandby()
+    try:  # nothing of this pod trains yet: import at the launcher's priority
+        return FirstStandby(Standby(command, dict(environ), preload, nice=False))
+    except Exception:  # never the launcher's start: the cold start will say what is wrong, if anything
+        return FirstStandby()

@@ -37,6 +37,11 @@ def catch_early() -> None:
         signal.signal(sig, _record)
 
 
+def caught() -> bool:
+    """Has a stop signal come since catch_early(), not yet handed over?"""
+    return bool(_caught)
+
+
 def hand_over(handler) -> None:
     """Install `handler` for the stop signals, then call it for each one caught before."""
     for sig in STOP_SIGNALS:

@@ -51,6 +51,7 @@ from .rundir import (
     marker_exists_retrying,
     write_completed,
 )
+from .standby import Standby
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,9 @@ class SupervisorConfig:
     # standby_delay_seconds, and at once when an attempt fails without one.
     standby_preload: Sequence[str] | None = None
     standby_delay_seconds: float = 20.0
+    # The first attempt's standby, started with the launcher (entrypoint.standby.prestart),
+    # taken by the first start that has none of its own (None: that start is cold).
+    first_standby: Callable[[], Standby | None] = lambda: None
     # The container's memory cgroup (entrypoint.oomkill): its OOM-kill counter, read before each
     # attempt and after a SIGKILL, tells the kernel's OOM killer from any other SIGKILL.
     memory: MemoryCgroup = field(default_factory=MemoryCgroup)

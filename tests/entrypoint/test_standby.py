@@ -14,14 +14,26 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
+import launcherkit
 import pytest
 from repo import REPO
 
 from entrypoint.errors import ConfigError
 from entrypoint.lifecycle import Phase
 from entrypoint.settings import load_settings
-from entrypoint.standby import BUILTIN_PRELOAD, USER_PRELOAD, Standby, entry_of, standby_plan
+from entrypoint.standby import (
+    BUILTIN_PRELOAD,
+    USER_PRELOAD,
+    WAITING_NAME,
+    FirstStandby,
+    Standby,
+    entry_of,
+    prestart,
+    standby_plan,
+    training_command,
+)
 from entrypoint.supervisor import Supervisor, SupervisorConfig
 
 PY = sys.executable
@@ -36,7 +48,7 @@ with open(os.path.join(out, f"attempt{n}.json"), "w") as f:
     json.dump({"pid": os.getpid(), "argv": sys.argv, "env": dict(os.environ), "cwd": os.getcwd(),
                "path0": sys.path[0], "file": __file__, "name": __name__,
                "spec": __spec__.name if __spec__ else None, "started": time.time(),
-               "ppid": os.getppid(), "pgid": os.getpgid(0)}, f)
+               "ppid": os.getppid(), "pgid": os.getpgid(0), "comm": open("/proc/self/comm").read()}, f)
 print("attempt", n, flush=True)
 if n == 1:
     time.sleep(float(os.environ.get("DUMP_SLEEP", "0.5")))
@@ -137,6 +149,40 @@ def test_setting_is_validated():
         load_settings({"TFMW_WARM_STANDBY": "yes please"}, need_derivation=False)
 
 
+@pytest.mark.parametrize(
+    "argv,env",
+    [
+        (["run", "--", "python", "-m", "entrypoint.training"], {"TFMW_WARM_STANDBY": "false"}),  # off: cold
+        (["run", "--", "python", "/app/train.py"], {}),  # a user command under auto: no standby, none first
+        (["run", "--", "/app/train.sh"], {"TFMW_WARM_STANDBY": "true"}),  # not a Python entry
+        (["run"], {"TFMW_WARM_STANDBY": "yes please"}),  # refused by the launcher later: nothing started
+        (["tf-config"], {}),  # not `run`
+        (["check-peers", "a"], {"TFMW_WARM_STANDBY": "true"}),
+    ],
+)
+def test_no_first_standby_where_the_setting_gives_the_command_none(argv, env):
+    assert prestart(argv, env).pid is None
+
+
+def test_no_first_standby_once_a_stop_signal_came():
+    assert prestart(["run"], {"TFMW_WARM_STANDBY": "true"}, stopping=True).pid is None
+
+
+@pytest.mark.parametrize(
+    "argv,command",
+    [
+        (["run"], ["python", "-m", "entrypoint.training"]),
+        (["run", "--"], ["python", "-m", "entrypoint.training"]),
+        (["run", "--", "python", "t.py", "--", "x"], ["python", "t.py", "--", "x"]),
+        (["run", "python", "t.py"], ["python", "t.py"]),
+        (["logs", "/x"], None),
+        ([], None),
+    ],
+)
+def test_training_command_is_the_clis(argv, command):
+    assert training_command(argv) == command
+
+
 # -- used on restart, exactly like a cold start ----------------------------------------------
 @pytest.mark.parametrize("make_command", [script_command, module_command])
 def test_restart_runs_in_the_standby_and_sees_what_a_cold_start_sees(tmp_path, make_command):
@@ -152,7 +198,7 @@ def test_restart_runs_in_the_standby_and_sees_what_a_cold_start_sees(tmp_path, m
     assert f"pid={second['pid']}" in used[0]
     assert second["pid"] != first["pid"]
     # what the program sees is what the cold start saw
-    for key in ("argv", "env", "cwd", "path0", "file", "name", "spec", "ppid"):
+    for key in ("argv", "env", "cwd", "path0", "file", "name", "spec", "ppid", "comm"):
         assert second[key] == first[key], key
     assert second["pgid"] == second["pid"] and first["pgid"] == first["pid"]  # own process group, as cold
     if make_command is script_command:
@@ -161,6 +207,32 @@ def test_restart_runs_in_the_standby_and_sees_what_a_cold_start_sees(tmp_path, m
     else:
         assert first["argv"] == [str(tmp_path / "usermod" / "__main__.py"), "--steps", "3"]
         assert first["spec"] == "usermod.__main__" and first["path0"] == os.getcwd()
+
+
+def test_the_first_attempt_runs_in_the_standby_started_with_the_launcher(tmp_path):
+    """The launcher starts the first attempt's standby before its own imports, with the pod's
+    environment (no TF_CONFIG yet): attempt 1 runs in it, sees the attempt's environment (what
+    the launcher settled later comes with "go"; what it dropped is gone) exactly as attempt 2
+    (the restart's standby) does, and it imported at the launcher's priority (nothing trained)."""
+    command = script_command(tmp_path)
+    (tmp_path / "first_probe.py").write_text(
+        "import os, threading\nopen(os.path.join(os.environ['DUMP_DIR'], f'first-{os.getpid()}'), 'w')"
+        ".write(str(os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))\n"
+    )
+    sup, logs = supervisor(tmp_path, command, env={"SETTLED_LATER": "tf-config"})
+    pod_env = {k: v for k, v in sup.cfg.env.items() if k != "SETTLED_LATER"}
+    first = FirstStandby(Standby(command, dict(pod_env, DROPPED="1"), ("json", "first_probe"), nice=False))
+    sup.cfg.first_standby = lambda: first.take(command, ("json", "first_probe"))
+    assert sup.run().phase is Phase.SUCCEEDED, logs
+    one, two = attempts(tmp_path)
+    used = [line for line in logs if "standby=yes" in line]
+    assert len(used) == 2 and f"pid={one['pid']}" in used[0] and "started with the launcher" in used[0], logs
+    assert f"pid={two['pid']}" in used[1] and "started with the launcher" not in used[1]
+    assert int((tmp_path / "dump" / f"first-{one['pid']}").read_text()) == os.getpriority(os.PRIO_PROCESS, 0)
+    assert one["env"]["SETTLED_LATER"] == "tf-config" and "DROPPED" not in one["env"]
+    assert one["env"] == two["env"] == dict(sup.cfg.env, TFMW_HEARTBEAT_FILE=str(tmp_path / "hb"))
+    assert one["comm"] == two["comm"] != WAITING_NAME  # running the command: named as a cold start
+    assert first.pid is None  # taken once: the holder is empty
 
 
 def test_standby_was_started_before_the_failure(tmp_path):
@@ -299,6 +371,31 @@ def test_stop_ends_the_standby_too(tmp_path):
     t.join(timeout=10)
     assert result and result[0].phase is None
     assert not alive(pid)
+
+
+def test_a_stop_while_the_first_standby_imports_ends_it_and_trains_nothing(fake_api, tmp_path):
+    """SIGTERM while the launcher waits for its peers and the first attempt's standby still
+    imports (a `tensorflow` that takes a minute): the launcher exits 143 at once, the standby
+    is killed and reaped (not left to finish its import), and nothing ran the command."""
+    (tmp_path / "tensorflow.py").write_text("import time\ntime.sleep(60)\n")
+    trainer = launcherkit.command(tmp_path, "import pathlib\npathlib.Path(__file__).with_name('trained').touch()\n")
+    env = launcherkit.pod_env(fake_api, tmp_path, replicas=2, TFMW_WARM_STANDBY="true", PYTHONPATH=str(tmp_path))
+    del env["TFMW_LOOPBACK_PORTS"]  # the peer's DNS name never resolves: the launcher waits
+    first = prestart(["run", "--", *trainer], env)
+    pid = first.pid
+    assert pid is not None and alive(pid)
+    deadline = time.monotonic() + 10  # named as waiting from its first line on (tools tell it from a trainer)
+    while Path(f"/proc/{pid}/comm").read_text().strip() != WAITING_NAME:
+        assert time.monotonic() < deadline, Path(f"/proc/{pid}/comm").read_text()
+        time.sleep(0.02)
+    run = launcherkit.Run(env, trainer, first_standby=first).until("tfmw launcher peers:")
+    assert any(f"started with the launcher (pid {pid})" in line for line in run.logs), run.logs
+    assert run.stop() == 143
+    assert not alive(pid)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reaped, not a zombie
+    assert not (tmp_path / "trained").exists()
+    assert not any("starting training" in line for line in run.logs), run.logs
 
 
 def test_closing_the_socket_ends_the_standby_quietly(tmp_path):

@@ -117,7 +117,11 @@ def test_the_launcher_as_pid_1_hears_a_sigterm_sent_during_its_imports_and_never
     trainer = command(
         tmp_path, "import pathlib, time\npathlib.Path(__file__).with_name('trained').touch()\ntime.sleep(60)"
     )
-    proc, pid = start_as_pid_1([sys.executable, "-m", "entrypoint", "run", "--", *trainer], pod_env(fake_api, tmp_path))
+    # opted in to the warm standby, whose first one `python -m entrypoint run` starts at once
+    # (none once a stop came; killed by the stop otherwise): its `tensorflow` takes a minute
+    (tmp_path / "tensorflow.py").write_text("import time\ntime.sleep(60)\n")
+    env = pod_env(fake_api, tmp_path, TFMW_WARM_STANDBY="true", PYTHONPATH=str(tmp_path))
+    proc, pid = start_as_pid_1([sys.executable, "-m", "entrypoint", "run", "--", *trainer], env)
     try:
         sigterm_once_caught(pid)
         # the launcher's own handler comes after its imports; the signal came before or at once

@@ -207,14 +207,23 @@ def test_sigterm_is_forwarded_and_nothing_restarts(tmp_path):
 
 
 def test_launcher_cli_supervises_and_forwards_sigterm(tmp_path):
+    """`python -m entrypoint run`, opted in to the warm standby: the first attempt runs in the
+    standby the launcher started before its own imports (its pid is the trainer's), with the
+    TF_CONFIG the launcher derived after it (it came with "go"), and takes the SIGTERM passed on."""
     child = tmp_path / "child.py"
-    child.write_text("import json,os,time\nprint('TF_CONFIG', os.environ['TF_CONFIG'], flush=True)\ntime.sleep(60)\n")
+    child.write_text(
+        "import json,os,time\nprint('pid', os.getpid(), flush=True)\n"
+        "print('TF_CONFIG', os.environ['TF_CONFIG'], flush=True)\ntime.sleep(60)\n"
+    )
+    (tmp_path / "tensorflow.py").write_text("")  # what an opted-in user command's standby imports
     env = {
         "TFMW_POD_NAME": "w-0",
         "TFMW_NAMESPACE": "ns",
         "TFMW_SERVICE": "svc",
         "TFMW_REPLICAS": "1",
         "TFMW_LOOPBACK_PORTS": "1",
+        "TFMW_WARM_STANDBY": "true",
+        "PYTHONPATH": str(tmp_path),
         "PATH": os.environ["PATH"],
     }
     proc = subprocess.Popen(
@@ -233,6 +242,9 @@ def test_launcher_cli_supervises_and_forwards_sigterm(tmp_path):
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 143
     assert json.loads(lines[-1].split(" ", 1)[1])["cluster"]["worker"] == ["127.0.0.1:2222"]
+    pid = next(line.split()[1] for line in lines if line.startswith("pid "))
+    started = [line for line in lines if "start standby=yes" in line]
+    assert len(started) == 1 and f"pid={pid} " in started[0] and "started with the launcher" in started[0], lines
 
 
 def test_chief_records_completion_for_a_user_command(tmp_path):

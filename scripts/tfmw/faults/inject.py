@@ -9,6 +9,7 @@ import signal
 import time
 from pathlib import Path
 
+from entrypoint.standby import WAITING_NAME
 from tfmw.chart import render
 from tfmw.chart.helmkit import ToolError
 from tfmw.faults import disruptions
@@ -21,19 +22,33 @@ CLUSTER_SCENARIOS = ("kill-trainer", "delete-worker", "delete-chief", *disruptio
 CHART = Path(render.CHART_DIR)  # the chart a suspend upgrades (the chart's release)
 
 TRAINER_ARGV = [b"-m", b"entrypoint.training"]
+STANDBY_ARGV = [b"-m", b"entrypoint.standby"]
+
+
+def _runs_the_trainer(entry: Path) -> bool:
+    """`python -m entrypoint.training`, started cold, or in a warm standby told to run it (the
+    first attempt's always is): a standby keeps its command line, `... -m entrypoint.standby ...
+    -- python -m entrypoint.training`, and is named WAITING_NAME only while it waits."""
+    argv = (entry / "cmdline").read_bytes().split(b"\0")
+    if argv[1:3] == TRAINER_ARGV:
+        return True
+    if argv[1:3] != STANDBY_ARGV or b"--" not in argv:
+        return False
+    command = argv[argv.index(b"--") + 1 :]
+    return command[1:3] == TRAINER_ARGV and (entry / "comm").read_text().strip() != WAITING_NAME
 
 
 def trainer_pids(pod_uid: str, proc: Path = Path("/proc")) -> list[int]:
-    """The PIDs, seen from this host, of `python -m entrypoint.training` in the pod whose UID
-    is `pod_uid` (its cgroup path names the pod: `pod<uid>`, with dashes or underscores). Only
-    where the cluster's nodes run on this host (`make cluster`)."""
+    """The PIDs, seen from this host, of the process running `python -m entrypoint.training` in
+    the pod whose UID is `pod_uid` (its cgroup path names the pod: `pod<uid>`, with dashes or
+    underscores). Only where the cluster's nodes run on this host (`make cluster`)."""
     wanted = {f"pod{pod_uid}", f"pod{pod_uid.replace('-', '_')}"}
     found = []
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if (entry / "cmdline").read_bytes().split(b"\0")[1:3] != TRAINER_ARGV:
+            if not _runs_the_trainer(entry):
                 continue
             cgroup = (entry / "cgroup").read_text()
         except OSError:

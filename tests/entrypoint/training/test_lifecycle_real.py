@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from workers import REPO, base_env, free_ports
 
+from entrypoint.standby import WAITING_NAME
 from tfmw.devcluster import fakeapi
 
 pytestmark = pytest.mark.slow
@@ -114,11 +115,10 @@ def test_a_killed_worker_is_restarted_and_the_run_succeeds_on_the_record(tmp_pat
             return any(int(m) >= 60 for m in re.findall(r"tfmw checkpoint saved step=(\d+)", logs[0].read_text()))
 
         wait_for(reached, 240, "checkpoint of step 60 saved", logs)
-        # the launcher's children: the trainer and, once it trains, its warm standby
-        # (entrypoint.standby, waiting with TensorFlow imported)
-        trainer = [
-            c for c in children(procs[1].pid) if b"entrypoint.standby" not in Path(f"/proc/{c}/cmdline").read_bytes()
-        ]
+        # the launcher's children: the trainer (itself started as a warm standby, the first
+        # attempt's) and, once it trains, the next warm standby, waiting with TensorFlow
+        # imported under the name WAITING_NAME
+        trainer = [c for c in children(procs[1].pid) if Path(f"/proc/{c}/comm").read_text().strip() != WAITING_NAME]
         assert len(trainer) == 1
         os.kill(trainer[0], signal.SIGKILL)  # the trainer dies, its launcher restarts it in place
         wait_for(lambda: all("tfmw launcher idle:" in log.read_text() for log in logs), 300, "both idle", logs)

@@ -194,11 +194,12 @@ def test_a_node_loss_needs_the_local_clusters_state_folder(tmp_path):
     assert err.value.exit_code == 2
 
 
-def _fake_proc(root: Path, pid: int, argv: list[str], cgroup: str) -> None:
+def _fake_proc(root: Path, pid: int, argv: list[str], cgroup: str, comm: str = "python") -> None:
     entry = root / str(pid)
     entry.mkdir()
     (entry / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
     (entry / "cgroup").write_text(cgroup)
+    (entry / "comm").write_text(comm + "\n")
 
 
 def test_the_trainer_of_one_pod_is_found_from_the_host(tmp_path):
@@ -208,8 +209,13 @@ def test_the_trainer_of_one_pod_is_found_from_the_host(tmp_path):
     _fake_proc(tmp_path, 11, trainer, "0::/kubepods/burstable/podffff-00/c2\n")  # another pod's
     _fake_proc(tmp_path, 12, ["python", "-m", "entrypoint", "run", "--", *trainer], f"0::/x/pod{uid}/c1\n")
     _fake_proc(tmp_path, 13, trainer, "0::/kubepods.slice/kubepods-pod1234_ab.slice/c\n")
+    # warm standbys: one told to run the trainer (its name back), one still waiting
+    standby = ["python", "-m", "entrypoint.standby", "--fd", "5", "--preload", "entrypoint.training.trainer", "--"]
+    _fake_proc(tmp_path, 14, [*standby, *trainer], f"0::/x/pod{uid}/c1\n")
+    _fake_proc(tmp_path, 15, [*standby, *trainer], f"0::/x/pod{uid}/c1\n", comm="tfmw-standby")
+    _fake_proc(tmp_path, 16, [*standby, "python", "train.py"], f"0::/x/pod{uid}/c1\n")  # a user's
     (tmp_path / "self").mkdir()
-    assert sorted(trainer_pids(uid, tmp_path)) == [10, 13]
+    assert sorted(trainer_pids(uid, tmp_path)) == [10, 13, 14]
 
 
 @pytest.mark.slow
