@@ -4,9 +4,11 @@
 
 Writes synthetic examples (the trainer's default 28x28x1 shape) as NPZ and TFRecord shards
 with the trainer's own writer (entrypoint.training.prepare_digits.write_shards), builds each
-input with the trainer's own entrypoint.training.data.build_input, and measures examples/s of
-(a) the tf.data pipeline alone, (b) the training step alone on one batch held in memory,
-(c) the training step fed by the pipeline. Prints `tfmw bench pipeline=<json>`.
+input with the trainer's own entrypoint.training.data.build_input (TFRecord twice: streamed, and
+with data.cache), and measures examples/s of (a) the tf.data pipeline alone, (b) the training step
+alone on one batch held in memory, right before and after (c) the training step fed by the
+pipeline; (c) over the mean of its two (b)s is the round's paired ratio. Prints
+`tfmw bench pipeline=<json>`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 from tfmw.bench.fig_pipeline import result_line
-from tfmw.bench.stats import median
+from tfmw.bench.stats import median, spread
 
 
 def _rate(fn, batches: int, batch: int, warmup: int = 5) -> float:
@@ -51,11 +53,12 @@ def main(argv=None) -> int:
         x, y = make_synthetic(opts["examples"], shape, 10, seed=1)
         for fmt in ("npz", "tfrecord"):
             write_shards(os.path.join(shared, fmt), "train", x, y, opts["shards"], fmt)
+        tfrecord = common + ["data.source=files", "data.path=tfrecord", "data.format=tfrecord", "data.numClasses=10"]
         sources = {
             "synthetic (in memory)": common,
             "npz files": common + ["data.source=files", "data.path=npz", "data.format=npz", "data.numClasses=10"],
-            "tfrecord files": common
-            + ["data.source=files", "data.path=tfrecord", "data.format=tfrecord", "data.numClasses=10"],
+            "tfrecord files": tfrecord,
+            "tfrecord files, data.cache": tfrecord + ["data.cache=true"],
         }
         model = build_model(opts["model"], shape, 10, {})
         optimizer = keras.optimizers.Adam(1e-3)
@@ -71,29 +74,41 @@ def main(argv=None) -> int:
 
         held = (tf.constant(x[:batch]), tf.constant(y[:batch]))
         inputs = {name: build_input(resolve(None, overrides), shared, 1, 0) for name, overrides in sources.items()}
-        samples = {name: {"pipeline": [], "fed_step": [], "alone": []} for name in sources}
+
+        def alone() -> float:
+            return _rate(lambda: step(*held).numpy(), batches, batch, warmup=10)
+
+        samples = {name: {"pipeline": [], "fed_step": [], "alone": [], "ratios": []} for name in sources}
         for _ in range(opts["rounds"]):
             for name, spec in inputs.items():
-                # The step alone is measured right next to each source's runs, so drift on a
-                # shared machine hits both sides of the fed/alone ratio alike.
-                samples[name]["alone"].append(_rate(lambda: step(*held).numpy(), batches, batch, warmup=10))
+                s = samples[name]
+                # Each fed run is bracketed by two runs of the step alone, and its ratio is to
+                # their mean: drift on the shared machine during the pair hits both sides alike.
+                before = alone()
                 it = iter(spec.dataset_fn(batch, 0))
-                samples[name]["pipeline"].append(_rate(lambda it=it: next(it), batches * 4, batch))
-                it2 = iter(spec.dataset_fn(batch, 0))
+                s["pipeline"].append(_rate(lambda it=it: next(it), batches * 4, batch))
+                del it  # its prefetching threads stop before the step is timed
+                it = iter(spec.dataset_fn(batch, 0))
 
-                def fed_step(it2=it2):
-                    xb, yb = next(it2)
+                def fed_step(it=it):
+                    xb, yb = next(it)
                     return step(xb, yb).numpy()
 
-                samples[name]["fed_step"].append(_rate(fed_step, batches, batch))
-        all_alone = [v for s in samples.values() for v in s["alone"]]
-        results["step_alone"] = median(all_alone)
+                s["fed_step"].append(_rate(fed_step, batches, batch))
+                del it, fed_step
+                after = alone()
+                s["alone"] += [before, after]
+                s["ratios"].append(s["fed_step"][-1] / ((before + after) / 2))
+        results["step_alone"] = median([v for s in samples.values() for v in s["alone"]])
         results["rounds"] = opts["rounds"]
         for name, s in samples.items():
+            low, high = spread(s["ratios"])
             results["sources"][name] = {
                 "pipeline": median(s["pipeline"]),
                 "fed_step": median(s["fed_step"]),
-                "fed_ratio": median([f / a for f, a in zip(s["fed_step"], s["alone"], strict=True)]),
+                "fed_ratio": median(s["ratios"]),
+                "fed_ratio_min": low,
+                "fed_ratio_max": high,
                 "describe": inputs[name].describe,
             }
     print(result_line(results), flush=True)

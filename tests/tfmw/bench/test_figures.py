@@ -164,6 +164,41 @@ def test_the_restart_figure_judges_its_target_from_the_rounds():
         fig_restart.parse("tfmw bench case={}\n")
 
 
+def _source(pipeline, fed_step, ratio, low, high) -> dict:
+    return {"pipeline": pipeline, "fed_step": fed_step, "fed_ratio": ratio, "fed_ratio_min": low, "fed_ratio_max": high}
+
+
+def _pipeline(tfrecord_ratio: float, tfrecord_pipeline: float = 20000.0) -> dict:
+    return {
+        "step_alone": 1000.0,
+        "examples": 4096,
+        "model": "cnn",
+        "batch": 64,
+        "rounds": 5,
+        "sources": {
+            "npz files": _source(150000.0, 1000.0, 1.0, 0.94, 1.03),
+            "tfrecord files": _source(tfrecord_pipeline, 900.0, tfrecord_ratio, 0.85, 0.97),
+        },
+    }
+
+
+def test_the_pipeline_figure_says_whether_the_input_keeps_up():
+    result = _pipeline(0.96)
+    rows = fig_pipeline.table_rows(result)
+    assert len(rows[0]) == len(fig_pipeline.HEADERS)
+    assert rows[1][5:] == [0.96, "0.85-0.97", "yes"]
+    met = fig_pipeline.section(result, rows, fig_pipeline.HEADERS, "0 0 0")
+    assert "**Target met:** the input keeps up with the training step on every source" in met
+    assert "Median of 5 paired rounds (min-max): npz files 1.00 (0.94-1.03), tfrecord files 0.96 (0.85-0.97)." in met
+    assert "Single rounds of npz files, tfrecord files fell below 0.95" in met
+    missed = fig_pipeline.section(_pipeline(0.90), [], fig_pipeline.HEADERS, "0 0 0")
+    assert "**Target missed** (fed / alone >= 0.95 on every source) on tfrecord files; met on npz files." in missed
+    assert "tfrecord files alone delivers 20x what the step consumes, so it is not too slow" in missed
+    slow = fig_pipeline.section(_pipeline(0.5, 1500.0), [], fig_pipeline.HEADERS, "0 0 0")
+    assert "tfrecord files alone delivers 1.5x what the step consumes: too slow to feed it." in slow
+    assert fig_pipeline.table_rows(_pipeline(0.90))[1][7] == "NO"
+
+
 # Each figure's measuring, faked: (the module of cli's table, {name: stand-in}).
 FAKES = {
     1: {"measure": _overhead},
@@ -179,7 +214,7 @@ FAKES = {
             "examples": 4096,
             "model": "cnn",
             "batch": 32,
-            "sources": {"npz shards": {"pipeline": 90000.0, "fed_step": 1900.0, "fed_ratio": 0.95}},
+            "sources": {"npz shards": _source(90000.0, 1900.0, 0.95, 0.93, 0.99)},
         }
     },
     6: {"measure": _cluster},
