@@ -11,6 +11,8 @@ tf.errors classes are named UnavailableError, DeadlineExceededError, ... .
 
 from __future__ import annotations
 
+import re
+
 from ..errors import EXIT_RETRYABLE, EXIT_TRAINING_FAILED, retryable_by_name
 
 
@@ -58,3 +60,26 @@ def error_summary(err: BaseException, limit: int = 300) -> str:
     text = " ".join(_without_graph_trace(str(err)).split())
     kind = type(err).__name__
     return f"{kind}: {text[:limit]}" if text else kind
+
+
+# TensorFlow's message when a function marked for XLA holds an op with no XLA kernel
+# (tf2xla, TF 2.21): "Detected unsupported operations when trying to compile graph <name> on
+# XLA_CPU_JIT: PyFunc (No registered 'PyFunc' OpKernel for XLA_CPU_JIT devices ...)".
+_XLA_UNSUPPORTED = re.compile(r"Detected unsupported operations when trying to compile graph \S+ on (\w+): (\w+)")
+
+
+def xla_refusal(message: str) -> str | None:
+    """The one-line refusal for a step XLA cannot compile (jitCompile), or None when the error is
+    something else. Permanent: the same model fails to compile the same way on every restart."""
+    found = _XLA_UNSUPPORTED.search(message)
+    if found:
+        device, op = found.groups()
+        cause = f"its op {op} has no XLA kernel on {device}"
+    elif "tf2xla conversion failed" in message:
+        cause = "tf2xla conversion failed"
+    else:
+        return None
+    return (
+        f"training config: jitCompile: true: TensorFlow cannot compile this model's training step with XLA "
+        f"({cause}); set jitCompile: false (the step then runs op by op, as by default)"
+    )

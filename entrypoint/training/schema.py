@@ -29,6 +29,9 @@ MAX_SEED = 2**32 - 1  # numpy's seed range
 MAX_READ_PARALLELISM = 256  # TFRecord files read at once by one worker
 # The dtype gradients are all-reduced in (cast back to float32 before the update); docs/training.md.
 ALL_REDUCE_DTYPES = ("float32", "bfloat16", "float16")
+# Keras' global dtype policy for the model's layers (docs/training.md, "precision").
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+MAX_STEPS_PER_EXECUTION = 1000  # training steps in one tf.function call
 
 _POSITIVE_INT = {"type": "integer", "minimum": 1}
 _SHAPE = {
@@ -113,6 +116,9 @@ SCHEMA: dict = {
         "logEverySteps": _STEPS,
         "collective": {"enum": ["auto", "ring", "nccl"]},
         "allReduceDtype": {"enum": list(ALL_REDUCE_DTYPES)},
+        "precision": {"enum": list(PRECISIONS)},
+        "jitCompile": {"type": "boolean"},
+        "stepsPerExecution": {"type": "integer", "minimum": 1, "maximum": MAX_STEPS_PER_EXECUTION},
         "timeoutSeconds": {
             "anyOf": [{"type": "null"}, {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_SECONDS}]
         },
@@ -178,6 +184,12 @@ DEFAULTS: dict = {
     "logEverySteps": 10,
     "collective": "auto",
     "allReduceDtype": "float32",
+    # the layers' compute dtype (variables stay float32); mixed_float16 adds loss scaling
+    "precision": "float32",
+    # XLA on each replica's forward and backward pass (the all-reduce stays outside)
+    "jitCompile": False,
+    # training steps per tf.function call: log and checkpoint steps round up to multiples of it
+    "stepsPerExecution": 1,
     "timeoutSeconds": None,
     "heartbeatTimeoutSeconds": None,
     "seed": 42,

@@ -35,10 +35,10 @@ from ..rundir import Heartbeat, RunDir, is_uri, makedirs, read_completed, write_
 # save (keep=1), never a fresh directory per attempt (those leaked across restarts). Named in
 # entrypoint.scratch, which the launcher clears at each attempt's start.
 from ..scratch import EXPORT_STAGING, scratch_checkpoints, scratch_export
-from . import checkpoints, devices, interval, leaving, threads
+from . import checkpoints, devices, execution, interval, leaving, precision, threads
 from .config import ConfigError, RunEnv, replica_input_batch
 from .data import build_input
-from .failures import TrainingError, error_summary, is_retryable
+from .failures import TrainingError, error_summary, is_retryable, xla_refusal
 from .models import build_model
 from .positions import batches_consumed, local_replicas
 
@@ -97,7 +97,9 @@ def communication_options(strategy) -> tf.distribute.experimental.CommunicationO
 REDUCE_DTYPES = {"float32": None, "bfloat16": tf.bfloat16, "float16": tf.float16}
 
 
-def replica_step(model, optimizer, loss_fn, global_batch: int, reduce_dtype, options, micro_batches: int = 1):
+def replica_step(
+    model, optimizer, loss_fn, global_batch: int, reduce_dtype, options, micro_batches: int = 1, jit: bool = False
+):
     """The per-replica training step (run by strategy.run); returns this replica's loss.
 
     The loss is this replica's share of the global mean (sum over its examples / global batch),
@@ -112,16 +114,36 @@ def replica_step(model, optimizer, loss_fn, global_batch: int, reduce_dtype, opt
     activations alive at a time), each micro-batch's loss already divided by the whole step's
     global batch, so the sum is the gradient of the same global mean and the update rule is
     unchanged; then the one all-reduce and update as above (docs/training.md,
-    "gradientAccumulationSteps")."""
+    "gradientAccumulationSteps").
+
+    precision (entrypoint.training.precision): the logits are cast to float32 before the loss;
+    under mixed_float16 the optimizer is a LossScaleOptimizer, the gradient is taken of the
+    scaled loss and unscaled before anything else sees it.
+
+    jit (jitCompile): the forward and backward pass (loss_and_grads) is compiled with XLA, and
+    only it: the all-reduce and the update stay outside the compiled function. On CPU workers
+    MWMS aggregates through merge_call, which XLA cannot hold (TF distribute
+    collective_all_reduce_strategy.py `_use_merge_call`: merge_call is dropped under XLA only
+    when every device is a GPU; mirrored_run.py lifts a compiled fn out of XLA otherwise), and
+    tf_keras itself compiles only the per-variable update after the aggregation
+    (optimizer.py `_distributed_apply_gradients_fn` -> `_update_step_xla`). The compiled part
+    is where the FLOPs are; the collective is communication either way."""
+    scaled = precision.scales_loss(optimizer)
 
     def loss_and_grads(x, y, share: float = 1.0):
         with tf.GradientTape() as tape:
-            logits = model(x, training=True)
+            logits = tf.cast(model(x, training=True), tf.float32)
             loss = tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
             if model.losses:
                 # the regularization once per step: a k-th of it with each micro-batch
-                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses)) * share
-        return loss, tape.gradient(loss, model.trainable_variables)
+                regularization = tf.cast(tf.add_n(model.losses), tf.float32)
+                loss += tf.nn.scale_regularization_loss(regularization) * share
+            target = optimizer.get_scaled_loss(loss) if scaled else loss
+        grads = tape.gradient(target, model.trainable_variables)
+        return loss, optimizer.get_unscaled_gradients(grads) if scaled else grads
+
+    if jit:
+        loss_and_grads = tf.function(loss_and_grads, jit_compile=True)
 
     def accumulated(x, y):
         variables = model.trainable_variables
@@ -673,7 +695,7 @@ class Session:
     heartbeat: Heartbeat
     summaries: object  # TensorBoard writer (a no-op one off the chief)
     iterator: object
-    train_step: object  # tf.function: one global step, adding this worker's loss to loss_sum
+    train_step: object  # tf.function (iterator, n): n global steps, adding this worker's losses to loss_sum
     eval_step: object  # tf.function: the group's mean loss on one global batch
     loss_sum: object  # this worker's summed loss since the last log line, on the device
     start_step: int  # the restored step (0: none)
@@ -701,7 +723,7 @@ def build_state(strategy, config: dict, spec):
     """The model, its optimizer and the checkpoint holding them, in the strategy's scope."""
     with strategy.scope():
         model = build_model(config["model"]["name"], spec.input_shape, spec.num_classes, config["model"]["args"])
-        optimizer = make_optimizer(config)
+        optimizer = precision.wrap_optimizer(make_optimizer(config), config["precision"])
         # `loss`: the mean loss of the latest window when the checkpoint was written, so a
         # restart at the last step (a crash before the export) still records a final loss.
         checkpoint = tf.train.Checkpoint(
@@ -725,7 +747,11 @@ def total_steps(config: dict, spec, agreement: StopAgreement, workers: int, glob
 
 
 def step_functions(strategy, model, optimizer, config: dict, loss_sum, global_batch: int):
-    """(train_step, eval_step): the tf.functions the loop and the finish call on the iterator."""
+    """(train_steps, eval_step): the tf.functions the loop and the finish call on the iterator.
+
+    train_steps(it, n) runs n global steps (n <= stepsPerExecution, a tensor: one trace for
+    every n) in one call, each the same step as the others, adding this worker's losses to
+    loss_sum; with stepsPerExecution 1 it is the one step, with no loop around it."""
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=keras.losses.Reduction.NONE)
     step_fn = replica_step(
         model,
@@ -735,23 +761,37 @@ def step_functions(strategy, model, optimizer, config: dict, loss_sum, global_ba
         REDUCE_DTYPES[config["allReduceDtype"]],
         communication_options(strategy),
         config["gradientAccumulationSteps"],
+        jit=config["jitCompile"],
     )
 
-    @tf.function
-    def train_step(it):
+    def one_step(it):
         x, y = next(it)
         loss_sum.assign_add(local_loss(strategy, strategy.run(step_fn, args=(x, y))))
+
+    if config["stepsPerExecution"] == 1:
+
+        @tf.function
+        def train_steps(it, n):
+            del n  # always 1
+            one_step(it)
+
+    else:
+
+        @tf.function
+        def train_steps(it, n):
+            for _ in tf.range(n):  # a while loop in the graph: no return to Python between steps
+                one_step(it)
 
     @tf.function
     def eval_step(it):
         def step_fn(x, y):
-            logits = model(x, training=False)
+            logits = tf.cast(model(x, training=False), tf.float32)
             return tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
 
         x, y = next(it)
         return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(step_fn, args=(x, y)), axis=None)
 
-    return train_step, eval_step
+    return train_steps, eval_step
 
 
 def size_thread_pools(plan: threads.ThreadPlan) -> None:
@@ -789,6 +829,10 @@ def set_up(config: dict, cluster: Cluster, env: RunEnv) -> Session:
     )
     run = RunDir.of(env.shared_dir, env.run_id)
     makedirs(run.checkpoints)
+    config, rounded = execution.rounded(config)  # the loop acts only between calls of K steps
+    for note in rounded:
+        log(loglines.line(loglines.WARNING, text=note))
+    precision.set_policy(config["precision"])  # before any layer is built
     tf.random.set_seed(config["seed"])
     keras.utils.set_random_seed(config["seed"])
 
@@ -816,6 +860,9 @@ def set_up(config: dict, cluster: Cluster, env: RunEnv) -> Session:
             global_batch=global_batch,
             micro_batches=config["gradientAccumulationSteps"],
             collective=collective,
+            precision=config["precision"],
+            jit=str(config["jitCompile"]).lower(),
+            steps_per_execution=config["stepsPerExecution"],
             model=config["model"]["name"],
             data=spec.describe,
             resume_step=start_step,
@@ -985,15 +1032,19 @@ def run_steps(s: Session, stop_requested) -> LoopState:
     every_log = s.config["logEverySteps"]
     s.schedule.last_save = time.monotonic()  # the interval counts from the first step
     debug_collectives = os.environ.get(DEBUG_COLLECTIVES_ENV) == "1"
+    per_call = s.config["stepsPerExecution"]
     s.heartbeat.beat(state.step, force=True, phase="start")
     stop_requested.training_started()
     try:
         while state.step < s.total:
-            s.train_step(s.iterator)
-            state.step += 1
+            # Up to the next multiple of K: every log, checkpoint and vote step ends a call (execution.py).
+            steps = tf.constant(execution.chunk(state.step, s.total, per_call))
+            first = state.step == s.start_step
+            call_steps(s, steps, first)
+            state.step += int(steps)
             step = state.step
-            if debug_collectives and step == s.start_step + 1:
-                dtypes = collective_dtypes(s.train_step.get_concrete_function(s.iterator))
+            if debug_collectives and first:
+                dtypes = collective_dtypes(s.train_step.get_concrete_function(s.iterator, steps))
                 log(loglines.line(loglines.DEBUG, train_step_collectives=",".join(dtypes) or "-"))
             s.heartbeat.beat(step)
             due = False
@@ -1018,6 +1069,21 @@ def run_steps(s: Session, stop_requested) -> LoopState:
     return state
 
 
+def call_steps(s: Session, steps, first: bool) -> None:
+    """One call of the training function. The first one traces and, with jitCompile, compiles:
+    a model XLA cannot compile is refused there in one line (failures.xla_refusal)."""
+    if not (first and s.config["jitCompile"]):
+        s.train_step(s.iterator, steps)
+        return
+    try:
+        s.train_step(s.iterator, steps)
+    except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError) as err:
+        refusal = xla_refusal(str(err))
+        if refusal is None:
+            raise
+        raise ConfigError(refusal) from None
+
+
 def finish(s: Session, state: LoopState, digest: str, started: float) -> TrainingResult:
     """After the last step: export the model, wait for every worker, and (the chief) mark the
     run COMPLETED."""
@@ -1031,7 +1097,8 @@ def finish(s: Session, state: LoopState, digest: str, started: float) -> Trainin
         recorded = float(s.checkpoint.loss.numpy())
         final_loss = recorded if math.isfinite(recorded) else float(s.eval_step(s.iterator).numpy())
     exporting = time.monotonic()
-    model_path = export_model(s.model, s.run, s.cluster, s.writer.writes) if s.config["export"]["enabled"] else ""
+    exported = precision.float32_outputs(s.model)  # serves float32 whatever the policy
+    model_path = export_model(exported, s.run, s.cluster, s.writer.writes) if s.config["export"]["enabled"] else ""
     # Nobody leaves before every worker has exported and is done with the last collective
     # (entrypoint.training.leaving); after it no worker calls TensorFlow again, so each may
     # leave at once (__main__._exit).

@@ -18,8 +18,8 @@ BAD_CONFIGS = [
         "stepz: 10",
         "training config: stepz: unknown key (allowed here: allReduceDtype, batchSizePerReplica, checkpoint, "
         "collective, data, epochs, evaluation, export, gpuMemory, gradientAccumulationSteps, heartbeatTimeoutSeconds, "
-        "learningRate, logEverySteps, "
-        "model, optimizer, seed, steps, "
+        "jitCompile, learningRate, logEverySteps, "
+        "model, optimizer, precision, seed, steps, stepsPerExecution, "
         "tensorboard, timeoutSeconds)",
     ),
     (
@@ -60,6 +60,14 @@ BAD_CONFIGS = [
         "training config: allReduceDtype: 'bf16' is not one of ['float32', 'bfloat16', 'float16']",
     ),
     ("allReduceDtype: 16", "training config: allReduceDtype: 16 is not one of ['float32', 'bfloat16', 'float16']"),
+    (
+        "precision: float16",
+        "training config: precision: 'float16' is not one of ['float32', 'mixed_float16', 'mixed_bfloat16']",
+    ),
+    ("jitCompile: 'yes'", "training config: jitCompile: 'yes' is not of type 'boolean'"),
+    ("stepsPerExecution: 0", "training config: stepsPerExecution: 0 is less than the minimum of 1"),
+    ("stepsPerExecution: 1001", "training config: stepsPerExecution: 1001 is greater than the maximum of 1000"),
+    ("stepsPerExecution: 2.5", "training config: stepsPerExecution: 2.5 is not an integer"),
     ("learningRate: 0", "training config: learningRate: 0 is less than or equal to the minimum of 0"),
     ("optimizer: rmsprop", "training config: optimizer: 'rmsprop' is not one of ['sgd', 'adam']"),
     (
