@@ -141,7 +141,10 @@ def test_a_killed_worker_is_restarted_and_the_run_succeeds_on_the_record(tmp_pat
         resumed_from = int(restarted["message"].rsplit("resuming from step ", 1)[1])
         assert resumed_from >= 60 and resumed_from % 20 == 0
         assert api.replicas["train"] == 0  # released by the chief
-        assert "tfmw launcher start standby=yes" in logs[1].read_text()  # the restart ran in the standby
+        started = [line for line in logs[1].read_text().splitlines() if "tfmw launcher start standby=yes" in line]
+        # the first attempt ran in the standby started with the launcher, the restart in the next one
+        assert "started with the launcher" in started[0], started
+        assert any("the waiting process runs the training command" in line for line in started[1:]), started
         assert "tfmw launcher scaled to zero: statefulset/train has 0 replicas" in logs[0].read_text()
         for proc in procs:  # the StatefulSet controller deletes the idle pods
             proc.send_signal(signal.SIGTERM)
