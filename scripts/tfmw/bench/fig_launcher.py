@@ -1,6 +1,8 @@
 """Figure 2: launcher overhead — process start to first training step, through the launcher
 (`python -m entrypoint run -- python -m entrypoint.training`) vs. the trainer started by hand
-with the same single-worker TF_CONFIG.
+with the same single-worker TF_CONFIG. Through the launcher the first attempt runs in the warm
+standby that `python -m entrypoint run` starts before its own imports (training.warmStandby at
+its default), so the launcher's work overlaps the trainer's imports.
 
 The clock starts just before the process is spawned and stops when its output shows the
 `tfmw start` line (model built, about to train) and the first `tfmw progress step=1/..`
@@ -279,8 +281,9 @@ def section(summary, table_rows, headers, load: str) -> str:
             "single worker (TF_CONFIG with one worker on loopback, preset, so the launcher validates and keeps "
             "it; its peer wait resolves 127.0.0.1); built-in trainer with `model.name=mlp`, "
             "`model.args={hidden: 32}`, 512 synthetic examples, `logEverySteps=1`, export and TensorBoard off; "
-            f"one thread per process as in figure 1; {s.repeats} repeats of each, alternating which goes first, "
-            "fresh run id each time; medians.",
+            "`training.warmStandby` at its default (`auto`: the first attempt runs in the standby the launcher "
+            f"starts with itself); one thread per process as in figure 1; {s.repeats} repeats of each, alternating "
+            "which goes first, fresh run id each time; medians.",
             load,
         ),
         table(headers, table_rows),
@@ -295,9 +298,15 @@ def section(summary, table_rows, headers, load: str) -> str:
         )
         + f"Importing TensorFlow and tf_keras alone (what the trainer imports) takes {s.import_tensorflow:.2f} s, "
         f"against {s.hand_first_step:.2f} s to the first step by hand (measured in separate processes on a shared "
-        "machine: compare the magnitudes, not the difference); the launcher's own work (Python start, "
-        "settings, TF_CONFIG validation, peer wait, spawning "
-        f"the child) is about what `python -m entrypoint tf-config` costs, {s.launcher_alone:.2f} s, because the "
-        "launcher never imports TensorFlow. The first step is detected from the `tfmw progress step=1/..` line "
-        "(the launcher relays the child's output line by line); `tfmw start` is printed once the model is built.",
+        "machine: compare the magnitudes, not the difference). The launcher's own work (Python start, its "
+        "imports, settings, TF_CONFIG validation, the peer wait) is about what `python -m entrypoint tf-config` "
+        f"costs, {s.launcher_alone:.2f} s, because the launcher never imports TensorFlow; it is no longer added "
+        "in front of the trainer's start: `python -m entrypoint run` starts the first attempt's warm standby "
+        "before its own imports, the standby imports TensorFlow and the trainer meanwhile, and the launcher tells "
+        "it to train (with the final TF_CONFIG) once its checks and the peer wait are done (docs/lifecycle.md). "
+        "What is left in series is one Python start, the launcher's own up to the moment it starts the standby, "
+        "and the standby's small module before its imports; meanwhile the launcher's imports share the cores with "
+        "TensorFlow's, and a launcher slower than the import (a long peer wait) would add the rest of its work. "
+        "The first step is detected from the `tfmw progress step=1/..` line (the launcher relays the child's "
+        "output line by line); `tfmw start` is printed once the model is built.",
     )
