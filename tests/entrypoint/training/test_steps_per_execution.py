@@ -36,9 +36,7 @@ def train(shared, *args: str, extra_env: dict | None = None) -> subprocess.Compl
     env = base_env({"TFMW_SHARED_DIR": str(shared), "TFMW_RUN_ID": "r", **(extra_env or {})})
     env.pop("TF_CONFIG", None)  # one worker
     env.pop("TFMW_TRAINING_CONFIG", None)
-    return subprocess.run(
-        trainer_cmd(*COMMON, *args), cwd=REPO, env=env, capture_output=True, text=True, timeout=240
-    )
+    return subprocess.run(trainer_cmd(*COMMON, *args), cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
 
 
 def finished(result: subprocess.CompletedProcess) -> dict:
