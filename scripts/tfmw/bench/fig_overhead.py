@@ -36,6 +36,7 @@ BATCH = 32
 IMAGE = [28, 28, 1]
 MAIN_MODEL = "resnet-w16"
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+BF16 = "mixed_bfloat16"
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,12 @@ class Case:
     label: str  # what a reader sees in the table
     dtype: str = "float32"  # the trainer's allReduceDtype
     micro: int = 1  # the trainer's gradientAccumulationSteps: micro-batches of BATCH per step
+    precision: str = "float32"  # the trainer's precision (Keras' mixed policy)
+    jit: bool = False  # the trainer's jitCompile
+    baseline: str | None = None  # a fast-step case: the id of its float32, K=1, no-XLA twin
+    warmup_calls: int = 2  # untimed calls first: the trace, XLA's compile, the first collectives
 
-    def spec(self, warmup_calls: int = 2) -> dict:
+    def spec(self) -> dict:
         return {
             "id": self.id,
             "model": self.model,
@@ -58,10 +63,12 @@ class Case:
             "input_shape": self.input_shape,
             "batch": BATCH,
             "k": self.k,
-            "warmup_calls": warmup_calls,
+            "warmup_calls": self.warmup_calls,
             "calls": self.steps // self.k,
             "dtype": self.dtype,
             "micro": self.micro,
+            "precision": self.precision,
+            "jit": self.jit,
         }
 
 
@@ -79,6 +86,8 @@ def plan(quick: bool) -> list[Case]:
     little compute but 3.2 M parameters (a 12.9 MB gradient per step) — bandwidth-bound; it
     is also measured with `allReduceDtype: bfloat16` (half the bytes) and with
     `gradientAccumulationSteps` 2 and 4 (one all-reduce per 2 or 4 micro-batches of BATCH).
+    Last, the trainer's fast-step settings (fast_cases) on `cnn` and, in a full run, the main
+    resnet, each against that model's float32, K=1, no-XLA row.
     """
     scale = 0.3 if quick else 1.0
 
@@ -104,7 +113,33 @@ def plan(quick: bool) -> list[Case]:
         cases.append(
             Case(f"{MAIN_MODEL}-k{k}", "resnet", _resnet(16), IMAGE, k, steps(32, k), f"resnet width 16, K={k}")
         )
+    by_id = {c.id: c for c in cases}
+    # The fast-step settings against their float32, K=1, no-XLA twin: the default model in quick
+    # mode, also the main resnet in a full run. Fewer steps than the model rows, a bfloat16 resnet
+    # fewest (its step is several times float32's on a CPU without bfloat16 units).
+    fast = {"cnn": (16, 16, 16)} if quick else {"cnn": (16, 20, 16), MAIN_MODEL: (6, 12, 16)}
+    for base_id, (n_bf16, n1, nk) in fast.items():
+        cases += fast_cases(by_id[base_id], steps(n_bf16), steps(n1), steps(nk, FAST_K))
     return cases
+
+
+FAST_K = 8  # stepsPerExecution of the fast-step rows
+SHORT = {"tiny": "tiny MLP", "cnn": "cnn", MAIN_MODEL: "resnet width 16"}
+
+
+def fast_cases(base: Case, steps_bf16: int, steps_k1: int, steps_k: int) -> list[Case]:
+    """The trainer's fast-step settings on `base`'s model, each a case whose baseline is `base`
+    (float32, K=1, no XLA): mixed_bfloat16, jitCompile, stepsPerExecution K, and all three. A
+    K-step row warms up with one call (K steps; it traces and compiles), the others with two."""
+    name = SHORT.get(base.id, base.label)
+    same = {"model": base.model, "args": base.args, "input_shape": base.input_shape, "baseline": base.id}
+    once = {"k": FAST_K, "steps": steps_k, "warmup_calls": 1}
+    return [
+        Case(f"{base.id}-mbf16", k=1, steps=steps_bf16, label=f"{name}, mixed_bfloat16", precision=BF16, **same),
+        Case(f"{base.id}-xla", k=1, steps=steps_k1, label=f"{name}, jitCompile", jit=True, **same),
+        Case(f"{base.id}-spe{FAST_K}", label=f"{name}, stepsPerExecution {FAST_K}", **once, **same),
+        Case(f"{base.id}-fast", label=f"{name}, all three", precision=BF16, jit=True, **once, **same),
+    ]
 
 
 def ring_bytes(params: int, dtype: str, workers: int) -> int:
@@ -219,7 +254,7 @@ def measure(cases: list[Case], workers: int, rounds: int, gpus: int = 0, log=pri
     "exchanged_bytes": int}} — raw per-step seconds, and per round the loopback floor for the
     bytes the case's all-reduce moves per worker."""
     specs = json.dumps([c.spec() for c in cases], separators=(",", ":"))
-    raw = {c.id: {"t1": [], "tn": [], "c1": [], "cn": [], "floor": [], "params": None} for c in cases}
+    raw = {c.id: {"t1": [], "tn": [], "c1": [], "cn": [], "floor": [], "params": None, "seconds": 0.0} for c in cases}
     timeout = 600.0
     chosen = collective(gpus, [c.dtype for c in cases])  # RING when a case needs bfloat16
     for r in range(rounds):
@@ -237,6 +272,8 @@ def measure(cases: list[Case], workers: int, rounds: int, gpus: int = 0, log=pri
                 raw[case.id][key].append(max(f["step_seconds"] for f in found))
                 raw[case.id][cpu_key].append(sum(f["cpu_seconds"] for f in found) / n)
                 raw[case.id]["params"] = found[0]["params"]
+                # what the case cost the figure: build, trace, compile, warm-up and timed calls
+                raw[case.id]["seconds"] += max(f.get("case_seconds", 0.0) for f in found)
         log(f"  figure 1: round {r + 1}/{rounds}, loopback floor")
         nbytes = {c.id: ring_bytes(raw[c.id]["params"], c.dtype, workers) for c in cases}
         floor = exchange_floor(list(nbytes.values()), quick=quick)
@@ -266,6 +303,16 @@ class Row:
     added_vs_floor: float | None = None  # (tN - t1) / floor, per round, median
     vs_float32: float | None = None  # N-worker step / the same case's float32 N-worker step, per round
     micro: int = 1  # micro-batches per step (gradientAccumulationSteps)
+    precision: str = "float32"
+    jit: bool = False
+    baseline: str | None = None  # a fast-step row: its float32, K=1, no-XLA twin's id
+    steps: int = 0  # timed steps per run
+    seconds: float = 0.0  # the case's whole wall time over every run (build and warm-up included)
+    # against the baseline, paired per round (median, min, max): wall and CPU, 1 and N workers
+    vs_base_1: tuple | None = None
+    vs_base_n: tuple | None = None
+    cpu_vs_base_1: float | None = None
+    cpu_vs_base_n: float | None = None
 
     @property
     def added_per_micro_vs_floor(self) -> float | None:
@@ -306,6 +353,15 @@ def summarize(cases: list[Case], raw: dict) -> list[Row]:
             exchanged = data["exchanged_bytes"] / 1e6
         twin = _float32_twin(case, cases)
         vs_float32 = stats.median(stats.paired_ratios(data["tn"], raw[twin.id]["tn"])) if twin else None
+        against = {}
+        if case.baseline:
+            base = raw[case.baseline]
+            against = {
+                "vs_base_1": _paired(data["t1"], base["t1"]),
+                "vs_base_n": _paired(data["tn"], base["tn"]),
+                "cpu_vs_base_1": _paired(data["c1"], base["c1"])[0],
+                "cpu_vs_base_n": _paired(data["cn"], base["cn"])[0],
+            }
         rows.append(
             Row(
                 case.id,
@@ -326,9 +382,21 @@ def summarize(cases: list[Case], raw: dict) -> list[Row]:
                 added_vs_floor,
                 vs_float32,
                 case.micro,
+                case.precision,
+                case.jit,
+                case.baseline,
+                case.steps,
+                data.get("seconds", 0.0),
+                **against,
             )
         )
     return rows
+
+
+def _paired(values, baseline) -> tuple[float, float, float]:
+    """(median, min, max) of the per-round ratios values / baseline."""
+    ratios = stats.paired_ratios(values, baseline)
+    return (stats.median(ratios), *stats.spread(ratios))
 
 
 HEADERS = [
@@ -377,10 +445,64 @@ def table_rows(rows: list[Row]) -> list[list]:
     ]
 
 
+FAST_HEADERS = [
+    "case",
+    "K",
+    "1 worker ms/step",
+    "1-worker step vs float32 baseline",
+    "(min-max)",
+    "CPU ms/step 1 worker",
+    "CPU vs baseline, 1 worker",
+    "N workers ms/step",
+    "N-worker step vs float32 baseline",
+    "(min-max)",
+    "CPU ms/step per worker, N",
+    "CPU vs baseline, N",
+]
+
+
+def fast_groups(rows: list[Row]) -> list[tuple[Row, list[Row]]]:
+    """(baseline row, its fast-step rows) for every baseline some row is compared with, in plan order."""
+    by_id = {r.id: r for r in rows}
+    order = list(dict.fromkeys(r.baseline for r in rows if r.baseline and r.baseline in by_id))
+    return [(by_id[b], [r for r in rows if r.baseline == b]) for b in order]
+
+
+def _spread_cell(ratio: tuple | None) -> str | None:
+    return None if ratio is None else f"{ratio[1]:.2f}-{ratio[2]:.2f}"
+
+
+def fast_table_rows(rows: list[Row]) -> list[list]:
+    """The fast-step table: each baseline (float32, K=1, no XLA) then its settings, with every
+    ratio paired per round against that baseline."""
+    out = []
+    for base, fast in fast_groups(rows):
+        for r in [base, *fast]:
+            out.append(
+                [
+                    f"{r.label}, float32 baseline" if r is base else r.label,
+                    r.k,
+                    r.t1_ms,
+                    None if r.vs_base_1 is None else r.vs_base_1[0],
+                    _spread_cell(r.vs_base_1),
+                    r.cpu1_ms,
+                    r.cpu_vs_base_1,
+                    r.tn_ms,
+                    None if r.vs_base_n is None else r.vs_base_n[0],
+                    _spread_cell(r.vs_base_n),
+                    r.cpun_ms,
+                    r.cpu_vs_base_n,
+                ]
+            )
+    return out
+
+
 def plot(rows: list[Row], workers: int, path, subtitle: str) -> None:
     by_id = {r.id: r for r in rows}
-    sizes = [r for r in rows if r.k == 1 and r.micro == 1]
-    fig, (left, right) = plots.subplots(1, 2, figsize=(12, 4.8))
+    sizes = [r for r in rows if r.k == 1 and r.micro == 1 and r.baseline is None]
+    groups = fast_groups(rows)
+    fig, axes = plots.subplots(1, 3 if groups else 2, figsize=(20 if groups else 12, 5.2))
+    left, right = axes[0], axes[1]
     xs = range(len(sizes))
     left.bar([x - 0.2 for x in xs], [r.t1_ms for r in sizes], 0.4, label="1 worker")
     left.bar([x + 0.2 for x in xs], [r.tn_ms for r in sizes], 0.4, label=f"{workers} workers (MWMS)")
@@ -408,7 +530,13 @@ def plot(rows: list[Row], workers: int, path, subtitle: str) -> None:
     left.legend(fontsize=7, loc="upper left")
 
     for base, marker in (("tiny", "o"), (MAIN_MODEL, "s")):
-        series = [r for r in rows if r.id == base or r.id.startswith(base + "-k")]
+        series = [
+            r
+            for r in rows
+            if r.id == base
+            or r.id.startswith(base + "-k")
+            or (r.baseline == base and r.precision == "float32" and not r.jit)  # stepsPerExecution alone
+        ]
         series.sort(key=lambda r: r.k)
         if series:
             right.plot(
@@ -427,8 +555,47 @@ def plot(rows: list[Row], workers: int, path, subtitle: str) -> None:
     right.set_ylabel(f"added ms per step, t{workers} - t1")
     right.set_title("Distribution cost per step vs. steps per execution\n(labels: ratio tN/t1)", fontsize=10)
     right.legend(fontsize=8)
+    if groups:
+        plot_fast(axes[2], groups, workers)
     fig.suptitle(f"Figure 1: distribution overhead, {workers}-worker MWMS vs. 1 worker\n{subtitle}", fontsize=10)
     plots.save(fig, path)
+
+
+def _setting(r: Row) -> str:
+    return r.label.split(", ", 1)[-1].replace("stepsPerExecution ", "K=").replace("mixed_bfloat16", "bf16")
+
+
+def plot_fast(ax, groups, workers: int) -> None:
+    """Each fast-step row's step time over its float32 baseline's, 1 and N workers, with the
+    min-max of the per-round ratios as error bars."""
+    x, ticks, labels = 0.0, [], []
+    for n, (base, fast) in enumerate(groups):  # a gap between models
+        for r in fast:
+            for offset, ratio, colour, name in (
+                (-0.2, r.vs_base_1, "C0", "1 worker"),
+                (0.2, r.vs_base_n, "C1", f"{workers} workers"),
+            ):
+                if ratio is None:
+                    continue
+                ax.bar(x + offset, ratio[0], 0.4, color=colour, label=name if x == 0 else None)
+                ax.errorbar(
+                    x + offset, ratio[0], yerr=[[ratio[0] - ratio[1]], [ratio[2] - ratio[0]]], color="black", capsize=2
+                )
+            ticks.append(x)
+            labels.append(f"{SHORT.get(base.id, base.label)}: {_setting(r)}")
+            x += 1
+        x += 0.6 if n + 1 < len(groups) else 0
+    ax.axhline(1.0, color="black", linewidth=1)
+    ax.set_yscale("log")
+    from matplotlib.ticker import FormatStrFormatter  # matplotlib is imported only by a run that draws
+
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%.1fx"))
+    ax.yaxis.set_minor_formatter(FormatStrFormatter("%.1fx"))
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(labels, fontsize=7, rotation=30, ha="right")
+    ax.set_ylabel("step time / float32 baseline's (log)")
+    ax.set_title("Fast-step settings vs. float32, K=1, no XLA\n(below 1: faster; bars: min-max of rounds)", fontsize=10)
+    ax.legend(fontsize=8)
 
 
 # ---------------------------------------------------------------- the figure
@@ -444,8 +611,19 @@ def run_figure(bench: BenchRun) -> str:
     rows = summarize(cases, raw)
     shown = table_rows(rows)
     bench.show(TITLE, HEADERS, shown)
+    bench.show(f"{TITLE}: fast steps vs. float32", FAST_HEADERS, fast_table_rows(rows))
     plot(rows, bench.workers, bench.plots / "fig1_overhead.png", bench.machine_line)
-    return section(rows, shown, HEADERS, bench.workers, rounds, load, MAIN_MODEL, bench.gpus)
+    return section(rows, shown, HEADERS, bench.workers, rounds, load, MAIN_MODEL, bench.gpus, bf16_units())
+
+
+def bf16_units(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
+    """Whether this CPU's flags list bfloat16 instructions (avx512_bf16, amx_bf16); None: unknown."""
+    try:
+        with open(cpuinfo) as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), None)
+    except OSError:
+        return None
+    return None if flags is None else any(f in flags for f in ("avx512_bf16", "amx_bf16"))
 
 
 def gpu_setting(gpus: int, rows) -> str:
@@ -456,15 +634,26 @@ def gpu_setting(gpus: int, rows) -> str:
     )
 
 
-def section(rows, table_rows, headers, workers: int, rounds: int, load: str, main_id: str, gpus: int) -> str:
+def section(
+    rows,
+    table_rows,
+    headers,
+    workers: int,
+    rounds: int,
+    load: str,
+    main_id: str,
+    gpus: int,
+    bf16_cpu: bool | None = None,
+) -> str:
     """Figure 1's section of docs/benchmarks.md, from its rows (pure)."""
     by_id = {r.id: r for r in rows}
     # The most compute-bound case: the resnet with the longest one-worker step at K=1.
-    resnets = [r for r in rows if r.k == 1 and r.id.startswith("resnet")]
+    resnets = [r for r in rows if r.k == 1 and r.id.startswith("resnet") and r.baseline is None]
     main = max(resnets, key=lambda r: r.t1_ms) if resnets else by_id.get(main_id)
     tiny = by_id.get("tiny")
     cnn = by_id.get("cnn")
-    ks = sorted({r.k for r in rows if r.k > 1})
+    ks = sorted({r.k for r in rows if r.k > 1 and r.baseline is None})
+    fast_rows = [r for r in rows if r.baseline]
     lines = [
         "## Figure 1: distribution overhead (N-worker MWMS vs. one worker)",
         "",
@@ -480,7 +669,20 @@ def section(rows, table_rows, headers, workers: int, rounds: int, load: str, mai
             )
             + f"per-replica batch 32 in both runs (so N workers do N times the work per step: weak scaling); "
             f"synthetic data held in memory; Adam; {rounds} round(s), each one 1-worker run then one {workers}-worker "
-            f"run, ratio taken per round, median reported (min-max across rounds in brackets).",
+            f"run, ratio taken per round, median reported (min-max across rounds in brackets)"
+            + (
+                f"; the fast-step rows time {min(r.steps for r in fast_rows)}-{max(r.steps for r in fast_rows)} "
+                "steps per run (fewer than the model rows) after untimed warm-up calls"
+                + (
+                    f", and took {sum(r.seconds for r in fast_rows) / 60:.1f} of the "
+                    f"{sum(r.seconds for r in rows) / 60:.1f} min the workers spent in the cases (build, trace, "
+                    "compile, warm-up and timed steps, every run summed)."
+                    if any(r.seconds for r in fast_rows)
+                    else "."
+                )
+                if fast_rows
+                else "."
+            ),
             load,
         ),
         "",
@@ -549,10 +751,10 @@ def section(rows, table_rows, headers, workers: int, rounds: int, load: str, mai
         ]
     if ks:
         lines += [
-            "**Steps per execution.** The trainer has no steps-per-execution knob, so K > 1 is measured with "
-            "`scripts/tfmw/bench/mwms_step.py`, which runs the trainer's own replica step (`strategy.run` of the same "
-            "GradientTape step, each worker summing its loss locally) K times inside one `tf.function` "
-            "(`for _ in tf.range(K)`). K removes the per-call Python dispatch and the host sync, not the "
+            "**Steps per execution.** K > 1 is the trainer's `stepsPerExecution`: "
+            "`scripts/tfmw/bench/mwms_step.py` takes the training function from the trainer's own "
+            "`step_functions` (the replica step under `strategy.run`, each worker summing its loss locally, K "
+            "steps in a graph loop inside one `tf.function` call). K removes the per-call Python dispatch, not the "
             "collective: every step still all-reduces its gradients, so K cannot push the N-worker step below the "
             "collective floor.",
         ]
@@ -575,6 +777,8 @@ def section(rows, table_rows, headers, workers: int, rounds: int, load: str, mai
                 "overhead is not what a compute-bound step pays."
             )
         lines.append("")
+    if fast_rows:
+        lines += fast_section(rows, workers, bf16_cpu)
     lines += [
         "**CPU columns.** `CPU ms/step` is process CPU time (all threads) per step: the work done, without the "
         "time spent waiting for a core or for the peer. Where the wall-clock ratio is far above the CPU ratio, "
@@ -592,6 +796,95 @@ def section(rows, table_rows, headers, workers: int, rounds: int, load: str, mai
         "",
     ]
     return "\n".join(lines)
+
+
+def _x(ratio: tuple) -> str:
+    """`1.52x (1.40-1.61)`: the median of the per-round ratios and their min-max."""
+    return f"{ratio[0]:.2f}x ({ratio[1]:.2f}-{ratio[2]:.2f})"
+
+
+def _measured(fast: list[Row], setting: str, workers: int) -> str:
+    """Per model: the setting's step over the baseline's at 1 and N workers, and in CPU time."""
+    parts = []
+    for r in fast:
+        if _setting(r) != setting or r.vs_base_1 is None or r.vs_base_n is None:
+            continue
+        parts.append(
+            f"{SHORT.get(r.baseline, r.baseline)} {_x(r.vs_base_1)} at 1 worker, {_x(r.vs_base_n)} at {workers} "
+            f"(CPU {r.cpu_vs_base_1:.2f}x, {r.cpu_vs_base_n:.2f}x)"
+        )
+    return "; ".join(parts) if parts else "not measured"
+
+
+def fast_section(rows: list[Row], workers: int, bf16_cpu: bool | None) -> list[str]:
+    """The fast-step block: what was measured, the table, what each setting does here and what a
+    GPU is expected to do (pure)."""
+    groups = fast_groups(rows)
+    fast = [r for _, group in groups for r in group]
+    models = ", ".join(f"`{b.label}`" for b, _ in groups)
+    k = max((r.k for r in fast), default=FAST_K)
+    # the policy alone, slower than float32 in every round on one worker
+    slower = [r for r in fast if _setting(r) == "bf16" and r.vs_base_1 and r.vs_base_1[1] > 1.0]
+    return [
+        "**Fast steps against float32.** The trainer's `precision`, `jitCompile` and `stepsPerExecution` "
+        f'(docs/training.md, "Fast steps") on {models}, each against the same model\'s float32 baseline '
+        "(K=1, no XLA) measured in the same worker processes of the same round: the ratios are per round "
+        "(median, min-max across rounds). `mwms_step.py` builds every case from a trainer config through the "
+        "trainer's own functions: `precision.set_policy` before `build_state` (the model, and the optimizer "
+        "through `precision.wrap_optimizer`), then `step_functions` for the training function "
+        "(`replica_step(jit=...)` under `strategy.run`, K steps per call, called with K as a tensor as the "
+        "loop does); Keras' policy is process-wide, so it is set for each case's model and reset to float32 "
+        "right after.",
+        "",
+        table(FAST_HEADERS, fast_table_rows(rows)),
+        "",
+        "**What each setting does on this CPU.** "
+        "`precision: mixed_bfloat16` computes every layer in bfloat16 while the variables, the gradients and "
+        "the all-reduce stay float32 (the bytes on the wire do not change): "
+        f"{_measured(fast, 'bf16', workers)}. "
+        + {
+            False: "This CPU's flags list neither avx512_bf16 nor amx_bf16: it has no bfloat16 arithmetic, so "
+            "bfloat16 is computed by converting to float32 and back, and each layer adds casts of its inputs and "
+            "weights: ",
+            True: "This CPU's flags list bfloat16 instructions (avx512_bf16 or amx_bf16); each layer also adds "
+            "casts of its inputs and weights: ",
+            None: "Each layer adds casts of its inputs and weights: ",
+        }[bf16_cpu]
+        + (
+            "the policy alone makes the one-worker step slower than float32's in every round for "
+            + ", ".join(SHORT.get(r.baseline, r.baseline) for r in slower)
+            + ". "
+            if slower
+            else "it gains nothing here. "
+        )
+        + "`jitCompile: true` compiles each replica's forward and backward pass with XLA (fused kernels, "
+        "no op-by-op dispatch inside it; the all-reduce and the update stay outside; the compile itself is in "
+        "the untimed first call): "
+        f"{_measured(fast, 'jitCompile', workers)}. "
+        f"`stepsPerExecution: {k}` returns to Python once per {k} steps: "
+        f"{_measured(fast, f'K={k}', workers)} — it matters where a step is short (the per-call cost is a "
+        "larger share), not where compute or the collective dominates. All three together: "
+        f"{_measured(fast, 'all three', workers)} (set beside `jitCompile` alone: what the policy costs once "
+        "XLA compiles the step, casts included). "
+        "CPU time moving with the wall time says the setting changed the work done, not the waiting.",
+        "",
+        "**On a GPU** (expected, not measured: nothing here ran on a GPU). 16-bit layers pay on GPUs with "
+        "16-bit matrix units: tensor cores, for float16 on NVIDIA Volta and later and for bfloat16 on Ampere and "
+        "later; 16-bit activations also halve the bytes read from memory. TensorFlow's mixed precision guide "
+        "(https://www.tensorflow.org/guide/mixed_precision) reports more than 3x on modern GPUs, and NVIDIA's "
+        "mixed precision training guide "
+        "(https://docs.nvidia.com/deeplearning/performance/mixed-precision-training/index.html) describes the "
+        "tensor cores and the loss scaling float16 needs (`mixed_float16` here); on a GPU without them, or on a "
+        "CPU without bfloat16 instructions, expect no gain or a loss. XLA fuses operations so an "
+        "intermediate result stays in registers instead of a round trip through GPU memory, and launches one "
+        "kernel where there were several: memory bandwidth and kernel launches are what a GPU step of many "
+        "small operations pays (TensorFlow's XLA page, https://www.tensorflow.org/xla, cites about 7x for BERT "
+        "on 8 V100 GPUs), so expect a larger gain there than on this CPU. A GPU step is short, so the fixed "
+        "per-call cost that `stepsPerExecution` removes is a larger share of it, as for the tiny model here. "
+        "`python -m tfmw.bench --only 1 --gpus G` measures these rows on GPUs (their all-reduce is float32, so "
+        "NCCL is unaffected).",
+        "",
+    ]
 
 
 if __name__ == "__main__":

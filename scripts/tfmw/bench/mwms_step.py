@@ -2,10 +2,11 @@
 
     TF_CONFIG=... python -m tfmw.bench.mwms_step ['<cases JSON>']   (default: figure 1's full plan)
 
-The trainer has no steps-per-execution knob, so this runs the trainer's own step function
-(entrypoint.training.trainer.replica_step under strategy.run, gradients all-reduced in the
-case's `dtype`, the loss summed on this worker only, as the trainer does between log lines)
-inside `for _ in tf.range(K)` in one tf.function. Data is synthetic and
+Each case is a trainer config (model, allReduceDtype, gradientAccumulationSteps, precision,
+jitCompile, stepsPerExecution K) run through the trainer's own functions: the policy set and
+the model and optimizer built as set_up/build_state do (entrypoint.training.precision), the
+training function from trainer.step_functions (replica_step under strategy.run, K steps per
+call), called with K as a tensor the way run_steps calls it. Data is synthetic and
 in memory (figure 5 measures the input pipeline separately). Every worker runs the same
 cases with the same number of calls in the same order: the collectives must stay in
 lockstep. Prints one `tfmw bench case=<json>` line per case (worker 0 and others alike).
@@ -45,12 +46,35 @@ def make_strategy(tf, gpus: bool):
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
-def run_case(tf, keras, strategy, case: dict) -> dict:
-    from entrypoint.training.models import build_model
-    from entrypoint.training.trainer import REDUCE_DTYPES, communication_options, local_loss, replica_step
+def trainer_config(case: dict) -> dict:
+    """The case as the trainer's validated config (entrypoint.training.config.check, defaults
+    filled in: Adam at 1e-3), so the step below is built from the settings a user writes."""
+    from entrypoint.training.config import check
 
-    micro = int(case.get("micro", 1))  # gradientAccumulationSteps: micro-batches of `batch` per step
-    per_replica = case["batch"] * micro
+    return check(
+        {
+            "model": {"name": case["model"], "args": case.get("args", {})},
+            "data": {"synthetic": {"inputShape": list(case["input_shape"])}},
+            "batchSizePerReplica": case["batch"],
+            "gradientAccumulationSteps": int(case.get("micro", 1)),
+            "allReduceDtype": case.get("dtype", "float32"),
+            "precision": case.get("precision", "float32"),
+            "jitCompile": bool(case.get("jit", False)),
+            "stepsPerExecution": int(case["k"]),
+        }
+    )
+
+
+def run_case(tf, strategy, case: dict) -> dict:
+    from types import SimpleNamespace
+
+    from entrypoint.training import precision
+    from entrypoint.training.config import replica_input_batch
+    from entrypoint.training.trainer import build_state, step_functions
+
+    began = time.perf_counter()  # the case's whole cost: build, trace, compile, warm-up, timed calls
+    config = trainer_config(case)
+    per_replica = replica_input_batch(config)  # every micro-batch of a step
     global_batch = per_replica * strategy.num_replicas_in_sync
     shape = tuple(case["input_shape"])
     classes = 10
@@ -63,36 +87,28 @@ def run_case(tf, keras, strategy, case: dict) -> dict:
         return ds.batch(per_replica, drop_remainder=True).prefetch(2)
 
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-    with strategy.scope():
-        model = build_model(case["model"], shape, classes, case.get("args", {}))
-        optimizer = keras.optimizers.Adam(learning_rate=1e-3)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=keras.losses.Reduction.NONE)
-    k = int(case["k"])
+    # Keras' policy is process-wide and a layer takes the one current at its construction: set
+    # for this case's model only (the trainer sets it once, before build_state), then float32.
+    precision.set_policy(config["precision"])
+    try:
+        model, optimizer, _ = build_state(strategy, config, SimpleNamespace(input_shape=shape, num_classes=classes))
+    finally:
+        precision.set_policy(precision.FLOAT32)
+    loss_sum = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+    # The trainer's training function: replica_step (allReduceDtype, micro-batches, jitCompile)
+    # under strategy.run, K steps per call in a graph loop when stepsPerExecution K > 1.
+    train_steps, _ = step_functions(strategy, model, optimizer, config, loss_sum, global_batch)
+    k = config["stepsPerExecution"]
+    n = tf.constant(k)  # as run_steps passes it: a tensor, one trace
 
-    step_fn = replica_step(
-        model,
-        optimizer,
-        loss_fn,
-        global_batch,
-        REDUCE_DTYPES[case.get("dtype", "float32")],
-        communication_options(strategy),
-        micro,
-    )  # the trainer's step
-
-    @tf.function
-    def run_k(it):
-        total = tf.constant(0.0, tf.float64)
-        for _ in tf.range(k):
-            x, y = next(it)
-            total += local_loss(strategy, strategy.run(step_fn, args=(x, y)))
-        return total
-
-    for _ in range(case["warmup_calls"]):  # tracing and the first collectives
-        run_k(iterator).numpy()
+    for _ in range(case["warmup_calls"]):  # tracing, XLA's compile, the first collectives
+        train_steps(iterator, n)
+    loss_sum.numpy()
     calls = case["calls"]
     started, cpu_started = time.perf_counter(), time.process_time()
     for _ in range(calls):
-        run_k(iterator).numpy()  # .numpy(): the host waits for every call, as a training loop does
+        train_steps(iterator, n)  # as the trainer's loop calls it: no read of the loss per call
+    loss_sum.numpy()  # the host waits for the last call
     elapsed = time.perf_counter() - started
     # CPU seconds of this process (all its threads): the work done, without the time spent
     # waiting for a core on a shared machine or for the peer in a collective.
@@ -106,6 +122,7 @@ def run_case(tf, keras, strategy, case: dict) -> dict:
         "steps": calls * k,
         "params": params,
         "replicas": strategy.num_replicas_in_sync,
+        "case_seconds": time.perf_counter() - began,
     }
 
 
@@ -119,12 +136,11 @@ def main(argv=None) -> int:
     # RING when a case all-reduces in bfloat16, which NCCL does not take (tfmw.bench.gpus.collective)
     nccl = gpus and os.environ.get("TFMW_BENCH_COLLECTIVE", "nccl") == "nccl"
     import tensorflow as tf
-    import tf_keras as keras
 
     _threads_from_env(tf)
     strategy = make_strategy(tf, nccl)
     for case in cases:
-        result = run_case(tf, keras, strategy, case)
+        result = run_case(tf, strategy, case)
         print(case_line(result), flush=True)
     return 0
 

@@ -133,3 +133,106 @@ def test_the_report_states_accumulation_against_its_target():
         rows, fig_overhead.table_rows(rows), fig_overhead.HEADERS, 2, 1, "", fig_overhead.MAIN_MODEL, 0
     )
     assert "3.2x at k = 4 (target: <= 3x at k = 4: not met;" in text
+
+
+def test_plan_has_each_fast_step_setting_against_its_float32_baseline():
+    for quick, bases in ((True, {"cnn"}), (False, {"cnn", fig_overhead.MAIN_MODEL})):
+        cases = fig_overhead.plan(quick)
+        by_id = {c.id: c for c in cases}
+        fast = [c for c in cases if c.baseline]
+        assert {c.baseline for c in fast} == bases
+        for base_id in bases:
+            base = by_id[base_id]
+            assert (base.precision, base.jit, base.k, base.micro, base.dtype) == ("float32", False, 1, 1, "float32")
+            settings = {
+                (c.precision, c.jit, c.k)
+                for c in fast
+                if c.baseline == base_id
+                and (c.model, c.args, c.input_shape) == (base.model, base.args, base.input_shape)
+            }
+            k = fig_overhead.FAST_K
+            assert settings == {
+                ("mixed_bfloat16", False, 1),
+                ("float32", True, 1),
+                ("float32", False, k),
+                ("mixed_bfloat16", True, k),
+            }
+        spec = by_id["cnn-fast"].spec()
+        assert (spec["precision"], spec["jit"], spec["k"]) == ("mixed_bfloat16", True, fig_overhead.FAST_K)
+
+
+def test_the_bench_worker_builds_each_case_as_a_validated_trainer_config():
+    from tfmw.bench.mwms_step import trainer_config
+
+    by_id = {c.id: c for c in fig_overhead.plan(False)}
+    config = trainer_config(by_id["cnn-fast"].spec())
+    assert (config["precision"], config["jitCompile"], config["stepsPerExecution"]) == ("mixed_bfloat16", True, 8)
+    assert (config["optimizer"], config["learningRate"], config["batchSizePerReplica"]) == ("adam", 0.001, 32)
+    config = trainer_config(by_id["cnn-acc4"].spec())
+    assert (config["gradientAccumulationSteps"], config["precision"], config["jitCompile"]) == (4, "float32", False)
+    assert trainer_config(by_id["cnn-bf16"].spec())["allReduceDtype"] == "bfloat16"
+
+
+def test_fast_step_ratios_are_per_round_pairs_with_their_baseline():
+    base = fig_overhead.Case("cnn", "cnn", {}, [28, 28, 1], 1, 10, "cnn")
+    (mbf16, xla, spe, both) = fig_overhead.fast_cases(base, 10, 10, 16)
+    common = {"floor": [0.008] * 2, "params": 3_213_002, "exchanged_bytes": 12_852_008}
+    # Round 2 is twice as slow for everything (a busy machine): every paired ratio stays put.
+    raw = {
+        "cnn": {"t1": [0.020, 0.040], "tn": [0.060, 0.120], "c1": [0.02, 0.04], "cn": [0.05, 0.10], **common},
+        mbf16.id: {"t1": [0.050, 0.100], "tn": [0.090, 0.180], "c1": [0.05, 0.10], "cn": [0.08, 0.16], **common},
+        xla.id: {"t1": [0.016, 0.032], "tn": [0.054, 0.108], "c1": [0.016, 0.032], "cn": [0.045, 0.09], **common},
+        spe.id: {"t1": [0.020, 0.040], "tn": [0.060, 0.120], "c1": [0.02, 0.04], "cn": [0.05, 0.10], **common},
+        both.id: {"t1": [0.040, 0.080], "tn": [0.075, 0.150], "c1": [0.04, 0.08], "cn": [0.07, 0.14], **common},
+    }
+    cases = [base, mbf16, xla, spe, both]
+    rows = fig_overhead.summarize(cases, raw)
+    by_id = {r.id: r for r in rows}
+    assert by_id[mbf16.id].vs_base_1 == (pytest.approx(2.5),) * 3
+    assert by_id[mbf16.id].vs_base_n == (pytest.approx(1.5),) * 3
+    assert by_id[xla.id].cpu_vs_base_1 == pytest.approx(0.8) and by_id[xla.id].cpu_vs_base_n == pytest.approx(0.9)
+    assert by_id["cnn"].vs_base_1 is None  # the baseline is not compared with itself
+    cells = fig_overhead.fast_table_rows(rows)
+    assert [c[0] for c in cells] == ["cnn, float32 baseline", mbf16.label, xla.label, spe.label, both.label]
+    assert all(len(c) == len(fig_overhead.FAST_HEADERS) for c in cells)
+    spread = fig_overhead.FAST_HEADERS.index("(min-max)")
+    assert cells[0][spread] is None and cells[1][spread] == "2.50-2.50"
+    text = fig_overhead.section(
+        rows, fig_overhead.table_rows(rows), fig_overhead.HEADERS, 2, 2, "", fig_overhead.MAIN_MODEL, 0, False
+    )
+    assert "cnn 2.50x (2.50-2.50) at 1 worker, 1.50x (1.50-1.50) at 2 (CPU 2.50x, 1.60x)" in text
+    assert "neither avx512_bf16 nor amx_bf16" in text
+    assert "slower than float32's in every round for cnn." in text
+    assert "not measured: nothing here ran on a GPU" in text
+    assert "the fast-step rows time 10-16 steps per run" in text
+    for key, seconds in (("cnn", 30.0), (mbf16.id, 24.0), (xla.id, 12.0), (spe.id, 12.0), (both.id, 12.0)):
+        raw[key]["seconds"] = seconds  # what each case cost the figure, every run summed
+    rows = fig_overhead.summarize(cases, raw)
+    text = fig_overhead.section(
+        rows, fig_overhead.table_rows(rows), fig_overhead.HEADERS, 2, 2, "", fig_overhead.MAIN_MODEL, 0, False
+    )
+    assert "and took 1.0 of the 1.5 min the workers spent in the cases" in text
+
+
+def test_bf16_units_reads_the_cpu_flags(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n")
+    assert fig_overhead.bf16_units(str(cpuinfo)) is False
+    cpuinfo.write_text("flags\t\t: avx2 avx512f avx512_bf16\n")
+    assert fig_overhead.bf16_units(str(cpuinfo)) is True
+    assert fig_overhead.bf16_units(str(tmp_path / "missing")) is None
+
+
+def test_the_reading_names_a_model_row_not_a_slower_fast_step_row():
+    tiny = fig_overhead.Case("tiny", "mlp", {"hidden": 8}, [8, 8], 1, 10, "tiny MLP")
+    resnet = fig_overhead.Case(fig_overhead.MAIN_MODEL, "resnet", {}, [28, 28, 1], 1, 10, "resnet width 16")
+    cases = [tiny, resnet, *fig_overhead.fast_cases(resnet, 6, 12, 16)]
+    one = {"c1": [0.1], "cn": [0.1], "params": 77_754}
+    raw = {c.id: {"t1": [0.130], "tn": [0.170], **one} for c in cases}
+    raw["tiny"] = {"t1": [0.0015], "tn": [0.004], **one}
+    raw[f"{fig_overhead.MAIN_MODEL}-mbf16"] = {"t1": [0.600], "tn": [0.620], **one}  # the slowest K=1 resnet row
+    rows = fig_overhead.summarize(cases, raw)
+    text = fig_overhead.section(
+        rows, fig_overhead.table_rows(rows), fig_overhead.HEADERS, 2, 1, "", fig_overhead.MAIN_MODEL, 0, False
+    )
+    assert "On the compute-bound model (resnet width 16, 77,754 parameters, 130 ms per step" in text
