@@ -131,7 +131,9 @@ GPU, for minutes, at the first start): in a writable dir, an emptyDir of the pod
 restart in the pod finds it warm; per pod, never shared storage (concurrent writers). Under the
 home (the driver's own default place) when /home/tfmw is writable, else under the first writable
 dir. CUDA_CACHE_MAXSIZE: the driver's largest, 4 GiB (its default, 256 MiB, is too small for
-TensorFlow's kernels). A variable workers.extraEnv sets itself is left to it.
+TensorFlow's kernels), but at most half of writableDirsSizeLimit when one is set: a cache that
+outgrew its emptyDir's limit would get the pod evicted. A variable workers.extraEnv sets itself
+is left to it.
 */}}
 {{- define "tf-multiworker.cudaCacheEnv" -}}
 {{- $dirs := .Values.writableDirs | default list }}
@@ -142,8 +144,12 @@ TensorFlow's kernels). A variable workers.extraEnv sets itself is left to it.
   value: {{ printf "%s/.nv/ComputeCache" (ternary "/home/tfmw" (first $dirs) (has "/home/tfmw" $dirs)) | quote }}
 {{- end }}
 {{- if not (has "CUDA_CACHE_MAXSIZE" $own) }}
+{{- $size := 4294967296 }}
+{{- with .Values.writableDirsSizeLimit }}
+{{- $size = min $size (div (int64 (float64 (include "tf-multiworker.quantityValue" .))) 2) }}
+{{- end }}
 - name: CUDA_CACHE_MAXSIZE
-  value: "4294967296"
+  value: {{ $size | toString | quote }}
 {{- end }}
 {{- end }}
 

@@ -39,6 +39,13 @@ def test_gpu_workers_keep_the_jit_cache_in_the_pods_writable_home(helm, render):
     assert "emptyDir" in volume and "medium" not in volume["emptyDir"]  # per pod, on disk, survives a restart
 
 
+@pytest.mark.parametrize("limit,size", [("3Gi", "1610612736"), ("24Gi", FOUR_GIB), ("1e9", "500000000")])
+def test_the_cache_fits_half_of_a_writable_dirs_size_limit(helm, render, limit, size):
+    # A cache that outgrew its emptyDir's sizeLimit would get the pod evicted (values/dev.yaml: 3Gi).
+    objects = render(helm, sets=(*GPU, f"writableDirsSizeLimit={limit}"))
+    assert cuda_env(objects)["CUDA_CACHE_MAXSIZE"] == size
+
+
 def test_without_a_writable_home_the_cache_goes_to_the_first_writable_dir(helm, render):
     objects = render(helm, sets=(*GPU, "writableDirs[0]=/scratch", "writableDirs[1]=/tmp"))
     assert cuda_env(objects)["CUDA_CACHE_PATH"] == "/scratch/.nv/ComputeCache"
