@@ -35,6 +35,34 @@ SLEEPER = ["training.command={python,-m,http.server,--directory,/tmp}", "workers
 # refuses a GPU worker with less than 2Gi of memory requested and 2Gi + /dev/shm (1Gi there) as limit.
 GPU_MEMORY = ["workers.resources.requests.memory=2Gi", "workers.resources.limits.memory=3Gi"]
 
+# Run with `kubectl exec ... -- python -c KILL_TRAINER` in a worker's container: SIGKILLs the
+# process running the built-in trainer and prints how many it killed. That is `python -m
+# entrypoint.training` started cold, or a warm standby told to run it (the first attempt's always
+# is): a standby keeps its command line (`-m entrypoint.standby ... -- python -m
+# entrypoint.training`) and is named tfmw-standby only while it waits (tfmw.faults.inject, the
+# same rule seen from the host).
+KILL_TRAINER = """
+import os, signal
+def runs_trainer(pid):
+    argv = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')
+    if argv[1:3] == [b'-m', b'entrypoint.training']:
+        return True
+    if argv[1:3] != [b'-m', b'entrypoint.standby'] or b'--' not in argv:
+        return False
+    command = argv[argv.index(b'--') + 1:]
+    waiting = open(f'/proc/{pid}/comm').read().strip() == 'tfmw-standby'
+    return command[1:3] == [b'-m', b'entrypoint.training'] and not waiting
+killed = 0
+for pid in [int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) not in (1, os.getpid())]:
+    try:
+        if runs_trainer(pid):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+    except OSError:
+        continue
+print(killed)
+"""
+
 
 @dataclass
 class Cluster:

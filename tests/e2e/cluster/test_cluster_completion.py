@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from clusterkit import CHART, GPU_MEMORY, REPO, wait_for
+from clusterkit import CHART, GPU_MEMORY, KILL_TRAINER, REPO, wait_for
 
 from tfmw.k8s.api import ns_path
 
@@ -254,15 +254,9 @@ def test_a_killed_worker_is_restarted_in_place_and_the_run_succeeds(cluster, nam
         describe=_describe(cluster, namespace),
     )
     # SIGKILL the trainer inside worker 1's container (not the launcher, whose command line
-    # names the trainer too: the trainer's argv is `python -m entrypoint.training`).
-    kill = (
-        "import os, signal\n"
-        "pids = [int(p) for p in os.listdir('/proc') if p.isdigit() and "
-        "open(f'/proc/{p}/cmdline', 'rb').read().split(b'\\0')[1:3] == [b'-m', b'entrypoint.training']]\n"
-        "[os.kill(p, signal.SIGKILL) for p in pids]\nprint(len(pids))"
-    )
+    # names the trainer too).
     out = cluster.kubectl(
-        "exec", "-n", namespace, "kill-tf-multiworker-1", "-c", "worker", "--", "python", "-c", kill
+        "exec", "-n", namespace, "kill-tf-multiworker-1", "-c", "worker", "--", "python", "-c", KILL_TRAINER
     ).stdout
     assert out.strip() == "1", f"worker 1's training process: {out!r}"
     status = _wait_phase(cluster, namespace, "kill", "Succeeded", timeout=240)

@@ -16,7 +16,7 @@ import sys
 import threading
 
 import pytest
-from clusterkit import CHART, REPO, TOOLS, follow, status, wait_for, wait_succeeded
+from clusterkit import CHART, KILL_TRAINER, REPO, TOOLS, follow, status, wait_for, wait_succeeded
 
 from tfmw.faults.podlogs import PodLogs, merge_incarnations
 from tfmw.k8s.api import ns_path
@@ -333,17 +333,6 @@ def test_suspend_frees_the_workers_and_resume_continues_at_the_step(cluster, nam
 
 # ---------------------------------------------------------------- retry a Failed run
 
-KILL_TRAINER = """
-import os, signal
-for pid in [p for p in os.listdir('/proc') if p.isdigit() and int(p) not in (1, os.getpid())]:
-    try:
-        argv = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')
-    except OSError:
-        continue
-    if argv[1:3] == [b'-m', b'entrypoint.training']:
-        os.kill(int(pid), signal.SIGKILL)
-"""
-
 
 def test_a_failed_run_is_retried_from_its_checkpoint_once_the_cause_is_gone(cluster, namespace):
     """`training.maxRestarts=0`: a trainer killed once fails the run (RestartLimit), and the
@@ -356,9 +345,10 @@ def test_a_failed_run_is_retried_from_its_checkpoint_once_the_cause_is_gone(clus
     try:
         wait_for(lambda: all_ready(cluster, namespace, release), 180, "both workers Ready", 1)
         wait_for(lambda: checkpoint_at_least(cluster, namespace, release, 200), 120, "a checkpoint at step 200")
-        cluster.kubectl(
+        killed = cluster.kubectl(
             "exec", "-n", namespace, f"{release}-tf-multiworker-1", "-c", "worker", "--", "python", "-c", KILL_TRAINER
-        )
+        ).stdout
+        assert killed.strip() == "1", f"worker 1's training process: {killed!r}"
         failed = wait_for(
             lambda: (lambda d: d if d.get("phase") == "Failed" else None)(status(cluster, namespace, release)),
             120,
