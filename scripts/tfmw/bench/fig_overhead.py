@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from . import plots, stats
 from .figure import BenchRun
 from .gpus import collective
-from .machine import load_average
+from .machine import cpu_bf16_units, load_average
 from .parse import bench_cases
 from .procs import PY, REPO, BenchError, base_env, run_workers
 from .report import image, settings_line, table
@@ -613,17 +613,7 @@ def run_figure(bench: BenchRun) -> str:
     bench.show(TITLE, HEADERS, shown)
     bench.show(f"{TITLE}: fast steps vs. float32", FAST_HEADERS, fast_table_rows(rows))
     plot(rows, bench.workers, bench.plots / "fig1_overhead.png", bench.machine_line)
-    return section(rows, shown, HEADERS, bench.workers, rounds, load, MAIN_MODEL, bench.gpus, bf16_units())
-
-
-def bf16_units(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
-    """Whether this CPU's flags list bfloat16 instructions (avx512_bf16, amx_bf16); None: unknown."""
-    try:
-        with open(cpuinfo) as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), None)
-    except OSError:
-        return None
-    return None if flags is None else any(f in flags for f in ("avx512_bf16", "amx_bf16"))
+    return section(rows, shown, HEADERS, bench.workers, rounds, load, MAIN_MODEL, bench.gpus, cpu_bf16_units())
 
 
 def gpu_setting(gpus: int, rows) -> str:

@@ -36,6 +36,21 @@ def cpu_model(cpuinfo: str) -> str:
     return "unknown"
 
 
+def bf16_units(cpuinfo: str) -> bool | None:
+    """Whether the `flags` of /proc/cpuinfo list bfloat16 instructions (avx512_bf16, amx_bf16);
+    None: no flags line (unknown)."""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return any(flag in value.split() for flag in ("avx512_bf16", "amx_bf16"))
+    return None
+
+
+def cpu_bf16_units() -> bool | None:
+    """bf16_units of this machine."""
+    return bf16_units(_read("/proc/cpuinfo"))
+
+
 def memory_gib(meminfo: str) -> float:
     """MemTotal of /proc/meminfo in GiB (0.0 when absent)."""
     for line in meminfo.splitlines():

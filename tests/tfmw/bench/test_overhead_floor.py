@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from tfmw.bench import fig_overhead
+from tfmw.bench import fig_overhead, machine
 
 
 def test_ring_bytes_per_worker():
@@ -214,13 +214,10 @@ def test_fast_step_ratios_are_per_round_pairs_with_their_baseline():
     assert "and took 1.0 of the 1.5 min the workers spent in the cases" in text
 
 
-def test_bf16_units_reads_the_cpu_flags(tmp_path):
-    cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n")
-    assert fig_overhead.bf16_units(str(cpuinfo)) is False
-    cpuinfo.write_text("flags\t\t: avx2 avx512f avx512_bf16\n")
-    assert fig_overhead.bf16_units(str(cpuinfo)) is True
-    assert fig_overhead.bf16_units(str(tmp_path / "missing")) is None
+def test_bf16_units_reads_the_cpu_flags():
+    assert machine.bf16_units("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n") is False
+    assert machine.bf16_units("flags\t\t: avx2 avx512f avx512_bf16\n") is True
+    assert machine.bf16_units("") is None  # /proc/cpuinfo missing or without flags
 
 
 def test_the_reading_names_a_model_row_not_a_slower_fast_step_row():
