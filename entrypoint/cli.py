@@ -23,7 +23,7 @@ from .launcher import Launcher, OutsideGroup, resolve_tf_config
 from .peers import dns_resolves, port_accepts, wait_for_peers
 from .regroup import statefulset_replicas
 from .runcontext import Group
-from .standby import FirstStandby
+from .standby import FirstStandby, run_command
 
 CHECK_PEERS_HINT = (
     "check that those pods are running (kubectl get pods) or raise --timeout-seconds "
@@ -127,10 +127,7 @@ def main(
             return cmd_check_peers(args.hosts, args.timeout_seconds, args.port)
         if args.command == "logs":
             return podlog.main([args.run_dir])
-        command = list(args.training_command)
-        if command and command[0] == "--":
-            command = command[1:]
-        return Launcher(env, command, first_standby=first_standby).run()
+        return Launcher(env, run_command(args.training_command), first_standby=first_standby).run()
     except LauncherError as err:
         print(f"tfmw: {err}", file=sys.stderr, flush=True)
         return err.exit_code

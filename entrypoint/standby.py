@@ -384,16 +384,22 @@ class FirstStandby:
             standby.discard()
 
 
-def training_command(argv) -> list[str] | None:
-    """The training command of `python -m entrypoint <argv>` when argv is `run [--] [command...]`
-    (as entrypoint.cli parses it: default, the built-in trainer); None for another command."""
-    argv = list(argv)
-    if not argv or argv[0] != "run":
-        return None
-    command = argv[1:]
+def run_command(rest) -> list[str]:
+    """The training command given after `run` (`[--] [command...]`; none: the built-in trainer).
+    The one reading of it: entrypoint.cli's, and prestart's before the CLI is imported."""
+    command = list(rest)
     if command and command[0] == "--":
         command = command[1:]
     return command or list(DEFAULT_TRAINING_COMMAND)
+
+
+def training_command(argv) -> list[str] | None:
+    """The training command of `python -m entrypoint <argv>` when argv is `run [--] [command...]`;
+    None for another command."""
+    argv = list(argv)
+    if not argv or argv[0] != "run":
+        return None
+    return run_command(argv[1:])
 
 
 def prestart(argv, environ, stopping: bool = False) -> FirstStandby:
