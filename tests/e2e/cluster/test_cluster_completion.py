@@ -411,7 +411,7 @@ def test_status_is_never_worth_lost_training_rbac_removed_mid_run(cluster, names
         cluster,
         namespace,
         "norbac",
-        "training.config.steps=60",
+        "training.config.steps=100",
         "training.config.checkpoint.everySteps=10",
         "training.config.logEverySteps=5",
     )
@@ -420,6 +420,16 @@ def test_status_is_never_worth_lost_training_rbac_removed_mid_run(cluster, names
         lambda: _status(cluster, namespace, "norbac").get("phase") == "Running",
         120,
         "the run to start",
+        describe=_describe(cluster, namespace),
+    )
+    # Mid-run means past the one read a launcher needs before training: the group's size
+    # (a 403 there is retried for peers.timeoutSeconds, as an API server restarting would be).
+    # The chief records Running from its own start; worker 1, on a loaded machine, may not have
+    # read the size yet. Its `tfmw launcher task=worker:1` line comes right after that read.
+    wait_for(
+        lambda: "task=worker:1 " in cluster.logs(namespace, "norbac-tf-multiworker-1"),
+        120,
+        "worker 1 to read the group's size",
         describe=_describe(cluster, namespace),
     )
     binding = cluster.api.get(binding_path)
@@ -439,5 +449,5 @@ def test_status_is_never_worth_lost_training_rbac_removed_mid_run(cluster, names
         binding["metadata"].pop(key, None)
     cluster.api.create(ns_path(namespace, "rolebindings", group="rbac.authorization.k8s.io/v1"), binding)
     status = _wait_phase(cluster, namespace, "norbac", "Succeeded", timeout=180)
-    assert status["step"] == "60"
+    assert status["step"] == "100"
     wait_for(lambda: _replicas(cluster, namespace, "norbac") == 0, 120, "the retried scale to 0")
