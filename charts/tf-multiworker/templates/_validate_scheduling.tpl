@@ -38,7 +38,7 @@ wrote on it (tf-multiworker/kueue-shape), chart output against chart output. */}
 {{- $problems := list }}
 {{- $way := printf "make deploy goes through 0 for you (the group stops at its checkpoint, the StatefulSet is made anew, the run resumes), or with helm alone: upgrade with suspend=true, kubectl delete statefulset %s, then upgrade with the new values" $name }}
 {{- $old := int (dig "spec" "replicas" 0 $live) }}
-{{- $new := ternary 0 (int .Values.workers.replicas) (eq (toString .Values.suspend) "true") }}
+{{- $new := int (include "tf-multiworker.replicas" .) }}
 {{- if and (gt $old 0) (gt $new 0) (ne $old $new) }}
 {{- $problems = append $problems (printf "workers.replicas: %d -> %d under Kueue (scheduling.gang=kueue): Kueue lets a StatefulSet it manages change size only through 0 and keeps its Workload at the first size; %s" $old $new $way) }}
 {{- end }}
