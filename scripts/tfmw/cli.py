@@ -25,6 +25,7 @@ from tfmw.chart.helmkit import ToolError
 from tfmw.deploy import apply, change, inspect
 from tfmw.deploy.release import Release
 from tfmw.deploy.upgrade import Upgrade
+from tfmw.imports import command as importing
 
 
 def _release(args) -> Release:
@@ -66,6 +67,9 @@ VERBS = {
     "resume": lambda args: change.resume(_release(args), _upgrade(args)),
     "retry": lambda args: change.retry(_release(args), _upgrade(args)),
     "undeploy": lambda args: change.undeploy(_release(args), timeout=args.timeout),
+    "import": lambda args: importing.import_tfjob(
+        args.file, args.output, args.training_command, check=not args.no_check, helm=args.helm
+    ),
 }
 
 
@@ -172,6 +176,24 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("undeploy", help="uninstall the release (shared storage is kept)")
     common(p), guarded(p)
     p.add_argument("--timeout", default="5m")
+
+    p = sub.add_parser("import", help="turn another platform's job manifest into a values overlay")
+    kinds = p.add_subparsers(dest="kind", required=True)
+    p = kinds.add_parser(
+        "tfjob",
+        help="a Kubeflow TFJob (kubeflow.org/v1) -> a values overlay; unmapped fields listed on stderr",
+    )
+    p.add_argument("file", help="the TFJob manifest (YAML; other documents in it are ignored, each said)")
+    p.add_argument("-o", "--output", default=None, help="write the overlay here instead of stdout")
+    p.add_argument(
+        "--command",
+        dest="training_command",
+        default=None,
+        help="what the image runs, as one shell-quoted string (e.g. 'python /app/train.py'): for a TFJob whose "
+        "container names no command (its image's ENTRYPOINT/CMD); replaces the TFJob's command when it has one",
+    )
+    p.add_argument("--no-check", action="store_true", help="skip rendering the chart with the overlay (no helm)")
+    p.add_argument("--helm", default=None, help="helm binary for the check (default: $HELM, .tools/bin/helm, PATH)")
     return top
 
 

@@ -14,6 +14,7 @@ PARTS = (
     "peers",
     "faults",
     "cli",
+    "imports",
     "deploy",
     "lint",
     "localrun",
@@ -29,7 +30,8 @@ ALLOWED = {
     # figures 10-11's peers: their builds and installs on make cluster, their runs through the harness
     "peers": {"faults", "devcluster", "chart", "k8s"},
     "faults": {"chart", "deploy", "k8s", "localrun", "devcluster", "table"},
-    "cli": {"chart", "deploy"},  # it parses (chart's defaults) and hands each verb to deploy
+    "cli": {"chart", "deploy", "imports"},  # it parses (chart's defaults) and hands each verb to deploy or imports
+    "imports": {"chart"},  # an overlay converted from another platform's manifest, checked by rendering it
     "deploy": {"chart", "k8s"},
     "lint": {"chart"},
     "localrun": {"chart", "image", "iproute"},  # the pods see the image's ENV (image.dockerfile)

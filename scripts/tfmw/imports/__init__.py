@@ -1,0 +1,1 @@
+"""Manifests of other platforms turned into values overlays of this chart (`tfmw import ...`)."""
