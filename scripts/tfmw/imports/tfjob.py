@@ -140,6 +140,12 @@ def convert(job: dict, command: list[str] | None = None) -> Conversion:
         _Mapping(conversion, command).job(job)
     except Refused as refused:
         return Conversion(refusal=str(refused))
+    except (AttributeError, TypeError, ValueError) as err:
+        # a map where a list belongs (or the reverse): the API server would refuse this TFJob too
+        return Conversion(
+            refusal=f"not a valid TFJob: a field has the wrong type ({err}); "
+            "check it with kubectl apply --dry-run=server"
+        )
     return conversion
 
 
@@ -413,7 +419,7 @@ class _Mapping:
         self.image(container.get("image"), where)
         self.training_command(container, where)
         self.resources(container.get("resources") or {}, where)
-        self.env(container.get("env") or [], where)
+        self.env(_items(container, "env", where), where)
         for key in sorted(container):
             self.container_key(key, container[key], where)
 
@@ -423,7 +429,7 @@ class _Mapping:
         if key == "imagePullPolicy":
             self.put("image.pullPolicy", value)
         elif key == "ports":
-            self.ports(value or [], where)
+            self.ports(_items({"ports": value}, "ports", where), where)
         elif key == "envFrom":
             self.unmapped(
                 f"{where}.envFrom",
@@ -455,8 +461,8 @@ class _Mapping:
         self.out.notes.append(f"{where}.image {image}: {IMAGE_NOTE}")
 
     def training_command(self, container: dict, where: str) -> None:
-        command = [str(c) for c in container.get("command") or []]
-        args = [str(a) for a in container.get("args") or []]
+        command = [str(c) for c in _items(container, "command", where)]
+        args = [str(a) for a in _items(container, "args", where)]
         if self.command:
             if command:
                 self.out.notes.append(f"--command replaced {where}.command {shlex.join(command)}")
@@ -517,7 +523,7 @@ class _Mapping:
     def ports(self, ports: list, where: str) -> None:
         for i, port in enumerate(ports):
             if port.get("name") == PORT_NAME or (len(ports) == 1 and not port.get("name")):
-                self.put("workers.port", int(port.get("containerPort", 2222)))
+                self.put("workers.port", _count(port.get("containerPort", 2222), f"{where}.ports[{i}].containerPort"))
             else:
                 self.unmapped(
                     f"{where}.ports[{i}] {port.get('name') or port.get('containerPort')}",
@@ -527,8 +533,8 @@ class _Mapping:
     # ---- volumes
 
     def volumes(self, pod: dict, main: dict, where: str, index: int) -> None:
-        volumes = {v.get("name"): v for v in pod.get("volumes") or [] if isinstance(v, dict)}
-        mounts = [m for m in main.get("volumeMounts") or [] if isinstance(m, dict)]
+        volumes = {v.get("name"): v for v in _items(pod, "volumes", where)}
+        mounts = _items(main, "volumeMounts", f"{where}.containers[{index}]")
         kept_mounts = []
         used_by_mounts: dict[str, int] = {}
         for mount in mounts:
@@ -552,7 +558,7 @@ class _Mapping:
                 continue
             kept_mounts.append(mount)
         kept_volumes = []
-        for i, volume in enumerate(pod.get("volumes") or []):
+        for i, volume in enumerate(_items(pod, "volumes", where)):
             name = volume.get("name")
             if name not in volumes or (storage and name == storage[0]):
                 continue
@@ -611,7 +617,7 @@ class _Mapping:
             if backoff is not None:
                 self.unmapped("spec.runPolicy.backoffLimit", "with restartPolicy Never nothing is restarted")
         elif backoff is not None:
-            self.put("training.maxRestarts", int(backoff))
+            self.put("training.maxRestarts", _count(backoff, "spec.runPolicy.backoffLimit"))
             self.out.notes.append(
                 "training.maxRestarts from backoffLimit: the launcher counts restarts in place without progress "
                 "between them (progress resets the count)"
@@ -624,7 +630,10 @@ class _Mapping:
         elif restart not in (None, "Never", "OnFailure", "Always"):
             self.unmapped(f"{prefix}.restartPolicy", f"{restart!r} is not a TFJob restart policy")
         if policy.get("activeDeadlineSeconds") is not None:
-            self.put("training.activeDeadlineSeconds", int(policy["activeDeadlineSeconds"]))
+            self.put(
+                "training.activeDeadlineSeconds",
+                _count(policy["activeDeadlineSeconds"], "spec.runPolicy.activeDeadlineSeconds"),
+            )
         if policy.get("suspend") is True:
             self.put("suspend", True)
         if policy.get("cleanPodPolicy") == "None":
@@ -666,7 +675,7 @@ class _Mapping:
             elif key == "queue" and gang == "volcano":
                 self.put("scheduling.volcano.queue", str(value))
             elif key == "scheduleTimeoutSeconds" and gang == "coscheduling":
-                self.put("scheduling.coscheduling.scheduleTimeoutSeconds", int(value))
+                self.put("scheduling.coscheduling.scheduleTimeoutSeconds", _count(value, f"{where}.{key}"))
             elif key == "priorityClass" and not _get(self.values, "workers.priorityClassName"):
                 self.put("workers.priorityClassName", str(value))
             elif key == "priorityClass" and _get(self.values, "workers.priorityClassName") == value:
@@ -675,9 +684,28 @@ class _Mapping:
                 self.unmapped(f"{where}.{key}", f"no value of the chart's {gang} gang takes it")
 
 
+def _items(owner: dict, key: str, where: str) -> list:
+    """owner[key] as the list Kubernetes has there (missing: empty), or Refused naming the path."""
+    value = owner.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise Refused(f"{where}.{key}: a {type(value).__name__} where Kubernetes takes a list")
+    if key not in ("command", "args") and not all(isinstance(item, dict) for item in value):
+        raise Refused(f"{where}.{key}: every item must be a map")
+    return value
+
+
+def _count(value, path: str) -> int:
+    """A whole number the chart's schema takes (at least 0), or Refused naming the TFJob path."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise Refused(f"{path}: {value!r} is not a whole number (at least 0)")
+    return value
+
+
 def _main_container(pod: dict) -> tuple[int, dict | None]:
     """The container the operator treats as TensorFlow's: the one named `tensorflow`, else the first."""
-    containers = [c for c in pod.get("containers") or [] if isinstance(c, dict)]
+    containers = _items(pod, "containers", "the pod template")
     for i, c in enumerate(containers):
         if c.get("name") == CONTAINER_NAME:
             return i, c

@@ -162,6 +162,26 @@ def test_a_job_that_could_not_run_is_refused_in_one_line(change, expected):
     assert expected in refusal(manifest)
 
 
+@pytest.mark.parametrize(
+    ("manifest", "expected"),
+    [
+        (job(runPolicy={"backoffLimit": "three"}), "spec.runPolicy.backoffLimit: 'three' is not a whole number"),
+        (job(runPolicy={"activeDeadlineSeconds": -1}), "spec.runPolicy.activeDeadlineSeconds: -1 is not a whole"),
+        (
+            job({"ports": [{"name": "tfjob-port", "containerPort": "grpc"}]}),
+            "containers[0].ports[0].containerPort: 'grpc' is not a whole number",
+        ),
+        (job({"env": "A=1"}), "containers[0].env: a str where Kubernetes takes a list"),
+        (job({"volumeMounts": {"name": "x"}}), "containers[0].volumeMounts: a dict where Kubernetes takes a list"),
+        (job({"env": ["A=1"]}), "containers[0].env: every item must be a map"),
+        (job({"resources": ["cpu"]}), "not a valid TFJob: a field has the wrong type"),
+    ],
+    ids=["backoff-text", "negative-deadline", "port-name", "env-string", "mounts-map", "env-items", "resources-list"],
+)
+def test_a_field_of_the_wrong_type_is_refused_in_one_line_never_a_traceback(manifest, expected):
+    assert expected in refusal(manifest)
+
+
 def test_no_command_is_refused_naming_the_command_option_and_the_value():
     manifest = job()
     pod_of(manifest)["containers"][0].pop("command")

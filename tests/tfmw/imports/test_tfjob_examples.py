@@ -97,6 +97,12 @@ def test_the_command_writes_the_overlay_and_lists_what_it_did_not_map(examples, 
     ]
 
 
+def test_a_file_that_cannot_be_read_is_refused_in_one_line(tmp_path, capsys):
+    assert cli.main(["import", "tfjob", str(tmp_path / "missing.yaml")]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == f"tfmw import: error: {tmp_path / 'missing.yaml'}: cannot be read (No such file or directory)"
+
+
 def test_an_overlay_the_chart_refuses_is_written_and_the_exit_says_why(tmp_path, capsys):
     manifest = tmp_path / "job.yaml"
     manifest.write_text(
