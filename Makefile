@@ -10,12 +10,17 @@ ENV ?=
 RELEASE ?=
 NAMESPACE ?=
 # ANY_CONTEXT=1: deploy/undeploy/suspend/resume/retry on the kube context in use whatever the
-# overlay's target.kubeContext says (another context, "@local", none), also with SET= changing it
+# overlay's target.kubeContext says (another context, "@local", none), also with SET= or VALUES= changing it
 ANY_CONTEXT ?=
+# VALUES=path[,path]: values files of your own, layered after the overlay in the order given (helm -f).
 # SET= items are split on spaces and typed by helm (5 a number, true a boolean); SET_STRING= items
-# are always text (helm --set-string); SET_FILE= items are key=path (the file's text)
+# are always text (helm --set-string); SET_JSON= is one helm --set-json argument, not split on
+# spaces (key=JSON[,key=JSON]); SET_FILE= items are key=path (the file's text). Helm layers them
+# in this order: chart values.yaml < overlay < VALUES files < SET_JSON < SET < SET_STRING < SET_FILE.
+VALUES ?=
 SET ?=
 SET_STRING ?=
+SET_JSON ?=
 SET_FILE ?=
 # KUBE_VERSION=1.30: check the rendered manifests against that Kubernetes (default: the newest supported)
 KUBE_VERSION ?=
@@ -36,8 +41,9 @@ CTX_ARG = $(if $(KUBE_CONTEXT),--kube-context $(KUBE_CONTEXT))
 # the environment and where its release goes, as the tfmw verbs take them
 TARGET_ARGS = $(if $(ENV),--env $(ENV)) $(if $(RELEASE),--release $(RELEASE)) $(if $(NAMESPACE),--namespace $(NAMESPACE)) $(CTX_ARG)
 GUARD_ARG = $(if $(filter 1,$(ANY_CONTEXT)),--any-context)
-# what is layered over the overlay, as the verbs that render take it
-SET_ARGS = $(if $(SET),--set "$(SET)") $(if $(SET_STRING),--set-string "$(SET_STRING)") $(if $(SET_FILE),--set-file "$(SET_FILE)")
+# what is layered over the overlay, as the verbs that render take it (SET_JSON in single quotes:
+# JSON holds double quotes)
+SET_ARGS = $(if $(VALUES),--values "$(VALUES)") $(if $(SET_JSON),--set-json '$(SET_JSON)') $(if $(SET),--set "$(SET)") $(if $(SET_STRING),--set-string "$(SET_STRING)") $(if $(SET_FILE),--set-file "$(SET_FILE)")
 RENDER_ARGS = $(SET_ARGS) $(if $(KUBE_VERSION),--kube-version $(KUBE_VERSION))
 PYTEST_ARGS ?=
 # make cluster: nodes (1-7, default 2) and nvidia.com/gpu capacity each advertises (no GPU is used);
@@ -86,7 +92,7 @@ CT_STAMP := $(TOOLS)/.ct-stamp
 .PHONY: help
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "  variables: ENV=<$(shell ls values | sed 's/\.yaml$$//' | paste -sd'|')> (default local) RELEASE= NAMESPACE= KUBE_CONTEXT= ANY_CONTEXT=1 SET='k=v ...' SET_STRING='k=v ...' SET_FILE='k=path ...' KUBE_VERSION= HELM=path QUICK=1"
+	@echo "  variables: ENV=<$(shell ls values | sed 's/\.yaml$$//' | paste -sd'|')> (default local) RELEASE= NAMESPACE= KUBE_CONTEXT= ANY_CONTEXT=1 VALUES=a.yaml,b.yaml SET='k=v ...' SET_STRING='k=v ...' SET_JSON='k=json' SET_FILE='k=path ...' KUBE_VERSION= HELM=path QUICK=1"
 
 # The venv gets the image's versions of every package both have (the CPU lock, its hashes
 # dropped, as pip constraints): `make local` trains on the image's stack. Unconstrained, pip
@@ -141,6 +147,10 @@ template: setup-tools ## Render the chart for ENV into build/<ENV>/manifests.yam
 
 .PHONY: local
 local: setup-tools ## Train for real on this machine: the chart rendered with values/local.yaml, one process per worker
+.PHONY: check
+check: setup-tools ## Every check template runs (values, training config, chart, strict manifests), no file, no cluster; no ENV: VALUES= alone (a GitOps repo's)
+	$(TFMW) check $(TARGET_ARGS) $(RENDER_ARGS)
+
 	$(PY) -m tfmw.localrun --env $(or $(ENV),local) $(SET_ARGS) $(if $(FRESH),--fresh)
 
 .PHONY: cluster

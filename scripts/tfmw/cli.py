@@ -2,13 +2,14 @@
 
     python -m tfmw.cli template --env prod                 # -> build/prod/manifests.yaml
     python -m tfmw.cli deploy   --env dev --set "workers.replicas=4 training.runId=run-7"
-    python -m tfmw.cli diff     --env dev
+    python -m tfmw.cli diff     --env dev -f team.yaml --set-json 'workers.nodeSelector={"gpu":"a100"}'
+    python -m tfmw.cli check    -f gitops/values.yaml [--env E] [--set ...]   # a GitOps pipeline's check
     python -m tfmw.cli status   [--release R] [--namespace N]
     python -m tfmw.cli logs     [--no-follow]
     python -m tfmw.cli undeploy
 
 This file only parses and dispatches: each verb's workflow is in tfmw.deploy (apply: template,
-deploy, diff; inspect: status, logs; change: suspend, resume, retry, undeploy), on one release's
+deploy, diff, check; inspect: status, logs; change: suspend, resume, retry, undeploy), on one release's
 reach (deploy.release) and one checked, watched upgrade (deploy.upgrade).
 Errors are one line on stderr with a non-zero exit (see helmkit.ToolError for the codes).
 """
@@ -44,7 +45,14 @@ def _release(args) -> Release:
 
 
 def _rendering(args) -> apply.Rendering:
-    return apply.Rendering(tuple(args.set), tuple(args.set_file), args.kube_version, tuple(args.set_string))
+    return apply.Rendering(
+        tuple(args.set),
+        tuple(args.set_file),
+        args.kube_version,
+        tuple(args.set_string),
+        tuple(args.values),
+        tuple(args.set_json),
+    )
 
 
 def _upgrade(args) -> Upgrade:
@@ -61,6 +69,7 @@ VERBS = {
     "template": lambda args: apply.template(_release(args), _rendering(args), args.output),
     "deploy": lambda args: apply.deploy(_release(args), _rendering(args), _upgrade(args), dry_run=args.dry_run),
     "diff": lambda args: apply.diff(_release(args), _rendering(args)),
+    "check": lambda args: apply.check(_release(args), _rendering(args)),
     "status": lambda args: inspect.status(_release(args)),
     "logs": lambda args: inspect.logs(_release(args), follow=not args.no_follow, tail=args.tail),
     "suspend": lambda args: change.suspend(_release(args), _upgrade(args)),
@@ -80,12 +89,12 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="tfmw", description=__doc__.split("\n\n")[0])
     sub = top.add_subparsers(dest="command", required=True)
 
-    def common(p: argparse.ArgumentParser) -> None:
+    def common(p: argparse.ArgumentParser, env_default: str = "local") -> None:
         p.add_argument(
             "--env",
             default=None,
             help="environment: the overlay values/<env>.yaml, whose `target` block names the release, "
-            "namespace and kube context (default: local)",
+            f"namespace and kube context (default: {env_default})",
         )
         p.add_argument("--release", default=None, help="helm release name (default: the overlay's target.release)")
         p.add_argument("--namespace", default=None, help="namespace (default: the overlay's target.namespace)")
@@ -99,10 +108,27 @@ def parser() -> argparse.ArgumentParser:
             "--any-context",
             action="store_true",
             help="act on the kube context in use whatever the overlay's target.kubeContext says (another "
-            "context, a local cluster only, or none), also with SET= changing it",
+            "context, a local cluster only, or none), also with SET= or VALUES= changing it",
         )
 
     def rendering(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "-f",
+            "--values",
+            action="append",
+            default=[],
+            metavar="PATH[,PATH]",
+            help="values files layered after the overlay, in the order given, before any --set* (repeatable; "
+            "comma-separated ok)",
+        )
+        p.add_argument(
+            "--set-json",
+            dest="set_json",
+            action="append",
+            default=[],
+            help="helm --set-json item, not split on spaces: 'a.b={\"x\": [1, 2]}' (several: k1=json1,k2=json2; "
+            "repeatable)",
+        )
         p.add_argument(
             "--set", action="append", default=[], help="helm --set items, space separated: 'a.b=1 c={x,y}' (repeatable)"
         )
@@ -150,6 +176,13 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("diff", help="rendered manifests vs. the release's recorded manifest")
     common(p), rendering(p)
+
+    p = sub.add_parser(
+        "check",
+        help="every check template runs (values, training config, chart, strict manifests), nothing written, "
+        "no cluster; no --env: the -f files alone (a GitOps repository's values)",
+    )
+    common(p, env_default="none: only the -f files over the chart's values.yaml"), rendering(p)
 
     p = sub.add_parser("status", help="release state and per-worker progress")
     common(p)

@@ -187,15 +187,20 @@ def template_args(
     show_only: Iterable[str] = (),
     set_files: Iterable[str] = (),
     set_strings: Iterable[str] = (),
+    set_jsons: Iterable[str] = (),
 ) -> list[str]:
-    """`helm template` arguments: -f files, --set items, --set-string items (every value text),
-    then --set-file items (key=path: the file's text becomes the value); helm layers them in
-    that order whatever the order of the flags."""
+    """`helm template` arguments: -f files (in order), --set-json items, --set items, --set-string
+    items (every value text), then --set-file items (key=path: the file's text becomes the value).
+    Helm layers them in that order whatever the order of the flags: MergeValues in helm's
+    pkg/cli/values/options.go (v3.17.2 and v4.1.4, the pinned ones) merges every -f file, then
+    applies each --set-json, --set, --set-string, --set-file (and --set-literal) item in turn."""
     args = ["template", release, str(chart), "--namespace", namespace]
     if kube_version:
         args += ["--kube-version", kube_version]
     for path in values_files:
         args += ["--values", str(path)]
+    for item in set_jsons:
+        args += ["--set-json", item]
     for item in sets:
         args += ["--set", item]
     for item in set_strings:
@@ -218,12 +223,15 @@ def helm_template(
     show_only: Iterable[str] = (),
     set_files: Iterable[str] = (),
     set_strings: Iterable[str] = (),
+    set_jsons: Iterable[str] = (),
 ) -> subprocess.CompletedProcess:
     """Run `helm template` offline; the caller decides what a failure means (helm_error_line,
     chart_refusal). A helm that cannot start is a ToolError (exit 127)."""
     command = [
         helm,
-        *template_args(chart, release, namespace, values_files, sets, kube_version, show_only, set_files, set_strings),
+        *template_args(
+            chart, release, namespace, values_files, sets, kube_version, show_only, set_files, set_strings, set_jsons
+        ),
     ]
     try:
         return subprocess.run(command, capture_output=True, text=True, timeout=HELM_TIMEOUT_SECONDS)

@@ -11,6 +11,7 @@ scripts/tfmw/chart/helmkit.py (the helm binary, `helm template`, strict validati
     render_to_file("prod") -> Path("build/prod/manifests.yaml")
     write_manifests(objects, path) -> path (what render_to_file writes, for callers that prepared)
     prepare(...) -> Rendered (all of the above plus validation, for the deploy path)
+    check_values_file(path) -> ToolError unless a VALUES= (-f) file is a readable mapping of values
 
 How the layering stays exactly Helm's (maps merge, lists replace, null deletes, Helm's YAML
 dialect and `--set` syntax): the -f files and --set strings are not merged in Python at all.
@@ -86,6 +87,54 @@ def check_overlay(path: Path) -> None:
         ) from None
     except (OSError, yaml.YAMLError):
         return
+
+
+VALUES_FILE_FIX = (
+    "VALUES=path[,path] (-f) takes YAML files of chart values, each a mapping (e.g. `workers: {replicas: 4}`)"
+)
+
+
+def check_values_file(path: os.PathLike | str) -> None:
+    """Refuse a VALUES= file (-f after the overlay) that cannot be read or is not a mapping of
+    values, in one line naming the path and the fix: helm would fail naming no flag, or (for a
+    YAML list) say only that it cannot unmarshal an array. A key given twice is refused as in an
+    overlay (check_overlay). An empty file is no values, as in helm."""
+    name = repo_relative(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ToolError(
+            f"values file {name} does not exist (relative paths are from {Path.cwd()}): {VALUES_FILE_FIX}"
+        ) from None
+    except IsADirectoryError:
+        raise ToolError(f"values file {name} is a directory: {VALUES_FILE_FIX}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        why = getattr(err, "strerror", None) or "not UTF-8 text"
+        raise ToolError(f"values file {name} cannot be read ({why}): {VALUES_FILE_FIX}") from None
+    try:
+        data = trainer_config.parse_yaml(text)
+    except trainer_config.DuplicateKey as dup:
+        raise ToolError(
+            f"{name} line {dup.line}: duplicate key {dup.key!r} (first on line {dup.first_line}); "
+            "helm would keep the last one silently: keep one"
+        ) from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or "not YAML"
+        raise ToolError(f"values file {name}{where} is not valid YAML ({problem}): fix it; {VALUES_FILE_FIX}") from None
+    if data is not None and not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else f"a single {type(data).__name__} value"
+        raise ToolError(f"values file {name} holds {kind}, not a mapping of chart values: {VALUES_FILE_FIX}")
+
+
+def split_values_files(files: str | Iterable[str] | None) -> list[Path]:
+    """VALUES= paths: each argument may hold several, comma-separated (as helm's own -f does)."""
+    if files is None:
+        return []
+    if isinstance(files, (str, os.PathLike)):
+        files = [files]
+    return [Path(part.strip()) for arg in files for part in str(arg).split(",") if part.strip()]
 
 
 def _in_quotes(char: str, quote: str, word: list[str]) -> str:
@@ -173,9 +222,11 @@ def _probe_values(
     sets: Sequence[str],
     set_files: Sequence[str] = (),
     set_strings: Sequence[str] = (),
+    set_jsons: Sequence[str] = (),
 ) -> dict:
-    """Run helm's own merge of (defaults, -f overlays..., --set, --set-string, --set-file items)
-    and return the result (a --set-file's text is in it: what the real render gets on stdin)."""
+    """Run helm's own merge of (defaults, -f overlays..., --set-json, --set, --set-string,
+    --set-file items: helmkit.template_args says helm's order) and return the result (a
+    --set-file's text is in it: what the real render gets on stdin)."""
     with tempfile.TemporaryDirectory(prefix="tfmw-values-probe-") as tmp:
         probe = Path(tmp)
         (probe / "templates").mkdir()
@@ -184,15 +235,22 @@ def _probe_values(
         if defaults is not None:
             shutil.copyfile(defaults, probe / "values.yaml")
         proc = helmkit.helm_template(
-            helm, probe, "probe", values_files=overlays, sets=sets, set_files=set_files, set_strings=set_strings
+            helm,
+            probe,
+            "probe",
+            values_files=overlays,
+            sets=sets,
+            set_files=set_files,
+            set_strings=set_strings,
+            set_jsons=set_jsons,
         )
     if proc.returncode != 0:
         reason = helm_error_line(proc.stderr)
-        given = bool(sets or set_strings or set_files)
+        given = bool(sets or set_strings or set_files or set_jsons)
         # what the items were layered over, for naming the key helm's words do not name
         overlay = _probe_values(helm, None, overlays, []) if given and "interface conversion" in reason else None
         if given:
-            raise set_items.probe_failure(reason, overlay, sets, set_strings, set_files)
+            raise set_items.probe_failure(reason, overlay, sets, set_strings, set_files, set_jsons)
         raise ToolError(f"values could not be read: {reason}")
     body = "\n".join(ln for ln in proc.stdout.splitlines() if ln.strip() and not ln.startswith(("---", "# Source:")))
     return json.loads(body) if body.strip() else {}
@@ -204,10 +262,17 @@ def user_values(
     helm: str | None = None,
     set_files: Sequence[str] = (),
     set_strings: Sequence[str] = (),
+    set_jsons: Sequence[str] = (),
 ) -> dict:
     """Overlays and --set merged by helm's rules (nulls kept: they delete chart defaults later)."""
     return _probe_values(
-        find_helm(helm), None, [Path(p) for p in overlays], list(sets), list(set_files), list(set_strings)
+        find_helm(helm),
+        None,
+        [Path(p) for p in overlays],
+        list(sets),
+        list(set_files),
+        list(set_strings),
+        list(set_jsons),
     )
 
 
@@ -218,6 +283,7 @@ def layer_values(
     helm: str | None = None,
     set_files: Sequence[str] = (),
     set_strings: Sequence[str] = (),
+    set_jsons: Sequence[str] = (),
 ) -> dict:
     """The effective values the chart's templates see: what `helm -f defaults -f ... --set` gives."""
     defaults = Path(chart_dir) / "values.yaml"
@@ -228,6 +294,7 @@ def layer_values(
         list(sets),
         list(set_files),
         list(set_strings),
+        list(set_jsons),
     )
 
 
@@ -295,29 +362,85 @@ def describe_schema_error(error: jsonschema.ValidationError) -> str:
     return f"{_shown(value)}: {error.message}{example}"
 
 
-def validate_values(values: dict, chart_dir: Path = CHART_DIR, origin: str = "", sets: Sequence[str] = ()) -> None:
-    """Refuse values that break the chart's values.schema.json, in one line naming the key, the
-    value, what is allowed and an example (describe_schema_error); for a value `sets` (SET=
-    items) gave, how to write it (tfmw.chart.sets.schema_hint)."""
+class Refused(ToolError):
+    """Values refused for more than one reason: str() is the first one's line (what deploy and
+    template print), `lines` every problem found, one line each (what `tfmw check` prints)."""
+
+    def __init__(self, summary: str, lines: Sequence[str]):
+        super().__init__(summary)
+        self.lines = [" ".join(line.split()) for line in lines] or [str(self)]
+
+
+def _schema_errors(values: dict, chart_dir: Path) -> tuple[list[jsonschema.ValidationError], Path]:
     schema_path = Path(chart_dir) / "values.schema.json"
     if not schema_path.is_file():
-        return
+        return [], schema_path
     schema = json.loads(schema_path.read_text())
     cls = jsonschema.validators.validator_for(schema)
-    errors = sorted(cls(schema).iter_errors(values), key=lambda e: list(map(str, e.absolute_path)))
-    if not errors:
-        return
-    error = jsonschema.exceptions.best_match(errors)
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return sorted(cls(schema).iter_errors(values), key=lambda e: list(map(str, e.absolute_path))), schema_path
+
+
+def _schema_line(
+    error: jsonschema.ValidationError, schema_path: Path, origin: str, sets: Sequence[str], more: str = "", **hint
+) -> str:
     deepest = _deepest(error)
     what = "unknown key" if deepest.validator == "additionalProperties" else "invalid value for"
     key = _error_key(deepest)
     schema = deepest.schema if isinstance(deepest.schema, dict) else {}
-    hint = set_items.schema_hint(key, deepest.instance, schema.get("type"), sets)
-    raise ToolError(
-        f"{what} {key}: {describe_schema_error(error)}{hint}{more}; refused by "
+    advice = set_items.schema_hint(key, deepest.instance, schema.get("type"), sets, **hint)
+    return (
+        f"{what} {key}: {describe_schema_error(error)}{advice}{more}; refused by "
         f"{repo_relative(schema_path)}{' — ' + origin if origin else ''}"
     )
+
+
+def validate_values(
+    values: dict, chart_dir: Path = CHART_DIR, origin: str = "", sets: Sequence[str] = (), **hint
+) -> None:
+    """Refuse values that break the chart's values.schema.json, in one line naming the key, the
+    value, what is allowed and an example (describe_schema_error); for a value `sets` (SET=
+    items) gave, how to write it (tfmw.chart.sets.schema_hint; `hint`: its set_jsons and files)."""
+    errors, schema_path = _schema_errors(values, chart_dir)
+    if not errors:
+        return
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    error = jsonschema.exceptions.best_match(errors)
+    raise ToolError(_schema_line(error, schema_path, origin, sets, more, **hint))
+
+
+def schema_problems(
+    values: dict, chart_dir: Path = CHART_DIR, origin: str = "", sets: Sequence[str] = (), **hint
+) -> list[str]:
+    """Every values.schema.json refusal of `values`, one line each, worded as validate_values words one."""
+    errors, schema_path = _schema_errors(values, chart_dir)
+    return [_schema_line(error, schema_path, origin, sets, **hint) for error in errors]
+
+
+def check_values(
+    effective: dict, chart_dir: Path, origin: str, sets: Sequence[str], helm: str | None = None, **hint
+) -> None:
+    """The built-in trainer's config and the chart's schema, on the layered values: a Refused
+    naming the first problem (the training config's before the schema's) and listing every one."""
+    found: list[tuple[str, list[str]]] = []
+    try:
+        validate_training_config(effective, origin)
+    except ToolError as err:
+        found.append((str(err), [str(err)]))
+    try:
+        validate_values(effective, chart_dir, origin=origin, sets=sets, **hint)
+    except ToolError as err:
+        try:
+            # Blame the chart, not the overlay, when its own defaults already break the schema.
+            validate_values(
+                layer_values(chart_dir, [], [], helm),
+                chart_dir,
+                origin=f"in the chart's own {repo_relative(Path(chart_dir) / 'values.yaml')}",
+            )
+            found.append((str(err), schema_problems(effective, chart_dir, origin, sets, **hint)))
+        except ToolError as blame:
+            found.append((str(blame), [str(blame)]))
+    if found:
+        raise Refused(found[0][0], [line for _, lines in found for line in lines])
 
 
 # ---------------------------------------------------------------- the built-in trainer's config
@@ -421,7 +544,7 @@ def dump_manifests(objects: Sequence[dict]) -> str:
 @dataclass
 class Rendered:
     env: str
-    overlay: Path
+    overlay: Path | None  # values/<env>.yaml (None: `tfmw check` of values files alone)
     sets: list[str]
     user_values: dict  # what helm receives on stdin (overlay + --set, nulls kept)
     values: dict  # effective values the templates saw (validated against the schema)
@@ -430,13 +553,36 @@ class Rendered:
     warnings: list[str] = field(default_factory=list)  # one line each, for the operator
     target: Target | None = None  # the release, namespace and kube context it was rendered for
     set_strings: list[str] = field(default_factory=list)  # --set-string items (SET_STRING=)
+    values_files: list[Path] = field(default_factory=list)  # -f files after the overlay (VALUES=)
+    set_jsons: list[str] = field(default_factory=list)  # --set-json items (SET_JSON=)
+
+    @property
+    def sources(self) -> str:
+        """The files layered, as a message names them: "values/dev.yaml + team.yaml"."""
+        return values_sources(self.overlay, self.values_files)
+
+    @property
+    def layered(self) -> str:
+        """The files and every item layered over them, for the operator's first line."""
+        given = (
+            ("--set-json", self.set_jsons),
+            ("--set", self.sets),
+            ("--set-string", self.set_strings),
+        )
+        return self.sources + "".join(f" + {flag} {' '.join(items)}" for flag, items in given if items)
 
     def find(self, kind: str) -> list[dict]:
         return [o for o in self.objects if o.get("kind") == kind]
 
 
+def values_sources(overlay: Path | None, values_files: Sequence[Path] = ()) -> str:
+    """The files layered over the chart's values.yaml, in helm's order, as messages name them."""
+    names = [repo_relative(p) for p in ([overlay] if overlay else []) + list(values_files)]
+    return " + ".join(names) or "the chart's own values.yaml"
+
+
 def prepare(
-    env: str,
+    env: str | None,
     sets: Iterable[str] | str | None = (),
     release: str | None = None,
     namespace: str | None = None,
@@ -445,47 +591,58 @@ def prepare(
     values_dir: Path = VALUES_DIR,
     kube_version: str | None = DEFAULT_KUBE_VERSION,
     set_files: Iterable[str] | str | None = (),
-    values_files: Sequence[Path] = (),
+    values_files: Iterable[os.PathLike | str] | str = (),
     set_strings: Iterable[str] | str | None = (),
+    set_jsons: Iterable[str] | str | None = (),
 ) -> Rendered:
-    """Env overlay (+ more values files, as `-f` after it) + --set + --set-file -> validated
-    values -> rendered, validated manifests. No cluster. The release and namespace not given
-    come from the overlay's `target` block (tfmw.chart.target)."""
+    """Env overlay (+ VALUES= files, as `-f` after it, in order) + --set-json/--set/--set-string/
+    --set-file -> validated values -> rendered, validated manifests. No cluster. The release and
+    namespace not given come from the values' `target` block (tfmw.chart.target). `env` None:
+    no overlay, the values files alone (`tfmw check` in a GitOps repository)."""
     helm = find_helm(helm)
-    overlay = overlay_path(env, values_dir)
+    overlay = overlay_path(env, values_dir) if env is not None else None
     check_kube_version(kube_version, chart_dir)
-    check_overlay(overlay)
-    overlays = [overlay, *map(Path, values_files)]
-    for extra in overlays[1:]:
-        check_overlay(extra)
+    extra = split_values_files(values_files)
+    if overlay is not None:
+        check_overlay(overlay)
+    for path in extra:
+        check_values_file(path)
+    overlays = ([overlay] if overlay else []) + extra
     items = split_sets(sets)
     strings = split_sets(set_strings, flag="--set-string")
     files = split_sets(set_files, flag="--set-file")
+    jsons = [item for item in ([set_jsons] if isinstance(set_jsons, str) else list(set_jsons or ())) if item.strip()]
     set_items.check_items(items, strings, files)
-    effective = layer_values(chart_dir, overlays, items, helm, files, strings)
-    where = f"from {repo_relative(overlay)}" + "".join(
-        f" with {flag} {' '.join(given)}" for flag, given in (("--set", items), ("--set-string", strings)) if given
+    effective = layer_values(chart_dir, overlays, items, helm, files, strings, jsons)
+    sources = values_sources(overlay, extra)
+    where = f"from {sources}" + "".join(
+        f" with {flag} {' '.join(given)}"
+        for flag, given in (("--set-json", jsons), ("--set", items), ("--set-string", strings))
+        if given
     )
-    validate_training_config(effective, where)
-    try:
-        validate_values(effective, chart_dir, origin=where, sets=[*items, *strings])
-    except ToolError:
-        # Blame the chart, not the overlay, when its own defaults already break the schema.
-        validate_values(
-            layer_values(chart_dir, [], [], helm),
-            chart_dir,
-            origin=f"in the chart's own {repo_relative(Path(chart_dir) / 'values.yaml')}",
-        )
-        raise
-    supplied = user_values(overlays, items, helm, files, strings)
-    target = target_of(effective, repo_relative(overlay), release, namespace)
+    check_values(effective, chart_dir, where, [*items, *strings], helm, set_jsons=jsons, files=overlays)
+    supplied = user_values(overlays, items, helm, files, strings, jsons)
+    target = target_of(effective, repo_relative(overlay) if overlay else sources, release, namespace)
     objects = render_values(supplied, chart_dir, target.release, target.namespace, helm)
     unchecked = validate_manifests(objects, kube_version) if kube_version else []
     warnings = check_pod_security(objects, effective)
     indexed = [i for i in (*items, *strings) if "[" in set_items.key_of(i)]
     if indexed:  # what the overlays alone give: an index into one of their lists rewrites an item
-        warnings += set_items.list_index_warnings(user_values(overlays, helm=helm), indexed, repo_relative(overlay))
-    return Rendered(env, overlay, items, supplied, effective, objects, unchecked, warnings, target, strings)
+        warnings += set_items.list_index_warnings(user_values(overlays, helm=helm), indexed, sources)
+    return Rendered(
+        env or "",
+        overlay,
+        items,
+        supplied,
+        effective,
+        objects,
+        unchecked,
+        warnings,
+        target,
+        strings,
+        extra,
+        jsons,
+    )
 
 
 def check_pod_security(objects: Sequence[dict], values: dict) -> list[str]:

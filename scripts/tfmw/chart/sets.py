@@ -1,4 +1,4 @@
-"""SET=, SET_STRING= and SET_FILE= items (helm's --set, --set-string, --set-file) on the host
+"""SET=, SET_STRING=, SET_JSON= and SET_FILE= items (helm's --set, --set-string, --set-json, --set-file) on the host
 path: checked before helm reads them, and what helm or the schema then says about them turned
 into one line naming the key, why, and how to write it. The one place that translates them
 (tfmw.chart.render calls it; helmkit only runs helm and keeps its error line).
@@ -8,7 +8,8 @@ into one line naming the key, why, and how to write it. The one place that trans
                                                 binary SET_FILE, before helm runs
     probe_failure(reason, ...)               -> the ToolError for helm's refusal of the items
     list_index_warnings(overlay, sets, name) -> one line per item that rewrites an overlay's list item
-    schema_hint(key, value, want, sets)      -> what to add to a schema refusal the items caused
+    schema_hint(key, value, want, sets)      -> what to add to a schema refusal the items (or a
+                                                values file) caused
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from tfmw.chart.helmkit import ToolError
+from tfmw.chart.helmkit import REPO, ToolError
 
 SET_EXAMPLE = "key=value, e.g. workers.replicas=4"
 FILE_EXAMPLE = "key=path of a readable file, e.g. training.files.main\\.py=main.py"
@@ -160,7 +161,12 @@ def list_map_mismatch(overlay: dict, items: Sequence[str]) -> str | None:
 
 
 def probe_failure(
-    reason: str, overlay: dict | None, sets: Sequence[str], set_strings: Sequence[str], set_files: Sequence[str]
+    reason: str,
+    overlay: dict | None,
+    sets: Sequence[str],
+    set_strings: Sequence[str],
+    set_files: Sequence[str],
+    set_jsons: Sequence[str] = (),
 ) -> ToolError:
     """Helm refused the items while layering them (`reason`: its error line): one line naming
     the key and how to write it where helm's words do not."""
@@ -172,6 +178,11 @@ def probe_failure(
         return ToolError(
             f"bad --set {' '.join(given)!r}: one key is used as a map where the values hold a list, or as a "
             "list where they hold a map (helm: " + reason + "); lists take items by index, a[0].b=x"
+        )
+    if set_jsons and "--set-json" in reason:
+        return ToolError(
+            f"bad --set-json {' '.join(set_jsons)!r}: {reason} (expected key=JSON, e.g. "
+            'SET_JSON=\'workers.nodeSelector={"gpu":"true"}\'; several: key1=JSON1,key2=JSON2)'
         )
     if set_files and ("set-file" in reason or "no such file" in reason.lower()):
         return ToolError(f"bad --set-file {' '.join(set_files)!r}: {reason} (expected {FILE_EXAMPLE})")
@@ -213,11 +224,51 @@ def list_index_warnings(overlay: dict, items: Sequence[str], overlay_name: str) 
 # ---------------------------------------------------------------- what the schema says about them
 
 
-def schema_hint(key: str, value, expected, sets: Sequence[str]) -> str:
-    """What to add to a values.schema.json refusal of `key` (pure): a number or true/false where
-    text is needed (helm types SET= values), a map where a list is needed; "" otherwise."""
+def giving_file(key: str, files: Sequence[Path]) -> Path | None:
+    """The last of `files` (the overlay and VALUES= files, in helm's order) that gives `key`: the
+    one whose value helm kept (None: none does, or one cannot be read: helm has said so)."""
+    import yaml
+
+    given = None
+    for path in files:
+        try:
+            node = yaml.safe_load(Path(path).read_text())
+        except (OSError, yaml.YAMLError):
+            continue
+        for part in key_parts(key):
+            if isinstance(part, int) and isinstance(node, list) and part < len(node):
+                node = node[part]
+            elif isinstance(part, str) and isinstance(node, dict) and part in node:
+                node = node[part]
+            else:
+                break
+        else:
+            given = Path(path)
+    return given
+
+
+def _named(path: Path) -> str:
+    """A file as messages name it: relative to the repo when inside it."""
+    try:
+        return str(path.resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
+def schema_hint(
+    key: str, value, expected, sets: Sequence[str], set_jsons: Sequence[str] = (), files: Sequence[Path] = ()
+) -> str:
+    """What to add to a values.schema.json refusal of `key` (pure but for reading `files`): a number
+    or true/false where text is needed (helm types SET= values, YAML types a file's bare 5 or
+    true), a map where a list is needed; "" otherwise."""
     wanted = [expected] if isinstance(expected, str) else list(expected or [])
-    mine = [i for i in sets if key == key_of(i) or key.startswith(key_of(i) + "[") or key.startswith(key_of(i) + ".")]
+
+    def sets_key(items: Sequence[str]) -> list[str]:
+        return [
+            i for i in items if key == key_of(i) or key.startswith(key_of(i) + "[") or key.startswith(key_of(i) + ".")
+        ]
+
+    mine = sets_key(sets)
     given = [i for i in sets if key_of(i).startswith(key + ".")]
     if "string" in wanted and isinstance(value, (bool, int, float)):
         kind = "a boolean" if isinstance(value, bool) else "a number"
@@ -226,7 +277,14 @@ def schema_hint(key: str, value, expected, sets: Sequence[str]) -> str:
                 f"; SET= reads {_short(value)} as {kind}: pass it as text with SET_STRING='{mine[0]}' "
                 f'(--set-string), or in an overlay quoted ("{_short(value)}")'
             )
-        return f'; the overlay gives {kind}: quote it there ("{_short(value)}")'
+        if sets_key(set_jsons):
+            return f'; SET_JSON= gives {kind}: write it as a JSON string ("{_short(value)}")'
+        source = giving_file(key, files)
+        where = f"{_named(source)} gives" if source else "the overlay gives"
+        return (
+            f'; {where} {kind}: quote it there ("{_short(value)}"), or pass it as text with '
+            f"SET_STRING='{key}={_short(value)}' (--set-string)"
+        )
     if "array" in wanted and isinstance(value, dict):
         example = f" ({key}[0].{given[0][len(key) + 1 :]})" if given else ""
         return f"; {key} must be a list: give its items by index{example}"

@@ -69,3 +69,23 @@ def overlay_kube_context(overlay: Path) -> str | None:
     block = values.get("target") if isinstance(values, dict) else None
     named = block.get("kubeContext") if isinstance(block, dict) else None
     return None if named is None else str(named)
+
+
+def given_kube_context(path: Path) -> str | None:
+    """The target.kubeContext a values file (VALUES=, -f after the overlay) gives: None when it
+    gives none, "" when it clears it (a null, or `target: null`), else its value. What
+    `make deploy` refuses a VALUES= file to change, as it refuses a SET= (tfmw.deploy.context)."""
+    import yaml
+
+    try:
+        values = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return None  # refused before this is read (tfmw.chart.render.check_values_file)
+    if not isinstance(values, dict) or "target" not in values:
+        return None
+    block = values["target"]
+    if block is None:
+        return ""
+    if not isinstance(block, dict) or "kubeContext" not in block:
+        return None
+    return "" if block["kubeContext"] is None else str(block["kubeContext"])

@@ -1,4 +1,5 @@
-"""The verbs that render an environment: `tfmw template`, `deploy` (and its --dry-run) and `diff`.
+"""The verbs that render an environment: `tfmw template`, `deploy` (and its --dry-run), `diff`,
+and `check` (every check template runs, nothing written, no cluster: for a GitOps pipeline).
 
 Everything a value can break is refused before any cluster call: the overlay is layered by
 helm's rules (tfmw.chart.render), validated against values.schema.json, rendered through
@@ -44,13 +45,14 @@ class Rendering:
     set_files: tuple[str, ...] = ()  # --set-file key=path items
     kube_version: str = render.DEFAULT_KUBE_VERSION
     set_strings: tuple[str, ...] = ()  # --set-string items (every value text), each space separated
+    values_files: tuple[str, ...] = ()  # -f files after the overlay, in order (VALUES=), each comma separated
+    set_jsons: tuple[str, ...] = ()  # --set-json items, each one helm argument (key=JSON[,key=JSON])
 
 
-def prepare(rel: Release, rendering: Rendering) -> tuple[Release, render.Rendered]:
-    """Render the environment's overlay; the release returned is at the environment's name and
-    namespace (its `target` block) unless given."""
-    rendered = render.prepare(
-        rel.env,
+def rendered_for(rel: Release, rendering: Rendering, env: str | None) -> render.Rendered:
+    """The values layered (`env`'s overlay, None: none), checked and rendered (tfmw.chart.render.prepare)."""
+    return render.prepare(
+        env,
         list(rendering.sets),
         release=rel.name,
         namespace=rel.namespace,
@@ -59,16 +61,19 @@ def prepare(rel: Release, rendering: Rendering) -> tuple[Release, render.Rendere
         values_dir=rel.values_dir,
         kube_version=rendering.kube_version,
         set_files=list(rendering.set_files),
+        values_files=list(rendering.values_files),
         set_strings=list(rendering.set_strings),
+        set_jsons=list(rendering.set_jsons),
     )
+
+
+def prepare(rel: Release, rendering: Rendering) -> tuple[Release, render.Rendered]:
+    """Render the environment's overlay; the release returned is at the environment's name and
+    namespace (its `target` block) unless given."""
+    rendered = rendered_for(rel, rendering, rel.env)
     target = rendered.target
-    sets = "".join(
-        f" + {flag} {' '.join(items)}"
-        for flag, items in (("--set", rendered.sets), ("--set-string", rendered.set_strings))
-        if items
-    )
     say(
-        f"values: {render.repo_relative(rendered.overlay)}{sets} validated against "
+        f"values: {rendered.layered} validated against "
         f"{render.repo_relative(Path(rel.chart_dir) / 'values.schema.json')}; release {target.release} "
         f"in namespace {target.namespace} (from {target.origin})"
     )
@@ -81,6 +86,30 @@ def prepare(rel: Release, rendering: Rendering) -> tuple[Release, render.Rendere
     for warning in rendered.warnings:
         print(warning, file=sys.stderr, flush=True)
     return rel.at(target), rendered
+
+
+def check(rel: Release, rendering: Rendering) -> int:
+    """`tfmw check`: every check `tfmw template` runs (the values read, the built-in trainer's
+    config, values.schema.json, the chart's own validation, every object strict against
+    --kube-version's schema, Pod Security restricted), nothing written, no cluster. No --env: the
+    values files alone, as a GitOps repository holds them. One summary line, or each problem
+    found on its own line (exit 2)."""
+    try:
+        rendered = rendered_for(rel, rendering, rel.env if rel.env_named else None)
+    except render.Refused as refused:
+        for line in refused.lines:
+            print(f"tfmw check: error: {line}", file=sys.stderr, flush=True)
+        return refused.exit_code
+    for warning in rendered.warnings:
+        print(warning, file=sys.stderr, flush=True)
+    target = rendered.target
+    unchecked = f"; {', '.join(rendered.unchecked_kinds)} left to the cluster" if rendered.unchecked_kinds else ""
+    say(
+        f"check passed: {rendered.layered}: values valid for {render.repo_relative(rel.chart_dir)} (schema, "
+        f"training config), {len(rendered.objects)} objects valid for Kubernetes {rendering.kube_version} "
+        f"and Pod Security restricted{unchecked}; release {target.release} in namespace {target.namespace}"
+    )
+    return 0
 
 
 def template(rel: Release, rendering: Rendering, output: str | None = None) -> int:
@@ -96,7 +125,7 @@ def deploy(rel: Release, rendering: Rendering, options: upgrade.Upgrade, dry_run
     rel, rendered = prepare(rel, rendering)
     helm = helmkit.find_helm(rel.helm)
     # the dry run too: it prints the helm command for the context checked, from the kubeconfig alone
-    rel = check_context(rel, rendered.target, "deploy", rendered.overlay)
+    rel = check_context(rel, rendered.target, "deploy", rendered.overlay, rendered.values_files)
     if dry_run:
         return show_dry_run(rel, rendered, helm, options)
     reason = kueue_through_zero(rel, rendered, helm)

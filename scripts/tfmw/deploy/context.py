@@ -7,7 +7,8 @@ The overlay's `target.kubeContext` (tfmw.chart.target) says which:
 - "@local": only a local cluster: `make cluster`'s, kind, k3d, minikube, Docker/Rancher Desktop,
   or any server on loopback (values/local.yaml, which `make deploy` without ENV means);
 - empty (the overlay names nothing): refused, saying how to name it.
-A SET= that changes or clears it is refused too: the overlay file is what was reviewed.
+A SET= or a VALUES= file (-f after the overlay) that changes or clears it is refused too: the
+overlay file is what was reviewed.
 ANY_CONTEXT=1 (`--any-context`) overrides each rule. The context checked is the one every helm
 and API call then uses (check returns it), so a kubeconfig switched meanwhile changes nothing.
 """
@@ -15,6 +16,7 @@ and API call then uses (check returns it), so a kubeconfig switched meanwhile ch
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -80,6 +82,24 @@ def check_set(target: Target, overlay_context: str | None, *, any_context: bool)
         f"{_named_rule(target.kube_context)}: the context guard is the overlay's to say; pass "
         f"ANY_CONTEXT=1 to deploy with it changed, or change {target.overlay}"
     )
+
+
+def check_files(
+    target: Target, overlay_context: str | None, files: Sequence[tuple[str, str | None]], *, any_context: bool
+) -> None:
+    """Refuse (exit 2) a VALUES= file that changes or clears the overlay file's target.kubeContext
+    (pure), as check_set refuses a SET=: `files` are each file's name and the kubeContext it gives
+    (None: none; "": cleared, tfmw.chart.target.given_kube_context)."""
+    named = overlay_context or ""
+    if any_context:
+        return
+    for name, given in files:
+        if given is not None and given != named:
+            raise ToolError(
+                f"values file {name} changes target.kubeContext from {_named_rule(named)} in {target.overlay} "
+                f"to {_named_rule(given)}: the context guard is the overlay's to say; pass ANY_CONTEXT=1 to "
+                f"deploy with it changed, or change {target.overlay}"
+            )
 
 
 def check(target: Target, where: InUse | None, *, env_named: bool, any_context: bool, verb: str) -> str | None:

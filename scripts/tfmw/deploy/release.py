@@ -12,12 +12,13 @@ import asyncio
 import dataclasses
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tfmw.chart import helmkit, render
 from tfmw.chart.helmkit import ToolError, stderr_text
-from tfmw.chart.target import Target, overlay_kube_context, target_of
+from tfmw.chart.target import Target, given_kube_context, overlay_kube_context, target_of
 from tfmw.deploy import context as deploy_context
 from tfmw.deploy import helm as deploy_helm
 from tfmw.deploy import observe
@@ -65,13 +66,18 @@ def resolve(rel: Release, helm: str) -> tuple[Release, Target]:
     return rel.at(target), target
 
 
-def check_context(rel: Release, target: Target, verb: str, overlay: Path | None = None) -> Release:
+def check_context(
+    rel: Release, target: Target, verb: str, overlay: Path | None = None, values_files: Sequence[Path] = ()
+) -> Release:
     """Refuse a deploy-like verb sent to a cluster its environment is not meant for (deploy.context);
     the release returned is pinned to the context checked, so every helm and API call after it
-    goes there. `overlay`: the overlay file `target` was layered from with SET= (deploy): a SET=
-    may not change the kubeContext it names."""
+    goes there. `overlay`: the overlay file `target` was layered from with VALUES= files and SET=
+    (deploy): neither may change the kubeContext it names."""
     if overlay is not None:
-        deploy_context.check_set(target, overlay_kube_context(overlay), any_context=rel.any_context)
+        named = overlay_kube_context(overlay)
+        given = [(render.repo_relative(path), given_kube_context(path)) for path in values_files]
+        deploy_context.check_files(target, named, given, any_context=rel.any_context)
+        deploy_context.check_set(target, named, any_context=rel.any_context)
     pinned = deploy_context.check(
         target,
         deploy_context.in_use(rel.kube_context, rel.kubeconfig_env),

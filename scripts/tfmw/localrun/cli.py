@@ -1,6 +1,7 @@
 """`make local`: the chart's rendered workers as local processes, training for real.
 
-    python -m tfmw.localrun [--env local] [--set k=v ...] [--set-string k=v ...] [--set-file k=path ...]
+    python -m tfmw.localrun [--env local] [-f values.yaml[,more.yaml] ...] [--set-json k=json ...]
+                                [--set k=v ...] [--set-string k=v ...] [--set-file k=path ...]
                                 [--network auto|netns|loopback]
                                 [--fresh] [--timeout SECONDS]
 
@@ -21,6 +22,22 @@ from tfmw.localrun.podspec import LocalRunError
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="make local", description=__doc__.split("\n\n")[0])
     p.add_argument("--env", default="local", help="values/<env>.yaml overlay (default: local)")
+    p.add_argument(
+        "-f",
+        "--values",
+        dest="values_files",
+        action="append",
+        default=[],
+        metavar="PATH[,PATH]",
+        help="values files layered after the overlay, in the order given, before any --set* (repeatable)",
+    )
+    p.add_argument(
+        "--set-json",
+        dest="set_jsons",
+        action="append",
+        default=[],
+        help="helm --set-json item, not split on spaces: 'a.b={\"x\": 1}' (repeatable)",
+    )
     p.add_argument(
         "--set",
         dest="sets",

@@ -171,6 +171,8 @@ def run(args: argparse.Namespace) -> int:
         namespace=args.namespace,
         set_files=args.set_files,
         set_strings=getattr(args, "set_strings", []),
+        values_files=getattr(args, "values_files", []),
+        set_jsons=getattr(args, "set_jsons", []),
     )
     for warning in rendered.warnings:
         print(f"make local: {warning}", file=sys.stderr, flush=True)
@@ -188,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"tf-multiworker local run: {workers} workers of {workload.name}"
         f"{' and the evaluator' if workload.evaluator else ''} "
-        f"(values/{args.env}.yaml{' + --set ' + ' '.join(rendered.sets) if rendered.sets else ''}), "
+        f"({rendered.layered}), "
         f"{described}; run state in {run_dir}",
         flush=True,
     )

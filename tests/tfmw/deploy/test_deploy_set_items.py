@@ -85,7 +85,10 @@ def test_a_number_or_boolean_where_text_is_needed_names_set_string():
     assert "as a boolean" in sets.schema_hint(
         "workers.nodeSelector.gpu", True, "string", ["workers.nodeSelector.gpu=true"]
     )
-    assert sets.schema_hint("workers.x", 5, "string", []) == '; the overlay gives a number: quote it there ("5")'
+    assert sets.schema_hint("workers.x", 5, "string", []) == (
+        '; the overlay gives a number: quote it there ("5"), or pass it as text with '
+        "SET_STRING='workers.x=5' (--set-string)"
+    )
     assert "must be a list" in sets.schema_hint("workers.tolerations", {"key": "gpu"}, "array", [])
     assert sets.schema_hint("workers.replicas", "x", "integer", []) == ""
 

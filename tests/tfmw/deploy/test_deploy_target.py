@@ -12,7 +12,7 @@ import yaml
 from deploykit import REPO, assert_one_line_error, closed_port, run_cli
 
 from tfmw.chart import helmkit, render
-from tfmw.chart.target import Target, overlay_kube_context, target_of
+from tfmw.chart.target import Target, given_kube_context, overlay_kube_context, target_of
 from tfmw.deploy import context
 
 STAND_IN_DIGEST = "sha256:" + "0" * 64  # an image digest where an overlay asks for one (prod)
@@ -224,6 +224,32 @@ def test_a_set_that_changes_the_context_is_refused_without_any_context(tmp_path,
     assert dry_run_command(allowed)[-2:] == ["--kube-context", "gke-ml-dev"]
 
 
+def test_a_values_file_that_changes_the_context_is_refused_like_a_set(tmp_path):
+    """VALUES= files are layered after the overlay: one that changes or clears its kubeContext is
+    the guard changed, as with SET=, and needs ANY_CONTEXT=1."""
+    with pytest.raises(render.ToolError) as refused:
+        context.check_files(PROD, "prod", [("team.yaml", None), ("ctx.yaml", "gke-ml-dev")], any_context=False)
+    assert str(refused.value).startswith(
+        "values file ctx.yaml changes target.kubeContext from 'prod' in values/prod.yaml to 'gke-ml-dev'"
+    ) and "ANY_CONTEXT=1" in str(refused.value)
+    with pytest.raises(render.ToolError, match="to nothing"):
+        context.check_files(PROD, "prod", [("clear.yaml", "")], any_context=False)
+    context.check_files(PROD, "prod", [("same.yaml", "prod"), ("none.yaml", None)], any_context=False)
+    context.check_files(PROD, "prod", [("ctx.yaml", "gke-ml-dev")], any_context=True)
+    files = {"ctx.yaml": "target:\n  kubeContext: x\n", "null.yaml": "target:\n  kubeContext: null\n"}
+    files |= {"gone.yaml": "target: null\n", "other.yaml": "target:\n  release: r\n", "none.yaml": "a: 1\n"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    given = {name: given_kube_context(tmp_path / name) for name in files}
+    assert given == {"ctx.yaml": "x", "null.yaml": "", "gone.yaml": "", "other.yaml": None, "none.yaml": None}
+    config = {"KUBECONFIG": kubeconfig(tmp_path, "gke-ml-dev")}
+    common = ("deploy", "--env", "prod", "--dry-run", *PINNED, "-f", str(tmp_path / "ctx.yaml"))
+    proc = run_cli(*common, env=config)
+    assert_one_line_error(proc, "deploy", f"values file {tmp_path / 'ctx.yaml'} changes target.kubeContext")
+    assert proc.returncode == 2
+    assert dry_run_command(run_cli(*common, "--any-context", env=config))[-2:] == ["--kube-context", "gke-ml-dev"]
+
+
 def test_an_overlay_naming_no_context_is_refused_by_deploy_but_renders(tmp_path):
     values = tmp_path / "values"
     values.mkdir()
@@ -266,7 +292,7 @@ def test_the_cli_with_no_env_asks_for_one_on_a_remote_cluster(tmp_path, verb):
         (
             ["SET=a=1", "SET_STRING=b=true", "KUBE_VERSION=1.30"],
             ['--set "a=1"', '--set-string "b=true"', "--kube-version 1.30"],
-            ["--set-file"],
+            ["--set-file", "--values", "--set-json"],
         ),
     ],
 )
