@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from tfmw.chart.training_schema import BUILTIN_TRAINER
+
 API_VERSION = "kubeflow.org/v1"
 REPLICA_TYPES = ("Chief", "Master", "Worker", "PS", "Evaluator")
 # The operator's container name and port name for a TFJob (training-operator v1 tensorflow.go).
@@ -221,19 +223,38 @@ class _Mapping:
         primary = "Worker" if worker_count else chief_type
         if chief_type and worker_count and chief_count:
             self.compare(specs[chief_type], specs["Worker"], chief_type)
-        if "Evaluator" in specs and self.count(specs, "Evaluator"):
-            self.unmapped(
-                "spec.tfReplicaSpecs.Evaluator",
-                "not run: the chart's evaluator (evaluator.enabled) evaluates the built-in trainer's checkpoints "
-                "only; run your evaluator as a Job of its own that reads the checkpoints, or train with the "
-                "built-in trainer (docs/training.md)",
-            )
         for key in spec:
             if key not in ("tfReplicaSpecs", "runPolicy"):
                 self.spec_key(key, spec[key])
         prefix = f"spec.tfReplicaSpecs.{primary}"
         self.replica(specs[primary], prefix)
+        if "Evaluator" in specs and self.count(specs, "Evaluator"):
+            self.evaluator(specs["Evaluator"])
         self.run_policy(spec.get("runPolicy") or {}, specs[primary].get("restartPolicy"), prefix)
+
+    def evaluator(self, replica: dict) -> None:
+        """The chart's evaluator runs the built-in trainer's evaluation (a Job of one pod): the
+        same thing when the job trains with the built-in trainer, else nothing of the job's own."""
+        where = "spec.tfReplicaSpecs.Evaluator"
+        if _get(self.values, "training.command") != BUILTIN_TRAINER:
+            self.unmapped(
+                where,
+                "not run: the chart's evaluator (evaluator.enabled) evaluates the built-in trainer's checkpoints "
+                "only; run your evaluator as a Job of its own that reads the checkpoints, or train with the "
+                "built-in trainer (docs/training.md)",
+            )
+            return
+        self.put("evaluator.enabled", True)
+        pod = _get(replica, "template.spec", {}) or {}
+        _, container = _main_container(pod)
+        resources = (container or {}).get("resources") or {}
+        if resources.get("requests") or resources.get("limits"):
+            self.put("evaluator.resources", resources)
+        for key in ("nodeSelector", "tolerations"):
+            if pod.get(key):
+                self.put(f"evaluator.{key}", pod[key])
+        if self.count({"Evaluator": replica}, "Evaluator") > 1:
+            self.unmapped(f"{where}.replicas", "the chart runs one evaluator")
 
     def replica_specs(self, given) -> dict:
         if not isinstance(given, dict) or not given:

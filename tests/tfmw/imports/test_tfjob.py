@@ -102,6 +102,22 @@ def test_an_evaluator_is_listed_not_refused():
     assert line.startswith("spec.tfReplicaSpecs.Evaluator: not run") and "evaluator.enabled" in line
 
 
+def test_an_evaluator_of_the_built_in_trainer_is_the_charts_evaluator():
+    builtin = {"command": ["python", "-m", "entrypoint.training"]}
+    evaluator = copy.deepcopy(job(builtin)["spec"]["tfReplicaSpecs"]["Worker"])
+    evaluator["replicas"] = 1
+    evaluator["template"]["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1", "memory": "2Gi"}}
+    evaluator["template"]["spec"]["nodeSelector"] = {"pool": "cpu"}
+    conversion = converted(job(builtin, Evaluator=evaluator))
+    assert conversion.overlay["workers"]["replicas"] == 2
+    assert conversion.overlay["evaluator"] == {
+        "enabled": True,
+        "resources": {"limits": {"cpu": "1", "memory": "2Gi"}},
+        "nodeSelector": {"pool": "cpu"},
+    }
+    assert conversion.unmapped == []
+
+
 # ---------------------------------------------------------------- refusals
 
 

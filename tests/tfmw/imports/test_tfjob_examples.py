@@ -217,3 +217,39 @@ def test_a_tfjob_using_every_mapping_renders_and_passes_the_checks():
     assert group["spec"]["minMember"] == 4 and group["spec"]["queue"] == "training"
     assert {"name": "TFMW_MAX_RESTARTS", "value": "5"} in main["env"]
     assert {"name": "TFMW_ACTIVE_DEADLINE_SECONDS", "value": "86400"} in main["env"]
+
+
+def test_a_tfjob_of_the_built_in_trainer_with_an_evaluator_renders_the_charts_evaluator():
+    container = {
+        "name": "tensorflow",
+        "image": "ghcr.io/tf-multiworker/tf-multiworker:0.1.0-cpu",
+        "command": ["python", "-m", "entrypoint.training"],
+        "volumeMounts": [{"name": "runs", "mountPath": "/shared"}],
+    }
+    template = {
+        "spec": {
+            "containers": [container],
+            "volumes": [{"name": "runs", "persistentVolumeClaim": {"claimName": "runs"}}],
+        }
+    }
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": "builtin"},
+        "spec": {
+            "tfReplicaSpecs": {
+                "Worker": {"replicas": 2, "template": template},
+                "Evaluator": {"replicas": 1, "template": template},
+            }
+        },
+    }
+    conversion = tfjob.convert(job)
+    assert conversion.unmapped == []
+    objects = rendered(conversion).objects
+    [evaluator] = [o for o in objects if o["kind"] == "Job" and "evaluator" in o["metadata"]["name"]]
+    claims = [
+        v["persistentVolumeClaim"]["claimName"]
+        for v in evaluator["spec"]["template"]["spec"]["volumes"]
+        if "persistentVolumeClaim" in v
+    ]
+    assert claims == ["runs"]
