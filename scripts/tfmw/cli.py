@@ -7,10 +7,12 @@
     python -m tfmw.cli status   [--release R] [--namespace N]
     python -m tfmw.cli logs     [--no-follow]
     python -m tfmw.cli undeploy
+    python -m tfmw.cli import tfjob tfjob.yaml -o team.yaml   # a Kubeflow TFJob as a values overlay
 
 This file only parses and dispatches: each verb's workflow is in tfmw.deploy (apply: template,
 deploy, diff, check; inspect: status, logs; change: suspend, resume, retry, undeploy), on one release's
-reach (deploy.release) and one checked, watched upgrade (deploy.upgrade).
+reach (deploy.release) and one checked, watched upgrade (deploy.upgrade); `import`'s is in
+tfmw.imports (another platform's manifest as a values overlay).
 Errors are one line on stderr with a non-zero exit (see helmkit.ToolError for the codes).
 """
 
