@@ -744,8 +744,9 @@ def overlay_yaml(conversion: Conversion, source: str) -> str:
     """The overlay with a header naming its source and what a reader must know before deploying."""
     lines = [
         f"# Values overlay for charts/tf-multiworker, converted by `tfmw import tfjob` from {source}.",
-        "# Deploy: helm upgrade --install <release> charts/tf-multiworker -f <this file>",
-        "# (make deploy also needs target.kubeContext). Read before deploying:",
+        "# Deploy: helm upgrade --install <release> charts/tf-multiworker -f <this file>, or",
+        "# make deploy ENV=<env> VALUES=<this file> (its target block, the TFJob's name and namespace, wins",
+        "# over the env's release and namespace). Read before deploying:",
     ]
     for note in conversion.notes:
         lines += textwrap.wrap(note, 100, initial_indent="#   - ", subsequent_indent="#     ", break_on_hyphens=False)
