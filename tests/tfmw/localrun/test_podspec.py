@@ -137,6 +137,27 @@ def test_local_run_refuses_bad_value_before_starting_anything():
     assert "local run" not in proc.stdout
 
 
+def test_local_run_takes_values_files_and_set_json_refusing_before_starting_anything(tmp_path):
+    """VALUES= and SET_JSON= reach `make local`'s render: a number the file gives where text is
+    needed, layered after SET_JSON's text, is refused naming the file; nothing starts."""
+    import subprocess
+
+    team = tmp_path / "team.yaml"
+    team.write_text("training:\n  command: [python, main.py, --epochs, 5]\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tfmw.localrun", "-f", str(team), "--set-json", 'workers.nodeSelector.gpu="a"'],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "local run" not in proc.stdout
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("make local: invalid value for training.command[3]: 5 is not of type string"), line
+    assert f"{team} gives a number" in line and "from values/local.yaml + " in line
+    assert '--set-json workers.nodeSelector.gpu="a"' in line
+
+
 def test_api_access_is_left_out_of_a_local_run(workload, tmp_path):
     """The chart gives workers API access by default (a projected token, TFMW_API_DIR and
     TFMW_STATUS_CONFIGMAP); `make local` has no API server, so its pods run without it."""
