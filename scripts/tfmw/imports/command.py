@@ -62,8 +62,14 @@ def check_overlay(overlay: str, helm: str | None = None) -> render.Rendered:
         try:
             rendered = render.prepare("imported", helm=helm, values_dir=Path(tmp))
         except ToolError as err:
+            reason = str(err).replace(tmp + "/", "")
+            if err.exit_code != 2:  # no helm, helm failing: nothing was said about the overlay
+                raise ToolError(
+                    f"the overlay was written, but could not be checked: {reason} (--no-check skips the check)",
+                    err.exit_code,
+                ) from None
             raise ToolError(
-                f"the overlay was written, but the chart refuses it: {str(err).replace(tmp + '/', '')}; "
+                f"the overlay was written, but the chart refuses it: {reason}; "
                 "edit the overlay (or the TFJob) and check it again"
             ) from None
     return rendered

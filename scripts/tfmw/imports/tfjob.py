@@ -399,7 +399,7 @@ class _Mapping:
         elif key == "imagePullSecrets":
             self.put("imagePullSecrets", value)
         elif key in ("serviceAccountName", "serviceAccount"):
-            self.service_account(str(value or ""), f"{where}.{key}")
+            self.service_account(str(value or ""))
         elif key == "restartPolicy":
             self.unmapped(
                 f"{where}.restartPolicy", "the replica spec's restartPolicy is the one a TFJob uses (mapped from it)"
@@ -413,7 +413,7 @@ class _Mapping:
         else:
             self.unmapped(f"{where}.{key}", "the chart has no value for it")
 
-    def service_account(self, name: str, path: str) -> None:
+    def service_account(self, name: str) -> None:
         if name in ("", "default"):
             return  # the chart's own account replaces the namespace's default
         self.put("serviceAccount.create", False)

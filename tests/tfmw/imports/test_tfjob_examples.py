@@ -103,6 +103,18 @@ def test_a_file_that_cannot_be_read_is_refused_in_one_line(tmp_path, capsys):
     assert line == f"tfmw import: error: {tmp_path / 'missing.yaml'}: cannot be read (No such file or directory)"
 
 
+def test_an_overlay_that_cannot_be_checked_is_written_and_the_exit_is_helms(examples, tmp_path, capsys):
+    out = tmp_path / "values.yaml"
+    code = cli.main(
+        ["import", "tfjob", str(examples / "simple.yaml"), "-o", str(out), "--helm", str(tmp_path / "no-helm")]
+    )
+    [line] = capsys.readouterr().err.splitlines()
+    assert code == 127 and out.exists()
+    assert "the overlay was written, but could not be checked:" in line and line.endswith(
+        "(--no-check skips the check)"
+    )
+
+
 def test_an_overlay_the_chart_refuses_is_written_and_the_exit_says_why(tmp_path, capsys):
     manifest = tmp_path / "job.yaml"
     manifest.write_text(
