@@ -47,6 +47,7 @@ def module_dir(wrapper: Path, module: str) -> Path:
     )
     info = json.loads(proc.stdout) if proc.stdout.strip() else {}
     if proc.returncode != 0 or info.get("Error") or not info.get("Dir"):
-        reason = info.get("Error") or (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        # go's first line names the failure (a checksum mismatch against go.sum, no network)
+        reason = info.get("Error") or (proc.stderr.strip().splitlines() or ["no output"])[0]
         raise AssertionError(f"go mod download {module}@{version} (in {wrapper}) failed: {reason}")
     return Path(info["Dir"])
