@@ -224,6 +224,7 @@ def parser() -> argparse.ArgumentParser:
         "--command",
         dest="training_command",
         default=None,
+        metavar="CMD",
         help="what the image runs, as one shell-quoted string (e.g. 'python /app/train.py'): for a TFJob whose "
         "container names no command (its image's ENTRYPOINT/CMD); replaces the TFJob's command when it has one",
     )
