@@ -145,12 +145,12 @@ lint: setup-tools $(CT_STAMP) ## helm lint --strict (Helm 4+3), kubernetes-valid
 template: setup-tools ## Render the chart for ENV into build/<ENV>/manifests.yaml
 	$(TFMW) template $(TARGET_ARGS) $(RENDER_ARGS)
 
-.PHONY: local
-local: setup-tools ## Train for real on this machine: the chart rendered with values/local.yaml, one process per worker
 .PHONY: check
 check: setup-tools ## Every check template runs (values, training config, chart, strict manifests), no file, no cluster; no ENV: VALUES= alone (a GitOps repo's)
 	$(TFMW) check $(TARGET_ARGS) $(RENDER_ARGS)
 
+.PHONY: local
+local: setup-tools ## Train for real on this machine: the chart rendered with values/local.yaml, one process per worker
 	$(PY) -m tfmw.localrun --env $(or $(ENV),local) $(SET_ARGS) $(if $(FRESH),--fresh)
 
 .PHONY: cluster
