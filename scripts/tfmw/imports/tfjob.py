@@ -58,6 +58,11 @@ POD_KEYS = {
 RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
+RESTART_NEVER = (
+    "a TFJob's restartPolicy is about one pod, while the launcher restarts the whole group in place from the "
+    "last checkpoint (training.maxRestarts, docs/failure-model.md); to restart nothing, as Never did, set "
+    "training.maxRestarts: 0"
+)
 IMAGE_NOTE = (
     "the chart runs its launcher (`python -m entrypoint run`) in this image as user 1000 with a read-only "
     'root: build the image FROM the chart\'s (docs/image.md, "Your own training code"), or the workers do not start'
@@ -401,9 +406,7 @@ class _Mapping:
         elif key in ("serviceAccountName", "serviceAccount"):
             self.service_account(str(value or ""))
         elif key == "restartPolicy":
-            self.unmapped(
-                f"{where}.restartPolicy", "the replica spec's restartPolicy is the one a TFJob uses (mapped from it)"
-            )
+            self.unmapped(f"{where}.restartPolicy", "the operator sets its pods' restartPolicy from the replica spec's")
         elif key in ("securityContext", "hostNetwork", "hostPID", "hostIPC"):
             self.unmapped(
                 f"{where}.{key}",
@@ -629,21 +632,18 @@ class _Mapping:
 
     def run_policy(self, policy: dict, restart: str | None, prefix: str) -> None:
         backoff = policy.get("backoffLimit")
-        if restart == "Never":
-            self.put("training.maxRestarts", 0)
-            self.out.notes.append(
-                "training.maxRestarts 0: restartPolicy Never restarted nothing; raise it to have the launcher "
-                "restart training in place from the last checkpoint (docs/failure-model.md)"
-            )
-            if backoff is not None:
-                self.unmapped("spec.runPolicy.backoffLimit", "with restartPolicy Never nothing is restarted")
-        elif backoff is not None:
+        if backoff is not None:
             self.put("training.maxRestarts", _count(backoff, "spec.runPolicy.backoffLimit"))
             self.out.notes.append(
                 "training.maxRestarts from backoffLimit: the launcher counts restarts in place without progress "
                 "between them (progress resets the count)"
             )
-        if restart == "ExitCode":
+        if restart == "Never":
+            # Never is about one pod, and the examples use it casually: copied as maxRestarts 0 it
+            # would switch off the chart's main recovery for almost every migrated job.
+            self.unmapped(f"{prefix}.restartPolicy Never", RESTART_NEVER)
+            self.out.notes.append(f"restartPolicy Never is not copied: {RESTART_NEVER}")
+        elif restart == "ExitCode":
             self.out.notes.append(
                 "restartPolicy ExitCode: the launcher tells retryable from permanent failures itself "
                 "(exit 2 permanent, 75 retryable; docs/contracts.md)"

@@ -505,12 +505,26 @@ def test_backoff_limit_and_deadline_and_suspend():
     assert overlay["suspend"] is True
 
 
-def test_restart_policy_never_restarts_nothing_and_backoff_limit_then_does_not_apply():
+def test_restart_policy_never_is_listed_not_copied_since_the_chart_restarts_the_group_in_place():
+    """Never is about one pod: copied as maxRestarts 0 it would switch off the restarts in place
+    from the last checkpoint for nearly every job. Listed (stderr and header) with how to match it."""
+    manifest = job()
+    manifest["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] = "Never"
+    conversion = converted(manifest)
+    assert "maxRestarts" not in conversion.overlay["training"]
+    [line] = conversion.unmapped
+    assert line.startswith("spec.tfReplicaSpecs.Worker.restartPolicy Never: a TFJob's restartPolicy is about one pod")
+    assert line.endswith("to restart nothing, as Never did, set training.maxRestarts: 0")
+    header = tfjob.overlay_yaml(conversion, "mnist.yaml")
+    assert "#   - restartPolicy Never is not copied: a TFJob's restartPolicy is about one pod" in header
+
+
+def test_backoff_limit_is_max_restarts_with_restart_policy_never_too():
     manifest = job(runPolicy={"backoffLimit": 3})
     manifest["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] = "Never"
     conversion = converted(manifest)
-    assert conversion.overlay["training"]["maxRestarts"] == 0
-    assert unmapped_paths(conversion) == ["spec.runPolicy.backoffLimit"]
+    assert conversion.overlay["training"]["maxRestarts"] == 3
+    assert unmapped_paths(conversion) == ["spec.tfReplicaSpecs.Worker.restartPolicy Never"]
 
 
 @pytest.mark.parametrize("restart", ["OnFailure", "Always", "ExitCode"])

@@ -46,14 +46,18 @@ def test_simple_converts_and_renders(examples):
 
 def test_mnist_with_summaries_converts_its_claim_into_shared_storage(examples):
     conversion = tfjob.convert_text((examples / "mnist_with_summaries" / "tf_job_mnist.yaml").read_text())
-    assert [line.split(": ", 1)[0] for line in conversion.unmapped] == ["spec.runPolicy.cleanPodPolicy None"]
+    assert [line.split(": ", 1)[0] for line in conversion.unmapped] == [
+        "spec.tfReplicaSpecs.Worker.restartPolicy Never",
+        "spec.runPolicy.cleanPodPolicy None",
+    ]
     pod = worker_pod(rendered(conversion).objects)
     assert pod["replicas"] == 1
     assert worker(pod)["args"][-3:] == ["--log_dir=/train/logs", "--learning_rate=0.01", "--batch_size=150"]
     claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v]
     assert claims == ["tfevent-volume"]
     assert {"name": "TFMW_SHARED_DIR", "value": "/train"} in worker(pod)["env"]
-    assert {"name": "TFMW_MAX_RESTARTS", "value": "0"} in worker(pod)["env"]
+    # restartPolicy Never is not copied: the chart's default restarts in place apply
+    assert {"name": "TFMW_MAX_RESTARTS", "value": "20"} in worker(pod)["env"]
 
 
 def test_multi_worker_names_no_command_refused_then_converted_with_the_command_option(examples):
@@ -91,9 +95,13 @@ def test_the_command_writes_the_overlay_and_lists_what_it_did_not_map(examples, 
     )
     assert yaml.safe_load(captured.out)["storage"]["existingClaim"]["claimName"] == "tfevent-volume"
     assert captured.err.splitlines() == [
+        "tfmw import tfjob: not mapped: spec.tfReplicaSpecs.Worker.restartPolicy Never: a TFJob's restartPolicy "
+        "is about one pod, while the launcher restarts the whole group in place from the last checkpoint "
+        "(training.maxRestarts, docs/failure-model.md); to restart nothing, as Never did, set "
+        "training.maxRestarts: 0",
         "tfmw import tfjob: not mapped: spec.runPolicy.cleanPodPolicy None: a finished run's workers scale to 0 "
         "(completion.onSuccess, onFailure) rather than stay as Completed pods; their logs stay readable with "
-        "`make logs` from shared storage (logs.keepMiB)"
+        "`make logs` from shared storage (logs.keepMiB)",
     ]
 
 
