@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from . import loglines, metrics, runowner, scratch, stopsignal
+from . import envfrom, loglines, metrics, runowner, scratch, stopsignal
 from .cluster import build_tf_config, is_chief, is_evaluator, parse_tf_config
 from .ending import FLUSH_SECONDS, IDLE_RETRY_SECONDS, RunEnd
 from .errors import EXIT_OK, EXIT_SIGTERM, ConfigError
@@ -209,6 +209,14 @@ class Launcher:
 
     def _life(self) -> int:
         no_training = self.first_standby.discard  # before each way that idles or exits untrained
+        # First: a reserved name in an envFrom Secret would otherwise steer everything below
+        # (a TF_CONFIG of its own makes this pod look like a platform's) or be silently hidden.
+        collided = envfrom.collisions(self.env.get(envfrom.PROBE))
+        if collided:
+            no_training()
+            self._say(f"refused: {envfrom.refusal(collided)}")
+            refused = ConfigError(envfrom.refusal(collided))
+            return self.ending.refused(envfrom.trusted(self.env, collided), refused, self.api_timeout)
         platform = platform_owns_lifecycle(pod_kind(self.env))
         try:
             group, settings, kind = resolve_group(self.env, self.hostname, self._size_at_start)

@@ -166,6 +166,13 @@ ENV = (
     # Read by the built-in trainer, not the launcher (entrypoint.training.config): named here
     # because the chart sets it and `workers.extraEnv` may not.
     EnvVar("TFMW_TRAINING_CONFIG", _text(_NO_CONTROL, 4096), "a path (the training ConfigMap's mount)"),
+    # Rendered with an envFrom only, first in the env: which reserved names a Secret or ConfigMap
+    # holds (entrypoint.envfrom). Any string: the kubelet may have put a Secret's value in it.
+    EnvVar(
+        "TFMW_ENVFROM_PROBE",
+        {"type": "string"},
+        "the chart's probe of the envFrom keys (entrypoint/envfrom.py)",
+    ),
     EnvVar("JOB_COMPLETION_INDEX", _text(_UINT, 6), "a whole number (the Job controller sets it)", chart_sets=False),
 )
 ENV_SCHEMA = {"type": "object", "properties": {var.name: var.schema for var in ENV}}

@@ -15,9 +15,11 @@ import time
 from dataclasses import replace
 
 import pytest
+from kubeletkit import kubelet_expand
 from launcherkit import SUCCEEDS, Run, attempts, command, pod_env
 from repo import REPO
 
+from entrypoint import envfrom
 from entrypoint.launcher import Launcher
 from entrypoint.lifecycle import STATUS_KEYS, TERMINAL_KEYS, Phase, Reason, RunState, advance, fresh, rfc3339, to_data
 
@@ -641,6 +643,28 @@ def test_a_refused_environment_is_recorded_as_failed_naming_the_variable(fake_ap
     assert [(e["reason"], e["message"]) for e in fake_api.events] == [("Failed", status["message"])]
     assert fake_api.replicas["train"] == 0
     assert run.line("tfmw lifecycle phase=Failed from=Pending run=r1 worker=1 reason=BadConfig")
+    assert run.stop() == 0
+
+
+def test_a_reserved_key_of_an_envfrom_secret_is_the_first_line_and_fails_the_run(fake_api, tmp_path):
+    """The chart's probe as the kubelet expands it for a Secret holding TF_CONFIG and TFMW_PORT:
+    the Secret's TF_CONFIG is in the environment too (the chart never sets one), yet the pod is
+    not taken for a platform's; the refusal names the keys, never the values."""
+    secret = {"TF_CONFIG": '{"cluster": {"worker": ["evil:1"]}, "task": {"type": "worker", "index": 0}}'}
+    secret["TFMW_PORT"] = "s3cr3t"
+    probe = kubelet_expand(envfrom.probe_value(["TFMW_PORT", "TF_CONFIG", "TFMW_RUN_ID"]), secret)
+    env = pod_env(
+        fake_api, tmp_path, TFMW_ENVFROM_PROBE=probe, TF_CONFIG=secret["TF_CONFIG"], TFMW_ON_FAILURE="scaleToZero"
+    )
+    run = Run(env, command(tmp_path, SUCCEEDS))
+    run.until("tfmw launcher idle:")
+    assert run.logs[0] == f"tfmw launcher refused: {envfrom.refusal(['TFMW_PORT', 'TF_CONFIG'])}"
+    assert not any("s3cr3t" in line or "evil" in line for line in run.logs)
+    status = fake_api.status("train-status")
+    assert (status["phase"], status["reason"]) == ("Failed", "BadConfig")
+    assert "keys TFMW_PORT, TF_CONFIG, reserved by the chart" in status["message"]
+    assert not any(line.startswith("tfmw launcher starting") for line in run.logs)
+    assert fake_api.replicas["train"] == 0
     assert run.stop() == 0
 
 

@@ -100,6 +100,8 @@ what the check is there to catch. */}}
 {{- end }}
 {{- if and .objectStoreEnv (include "tf-multiworker.objectStoreEnvFrom" $root) }}
 {{- $skips = append $skips "CKV_K8S_35=object-store storage: the object-store SDKs read their credentials from environment variables (envFrom an existing Secret)" }}
+{{- else if and .extraEnvFrom (include "tf-multiworker.extraEnvFromSecrets" $root) }}
+{{- $skips = append $skips "CKV_K8S_35=workers.extraEnvFrom: the release's own Secrets given whole as environment (W&B, MLflow, cloud keys read from env), on purpose" }}
 {{- end }}
 {{- $skips = concat $skips (default (list) .extra) }}
 {{- range $i, $skip := $skips }}

@@ -198,6 +198,50 @@ Object-store credentials: every key of the existing Secret as an env variable.
 {{- end }}
 
 {{/*
+The envFrom of the worker container and the evaluator's: the object-store credentials, then
+workers.extraEnvFrom as given (a later source's key wins over an earlier one's).
+*/}}
+{{- define "tf-multiworker.envFrom" -}}
+{{- with (include "tf-multiworker.objectStoreEnvFrom" .) }}{{ . | trim }}{{ "\n" }}{{ end }}
+{{- with .Values.workers.extraEnvFrom }}{{ toYaml . }}{{ end }}
+{{- end }}
+
+{{/* "true" when a workers.extraEnvFrom entry is a Secret, else empty. */}}
+{{- define "tf-multiworker.extraEnvFromSecrets" -}}
+{{- range .Values.workers.extraEnvFrom }}{{ if .secretRef }}true{{ break }}{{ end }}{{ end }}
+{{- end }}
+
+{{/*
+The worker's first env entry when it has an envFrom: which reserved names a Secret or ConfigMap
+holds, told by the kubelet itself (no RBAC on Secrets). The kubelet expands `$(NAME)` in an env
+value from the variables defined before it, envFrom's included, and leaves it as it is for a name
+not defined (k8s.io/kubernetes pkg/kubelet/kubelet_pods.go makeEnvironmentVariables). First in
+env, nothing of the chart's is defined yet: a part `NAME=$(NAME)` changed means an envFrom has
+NAME; the launcher refuses the run then, naming the keys (entrypoint/envfrom.py reads it).
+*/}}
+{{- define "tf-multiworker.envFromProbe" -}}
+{{- $names := include "tf-multiworker.envFromProbeNames" . | splitList " " }}
+{{- $parts := list }}
+{{- range $names }}{{ $parts = append $parts (printf "%s=$(%s)|" . .) }}{{ end }}
+{{- printf "%s|%s" (join "," $names) (join "" $parts) }}
+{{- end }}
+
+{{/*
+What the probe asks about: the names the chart reserves (tf-multiworker.chartEnv), the
+launcher's inputs the chart never sets (entrypoint/settings.py ENV: a Secret's would steer the
+launcher), and the CUDA and NCCL variables the chart sets on GPU workers.
+*/}}
+{{- define "tf-multiworker.envFromProbeNames" -}}
+{{- $names := splitList " " (include "tf-multiworker.chartEnv" .) }}
+{{- $names = concat $names (list "TFMW_LOOPBACK_PORTS" "TFMW_NO_API_SERVER" "JOB_COMPLETION_INDEX") }}
+{{- if gt (int .Values.workers.gpus) 0 }}
+{{- $names = concat $names (regexFindAll "CUDA_CACHE_[A-Z]+" (include "tf-multiworker.cudaCacheEnv" .) -1) }}
+{{- with include "tf-multiworker.ncclEnvNames" . }}{{ $names = concat $names (splitList " " .) }}{{ end }}
+{{- end }}
+{{- join " " ($names | uniq) }}
+{{- end }}
+
+{{/*
 The image of a pod that needs no GPU (the helm test pod, TensorBoard): `.own` (tests.image,
 tensorboard.image) over the worker image; an empty tag is the CPU variant `<appVersion>-cpu`
 unless image.tag or image.digest pin the one image there is.

@@ -1,12 +1,19 @@
 {{/* workers.extraEnv against what the chart and the entrypoint set, and the GPU-visibility variables in any container's env. Each define prints its problems, one per line (_validate.tpl). */}}
 
-{{/* Variables the chart or the entrypoint derives per pod: a user value would shadow them.
-Names are compared case-insensitively; TFMW_* is reserved as a whole. $chartEnv is the
-entrypoint's contract (entrypoint/settings.py ENV, CHART_ENV): a test keeps the two the same. */}}
+{{/* Variables the chart or the entrypoint derives per pod, space-separated: a user value would
+shadow them. $chartEnv is the entrypoint's contract (entrypoint/settings.py ENV, CHART_ENV): a
+test keeps the two the same. */}}
+{{- define "tf-multiworker.chartEnv" -}}
+{{- $chartEnv := list "TFMW_POD_NAME" "TFMW_POD_UID" "TFMW_NAMESPACE" "TFMW_STATEFULSET" "TFMW_SERVICE" "TFMW_POD_SELECTOR" "TFMW_REPLICAS" "TFMW_PORT" "TFMW_METRICS_PORT" "TFMW_KEEP_LOG_MIB" "TFMW_CLUSTER_DOMAIN" "TFMW_PEER_TIMEOUT_SECONDS" "TFMW_MAX_RESTARTS" "TFMW_SAME_ERROR_LIMIT" "TFMW_HANG_TIMEOUT_SECONDS" "TFMW_HANG_DETECTION" "TFMW_TRAINING_CONFIG" "TFMW_SHARED_DIR" "TFMW_RUN_ID" "TFMW_ADOPT_RUN_DIR" "TFMW_ON_SUCCESS" "TFMW_ON_FAILURE" "TFMW_ACTIVE_DEADLINE_SECONDS" "TFMW_GRACE_SECONDS" "TFMW_WARM_STANDBY" "TFMW_POD_REVISION" "TFMW_API_DIR" "TFMW_STATUS_CONFIGMAP" "TFMW_RBAC_OFF" "TFMW_ENVFROM_PROBE" "TF_CONFIG" }}
+{{- join " " $chartEnv }}
+{{- end }}
+
+{{/* workers.extraEnv may not set them. Names are compared case-insensitively; TFMW_* is reserved
+as a whole. */}}
 {{- define "tf-multiworker.validate.extraEnv" -}}
 {{- $problems := list }}
 {{- $workers := .Values.workers }}
-{{- $chartEnv := list "TFMW_POD_NAME" "TFMW_POD_UID" "TFMW_NAMESPACE" "TFMW_STATEFULSET" "TFMW_SERVICE" "TFMW_POD_SELECTOR" "TFMW_REPLICAS" "TFMW_PORT" "TFMW_METRICS_PORT" "TFMW_KEEP_LOG_MIB" "TFMW_CLUSTER_DOMAIN" "TFMW_PEER_TIMEOUT_SECONDS" "TFMW_MAX_RESTARTS" "TFMW_SAME_ERROR_LIMIT" "TFMW_HANG_TIMEOUT_SECONDS" "TFMW_HANG_DETECTION" "TFMW_TRAINING_CONFIG" "TFMW_SHARED_DIR" "TFMW_RUN_ID" "TFMW_ADOPT_RUN_DIR" "TFMW_ON_SUCCESS" "TFMW_ON_FAILURE" "TFMW_ACTIVE_DEADLINE_SECONDS" "TFMW_GRACE_SECONDS" "TFMW_WARM_STANDBY" "TFMW_POD_REVISION" "TFMW_API_DIR" "TFMW_STATUS_CONFIGMAP" "TFMW_RBAC_OFF" "TF_CONFIG" }}
+{{- $chartEnv := splitList " " (include "tf-multiworker.chartEnv" .) }}
 {{- $ncclEnv := splitList " " (include "tf-multiworker.ncclEnvNames" .) }}
 {{- $seenEnv := dict }}
 {{- range $i, $env := $workers.extraEnv }}
@@ -67,6 +74,27 @@ security.allowUnsafe lets them through on purpose. */}}
 {{- $problems = append $problems (printf "%s[%d].name=%s: %s; remove it and set the GPU count with workers.gpus, or set security.allowUnsafe=true to do this on purpose (docs/security.md)" $list.where $i $env.name (get $reasons $name)) }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- join "\n" $problems }}
+{{- end }}
+
+{{/* workers.extraEnvFrom: one Secret or ConfigMap per entry, as Kubernetes requires, and no prefix
+in the chart's TFMW_ space. Its keys are known only at run time: the launcher refuses a reserved
+one then (tf-multiworker.envFromProbe). */}}
+{{- define "tf-multiworker.validate.extraEnvFrom" -}}
+{{- $problems := list }}
+{{- range $i, $source := .Values.workers.extraEnvFrom }}
+{{- $refs := list }}
+{{- if hasKey $source "secretRef" }}{{ $refs = append $refs "secretRef" }}{{ end }}
+{{- if hasKey $source "configMapRef" }}{{ $refs = append $refs "configMapRef" }}{{ end }}
+{{- if not $refs }}
+{{- $problems = append $problems (printf "workers.extraEnvFrom[%d]: names no source; give it a secretRef: {name: <Secret>} or a configMapRef: {name: <ConfigMap>}" $i) }}
+{{- else if gt (len $refs) 1 }}
+{{- $problems = append $problems (printf "workers.extraEnvFrom[%d]: has both a secretRef and a configMapRef (Kubernetes takes one source per entry); make them two entries" $i) }}
+{{- end }}
+{{- if hasPrefix "TFMW_" (upper (toString (default "" $source.prefix))) }}
+{{- $problems = append $problems (printf "workers.extraEnvFrom[%d].prefix=%s: names starting with TFMW_ (any case) are reserved for the chart and the entrypoint (docs/contracts.md); choose another prefix" $i $source.prefix) }}
 {{- end }}
 {{- end }}
 {{- join "\n" $problems }}

@@ -101,6 +101,21 @@ BAD_VALUES = {
     ),
     "nccl-debug": Bad(("workers.nccl.debug=LOUD",), "workers.nccl.debug"),
     "nccl-extra-not-nccl": Bad(("workers.nccl.extraEnv.FOO=1",), "workers.nccl.extraEnv.FOO", unknown=True),
+    "extra-env-from-unknown-field": Bad(
+        ("workers.extraEnvFrom[0].secretRef.name=a", "workers.extraEnvFrom[0].sekretRef.name=b"),
+        "workers.extraEnvFrom.0.sekretRef",
+        unknown=True,
+    ),
+    "extra-env-from-nameless": Bad(
+        ("workers.extraEnvFrom[0].secretRef.optional=true",), "workers.extraEnvFrom.0.secretRef.name", missing=True
+    ),
+    "extra-env-from-bad-name": Bad(
+        ("workers.extraEnvFrom[0].secretRef.name=My_Secret",), "workers.extraEnvFrom.0.secretRef.name"
+    ),
+    "extra-env-from-bad-prefix": Bad(
+        ("workers.extraEnvFrom[0].secretRef.name=a", "workers.extraEnvFrom[0].prefix=9-X"),
+        "workers.extraEnvFrom.0.prefix",
+    ),
     "network-policy-switch": Bad(("networkPolicy.enabled=maybe",), "networkPolicy.enabled"),
     "network-policy-typo": Bad(("networkPolicy.egres.restrict=false",), "networkPolicy.egres", unknown=True),
     "pdb-negative": Bad(("podDisruptionBudget.maxUnavailable=-1",), "podDisruptionBudget.maxUnavailable"),
@@ -149,6 +164,18 @@ TEMPLATE_REFUSALS = {
     "extra-env-sets-tf-config": (
         ("workers.extraEnv[0].name=TF_CONFIG", "workers.extraEnv[0].value=x"),
         "workers.extraEnv[0].name=TF_CONFIG",
+    ),
+    "extra-env-from-without-a-source": (
+        ("workers.extraEnvFrom[0].prefix=WANDB_",),
+        "workers.extraEnvFrom[0]: names no source; give it a secretRef",
+    ),
+    "extra-env-from-with-two-sources": (
+        ("workers.extraEnvFrom[0].secretRef.name=a", "workers.extraEnvFrom[0].configMapRef.name=b"),
+        "workers.extraEnvFrom[0]: has both a secretRef and a configMapRef",
+    ),
+    "extra-env-from-reserved-prefix": (
+        ("workers.extraEnvFrom[0].secretRef.name=a", "workers.extraEnvFrom[0].prefix=tfmw_"),
+        "workers.extraEnvFrom[0].prefix=tfmw_: names starting with TFMW_ (any case) are reserved",
     ),
     "tensorboard-without-shared-storage": (
         ("tensorboard.enabled=true",),

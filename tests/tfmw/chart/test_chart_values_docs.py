@@ -152,7 +152,7 @@ def extra_env_suggestions(text: str, refused: set[str]) -> list[str]:
     # Abbreviations end no sentence.
     prose = text.replace("e.g.", "e_g_").replace("i.e.", "i_e_")
     for statement in _STATEMENT_END.split(prose):
-        if "extraEnv" not in statement:
+        if not re.search(r"extraEnv\b", statement):  # not workers.extraEnvFrom, another key
             continue
         refusal = _REFUSAL_WORD.search(statement)
         offered = statement[: refusal.start()] if refusal else statement
