@@ -16,8 +16,10 @@ the chart's own is defined yet), is
 
 The names before the first `|` contain no `$`, so the kubelet leaves them as they are: they say
 what was probed. A name whose part `|NAME=$(NAME)|` is still in the value was not defined by any
-envFrom; one whose part is gone was. Only the parts are compared, never the values: a value
-holding `|` or `=` cannot make another name look defined, and the values are never printed.
+envFrom; one whose part is gone was. Only the parts are compared, never the values (which are
+never printed): a value holding `|`, `=` or `$(...)` cannot make another name look defined. What
+this cannot tell: a key whose value is its own `$(NAME)`, and a key hidden by another key's value
+that holds its part `|NAME=$(NAME)|` verbatim (values written to defeat the probe, not mistakes).
 """
 
 from __future__ import annotations
