@@ -66,6 +66,7 @@ class OneBinary:
     binary: str
     copies: tuple[tuple[str, str], ...] = ()  # (directory in the module zip, directory installed)
     first_build_minutes: int = 5  # on this project's 2-core machine with a warm GOCACHE; only said
+    tag: str = "kube"  # the progress lines' prefix ("flux: building …")
 
     @property
     def gomod(self) -> Path:
@@ -167,8 +168,8 @@ def build(spec: OneBinary, pins: Pins, dest_root: Path, progress: Progress) -> P
             )
             build_date = json.loads(Path(info["Info"]).read_text())["Time"]
             progress(
-                f"kube: building {spec.name} {pins.version} from the Go module proxy "
-                f"(one-time, ~{spec.first_build_minutes} min)…"
+                f"{spec.tag}: building {spec.name} {pins.version} from the Go module proxy "
+                f"(one-time, ~{spec.first_build_minutes} min on 2 cores)…"
             )
             took = go_build(
                 go,
@@ -180,7 +181,7 @@ def build(spec: OneBinary, pins: Pins, dest_root: Path, progress: Progress) -> P
                 log,
                 progress,
             )
-        progress(f"kube: built {spec.name} in {format_duration(took)}")
+        progress(f"{spec.tag}: built {spec.name} in {format_duration(took)}")
         shown = subprocess.run([go, "version", "-m", str(binary_path(spec, partial))], capture_output=True, text=True)
         check_embedded_module(spec, shown.stdout, pins.version)
         for source, dest in spec.copies:
@@ -190,7 +191,8 @@ def build(spec: OneBinary, pins: Pins, dest_root: Path, progress: Progress) -> P
         size = binary_path(spec, partial).stat().st_size
         (partial / STAMP_NAME).write_text(json.dumps(stamp_record(spec, pins, size), indent=2) + "\n")
     progress(
-        f"kube: {spec.name} {pins.version} installed in {target} (total {format_duration(time.monotonic() - started)})"
+        f"{spec.tag}: {spec.name} {pins.version} installed in {target} "
+        f"(total {format_duration(time.monotonic() - started)})"
     )
     return target
 
