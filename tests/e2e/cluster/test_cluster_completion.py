@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 from clusterkit import CHART, GPU_MEMORY, KILL_TRAINER, REPO, wait_for
+from gomodules import GOMOD, module_dir
 
+from tfmw.devcluster.controlplane import STORAGE_CLASS
+from tfmw.imports.tfjob import split_image
 from tfmw.k8s.api import ns_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
@@ -33,8 +36,10 @@ FAST = [
 ]
 
 
-def _install(cluster, ns, release, *sets, helm="helm"):
+def _install(cluster, ns, release, *sets, helm="helm", files=()):
     args = ["upgrade", "--install", release, str(CHART), "-n", ns, "-f", str(REPO / "values" / "local.yaml")]
+    for path in files:  # after the environment's, as make deploy's VALUES= files go
+        args += ["-f", str(path)]
     for item in sets:
         args += ["--set", item]
     return cluster.helm(*args, helm=helm)
@@ -455,3 +460,78 @@ def test_status_is_never_worth_lost_training_rbac_removed_mid_run(cluster, names
     status = _wait_phase(cluster, namespace, "norbac", "Succeeded", timeout=180)
     assert status["step"] == "100"
     wait_for(lambda: _replicas(cluster, namespace, "norbac") == 0, 120, "the retried scale to 0")
+
+
+def test_an_upstream_tfjob_converted_by_tfmw_import_runs_to_succeeded(cluster, namespace, tmp_path):
+    """training-operator v1.9.0's `distribution_strategy/multi_worker_tfjob.yaml` (2 Workers, 1
+    nvidia.com/gpu each, the claim `strategy-volume` at /train) converted by `tfmw import tfjob`
+    runs on the real cluster to Succeeded, with the converted values: 2 workers, the claim as the
+    run's shared storage, the GPU request. Its `pvc.yaml` is applied as upstream ships it, with
+    only its placeholder storage class ("Your storageClassName") set to the cluster's.
+
+    Substituted, because nothing here can reach a registry or the internet: the example's image
+    (kubeflow/tf-multi-worker-strategy, which cannot be pulled) by the cluster's worker image, and
+    its script (which downloads MNIST) by the built-in trainer, given with --command as the
+    example names no command; the run is the other completion tests' short one (FAST), the CPU
+    image on the nodes' fake GPUs with the chart's GPU memory floor (GPU_MEMORY, as ON_FAKE_GPUS)."""
+    examples = (
+        module_dir(GOMOD / "training-operator", "github.com/kubeflow/training-operator")
+        / "examples"
+        / "tensorflow"
+        / "distribution_strategy"
+    )
+    pvc = yaml.safe_load((examples / "pvc.yaml").read_text())
+    assert pvc["spec"]["storageClassName"] == "Your storageClassName"  # upstream's placeholder
+    pvc["spec"]["storageClassName"] = STORAGE_CLASS
+    cluster.kubectl("apply", "-n", namespace, "-f", str(_written(tmp_path / "pvc.yaml", pvc)))
+    overlay = tmp_path / "multi-worker.yaml"
+    converted = cluster.tfmw(
+        "import",
+        "tfjob",
+        str(examples / "multi_worker_tfjob.yaml"),
+        "-o",
+        str(overlay),
+        "--command",
+        "python -m entrypoint.training",
+    )
+    assert converted.returncode == 0, converted.stderr
+    values = yaml.safe_load(overlay.read_text())
+    assert values["image"] == {"repository": "kubeflow/tf-multi-worker-strategy", "tag": "latest"}
+    release = values["target"]["release"]
+    image = split_image(cluster.image)
+    _install(
+        cluster,
+        namespace,
+        release,
+        *FAST,
+        *GPU_MEMORY,
+        f"image.repository={image['repository']}",
+        f"image.tag={image['tag']}",
+        files=[overlay],
+    )
+    pod = cluster.statefulset(namespace, f"{release}-tf-multiworker")["spec"]["template"]["spec"]
+    [worker] = [c for c in pod["containers"] if c["name"] == "worker"]
+    assert worker["resources"]["limits"]["nvidia.com/gpu"] == "1"  # a quantity, as the API server gives it
+    assert {"name": "TFMW_SHARED_DIR", "value": "/train"} in worker["env"]
+    assert [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v] == [
+        "strategy-volume"
+    ]
+    assert _replicas(cluster, namespace, release) == 2
+    wait_for(  # each on a node with a GPU free for it
+        lambda: [w for w in cluster.workers(namespace, release) if w["spec"].get("nodeName")][1:],
+        60,
+        "2 workers scheduled",
+        describe=_describe(cluster, namespace),
+    )
+    status = _wait_phase(cluster, namespace, release, "Succeeded", timeout=240)
+    assert status["reason"] == "Completed" and status["step"] == status["totalSteps"] == "30"
+    # The run's record is on the upstream claim: its shared storage.
+    claim = cluster.api.get(ns_path(namespace, "persistentvolumeclaims", "strategy-volume"))
+    volume = cluster.api.get(f"/api/v1/persistentvolumes/{claim['spec']['volumeName']}")
+    assert Path(volume["spec"]["hostPath"]["path"], status["runId"], "COMPLETED").is_file()
+    wait_for(lambda: _replicas(cluster, namespace, release) == 0, 30, "the StatefulSet scaled to 0")
+
+
+def _written(path: Path, document: dict) -> Path:
+    path.write_text(yaml.safe_dump(document))
+    return path
