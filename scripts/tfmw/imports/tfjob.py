@@ -455,11 +455,9 @@ class _Mapping:
         elif key == "ports":
             self.ports(_items({"ports": value}, "ports", where), where)
         elif key == "envFrom":
-            self.unmapped(
-                f"{where}.envFrom",
-                "a whole Secret or ConfigMap as env has no value here: list each key in workers.extraEnv "
-                "with valueFrom (secretKeyRef, configMapKeyRef)",
-            )
+            sources = _items({"envFrom": value}, "envFrom", where)
+            if sources:
+                self.put("workers.extraEnvFrom", sources)
         elif key == "workingDir":
             self.unmapped(
                 f"{where}.workingDir",

@@ -190,9 +190,19 @@ def test_a_job_that_could_not_run_is_refused_in_one_line(change, expected):
         (job({"env": "A=1"}), "containers[0].env: a str where Kubernetes takes a list"),
         (job({"volumeMounts": {"name": "x"}}), "containers[0].volumeMounts: a dict where Kubernetes takes a list"),
         (job({"env": ["A=1"]}), "containers[0].env: every item must be a map"),
+        (job({"envFrom": {"secretRef": {"name": "k"}}}), "containers[0].envFrom: a dict where Kubernetes takes a list"),
         (job({"resources": ["cpu"]}), "not a valid TFJob: a field has the wrong type"),
     ],
-    ids=["backoff-text", "negative-deadline", "port-name", "env-string", "mounts-map", "env-items", "resources-list"],
+    ids=[
+        "backoff-text",
+        "negative-deadline",
+        "port-name",
+        "env-string",
+        "mounts-map",
+        "env-items",
+        "env-from-map",
+        "resources-list",
+    ],
 )
 def test_a_field_of_the_wrong_type_is_refused_in_one_line_never_a_traceback(manifest, expected):
     assert expected in refusal(manifest)
@@ -308,11 +318,14 @@ def test_env_goes_to_extra_env_with_value_from_and_what_the_chart_sets_is_listed
     ]
 
 
-def test_env_from_is_listed_with_the_way_to_write_it():
-    conversion = converted(job({"envFrom": [{"secretRef": {"name": "keys"}}]}))
-    [line] = conversion.unmapped
-    assert line.startswith("spec.tfReplicaSpecs.Worker.template.spec.containers[0].envFrom: ")
-    assert "valueFrom" in line
+def test_env_from_is_workers_extra_env_from_as_given():
+    sources = [
+        {"secretRef": {"name": "keys"}},
+        {"configMapRef": {"name": "mlflow", "optional": True}, "prefix": "MLFLOW_"},
+    ]
+    conversion = converted(job({"envFrom": sources}))
+    assert conversion.overlay["workers"]["extraEnvFrom"] == sources
+    assert conversion.unmapped == []
 
 
 # ---------------------------------------------------------------- resources

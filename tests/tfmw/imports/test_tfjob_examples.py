@@ -178,6 +178,7 @@ def test_a_tfjob_using_every_mapping_renders_and_passes_the_checks():
             {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "key"}}},
             {"name": "NCCL_DEBUG", "value": "INFO"},
         ],
+        "envFrom": [{"secretRef": {"name": "wandb"}}, {"configMapRef": {"name": "mlflow"}, "prefix": "MLFLOW_"}],
         "resources": {"limits": {"nvidia.com/gpu": 1, "cpu": "4", "memory": "16Gi"}},
         "ports": [{"name": "tfjob-port", "containerPort": 2222}],
         "volumeMounts": [
@@ -229,6 +230,7 @@ def test_a_tfjob_using_every_mapping_renders_and_passes_the_checks():
     assert main["args"] == ["python", "/app/train.py", "--epochs", "3"]
     assert {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "key"}}} in main["env"]
     assert {"name": "NCCL_DEBUG", "value": "INFO"} in main["env"]
+    assert main["envFrom"] == container["envFrom"]
     assert main["resources"]["limits"] == {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": 1}
     assert {"name": "data", "mountPath": "/data", "readOnly": True} in main["volumeMounts"]
     assert spec["schedulerName"] == "volcano" and spec["priorityClassName"] == "training"
