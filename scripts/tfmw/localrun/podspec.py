@@ -14,7 +14,9 @@ share it. What a kubelet would do and what we do instead:
 - the worker's API access (projected service-account token, TFMW_API_DIR,
   TFMW_STATUS_CONFIGMAP, TFMW_RBAC_OFF) -> left out: no API server here (see API_ONLY_ENV), and
   TFMW_NO_API_SERVER=1 tells the launcher that this is by design.
-Anything we cannot honour locally (Secrets, unknown fieldRefs) is refused with one line.
+- envFrom -> a ConfigMap the release renders, read; an optional one that is not there, skipped;
+Anything we cannot honour locally (Secrets, other envFrom sources, unknown fieldRefs) is refused
+with one line.
 """
 
 from __future__ import annotations
@@ -187,6 +189,27 @@ def _field_ref(path: str, pod: str, namespace: str, ip: str | None, workload: Wo
     return values[path]
 
 
+def _env_from(sources: Sequence[Mapping], workload: Workload) -> dict[str, str]:
+    """A container's envFrom: a ConfigMap the release renders is read; an optional source that is
+    not there is skipped, as the kubelet skips it; any other (a Secret, a ConfigMap of the
+    cluster's) is refused: a local run has no cluster to read it from."""
+    env: dict[str, str] = {}
+    for source in sources:
+        kind = "Secret" if "secretRef" in source else "ConfigMap"
+        ref = source.get("secretRef") or source.get("configMapRef") or {}
+        data = workload.configmaps.get(ref.get("name"), {}).get("data") if kind == "ConfigMap" else None
+        if data is None:
+            if ref.get("optional"):
+                continue
+            raise LocalRunError(
+                f"envFrom reads the Kubernetes {kind} {ref.get('name')!r}, which a local run cannot provide "
+                "(workers.extraEnvFrom, storage.objectStore.existingSecret): leave it out of the values for "
+                "`make local`, or mark a workers.extraEnvFrom entry optional: true"
+            )
+        env.update({f"{source.get('prefix', '')}{key}": str(value) for key, value in data.items()})
+    return env
+
+
 def _local_pod(
     workload: Workload,
     pod_spec: dict,
@@ -210,7 +233,7 @@ def _local_pod(
         ((m["mountPath"], vol_dirs[m["name"]]) for m in container.get("volumeMounts", []) if m["name"] in vol_dirs),
         key=lambda item: -len(item[0]),
     )  # deepest mount wins
-    env: dict[str, str] = {}
+    env: dict[str, str] = _env_from(container.get("envFrom", []), workload)  # env wins, as in Kubernetes
     for item in container.get("env", []):
         if item.get("name") in API_ONLY_ENV:
             continue

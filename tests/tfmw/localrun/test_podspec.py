@@ -83,6 +83,27 @@ def test_secret_env_is_refused_with_one_line(workload, tmp_path):
         container["env"].pop()
 
 
+def test_envfrom_reads_the_releases_configmaps_and_refuses_what_only_a_cluster_has(tmp_path):
+    objects = render.render(
+        "local",
+        [
+            "workers.extraEnvFrom[0].configMapRef.name=t-tf-multiworker-training",
+            "workers.extraEnvFrom[0].prefix=CFG_",
+            "workers.extraEnvFrom[1].secretRef.name=wandb",
+            "workers.extraEnvFrom[1].secretRef.optional=true",
+        ],
+        release="t",
+        namespace="ns",
+    )
+    workload = find_workload(objects, "ns")
+    worker = build_pods(workload, tmp_path)[0]
+    assert "steps:" in worker.env["CFG_training.yaml"]  # the release's own ConfigMap, prefixed
+    assert worker.env["TFMW_PORT"] == workload.env_value("TFMW_PORT")  # env wins over envFrom
+    workload.container["envFrom"][1]["secretRef"].pop("optional")
+    with pytest.raises(LocalRunError, match="envFrom reads the Kubernetes Secret 'wandb', which a local run cannot"):
+        build_pods(workload, tmp_path)
+
+
 def test_missing_statefulset_is_refused():
     with pytest.raises(LocalRunError, match="expected one StatefulSet"):
         find_workload([{"kind": "Service", "metadata": {"name": "x"}}], "ns")
