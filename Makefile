@@ -48,9 +48,11 @@ RENDER_ARGS = $(SET_ARGS) $(if $(KUBE_VERSION),--kube-version $(KUBE_VERSION))
 PYTEST_ARGS ?=
 # make cluster: nodes (1-7, default 2) and nvidia.com/gpu capacity each advertises (no GPU is used);
 # KUEUE=1 also installs the pinned Kueue and a ClusterQueue (built once, ~6 min)
+# FLUX=1 also starts the pinned Flux source- and helm-controller and the local OCI registry (built once)
 NODES ?=
 GPUS ?=
 KUEUE ?=
+FLUX ?=
 # make image: gpu (tensorflow[and-cuda], tag <version>) or cpu (tensorflow-cpu, tag <version>-cpu);
 # IMAGE=registry/name (the variant's tag is added) or name:tag, default the chart's image.repository;
 # PUSH=1 pushes after building; BASE=debian builds the Python base here from Debian packages
@@ -155,7 +157,7 @@ local: setup-tools ## Train for real on this machine: the chart rendered with va
 
 .PHONY: cluster
 cluster: setup host-packages ## Start a real local Kubernetes (root): control plane, CoreDNS, NODES real nodes running the worker image; prints `export KUBECONFIG=...`
-	$(PY) -m tfmw.devcluster up $(if $(NODES),--nodes $(NODES)) $(if $(GPUS),--gpus-per-node $(GPUS)) $(if $(BASE),--base $(BASE)) $(if $(KUEUE),--kueue)
+	$(PY) -m tfmw.devcluster up $(if $(NODES),--nodes $(NODES)) $(if $(GPUS),--gpus-per-node $(GPUS)) $(if $(BASE),--base $(BASE)) $(if $(KUEUE),--kueue) $(if $(FLUX),--flux)
 
 .PHONY: cluster-load
 cluster-load: setup-tools ## Rebuild the worker image if its sources changed and import it into every node of the running cluster
