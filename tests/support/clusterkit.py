@@ -125,7 +125,11 @@ class Cluster:
 
 # What a later fixture builds once (python -m <module>), by the fixture that needs it: built
 # ahead, at the lowest priority, while the first cluster tests wait on Kubernetes.
-BUILDS_AHEAD = {"queued": "tfmw.devcluster.build_kueue"}  # Kueue's manager: ~6 min on a new machine
+BUILDS_AHEAD = {
+    "queued": "tfmw.devcluster.build_kueue",  # Kueue's manager: ~6 min on a new machine
+    # Flux's source- and helm-controller: ~14 min on a loaded 2-core machine (12 CPU-minutes)
+    "flux": "tfmw.devcluster.build_flux",
+}
 _AHEAD: dict[str, subprocess.Popen] = {}
 
 

@@ -11,10 +11,21 @@ import os
 import shutil
 
 import pytest
-from clusterkit import Cluster, build_ahead, delete_namespace, new_namespace, stop_builds_ahead, wait_nodes_fit
+from clusterkit import (
+    Cluster,
+    build_ahead,
+    built_ahead,
+    delete_namespace,
+    new_namespace,
+    stop_builds_ahead,
+    wait_nodes_fit,
+)
+from fluxkit import Flux, chart_version, push_chart
 from lanes import finish_side_lane, start_side_lane
 
 from tfmw.devcluster import controlplane
+from tfmw.devcluster import flux as flux_mod
+from tfmw.devcluster import registry as registry_mod
 from tfmw.devcluster.build import ensure_binaries
 
 GPUS_PER_NODE = 2
@@ -78,6 +89,33 @@ def namespace(cluster, request) -> str:
     name = new_namespace(cluster, request.node.name.split("[")[0].replace("test_", "t-"))
     yield name
     delete_namespace(cluster, name)
+
+
+@pytest.fixture(scope="module")
+def flux(cluster, tmp_path_factory) -> Flux:
+    """Flux's source-controller and helm-controller on the shared cluster for a module's tests
+    (built ahead, from when the cluster came up: clusterkit.BUILDS_AHEAD), the working tree's
+    chart pushed to the cluster's registry for them; at the end, every HelmRelease and
+    OCIRepository removed while the controllers still run (Flux.remove_all: the tests'
+    namespaces finish), then both stopped, and the registry too unless it was running before."""
+    built_ahead("flux")
+    state = cluster.state
+    had_registry = controlplane.is_ours(state.pids.get("registry", 0), state.created.get("registry"))
+    registry = registry_mod.start(state, say=print)
+    try:
+        controllers = flux_mod.start(state, say=print)
+        try:
+            repository = push_chart(cluster, registry, tmp_path_factory.mktemp("flux"))
+            kit = Flux(cluster, registry, repository, chart_version(), controllers)
+            try:
+                yield kit
+            finally:
+                kit.remove_all()
+        finally:
+            flux_mod.stop(state)
+    finally:
+        if not had_registry:
+            registry_mod.stop(state)
 
 
 _UNFIT: list[str] = []  # set once a test found the shared cluster unable to run pods
