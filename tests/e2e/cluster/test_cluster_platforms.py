@@ -5,13 +5,16 @@ no image built for it. Real TensorFlow, short runs."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import chartkit
 import platforms
 import pytest
 import yaml
 from clusterkit import CHART, REPO, wait_for
 
+from entrypoint import envfrom
 from tfmw.k8s.api import ns_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
@@ -191,12 +194,19 @@ def test_the_charts_evaluator_records_the_final_evaluation_and_completes(cluster
 
 def test_the_tutorials_two_files_train_with_set_file_and_no_image(cluster, namespace):
     tutorial = REPO / "examples" / "tutorial"
+    # A ConfigMap given whole (workers.extraEnvFrom) with no reserved key: the real kubelet leaves
+    # the chart's envFrom probe as rendered, so the launcher refuses nothing and the run trains.
+    cluster.api.create(
+        ns_path(namespace, "configmaps"),
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "tut-env"}, "data": {"WANDB_MODE": "off"}},
+    )
     _install(
         cluster,
         namespace,
         "tut",
         "training.command={python,/opt/tf-multiworker/files/main.py}",
         "training.args={--epochs,2,--steps-per-epoch,10}",
+        "workers.extraEnvFrom[0].configMapRef.name=tut-env",
         files=[
             f"training.files.main\\.py={tutorial / 'main.py'}",
             f"training.files.mnist_setup\\.py={tutorial / 'mnist_setup.py'}",
@@ -221,3 +231,59 @@ def test_the_tutorials_two_files_train_with_set_file_and_no_image(cluster, names
     claim = cluster.api.get(ns_path(namespace, "persistentvolumeclaims", "tut-tf-multiworker-shared"))
     volume = cluster.api.get(f"/api/v1/persistentvolumes/{claim['spec']['volumeName']}")
     assert (Path(volume["spec"]["hostPath"]["path"]) / "tut" / "model" / "saved_model.pb").is_file()
+
+
+def test_the_kubelet_fills_in_the_envfrom_probe_only_for_the_keys_a_configmap_holds(cluster, namespace):
+    """The rule the chart's envFrom probe rests on, on a real kubelet: the worker container's env as
+    the chart renders it with an envFrom (the probe first, the chart's TFMW_PORT), in a pod that
+    prints its environment; its ConfigMap holds two reserved keys and one of the team's."""
+    rendered = chartkit.template(
+        chartkit.helm4(), [REPO / "values" / "local.yaml"], ["workers.extraEnvFrom[0].configMapRef.name=env-probe"]
+    )
+    worker = chartkit.one(rendered, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    env = [e for e in worker["env"] if e["name"] in (envfrom.PROBE, "TFMW_PORT")]
+    assert env[0]["name"] == envfrom.PROBE and worker["envFrom"] == [{"configMapRef": {"name": "env-probe"}}]
+    data = {"TFMW_PORT": "9999", "TF_CONFIG": "{}|x=$(TFMW_RUN_ID)", "WANDB_MODE": "off"}
+    api = cluster.api
+    api.create(
+        ns_path(namespace, "configmaps"),
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "env-probe"}, "data": data},
+    )
+    show = "import json, os; print(json.dumps({k: os.environ.get(k) for k in %r}))" % [
+        envfrom.PROBE,
+        "TFMW_PORT",
+        "TF_CONFIG",
+        "WANDB_MODE",
+    ]
+    api.create(
+        ns_path(namespace, "pods"),
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "env-probe"},
+            "spec": {
+                "restartPolicy": "Never",
+                "automountServiceAccountToken": False,
+                "containers": [
+                    {
+                        "name": "worker",
+                        "image": cluster.image,
+                        "command": ["python", "-c", show],
+                        "env": env,
+                        "envFrom": worker["envFrom"],
+                    }
+                ],
+            },
+        },
+    )
+    wait_for(
+        lambda: (api.get(ns_path(namespace, "pods", "env-probe")).get("status") or {}).get("phase") == "Succeeded",
+        120,
+        "the env-probe pod to exit",
+        describe=_describe(cluster, namespace),
+    )
+    seen = json.loads(cluster.logs(namespace, "env-probe").strip().splitlines()[-1])
+    assert seen["TFMW_PORT"] == env[1]["value"]  # env wins over envFrom: the ConfigMap's is hidden
+    assert (seen["TF_CONFIG"], seen["WANDB_MODE"]) == (data["TF_CONFIG"], "off")
+    assert envfrom.collisions(seen[envfrom.PROBE]) == ["TFMW_PORT", "TF_CONFIG"]
+    assert "|TFMW_RUN_ID=$(TFMW_RUN_ID)|" in seen[envfrom.PROBE]  # not defined: left as written
