@@ -1201,6 +1201,17 @@ def _load(directory: Path) -> ClusterState:
     return state
 
 
+# The add-ons that run on the host, by the names their PIDs are recorded under (registry.py,
+# prometheus.py, flux.py: build_flux's names), stopped by `down` after the nodes.
+HOST_ADDONS = (
+    "registry",
+    "prometheus",
+    "prometheus-discover",
+    "flux-helm-controller",
+    "flux-source-controller",
+)
+
+
 def down(directory: Path = DEFAULT_STATE, say=print, drop_image_caches: bool = False) -> bool:
     """Stop the cluster in `directory`: the nodes first (kubelet, kube-proxy, every container,
     containerd), then CoreDNS, the provisioner and the control plane; then the nodes'
@@ -1216,17 +1227,18 @@ def down(directory: Path = DEFAULT_STATE, say=print, drop_image_caches: bool = F
         say(f"cluster: none running in {directory}")
         return False
     stopped = []
-    order = [(n, 30.0) for n in state.nodes] + [
-        ("registry", 5.0),  # the add-ons that run on the host (registry.py, prometheus.py)
-        ("prometheus", 5.0),
-        ("prometheus-discover", 5.0),
-        ("provisioner", 10.0),
-        ("coredns", 10.0),
-        ("kube-scheduler", 10.0),
-        ("kube-controller-manager", 10.0),
-        ("kube-apiserver", 15.0),
-        ("etcd", 10.0),
-    ]
+    order = (
+        [(n, 30.0) for n in state.nodes]
+        + [(name, 10.0) for name in HOST_ADDONS]
+        + [
+            ("provisioner", 10.0),
+            ("coredns", 10.0),
+            ("kube-scheduler", 10.0),
+            ("kube-controller-manager", 10.0),
+            ("kube-apiserver", 15.0),
+            ("etcd", 10.0),
+        ]
+    )
     for name, grace in order:
         if stop_pid(state.pids.get(name, 0), state.created.get(name), grace):
             stopped.append(name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tfmw.devcluster import build, build_flux, flux, onebinary
+from tfmw.devcluster import build, build_flux, controlplane, flux, onebinary
 
 
 def test_the_pins_are_a_matched_pair_helm_controller_needs_no_newer_source_api_than_is_pinned():
@@ -66,3 +66,7 @@ def test_make_cluster_flux_that_cannot_start_says_the_cluster_runs_in_one_line(t
         "make cluster: the cluster runs, but Flux is not started: "
         "helm-controller did not become ready on http://127.0.0.1:1/readyz\n"
     )
+
+
+def test_the_cluster_stops_both_controllers_with_it():
+    assert {spec.name for spec in build_flux.CONTROLLERS} <= set(controlplane.HOST_ADDONS)
