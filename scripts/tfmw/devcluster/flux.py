@@ -11,7 +11,7 @@ cluster's CA: tfmw.devcluster.registry).
   host, downloads the chart from there, as it would from the in-cluster Service.
 - Both watch every namespace, without leader election (one of each), their metrics and health
   on free loopback ports; their logs in <state>/logs/flux-*.log. They stop with the cluster
-  (controlplane.down stops every process the state records) or with `stop`.
+  (controlplane.down stops them with the other host add-ons, HOST_ADDONS) or with `stop`.
 - The CRDs (source.toolkit.fluxcd.io/v1, helm.toolkit.fluxcd.io/v2) are created once and left
   in place on `stop`: deleting them while HelmReleases still hold helm-controller's finalizer
   would never finish.
