@@ -48,6 +48,14 @@ def test_no_define_is_longer_than_about_thirty_lines():
 
 def test_helpers_live_in_files_named_for_what_they_hold():
     names = sorted(path.name for path in TEMPLATES.glob("_*.tpl"))
-    helpers = ["_labels.tpl", "_monitoring.tpl", "_names.tpl", "_network.tpl", "_pod.tpl", "_validate.tpl"]
-    assert names[:6] == helpers, names
-    assert all(re.fullmatch(r"_validate_[a-z]+\.tpl", n) for n in names[6:]), names
+    helpers = [
+        "_labels.tpl",
+        "_monitoring.tpl",
+        "_names.tpl",
+        "_network.tpl",
+        "_pod.tpl",
+        "_replicas.tpl",
+        "_validate.tpl",
+    ]
+    assert names[: len(helpers)] == helpers, names
+    assert all(re.fullmatch(r"_validate_[a-z]+\.tpl", n) for n in names[len(helpers) :]), names
