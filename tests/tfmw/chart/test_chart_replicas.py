@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import stubapi
 from chartkit import NAMESPACE, one
+
 from tfmw.chart import helmkit
 
 FULLNAME = "tfmw-tf-multiworker"
