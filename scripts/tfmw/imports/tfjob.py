@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+# What the chart's workers.extraVolumes take without security.allowUnsafe (Pod Security restricted).
+from tfmw.chart.pss import RESTRICTED_VOLUME_TYPES
 from tfmw.chart.training_schema import BUILTIN_TRAINER
 
 API_VERSION = "kubeflow.org/v1"
@@ -28,17 +30,6 @@ REPLICA_TYPES = ("Chief", "Master", "Worker", "PS", "Evaluator")
 # The operator's container name and port name for a TFJob (training-operator v1 tensorflow.go).
 CONTAINER_NAME = "tensorflow"
 PORT_NAME = "tfjob-port"
-# What the chart's workers.extraVolumes take without security.allowUnsafe (Pod Security restricted).
-RESTRICTED_VOLUME_TYPES = (
-    "configMap",
-    "csi",
-    "downwardAPI",
-    "emptyDir",
-    "ephemeral",
-    "persistentVolumeClaim",
-    "projected",
-    "secret",
-)
 # schedulerName -> scheduling.gang: the scheduler whose PodGroup the chart renders itself.
 GANG_OF_SCHEDULER = {"volcano": "volcano", "scheduler-plugins-scheduler": "coscheduling"}
 NCCL_VALUES = {"NCCL_DEBUG": "debug", "NCCL_SOCKET_IFNAME": "socketIfname", "NCCL_IB_DISABLE": "ibDisable"}
