@@ -481,14 +481,18 @@ def workers_summary(workers: Workers, statefulset: dict | None, record: RunRecor
         return f"StatefulSet {workers.name} does not exist"
     spec = int((statefulset.get("spec") or {}).get("replicas", 1))
     ready = int((statefulset.get("status") or {}).get("readyReplicas") or 0)
-    if spec == 0 and workers.replicas > 0:
-        mine = current_record(record, workers)
+    mine = current_record(record, workers) if spec == 0 else None
+    ended = mine is not None and mine.terminal
+    # The release asks for workers and has none, or (a revision rendered after the run Succeeded,
+    # templates/_replicas.tpl) asks for none because the run has ended.
+    if spec == 0 and (workers.replicas > 0 or ended):
         why = (
             f" after the run {mine.phase} (pods and GPUs released)"
-            if mine and mine.terminal
+            if ended
             else " (not by this run's workers: check `kubectl get events`)"
         )
-        return f"workers {ready}/{workers.replicas}: StatefulSet {workers.name} scaled to 0{why}"
+        asked = f"{ready}/{workers.replicas}" if workers.replicas else f"{ready}"
+        return f"workers {asked}: StatefulSet {workers.name} scaled to 0{why}"
     return f"workers {ready}/{spec} ready"
 
 

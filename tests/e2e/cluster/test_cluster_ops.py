@@ -342,8 +342,9 @@ def test_helm3_deploy_status_diff_and_undeploy(cluster, namespace):
 @pytest.mark.parametrize("helm", ["helm4", "helm3"])
 def test_a_run_that_ends_during_the_wait_is_deployed_not_rolled_back(cluster, namespace, helm):
     """A run that Succeeds at once scales its StatefulSet to 0 while helm waits for the workers,
-    and a redeploy of the finished run brings them back only to return to 0: neither is a failed
-    deploy, and nothing is rolled back."""
+    and a redeploy of the finished run asks for no workers at all (the chart reads the recorded
+    Succeeded): neither is a failed deploy, nothing is rolled back, and `make status` still says
+    why there are no workers."""
     release = f"end-{helm}"
     for revision in (1, 2):
         deploy = tfmw(

@@ -289,6 +289,18 @@ def test_workers_summary_explains_a_statefulset_at_zero():
     assert observe.workers_summary(WORKERS, None, record) == "StatefulSet w does not exist"
 
 
+def test_workers_summary_of_a_revision_rendered_after_the_run_succeeded():
+    """The chart asks for no workers once the run is recorded Succeeded (templates/_replicas.tpl):
+    the release's own manifest says 0, and the line still says why there are none."""
+    rendered_at_zero = observe.Workers("w", "ml", 0, "app=w", run_id="r1", status_configmap="w-status")
+    assert (
+        observe.workers_summary(rendered_at_zero, sts(0, 0), observe.run_record(SUCCEEDED))
+        == "workers 0: StatefulSet w scaled to 0 after the run Succeeded (pods and GPUs released)"
+    )
+    suspended = observe.run_record(status_cm(runId="r1", phase="Suspended"))
+    assert observe.workers_summary(rendered_at_zero, sts(0, 0), suspended) == "workers 0/0 ready"
+
+
 @pytest.mark.parametrize(
     "data,update,failed",
     [
