@@ -46,7 +46,7 @@ from entrypoint.training import config as trainer_config
 from tfmw.chart import helmkit, pss
 from tfmw.chart import sets as set_items
 from tfmw.chart.helmkit import REPO, ToolError, find_helm, helm_error_line
-from tfmw.chart.target import DEFAULT_NAMESPACE, DEFAULT_RELEASE, Target, target_of
+from tfmw.chart.target import DEFAULT_NAMESPACE, DEFAULT_RELEASE, Target, naming_sources, target_of
 from tfmw.chart.training_schema import BUILTIN_TRAINER
 
 CHART_DIR = REPO / "charts" / "tf-multiworker"
@@ -87,6 +87,14 @@ def check_overlay(path: Path) -> None:
         ) from None
     except (OSError, yaml.YAMLError):
         return
+
+
+def _read_yaml(path: os.PathLike | str) -> object:
+    """A values file's content, or None where it cannot be read (helm names that itself)."""
+    try:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
 
 
 VALUES_FILE_FIX = (
@@ -622,7 +630,15 @@ def prepare(
     )
     check_values(effective, chart_dir, where, [*items, *strings], helm, set_jsons=jsons, files=overlays)
     supplied = user_values(overlays, items, helm, files, strings, jsons)
-    target = target_of(effective, repo_relative(overlay) if overlay else sources, release, namespace)
+    named_in = naming_sources(
+        [(repo_relative(path), _read_yaml(path)) for path in overlays],
+        [
+            (flag, set_items.key_of(item))
+            for flag, given in (("--set", items), ("--set-string", strings))
+            for item in given
+        ],
+    )
+    target = target_of(effective, repo_relative(overlay) if overlay else sources, release, namespace, named_in)
     objects = render_values(supplied, chart_dir, target.release, target.namespace, helm)
     unchecked = validate_manifests(objects, kube_version) if kube_version else []
     warnings = check_pod_security(objects, effective)

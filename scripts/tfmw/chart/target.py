@@ -18,6 +18,7 @@ verbs: an overlay that names nothing must not mean "anywhere" silently.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,17 +37,28 @@ class Target:
     origin: str  # where release and namespace came from, for messages
 
 
-def target_of(values: dict, overlay: str, release: str | None = None, namespace: str | None = None) -> Target:
+def target_of(
+    values: dict,
+    overlay: str,
+    release: str | None = None,
+    namespace: str | None = None,
+    named_in: Mapping[str, str] | None = None,
+) -> Target:
     """The release, namespace and kube context for these (layered) values: the explicit
-    arguments win, then the overlay's `target` block, then the chart's defaults."""
+    arguments win, then the values' `target` block, then the chart's defaults. `named_in` says
+    which source named target.release / target.namespace last (naming_sources); without it the
+    overlay is named."""
     block = values.get("target") if isinstance(values.get("target"), dict) else {}
     named_release = str(block.get("release") or "")
     named_namespace = str(block.get("namespace") or "")
 
-    def source(given: str | None, named: str, flag: str) -> str:
-        return flag if given else f"{overlay} target" if named else "the chart's default"
+    def source(given: str | None, named: str, flag: str, key: str) -> str:
+        return flag if given else (named_in or {}).get(key, f"{overlay} target") if named else "the chart's default"
 
-    sources = [source(release, named_release, "--release"), source(namespace, named_namespace, "--namespace")]
+    sources = [
+        source(release, named_release, "--release", "release"),
+        source(namespace, named_namespace, "--namespace", "namespace"),
+    ]
     origin = sources[0] if sources[0] == sources[1] else f"release: {sources[0]}, namespace: {sources[1]}"
     return Target(
         release=release or named_release or DEFAULT_RELEASE,
@@ -55,6 +67,29 @@ def target_of(values: dict, overlay: str, release: str | None = None, namespace:
         overlay=overlay,
         origin=origin,
     )
+
+
+def naming_sources(files: Sequence[tuple[str, object]], sets: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
+    """Which source named target.release and target.namespace last, in helm's order: the
+    values files (label, parsed content) as layered, then the --set-like items (flag, key).
+    Pure; what the "release X in namespace Y (from ...)" line names, so a VALUES= file that
+    sets the release is named rather than the overlay under it."""
+    named: dict[str, str] = {}
+    for label, content in files:
+        block = content.get("target") if isinstance(content, dict) else None
+        if isinstance(content, dict) and "target" in content and block is None:
+            named.clear()  # `target: null` deletes the whole block
+        for key in ("release", "namespace"):
+            if isinstance(block, dict) and key in block:
+                if block[key]:
+                    named[key] = f"{label} target"
+                else:
+                    named.pop(key, None)  # cleared (helm: a null deletes the key): the chart's default
+    for flag, key in sets:
+        for name in ("release", "namespace"):
+            if key == f"target.{name}":
+                named[name] = f"{flag} {key}"
+    return named
 
 
 def overlay_kube_context(overlay: Path) -> str | None:

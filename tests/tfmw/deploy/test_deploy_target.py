@@ -12,7 +12,7 @@ import yaml
 from deploykit import REPO, assert_one_line_error, closed_port, run_cli
 
 from tfmw.chart import helmkit, render
-from tfmw.chart.target import Target, given_kube_context, overlay_kube_context, target_of
+from tfmw.chart.target import Target, given_kube_context, naming_sources, overlay_kube_context, target_of
 from tfmw.deploy import context
 
 STAND_IN_DIGEST = "sha256:" + "0" * 64  # an image digest where an overlay asks for one (prod)
@@ -62,6 +62,37 @@ def test_the_command_line_wins_and_says_so():
     assert target_of({}, "values/x.yaml") == Target(
         "tf-multiworker", "default", "", "values/x.yaml", "the chart's default"
     )
+
+
+def test_the_origin_names_the_last_source_that_named_the_release_and_namespace():
+    dev = ("values/dev.yaml", {"target": {"release": "r-dev", "namespace": "ns-dev"}})
+    team = ("team.yaml", {"target": {"release": "team-run"}, "workers": {"replicas": 2}})
+    assert naming_sources([dev]) == {"release": "values/dev.yaml target", "namespace": "values/dev.yaml target"}
+    # a VALUES= file after the overlay names what it sets, the overlay what it still gives
+    assert naming_sources([dev, team]) == {"release": "team.yaml target", "namespace": "values/dev.yaml target"}
+    # a null deletes the key (helm), and `target: null` the whole block: the chart's default
+    assert naming_sources([dev, ("clear.yaml", {"target": {"namespace": None}})]) == {
+        "release": "values/dev.yaml target"
+    }
+    assert naming_sources([dev, ("clear.yaml", {"target": None})]) == {}
+    # a --set / --set-string of the key comes after every file
+    assert naming_sources([dev, team], [("--set-string", "target.namespace"), ("--set", "workers.replicas")]) == {
+        "release": "team.yaml target",
+        "namespace": "--set-string target.namespace",
+    }
+    values = {"target": {"release": "team-run", "namespace": "ns-dev"}}
+    named = target_of(values, "values/dev.yaml", named_in=naming_sources([dev, team]))
+    assert named.origin == "release: team.yaml target, namespace: values/dev.yaml target"
+    # the command line still wins over every file
+    given = target_of(values, "values/dev.yaml", "r", "n", naming_sources([dev, team]))
+    assert given.origin == "release: --release, namespace: --namespace"
+
+
+def test_a_values_file_that_names_the_release_is_named_in_the_render_line(tmp_path):
+    team = tmp_path / "team.yaml"
+    team.write_text("target:\n  release: team-run\n  namespace: team-ns\n")
+    target = render.prepare("dev", values_files=[team]).target
+    assert (target.release, target.namespace, target.origin) == ("team-run", "team-ns", f"{team} target")
 
 
 PROD = Target("tf-multiworker-prod", "tfmw-prod", "prod", "values/prod.yaml", "values/prod.yaml target")
