@@ -41,9 +41,9 @@ CTX_ARG = $(if $(KUBE_CONTEXT),--kube-context $(KUBE_CONTEXT))
 # the environment and where its release goes, as the tfmw verbs take them
 TARGET_ARGS = $(if $(ENV),--env $(ENV)) $(if $(RELEASE),--release $(RELEASE)) $(if $(NAMESPACE),--namespace $(NAMESPACE)) $(CTX_ARG)
 GUARD_ARG = $(if $(filter 1,$(ANY_CONTEXT)),--any-context)
-# what is layered over the overlay, as the verbs that render take it (SET_JSON in single quotes:
-# JSON holds double quotes)
-SET_ARGS = $(if $(VALUES),--values "$(VALUES)") $(if $(SET_JSON),--set-json '$(SET_JSON)') $(if $(SET),--set "$(SET)") $(if $(SET_STRING),--set-string "$(SET_STRING)") $(if $(SET_FILE),--set-file "$(SET_FILE)")
+# what is layered over the overlay, as the verbs that render take it (SET_JSON in single quotes,
+# as JSON holds double quotes; a ' inside it, as in "it's", written '\'' for the shell)
+SET_ARGS = $(if $(VALUES),--values "$(VALUES)") $(if $(SET_JSON),--set-json '$(subst ','\'',$(SET_JSON))') $(if $(SET),--set "$(SET)") $(if $(SET_STRING),--set-string "$(SET_STRING)") $(if $(SET_FILE),--set-file "$(SET_FILE)")
 RENDER_ARGS = $(SET_ARGS) $(if $(KUBE_VERSION),--kube-version $(KUBE_VERSION))
 PYTEST_ARGS ?=
 # make cluster: nodes (1-7, default 2) and nvidia.com/gpu capacity each advertises (no GPU is used);

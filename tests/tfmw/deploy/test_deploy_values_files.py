@@ -5,6 +5,7 @@ them in one line. `tfmw check`: every check `tfmw template` runs, for a GitOps p
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 
 import pytest
@@ -281,6 +282,16 @@ def test_make_check_passes_env_values_and_sets():
     line = next(ln for ln in proc.stdout.splitlines() if "tfmw check" in ln)
     assert '--values "a.yaml,b.yaml"' in line and "--set-json 'a={\"x\": 1}'" in line, line
     assert '--set-string "b=5"' in line and "--env" not in line, line
+
+
+def test_make_passes_set_json_holding_an_apostrophe_as_one_argument():
+    given = 'training.config={"note": "it\'s the team\'s run", "steps": 5}'
+    proc = subprocess.run(
+        ["make", "-s", "-n", "check", f"SET_JSON={given}"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    line = next(ln for ln in proc.stdout.splitlines() if "tfmw check" in ln)
+    words = shlex.split(line)  # as the shell reads the recipe
+    assert words[words.index("--set-json") + 1] == given, line
 
 
 @pytest.mark.parametrize("verb", ["template", "deploy", "diff", "local"])
