@@ -469,7 +469,8 @@ def test_cli_refusals_are_one_line(repo, args, message):
     "low, median, high, verdict",
     [
         (3.2, 5.2, 7.9, "target: at most 2% later — missed in every repeat"),
-        (-1.1, 4.5, 9.0, "target: at most 2% later — this spread cannot tell"),
+        (-1.1, 4.5, 9.0, "target: at most 2% later — missed on the median, not in every repeat"),
+        (-18.0, -2.8, 6.0, "target: at most 2% later — met on the median, not in every repeat"),
         (-0.5, 0.4, 1.5, "target: at most 2% later — met in every repeat"),
     ],
 )
