@@ -1,8 +1,9 @@
 """`stepsPerExecution` through the real trainer (one worker, its own process): K steps per call
 train the very weights K = 1 does, the log and checkpoint steps land on multiples of K (each
 rounding said once), a resume with another K realigns and still ends on the same weights; and
-`jitCompile` on a model XLA cannot compile is one line and exit 2. Slow: real TensorFlow; nothing
-timed, so it runs beside the cluster tests."""
+`jitCompile` on a model XLA cannot compile is one line and exit 2; the start line says the
+precision policy, XLA and K. Slow: real TensorFlow; nothing timed, so it runs beside the cluster
+tests."""
 
 from __future__ import annotations
 
@@ -128,3 +129,25 @@ def test_a_model_xla_cannot_compile_is_refused_in_one_line_with_exit_2(tmp_path)
     assert refusal.startswith("training config: jitCompile: true: TensorFlow cannot compile this model's training step")
     assert "PyFunc" in refusal and "set jitCompile: false" in refusal
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_the_start_line_says_the_precision_policy_and_xla(runs, tmp_path):
+    assert (runs[1]["start"]["precision"], runs[1]["start"]["jit"]) == ("float32", "false")  # the defaults
+    fast = finished(
+        train(
+            tmp_path,
+            "--set",
+            "steps=2",
+            "--set",
+            "precision=mixed_bfloat16",
+            "--set",
+            "jitCompile=true",
+            "--set",
+            "stepsPerExecution=2",
+        )
+    )
+    assert {k: fast["start"][k] for k in ("precision", "jit", "steps_per_execution")} == {
+        "precision": "mixed_bfloat16",
+        "jit": "true",
+        "steps_per_execution": "2",
+    }
