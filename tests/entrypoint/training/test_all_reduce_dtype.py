@@ -46,6 +46,13 @@ ARGS = [
 # own batch instead of the step's) gave 2.1e-1: the tolerance sits about 80x above the first and
 # 2,000x below the second.
 ACCUMULATION_TOLERANCE = 1e-4
+# Every run here uses TensorFlow's own CPU kernels: on a CPU with AVX512_VNNI, AVX512_BF16 or AMX,
+# TensorFlow turns oneDNN's kernels on by default, and those sum in an order that depends on the
+# batch size, so 2 x 32 against 64 differed by up to 6.2e-4 at a window and 9e-5 to 1.5e-4 at the
+# end (AMD EPYC with AVX-512, 2026-12-07; 1e-7 with oneDNN off). That is rounding too, but the
+# tolerances above were measured with TensorFlow's kernels; pinning them keeps the comparison one
+# of this trainer's arithmetic, not of which kernels a machine picks.
+KERNELS = {"TF_ENABLE_ONEDNN_OPTS": "0"}
 ACCUMULATED = ["--set", "batchSizePerReplica=32", "--set", "gradientAccumulationSteps=2"]
 
 
@@ -56,7 +63,7 @@ def train(tmp_path, dtype: str, name: str, extra=()) -> dict:
         trainer_cmd(*ARGS, *extra, "--set", f"allReduceDtype={dtype}"),
         2,
         str(shared),
-        env={"TFMW_SHARED_DIR": str(shared), "TFMW_RUN_ID": "r", "TFMW_DEBUG_COLLECTIVES": "1"},
+        env={"TFMW_SHARED_DIR": str(shared), "TFMW_RUN_ID": "r", "TFMW_DEBUG_COLLECTIVES": "1", **KERNELS},
         tag=name,
     )
     codes = group.wait(300)
