@@ -25,6 +25,7 @@ CONNECTING, CONNECTED, START, PROGRESS, CHECKPOINT = "connecting", "connected", 
 RECOVERED, WARNING, DEBUG, STOPPED = "recovered", "warning", "debug", "stopped"
 ERROR, DONE, SIGTERM, EVAL, THREADS = "error", "done", "sigterm", "eval", "threads"  # trainer
 GPUS = "gpus"  # trainer: the GPUs it sees and how it uses them (entrypoint/training/devices.py)
+ELASTIC = "elastic"  # trainer: an elastic group's members and micro-batches (entrypoint/membership.py)
 LAUNCHER, LIFECYCLE, COMPLETED, FAILED = "launcher", "lifecycle", "completed", "failed"  # launcher
 
 _KV = re.compile(r'(\w+)=("[^"]*"|\S+)')

@@ -324,3 +324,45 @@ def build_input(config: dict, shared_dir: str, num_workers: int, worker_index: i
         return _finish(ds)
 
     return InputSpec(shape, data["numClasses"], count, describe, dataset_fn)
+
+
+def elastic_input(
+    config: dict, shared_dir: str, replicas: int, ranges: list[tuple[int, int, int]], unit: int
+) -> InputSpec:
+    """Elastic training (entrypoint.membership): this member's input is the micro-batches dealt
+    to it (positions.deal, `ranges`) from the streams of the `replicas` configured workers'
+    shares (virtual shards: each its own seed, share and order, as that worker would read it),
+    `unit` micro-batches of each per step. `config` holds the configured micro-batches k;
+    dataset_fn takes the member's replica batch (k' micro-batches) and its start batch."""
+    micro = config["gradientAccumulationSteps"]
+    size = config["batchSizePerReplica"]
+    specs = {shard: build_input(config, shared_dir, replicas, shard) for shard, _, _ in ranges}
+    first = specs[ranges[0][0]]
+    # The examples this member stands for: a shard's share counted by the fraction of each step it
+    # takes, so the members' sum is every shard's share (trainer.total_steps sums it).
+    examples = sum(specs[shard].examples_per_worker * (hi - lo) / unit for shard, lo, hi in ranges)
+    taken = "+".join(f"{shard}[{lo}:{hi}]" for shard, lo, hi in ranges)
+    describe = f"elastic(shards={taken}/{replicas},unit={unit}) {first.describe}"
+
+    def dataset_fn(batch: int, start_batch: int) -> tf.data.Dataset:
+        # start_batch = steps x local replicas (positions.batches_consumed); a step is `unit`
+        # micro-batches of every shard, so the shards start at step x unit micro-batches.
+        local = unit // micro
+        step = start_batch // local
+        parts = []
+        for shard, lo, hi in ranges:
+            ds = specs[shard].dataset_fn(size, step * unit).batch(unit, drop_remainder=True)
+            parts.append(ds.map(lambda x, y, lo=lo, hi=hi: (x[lo:hi], y[lo:hi])))
+
+        def join(*taken):
+            xs = tf.concat([x for x, _ in taken], 0)  # [unit x size / members' share, size, ...]
+            ys = tf.concat([y for _, y in taken], 0)
+            return (
+                tf.reshape(xs, tf.concat([[local, batch], tf.shape(xs)[2:]], 0)),
+                tf.reshape(ys, tf.concat([[local, batch], tf.shape(ys)[2:]], 0)),
+            )
+
+        ds = tf.data.Dataset.zip(tuple(parts)).map(join).unbatch()
+        return _finish(ds)
+
+    return InputSpec(first.input_shape, first.num_classes, examples, describe, dataset_fn)

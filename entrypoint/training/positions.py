@@ -54,3 +54,25 @@ def block_seed(epoch: int, block_index: int, blocks: int) -> int:
     """The second half of the seed pair [worker seed, this] of one block of one epoch: distinct
     for every (epoch, block), so every block of every epoch has its own order."""
     return epoch * blocks + block_index
+
+
+def deal(replicas: int, unit: int, size: int, member: int) -> list[tuple[int, int, int]]:
+    """Elastic training (entrypoint.membership): which micro-batches of one step member `member`
+    of `size` trains, as (virtual shard, first, end) ranges in that shard's step.
+
+    The input stays that of the `replicas` configured workers (virtual shards: each keeps its
+    seed, its share and its stream), and each step takes `unit` micro-batches from every one of
+    them (local replicas x micro-batches, what the worker's dataset hands a step). Those
+    replicas x unit micro-batches, shard after shard, are dealt in equal consecutive runs over
+    the members, so every example of every shard is trained exactly once whatever the members
+    are, and a step's examples are the same for any group size."""
+    total = replicas * unit
+    if size < 1 or total % size or not 0 <= member < size:
+        raise ValueError(f"member {member} of {size}: {replicas} x {unit} micro-batches do not split evenly")
+    share = total // size
+    first, end = member * share, (member + 1) * share
+    ranges = []
+    for shard in range(first // unit, -(-end // unit)):
+        lo, hi = max(first, shard * unit) - shard * unit, min(end, (shard + 1) * unit) - shard * unit
+        ranges.append((shard, lo, hi))
+    return ranges

@@ -29,6 +29,7 @@ from tensorflow.python.eager import context
 
 from .. import loglines, mtbf
 from ..cluster import Cluster
+from ..membership import ELASTIC_REPLICAS_ENV, member_micro_batches
 from ..rundir import Heartbeat, RunDir, is_uri, makedirs, read_completed, write_completed
 
 # A non-chief's checkpoint and export scratch: one fixed path per pod, overwritten by every
@@ -37,10 +38,10 @@ from ..rundir import Heartbeat, RunDir, is_uri, makedirs, read_completed, write_
 from ..scratch import EXPORT_STAGING, scratch_checkpoints, scratch_export
 from . import checkpoints, devices, execution, interval, leaving, precision, threads
 from .config import ConfigError, RunEnv, replica_input_batch
-from .data import build_input
+from .data import build_input, elastic_input
 from .failures import TrainingError, error_summary, is_retryable, xla_refusal
 from .models import build_model
-from .positions import batches_consumed, local_replicas
+from .positions import batches_consumed, deal, local_replicas
 
 _LOG_LOCK = threading.Lock()
 
@@ -794,6 +795,35 @@ def step_functions(strategy, model, optimizer, config: dict, loss_sum, global_ba
     return train_steps, eval_step
 
 
+def group_input(config: dict, shared_dir: str, cluster: Cluster, replicas: int):
+    """(config, this worker's input). Elastic training (TFMW_ELASTIC_REPLICAS=N, set by the
+    launcher: entrypoint.membership) keeps the global batch of the N configured workers: each of
+    the M' members takes k' = N x k / M' micro-batches per step (the config's
+    gradientAccumulationSteps becomes k'), dealt from the N workers' own streams (positions.deal),
+    so a step trains the same examples whatever the members are."""
+    configured = elastic_replicas(os.environ)
+    if configured is None:
+        return config, build_input(config, shared_dir, cluster.num_workers, cluster.worker_index)
+    micro = config["gradientAccumulationSteps"]
+    members = cluster.num_workers
+    local = replicas // members
+    ranges = deal(configured, local * micro, members, cluster.worker_index)
+    spec = elastic_input(config, shared_dir, configured, ranges, local * micro)
+    each = member_micro_batches(configured, micro, members)
+    log(loglines.line(loglines.ELASTIC, members=f"{members}/{configured}", micro_batches=f"{micro}->{each}"))
+    return dict(config, gradientAccumulationSteps=each), spec
+
+
+def elastic_replicas(environ) -> int | None:
+    """TFMW_ELASTIC_REPLICAS: the configured group size N of an elastic run (unset: not elastic)."""
+    raw = environ.get(ELASTIC_REPLICAS_ENV)
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"{ELASTIC_REPLICAS_ENV}={raw!r} must be a whole number of workers (the launcher sets it)")
+    return int(raw)
+
+
 def size_thread_pools(plan: threads.ThreadPlan) -> None:
     """TensorFlow's pools sized to the container's CPUs (entrypoint/training/threads.py), before
     anything creates the eager context (they are fixed from then on); logged once."""
@@ -837,10 +867,10 @@ def set_up(config: dict, cluster: Cluster, env: RunEnv) -> Session:
     keras.utils.set_random_seed(config["seed"])
 
     replicas = strategy.num_replicas_in_sync
+    config, spec = group_input(config, env.shared_dir, cluster, replicas)
     # One step = one optimizer update: every micro-batch of every replica (the effective batch).
     per_replica = replica_input_batch(config)
     global_batch = per_replica * replicas
-    spec = build_input(config, env.shared_dir, cluster.num_workers, cluster.worker_index)
     model, optimizer, checkpoint = build_state(strategy, config, spec)
     restored = restore_latest(checkpoint, run.checkpoints, cluster.is_chief)
     start_step = restored.step
