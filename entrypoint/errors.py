@@ -30,7 +30,10 @@ _GROUP_WORDS = ("collective", "coordination", "coordinator", "heartbeat", "peer"
 # A worker of a resized group that reached the chief while the chief's coordination service
 # still served the group's old size: "Unexpected task registered with task_name=...". The
 # group re-forms at the new size moments later; retrying joins it.
-_STALE_GROUP_WORDS = ("unexpected task registered",)
+# A worker still in the old group when the chief's coordination service restarted (the chief
+# re-formed first, a peer was slower to see the lost one): "Task with task_name=... must be
+# registered before sending heartbeat messages. The service might have restarted".
+_STALE_GROUP_WORDS = ("unexpected task registered", "must be registered before sending heartbeat")
 
 
 def retryable_by_name(names: set[str], message: str) -> bool:

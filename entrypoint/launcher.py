@@ -27,6 +27,7 @@ from pathlib import Path
 
 from . import envfrom, loglines, metrics, runowner, scratch, stopsignal
 from .cluster import build_tf_config, is_chief, is_evaluator, parse_tf_config
+from .elastic import Elastic, EpochFiles
 from .ending import FLUSH_SECONDS, IDLE_RETRY_SECONDS, RunEnd
 from .errors import EXIT_OK, EXIT_SIGTERM, ConfigError
 from .goodput import Accounting, Ledger
@@ -52,6 +53,7 @@ from .lifecycle import (
     rfc3339,
     run_clock,
 )
+from .membership import ELASTIC_REPLICAS_ENV, bounds_problem
 from .peerwatch import PeerWatch
 from .podlog import PodLog, log_path
 from .regroup import GroupSize, Regroup
@@ -117,6 +119,30 @@ def resolve_tf_config(
     """(TF_CONFIG, settings, pod kind), for a caller that needs only the TF_CONFIG (resolve_group)."""
     group, settings, kind = resolve_group(env, hostname, group_size)
     return group.tf_config, settings, kind
+
+
+def elastic_problem(run: Run, command: Sequence[str]) -> str | None:
+    """Why training.elastic cannot follow this run's members, in one line; None if it can: the
+    epochs live in a mounted run directory, the members are a StatefulSet's ordinals, and only
+    the built-in trainer re-deals its input over them (entrypoint.training.data.elastic_input)."""
+    where = f"training.elastic.minReplicas={run.settings.elastic_min_replicas}"
+    if run.platform or run.identity is None:
+        return (
+            f"{where}: a platform's TF_CONFIG or an Indexed Job fixes the members; "
+            "elastic training needs the chart's StatefulSet"
+        )
+    if run.run_dir is None:
+        return (
+            f"{where} needs shared storage mounted in the pods (storage.type existingClaim or "
+            "createClaim): the epochs live in the run directory"
+        )
+    if not is_builtin_trainer(command):
+        return (
+            f"{where} needs the built-in trainer (training.command unset): another command cannot "
+            "re-deal its input over fewer workers"
+        )
+    problem = bounds_problem(run.size, run.settings.elastic_micro_batches, run.settings.elastic_min_replicas)
+    return problem
 
 
 def start_ledger(recorded: RunState | None, state: RunState, launched: float, beats: bool) -> Ledger:
@@ -406,9 +432,10 @@ class Launcher:
         )
         run.tracker.record_now(resumed_event)
         peers = PeerWatch(run, self.hooks)
-        regroup = Regroup(run, self.hooks, GroupSize(run.api, self.stopping), peers)
+        elastic = self._elastic(run)
+        regroup = Regroup(run, self.hooks, GroupSize(run.api, self.stopping), peers, elastic)
         self.supervisor = Supervisor(self._supervisor_config(run, regroup))
-        watchers = (regroup.watch(), peers.start())
+        watchers = (regroup.watch(), peers.start(), elastic.start() if elastic is not None else None)
         try:
             if regroup.wait_for_group():
                 self.supervisor.cfg.env = run.child_env
@@ -421,6 +448,17 @@ class Launcher:
                     watcher.set()
             run.heartbeat.unlink(missing_ok=True)
             Path(f"{run.heartbeat}.mtbf").unlink(missing_ok=True)  # the trainer's MTBF estimate (entrypoint.mtbf)
+
+    def _elastic(self, run: Run) -> Elastic | None:
+        """training.elastic's policy for this run (entrypoint.elastic), or None. Refused (Failed,
+        BadConfig) where the members cannot be followed: see elastic_problem."""
+        run.base_env.pop(ELASTIC_REPLICAS_ENV, None)  # only the launcher says it (workers.extraEnv may not)
+        if not run.settings.elastic:
+            return None
+        problem = elastic_problem(run, self.command)
+        if problem:
+            raise Failure(Reason.BAD_CONFIG, problem)
+        return Elastic(run, self.hooks, EpochFiles(run.run_dir))
 
     def _supervisor_config(self, run: Run, regroup: Regroup) -> SupervisorConfig:
         settings, tracker = run.settings, run.tracker
@@ -447,7 +485,7 @@ class Launcher:
             resized=regroup.resized,
             deadline=run.deadline,
             deadline_seconds=settings.active_deadline_seconds,
-            on_attempt=lambda attempt: self._attempt(tracker, attempt, run.workers),
+            on_attempt=lambda attempt: self._attempt(tracker, attempt, run.group_note or f"{run.workers} workers"),
             on_restart=regroup.restarting,
             on_output=tracker.on_line,
             on_beat=tracker.beat,
@@ -460,16 +498,18 @@ class Launcher:
         )
 
     @staticmethod
-    def _attempt(tracker: RunTracker, attempt: int, workers: int) -> None:
+    def _attempt(tracker: RunTracker, attempt: int, workers: str) -> None:
+        """`workers`: `4 workers`, or an elastic group's `members 3/4 (elastic, micro-batches 4)`."""
         tracker.attempt_started()
         phase = tracker.state.phase
+        elastic = workers.startswith("members")
         if phase is Phase.PENDING:
-            tracker.transition(Phase.RUNNING, message=f"run {tracker.state.run_id}: {workers} workers training")
+            tracker.transition(Phase.RUNNING, message=f"run {tracker.state.run_id}: {workers} training")
         elif phase in (Phase.RESTARTING, Phase.WAITING):
-            tracker.transition(Phase.RUNNING, message=f"attempt {attempt}")
+            tracker.transition(Phase.RUNNING, message=f"attempt {attempt}" + (f": {workers}" if elastic else ""))
         elif phase is Phase.RESIZING:
             step = tracker.state.last_checkpoint_step or 0
-            tracker.transition(Phase.RUNNING, message=f"{workers} workers training, resumed from step {step}")
+            tracker.transition(Phase.RUNNING, message=f"{workers} training, resumed from step {step}")
 
     def _evaluate(self, encoded: str) -> int:
         """A platform's evaluator task (TFJob or Volcano Evaluator replica): outside the

@@ -150,9 +150,9 @@ class PeerWatch:
             return
         old = run.resized_from
         if tracker.state.phase is Phase.RESIZING and old is not None:
-            ordinals = range(old, run.workers)
+            ordinals = range(old, run.size)
         elif tracker.state.phase in (Phase.PENDING, Phase.RESTARTING, Phase.WAITING):
-            ordinals = [o for o in range(run.workers) if o != run.identity.ordinal]
+            ordinals = [o for o in range(run.size) if o != run.identity.ordinal]
         else:
             return
         pods = self.peer_pods(list(reversed(ordinals)))
@@ -179,7 +179,7 @@ class PeerWatch:
         run = self.run
         if not self._can_read:
             return None
-        if run.identity.ordinal not in (0, 1, run.workers - 1):
+        if run.identity.ordinal not in (0, 1, run.size - 1):
             return None
         done = threading.Event()
         threading.Thread(target=self._watch, args=(done,), name="tfmw-lost-peers", daemon=True).start()
@@ -193,7 +193,7 @@ class PeerWatch:
                 run.waiting.trains()
                 continue
             if run.identity.ordinal == 0:
-                peers = self._in_turn(list(range(1, run.workers)))
+                peers = self._in_turn(list(range(1, run.size)))
                 read = self.peer_pods(peers)
                 if self.unlisted:
                     peers = peers[:BY_NAME_AT_MOST]

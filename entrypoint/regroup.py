@@ -16,9 +16,11 @@ import threading
 import time
 from dataclasses import replace
 
+from .elastic import EVENTS, Elastic
 from .errors import ConfigError, PeersNotFound
 from .kubeapi import APIError, KubeAPI
 from .lifecycle import Phase, Reason, recorded_final
+from .membership import ELASTIC_REPLICAS_ENV, Epoch, Kind, describe
 from .peers import wait_for_peers
 from .peerwatch import PeerWatch
 from .restarts import restart_kind
@@ -93,11 +95,12 @@ class GroupSize:
 class Regroup:
     """The group's size and forming for one run."""
 
-    def __init__(self, run: Run, hooks: Hooks, size: GroupSize, peers: PeerWatch):
+    def __init__(self, run: Run, hooks: Hooks, size: GroupSize, peers: PeerWatch, elastic: Elastic | None = None):
         self.run = run
         self.hooks = hooks
         self.size = size
         self.peers = peers
+        self.elastic = elastic  # training.elastic: the members follow the epochs (entrypoint.elastic)
 
     @property
     def resizable(self) -> bool:
@@ -118,9 +121,9 @@ class Regroup:
                     continue  # the group is stopping or re-forming: the regroup reads the size itself
                 size = self.size.read(run.settings)
                 supervisor = self.hooks.supervisor()
-                if size and size != run.workers and size != run.resize_to and supervisor is not None:
+                if size and size != run.size and size != run.resize_to and supervisor is not None:
                     self.resizing(size)
-                    supervisor.request_regroup(f"workers.replicas {run.workers} -> {size}")
+                    supervisor.request_regroup(f"workers.replicas {run.size} -> {size}")
 
         threading.Thread(target=watch, name="tfmw-size", daemon=True).start()
         return done
@@ -131,7 +134,7 @@ class Regroup:
         new workers could run) is the same resize with a new target."""
         run = self.run
         if run.resize_to is None:
-            run.resized_from = run.workers
+            run.resized_from = run.size
         run.resize_to = size
         self.hooks.say(
             f"resizing: workers.replicas {run.resized_from} -> {size}: the group stops at its next "
@@ -140,7 +143,7 @@ class Regroup:
         if run.tracker.state.phase in (Phase.RUNNING, Phase.RESTARTING, Phase.WAITING):
             run.tracker.transition(
                 Phase.RESIZING,
-                message=f"workers.replicas {run.workers} -> {size}: stopping at the next checkpoint to re-form "
+                message=f"workers.replicas {run.size} -> {size}: stopping at the next checkpoint to re-form "
                 f"the group at {size} workers",
             )
 
@@ -148,13 +151,17 @@ class Regroup:
         """After the group stopped: has its size changed (the chief saw a resize and stopped,
         the others with it)? Then the restart is a resize (no back-off, nothing counted)."""
         run = self.run
+        if self.elastic is not None and run.resize_to is None:
+            why = self.elastic.newer_epoch()
+            if why is not None:
+                return why
         if not self.resizable or run.resize_to is not None:
             return None
         size = self.size.read(run.settings)
-        if not size or size == run.workers:
+        if not size or size == run.size:
             return None
         self.resizing(size)
-        return f"workers.replicas {run.workers} -> {size}"
+        return f"workers.replicas {run.size} -> {size}"
 
     def restarting(self, cause: str) -> None:
         """An attempt ended and training restarts in place: a resize's stop (the size was read
@@ -192,11 +199,35 @@ class Regroup:
         changed = False
         while True:
             try:
+                if self.elastic is not None:
+                    changed = self.elastic.join(self.form_epoch) or changed
                 self._wait_for_peers()
                 return changed
             except SizeChanged as new:
                 self.reform(new.size)
                 changed = True
+
+    def form_epoch(self, epoch: Epoch) -> None:
+        """The group of an elastic epoch: its members, this pod's rank among them; member 0 is
+        the chief (records the run, writes COMPLETED), whichever ordinal it is."""
+        run = self.run
+        run.group = run.group.at_members(run.settings, epoch.members)
+        run.base_env[ELASTIC_REPLICAS_ENV] = str(epoch.replicas)  # the trainer keeps N's global batch
+        chief = epoch.members[0] == run.identity.ordinal
+        run.tracker.is_chief = chief
+        supervisor = self.hooks.supervisor()
+        if supervisor is not None:
+            supervisor.cfg.is_chief = chief
+        note = describe(epoch, run.settings.elastic_micro_batches)
+        run.group_note = note if len(epoch.members) < epoch.replicas else ""
+        self.hooks.say(
+            f"elastic: forming epoch {epoch.number}: members {list(epoch.members)} ({note}); this worker is "
+            f"task {run.group.tf_config['task']['index']}{' (the chief)' if chief else ''}"
+        )
+        event = EVENTS.get(Kind(epoch.reason)) if epoch.reason in {k.value for k in Kind} else None
+        if chief and event is not None:
+            kind = "Warning" if epoch.reason == Kind.SHRINK.value else "Normal"
+            run.recorder.event(event, kind, f"epoch {epoch.number}: {note}")
 
     def before_restart(self) -> dict | None:
         """Before a restart in place: has the run ended elsewhere (a peer recorded Failed)?
@@ -210,7 +241,7 @@ class Regroup:
         changed = False
         if self.resizable:
             size = self.size.read(run.settings)
-            if size and size != run.workers:
+            if size and size != run.size:
                 self.reform(size)
                 changed = True
         changed = self.wait_for_group() or changed
@@ -247,7 +278,7 @@ class Regroup:
                 checked, period = time.monotonic(), jittered(RESIZE_POLL_SECONDS)
                 if self.resizable:
                     size = self.size.read(settings)
-                    if size and size != run.workers:
+                    if size and size != run.size:
                         raise SizeChanged(size)
                 self.peers.workers_waiting()
 

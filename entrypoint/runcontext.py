@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .cluster import TRAINING_TASK_TYPES, build_tf_config, check_tf_config_size, is_chief, task_hosts
+from .cluster import TRAINING_TASK_TYPES, build_tf_config, check_tf_config_size, is_chief, task_hosts, worker_addresses
 from .identity import PodIdentity
 from .kubeapi import KubeAPI
 from .lifecycle import Reason, RunState, StartPlan
@@ -58,6 +58,17 @@ class Group:
         """The same pod's group at `size` workers (a StatefulSet pod's only)."""
         assert self.identity is not None
         return Group.of(build_tf_config(replace(settings, replicas=size), self.identity), self.identity)
+
+    def at_members(self, settings: LauncherSettings, members: tuple[int, ...]) -> Group:
+        """This pod's group of `members` (ordinals, rank order) of the configured workers: an
+        elastic epoch's (entrypoint.elastic); its task index is its place among them."""
+        assert self.identity is not None and self.identity.ordinal in members
+        addresses = worker_addresses(settings, self.identity.host_prefix)
+        tf_config = {
+            "cluster": {"worker": [addresses[o] for o in members]},
+            "task": {"type": "worker", "index": members.index(self.identity.ordinal)},
+        }
+        return Group.of(tf_config, self.identity)
 
     @property
     def workers(self) -> int:
@@ -110,6 +121,7 @@ class Run:
     in_peer_wait: bool = False  # in the DNS peer wait (its deadline: peers.timeoutSeconds)
     waiting: WaitingNote | None = field(default=None)  # the chief's one "waiting for workers" message
     ownership: Ownership | None = None  # OWNER as this start found it (entrypoint.runowner); None: not kept
+    group_note: str = ""  # an elastic group below its size: `members 3/4 (elastic, micro-batches 4)`
 
     @property
     def identity(self) -> PodIdentity | None:
@@ -117,7 +129,14 @@ class Run:
 
     @property
     def workers(self) -> int:
+        """The workers training together now (an elastic group's members)."""
         return self.group.workers
+
+    @property
+    def size(self) -> int:
+        """The group's configured size (workers.replicas): what a resize changes. An elastic
+        group may train with fewer (`workers`)."""
+        return self.settings.replicas or self.group.workers
 
     @property
     def child_env(self) -> dict[str, str]:
@@ -127,7 +146,7 @@ class Run:
     def waiting_state(self) -> Waiting:
         return Waiting(
             phase=self.tracker.state.phase,
-            workers=self.workers,
+            workers=self.size,
             resized_from=self.resized_from,
             in_peer_wait=self.in_peer_wait,
             peer_timeout_seconds=self.settings.peer_timeout_seconds,

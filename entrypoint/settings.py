@@ -14,6 +14,7 @@ import jsonschema
 from .errors import ConfigError
 from .hangwatch import ADAPTIVE
 from .hangwatch import MODES as HANG_DETECTION_MODES
+from .membership import bounds_problem
 from .standby import POLICIES as STANDBY_POLICIES
 
 # Anchored with \Z, not $: jsonschema matches patterns with re.search, where "$" also matches
@@ -122,6 +123,24 @@ ENV = (
         "adaptive or static (training.hangDetection)",
         default=ADAPTIVE,
     ),
+    EnvVar(
+        "TFMW_ELASTIC_MIN_REPLICAS",
+        _text(_UINT, 5),
+        "a whole number of workers (training.elastic.minReplicas; 0: not elastic)",
+        default="0",
+    ),
+    EnvVar(
+        "TFMW_ELASTIC_GRACE_SECONDS",
+        _text(_UINT, 6),
+        "a whole number of seconds (training.elastic.graceSeconds)",
+        default="120",
+    ),
+    EnvVar(
+        "TFMW_ELASTIC_MICRO_BATCHES",
+        _text(_UINT, 5),
+        "a whole number >= 1 (training.config.gradientAccumulationSteps)",
+        default="1",
+    ),
     EnvVar("TFMW_ON_SUCCESS", _choice(POLICIES), "scaleToZero or idle (completion.onSuccess)", default="idle"),
     EnvVar(
         "TFMW_WARM_STANDBY", _choice(STANDBY_POLICIES), "auto, true or false (training.warmStandby)", default="auto"
@@ -218,6 +237,15 @@ class LauncherSettings:
     same_error_limit: int = 2  # attempts in a row ended by one error before Failed (RepeatedError); 0: off
     rbac_off: frozenset[str] = frozenset()  # RBAC_RIGHTS the workers' Role leaves out: not asked for
     no_api_server: bool = False  # no API server by design (make local): nothing to record, scale or fence
+    # training.elastic (entrypoint.membership): the smallest group that trains on (0: not
+    # elastic), how long a worker may be gone before the group shrinks, the configured k
+    elastic_min_replicas: int = 0
+    elastic_grace_seconds: int = 120
+    elastic_micro_batches: int = 1
+
+    @property
+    def elastic(self) -> bool:
+        return self.elastic_min_replicas > 0
 
 
 def _value(env: Mapping[str, str], name: str) -> str:
@@ -323,7 +351,26 @@ def load_settings(
         same_error_limit=int(_value(env, "TFMW_SAME_ERROR_LIMIT")),
         rbac_off=rbac_off(env),
         no_api_server=_truthy(_value(env, "TFMW_NO_API_SERVER")),
+        **_elastic(env, replicas),
     )
+
+
+def _elastic(env: Mapping[str, str], replicas: int | None) -> dict:
+    """training.elastic's settings, refused in one line when the group could never shrink
+    (the chart refuses the same at install: entrypoint.membership.bounds_problem)."""
+    minimum = int(_value(env, "TFMW_ELASTIC_MIN_REPLICAS"))
+    micro = int(_value(env, "TFMW_ELASTIC_MICRO_BATCHES"))
+    if micro < 1:
+        raise ConfigError(f"TFMW_ELASTIC_MICRO_BATCHES={micro} must be {WHAT['TFMW_ELASTIC_MICRO_BATCHES']}")
+    if minimum and replicas is not None:
+        problem = bounds_problem(replicas, micro, minimum)
+        if problem:
+            raise ConfigError(problem)
+    return {
+        "elastic_min_replicas": minimum,
+        "elastic_grace_seconds": int(_value(env, "TFMW_ELASTIC_GRACE_SECONDS")),
+        "elastic_micro_batches": micro,
+    }
 
 
 # What each right left out turns off (the one line a launcher says at start).
