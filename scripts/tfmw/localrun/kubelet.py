@@ -83,6 +83,13 @@ class PodProcess:
     completed: bool = False
     exits: list[int] = field(default_factory=list)
     failure: PodFailure | None = None
+    # cleared while the pod may not start again (hold: its node is gone and no other has room)
+    may_start: threading.Event = field(default_factory=lambda: _set(threading.Event()))
+
+
+def _set(event: threading.Event) -> threading.Event:
+    event.set()
+    return event
 
 
 @dataclass(frozen=True)
@@ -174,6 +181,12 @@ class LocalCluster:
                 backoff = 1.0
             if self._stopping.wait(backoff):
                 return
+            if not state.may_start.is_set():
+                self._emit(state, "(local kubelet) pod held: no room to start it until it is released")
+                while not state.may_start.wait(0.5):
+                    if self._stopping.is_set():
+                        return
+                self._emit(state, "(local kubelet) pod released: starting it")
             backoff = min(backoff * 2, self.max_backoff)
 
     def _start(self, state: PodProcess) -> bool:
@@ -281,6 +294,16 @@ class LocalCluster:
         proc = self.states[ordinal].proc
         if proc is not None and proc.poll() is None:
             signal_tree(proc.pid, sig)
+
+    def hold(self, ordinal: int) -> None:
+        """The pod's node is lost and no other node has room: SIGKILL the pod and keep it from
+        starting again until release(ordinal)."""
+        self.states[ordinal].may_start.clear()
+        self.signal_pod(ordinal, signal.SIGKILL)
+
+    def release(self, ordinal: int) -> None:
+        """Room again: the held pod starts."""
+        self.states[ordinal].may_start.set()
 
     def set_link(self, ordinal: int, up: bool) -> None:
         self.network.set_link(ordinal, up)
