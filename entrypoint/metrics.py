@@ -106,6 +106,16 @@ class RunCollector:
         yield CounterMetricFamily(
             "tfmw_productive_seconds", "Seconds of kept training progress", value=account.productive
         )
+        if observed.members is not None:  # training.elastic
+            yield GaugeMetricFamily(
+                "tfmw_members", "The members of the elastic group's epoch (of tfmw_replicas)", value=observed.members
+            )
+            yield GaugeMetricFamily("tfmw_replicas", "The group's configured workers", value=observed.replicas)
+            yield CounterMetricFamily(
+                "tfmw_degraded_seconds",
+                "Seconds this launcher's elastic group trained with fewer members than workers.replicas",
+                value=self.tracker.degraded_seconds(),
+            )
         badput = CounterMetricFamily(
             "tfmw_badput_seconds", "Seconds that produced no kept progress, by cause", labels=["cause"]
         )

@@ -215,6 +215,7 @@ class Regroup:
         run.base_env[ELASTIC_REPLICAS_ENV] = str(epoch.replicas)  # the trainer keeps N's global batch
         chief = epoch.members[0] == run.identity.ordinal
         run.tracker.is_chief = chief
+        run.tracker.members(len(epoch.members), epoch.replicas)
         supervisor = self.hooks.supervisor()
         if supervisor is not None:
             supervisor.cfg.is_chief = chief

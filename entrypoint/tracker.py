@@ -59,6 +59,13 @@ class Observed:
     checkpoint_seconds_sum: float = 0.0
     checkpoints: int = 0
     restarts: collections.Counter = field(default_factory=collections.Counter)  # by kind
+    # training.elastic (entrypoint.elastic): the members of the group's epoch, of how many
+    # configured; and the seconds this launcher's group trained with fewer (degraded), closed
+    # and, since degraded_since (monotonic), open
+    members: int | None = None
+    replicas: int | None = None
+    degraded_seconds: float = 0.0
+    degraded_since: float | None = None
 
 
 # A stop at a checkpoint boundary then exits: the trainer's last steps after the save, the
@@ -119,6 +126,23 @@ class RunTracker:
         with self._lock:
             observed = replace(self.observed, restarts=collections.Counter(self.observed.restarts))
             return self._state, self.ledger.snapshot(self.clock()), observed
+
+    def members(self, members: int, replicas: int) -> None:
+        """An elastic group formed at `members` of `replicas` workers: degraded time runs while
+        it is fewer (counted apart from the badput: the group trains)."""
+        with self._lock:
+            now, seen = self.monotonic(), self.observed
+            if seen.degraded_since is not None:
+                seen.degraded_seconds += now - seen.degraded_since
+            seen.members, seen.replicas = members, replicas
+            seen.degraded_since = now if members < replicas else None
+
+    def degraded_seconds(self) -> float:
+        """Seconds trained as a degraded elastic group, up to now."""
+        with self._lock:
+            seen = self.observed
+            open_part = self.monotonic() - seen.degraded_since if seen.degraded_since is not None else 0.0
+            return seen.degraded_seconds + open_part
 
     def _stamped(self, state: RunState) -> RunState:  # caller holds self._lock
         fields = self.ledger.snapshot(self.clock()).to_fields()

@@ -1003,7 +1003,7 @@ def log_window(s: Session, state: LoopState, due_here: bool = False) -> bool:
     throughput = steps * s.global_batch / elapsed
     state.steady.add(steps * s.global_batch, elapsed, warmup=state.window_first == s.start_step)
     per_worker_batch = s.global_batch // s.cluster.num_workers
-    epoch = (step - 1) * per_worker_batch // s.spec.examples_per_worker + 1
+    epoch = int((step - 1) * per_worker_batch // s.spec.examples_per_worker) + 1
     log(
         loglines.line(
             loglines.PROGRESS,

@@ -137,3 +137,52 @@ def test_liveness_follows_beats_on_the_observer_clock(tmp_path):
     alive, absent = live.observe(files.beats())
     assert alive == {1} and absent == {2: 8.0}
     assert live.absent_for(3, absent) == 8.0  # never seen: since the observer started
+
+
+def _run(**kw):
+    from types import SimpleNamespace
+
+    settings = SimpleNamespace(elastic_min_replicas=2, elastic_micro_batches=1, replicas=4)
+    base = {"platform": False, "identity": object(), "run_dir": "/shared/r", "settings": settings, "size": 4}
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+@pytest.mark.parametrize(
+    ("run", "command", "says"),
+    [
+        (_run(platform=True), ["python", "-m", "entrypoint.training"], "needs the chart's StatefulSet"),
+        (_run(identity=None), ["python", "-m", "entrypoint.training"], "needs the chart's StatefulSet"),
+        (_run(run_dir=None), ["python", "-m", "entrypoint.training"], "needs shared storage mounted"),
+        (_run(), ["python", "train.py"], "needs the built-in trainer"),
+    ],
+)
+def test_the_launcher_refuses_what_cannot_follow_the_members(run, command, says):
+    from entrypoint.launcher import elastic_problem
+
+    problem = elastic_problem(run, command)
+    assert problem is not None and says in problem and problem.startswith("training.elastic.minReplicas=2")
+
+
+def test_the_launcher_takes_an_elastic_builtin_run_with_a_claim():
+    from entrypoint.launcher import elastic_problem
+
+    assert elastic_problem(_run(), ["python", "-m", "entrypoint.training"]) is None
+
+
+def test_the_launcher_refuses_elastic_settings_that_cannot_shrink():
+    from entrypoint.errors import ConfigError
+    from entrypoint.settings import load_settings
+
+    env = {
+        "TFMW_POD_NAME": "r-tf-multiworker-0",
+        "TFMW_NAMESPACE": "default",
+        "TFMW_STATEFULSET": "r-tf-multiworker",
+        "TFMW_SERVICE": "r-tf-multiworker",
+        "TFMW_REPLICAS": "4",
+        "TFMW_ELASTIC_MIN_REPLICAS": "3",
+    }
+    with pytest.raises(ConfigError, match="no group of 3 workers keeps the global batch"):
+        load_settings(env)
+    assert load_settings(dict(env, TFMW_ELASTIC_MICRO_BATCHES="3")).elastic_min_replicas == 3
+    assert not load_settings({k: v for k, v in env.items() if "ELASTIC" not in k}).elastic

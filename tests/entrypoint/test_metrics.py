@@ -172,3 +172,24 @@ def test_ready_answers_the_kubelets_probe_from_the_tracker_on_the_metrics_port()
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_an_elastic_group_shows_its_members_and_degraded_seconds():
+    mono = [50.0]
+    tracker = RunTracker(
+        fresh("r1", "rev", "2026-12-02T00:00:00Z"),
+        _Recorder(),
+        is_chief=False,
+        worker_index=1,
+        log=lambda line: None,
+        monotonic=lambda: mono[0],
+    )
+    collector = RunCollector(tracker, worker=1, role="worker")
+    assert "tfmw_members" not in {m.name for m in collector.collect()}  # not elastic: absent
+    tracker.members(3, 4)  # shrunk
+    mono[0] += 30.0
+    tracker.members(4, 4)  # grown back
+    mono[0] += 100.0
+    metrics = {m.name: m for m in collector.collect()}
+    assert metrics["tfmw_members"].samples[0].value == 4 and metrics["tfmw_replicas"].samples[0].value == 4
+    assert metrics["tfmw_degraded_seconds"].samples[0].value == pytest.approx(30.0)

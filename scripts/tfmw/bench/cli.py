@@ -23,6 +23,7 @@ from . import (
     fig_checkpoint,
     fig_cluster_measure,
     fig_control,
+    fig_elastic,
     fig_kueue,
     fig_launcher,
     fig_node_peers,
@@ -54,8 +55,9 @@ FIGURE_MODULES = {
     11: fig_node_peers,
     12: fig_restart,
     13: fig_checkpoint,
+    14: fig_elastic,
 }
-FIGURES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13)
+FIGURES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 14)
 # Opt-in: measured only when asked (--peers, or --only): it builds and runs other projects' controllers.
 OPT_IN = (10, 11)
 

@@ -25,9 +25,14 @@ The chief's node is lost while the chief writes a checkpoint: its files are writ
 holds the chief there, given to the pods by a Helm post-renderer since the chart refuses TFMW_*
 names). The new group must resume from the last complete checkpoint, the one before.
 
-These tests lose nodes, so they run on a cluster of their own (three nodes: the partitions
+With elastic training on (training.elastic.minReplicas=1), the same loss with no room does not
+leave the chief waiting: after the grace it trains alone at the same global batch (2
+micro-batches where each worker took 1), and once there is room the replacement joins and the
+group grows back to 2 at its next checkpoint; the run Succeeds with the model.
+
+These tests lose nodes, so they run on a cluster of their own (four nodes: the partitions
 first, since a healed node answers again; then each loss takes one node for good, and the
-workers keep two to spread over), in the suite's side lane beside the shared cluster's tests
+workers keep two to spread over, and one to fill), in the suite's side lane beside the shared cluster's tests
 (tests/support/lanes.py). Nothing they do to their nodes can reach another test's. Their
 cluster calls a silent node unreachable after 20 s, not make cluster's 40 s: what is tested is
 what the chart and the launchers do from there."""
@@ -84,7 +89,7 @@ def lossy(tmp_path_factory, worker_image) -> Cluster:
     ref, archive = worker_image
     state = controlplane.up(
         tmp_path_factory.mktemp("lossy") / "state",
-        nodes=3,
+        nodes=4,
         bins=ensure_binaries(),
         say=print,
         images=[archive],
@@ -116,11 +121,11 @@ def _node_of(cluster: Cluster, ns: str, pod: str) -> str:
     return cluster.api.get(ns_path(ns, "pods", pod))["spec"].get("nodeName") or ""
 
 
-def _install(cluster: Cluster, ns: str, tmp_path, steps: int, mid_write: bool) -> None:
+def _install(cluster: Cluster, ns: str, tmp_path, steps: int, mid_write: bool, extra=()) -> None:
     values = tmp_path / "spread.yaml"
     values.write_text(yaml.safe_dump(SPREAD))
     args = ["install", RELEASE, str(CHART), "-n", ns, "-f", str(REPO / "values" / "local.yaml"), "-f", str(values)]
-    for item in (*SETS, f"training.config.steps={steps}"):
+    for item in (*SETS, f"training.config.steps={steps}", *extra):
         args += ["--set", item]
     if not mid_write:
         cluster.helm(*args)
@@ -366,6 +371,78 @@ def test_a_node_cut_off_is_replaced_and_its_old_pod_writes_nothing_once_healed(l
     assert 0 <= result.steps_lost <= CUT_EVERY
     assert result.final_steps == {CUT_STEPS}, context
     assert result.marker_digest and result.identical_weights, (result.digests, result.marker_digest)
+
+
+ELASTIC_STEPS = 5000  # long enough that the lone worker still trains when the room comes back
+ELASTIC_SETS = ("training.elastic.minReplicas=1", "training.elastic.graceSeconds=10")
+
+
+# Losses last: a lost node never comes back. The elastic one first: it needs three nodes that answer.
+def test_elastic_a_workers_node_lost_with_no_room_shrinks_trains_on_and_grows_back(lossy, ns, tmp_path):
+    cluster = lossy
+    _wait_for_nodes_that_run_pods(cluster, 3)
+    _install(cluster, ns, tmp_path, ELASTIC_STEPS, False, ELASTIC_SETS)
+    chief, victim = f"{RELEASE}-tf-multiworker-0", f"{RELEASE}-tf-multiworker-1"
+
+    def describe() -> str:
+        story = [
+            f"[{pod}] {line}"
+            for pod in (chief, victim)
+            for line in cluster.logs(ns, pod).splitlines()
+            if line.startswith(("tfmw launcher", "tfmw lifecycle", "tfmw error", "tfmw elastic"))
+        ]
+        return cluster.kubectl("get", "pods,events,cm", "-n", ns, "-o", "wide", check=False).stdout + (
+            "\n" + "\n".join(story[-60:])
+        )
+
+    wait_for(lambda: int(_status(cluster, ns).get("lastCheckpointStep") or 0) >= 300, 300, "a checkpoint", 1, describe)
+    pods = cluster.workers(ns, RELEASE)
+    nodes = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+    assert len(set(nodes.values())) == 2, nodes
+    spare = [
+        n["metadata"]["name"]
+        for n in cluster.api.items("/api/v1/nodes")
+        if n["metadata"]["name"] not in nodes.values() and not unfit_nodes([n])
+    ]
+    ballast = _fill_node(cluster, ns, spare[0])
+    faulted = time.time()
+    controlplane.lose_node(cluster.state.dir, nodes[victim])
+
+    shrunk = "members 1/2 (elastic, micro-batches 2)"
+
+    def training_alone() -> bool:
+        status = _status(cluster, ns)
+        said = shrunk in status.get("message", "") or "tfmw elastic members=1/2" in cluster.logs(ns, chief)
+        return said and status.get("phase") == "Running"
+
+    wait_for(training_alone, 300, "the chief training alone", 1, describe)
+    alone_from = int(_status(cluster, ns).get("step") or 0)
+    print(f"shrunk to 1 of 2 after {time.time() - faulted:.0f}s, at step {alone_from}")
+    wait_for(lambda: int(_status(cluster, ns).get("step") or 0) >= alone_from + 200, 300, "steps alone", 1, describe)
+    assert "Elastic" in " ".join(e["reason"] for e in cluster.events(ns)), describe()
+    cluster.api.delete(
+        ns_path(ns, "pods", ballast), {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+    )
+    room = time.time()
+    wait_for(
+        lambda: "(grow)" in cluster.logs(ns, chief) or "epoch 2" in cluster.logs(ns, victim),
+        300,
+        "the group grown back",
+        2,
+        describe,
+    )
+    print(f"grew back {time.time() - room:.0f}s after the room came")
+    wait_for(lambda: _status(cluster, ns).get("phase") == "Succeeded", 600, "the run to succeed", 2, describe)
+    status = _status(cluster, ns)
+    assert status["step"] == str(ELASTIC_STEPS), describe()
+    reasons = [e["reason"] for e in cluster.events(ns) if e.get("involvedObject", {}).get("kind") == "StatefulSet"]
+    assert "ElasticShrink" in reasons and "ElasticGrow" in reasons and "Failed" not in reasons, reasons
+    chief_log, victim_log = cluster.logs(ns, chief), cluster.logs(ns, victim)
+    assert "tfmw elastic members=1/2 micro_batches=1->2" in chief_log, describe()
+    digests = {
+        m for log in (chief_log, victim_log) for m in re.findall(r"^tfmw done .*weights_digest=(\S+)", log, re.M)
+    }
+    assert len(digests) == 1, digests
 
 
 # Losses last: a lost node never comes back.

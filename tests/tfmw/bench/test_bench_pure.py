@@ -434,8 +434,9 @@ def test_only_refuses_unknown_figures():
     assert parse_figures("11,10") == [10, 11]
     assert parse_figures("12") == [12]
     assert parse_figures("13") == [13]
-    with pytest.raises(ValueError, match="numbers from 1 to 13"):
-        parse_figures("1,14")
+    assert parse_figures("14") == [14]
+    with pytest.raises(ValueError, match="numbers from 1 to 14"):
+        parse_figures("1,15")
 
 
 def test_the_peers_figure_is_measured_only_when_asked():
@@ -479,3 +480,17 @@ def test_the_launcher_figure_judges_its_target_by_the_repeats_spread(low, median
     text = fig_launcher.section(summary, [], fig_launcher.HEADERS, "0 / 0 / 0")
     assert verdict in text
     assert ("the repeats disagree on the sign" in text) == (low < 0 < high)
+
+
+def test_the_elastic_figure_reads_paired_rounds():
+    from tfmw.bench.fig_elastic import table_rows, verdict
+    from tfmw.faults.elastic import ElasticRun
+
+    off = ElasticRun(False, ok=True, idle_worker_seconds=200.0, final_loss=0.5000, outage_seconds=60.0)
+    on = ElasticRun(True, ok=True, idle_worker_seconds=50.0, final_loss=0.5003, outage_seconds=60.0)
+    on.step_at_hold, on.step_at_release = 30, 230
+    said = verdict([off, on])
+    assert "**0.25x**" in said and "12000 steps/h" in said and "0.0003" in said
+    assert [row[1] for row in table_rows([off, on])] == ["off", "on"]
+    failed = ElasticRun(True, ok=False, reason="timed out")
+    assert verdict([off, failed]).startswith("Not every run succeeded")
