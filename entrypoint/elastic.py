@@ -28,9 +28,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from .lifecycle import Reason, recorded_final
 from .membership import ELASTIC_REPLICAS_ENV, Change, Epoch, Kind, decide, describe
-from .runcontext import Hooks, Run, Stopped
-from .rundir import marker_exists
+from .runcontext import EndedElsewhere, Failure, Hooks, Run, Stopped
+from .rundir import MarkerUnreadable, marker_exists
 
 ALIVE_SECONDS = 2.0  # each launcher rewrites its alive file this often
 STALE_SECONDS = 6.0  # an alive file unchanged this long: that launcher is not running
@@ -77,9 +78,24 @@ class EpochFiles:
                 os.link(tmp, self.dir / f"epoch-{epoch.number}.json")
             except FileExistsError:
                 return False
+            except OSError:  # no hard links (some SMB and FUSE file systems): exclusive create
+                return self._claim_exclusive(epoch)
             return True
         finally:
             os.unlink(tmp)
+
+    def _claim_exclusive(self, epoch: Epoch) -> bool:
+        """O_CREAT|O_EXCL, then the content: a reader that meets the file half-written skips it
+        (newest() falls back to the epoch before) until it is whole."""
+        try:
+            fd = os.open(self.dir / f"epoch-{epoch.number}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(epoch.to_json(), f)
+            f.flush()
+            os.fsync(f.fileno())
+        return True
 
     def beat(self, ordinal: int, counter: int, epoch: int, member: bool) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -119,11 +135,19 @@ class Liveness:
         now = self.clock()
         for ordinal, text in beats.items():
             last = self._seen.get(ordinal)
-            if last is None or last[0] != text:
+            if last is None:
+                # First seen: not alive until it changes (a lost worker's file outlives it), and
+                # gone since this observer started looking.
+                self._seen[ordinal] = (text, self.started - self.stale)
+            elif last[0] != text:
                 self._seen[ordinal] = (text, now)
         alive = frozenset(o for o, (_, since) in self._seen.items() if now - since < self.stale)
-        absent = {o: now - since for o, (_, since) in self._seen.items() if o not in alive}
+        absent = {o: now - max(since, self.started) for o, (_, since) in self._seen.items() if o not in alive}
         return alive, absent
+
+    def settled(self) -> bool:
+        """Has this observer watched long enough to tell a running launcher from a lost one?"""
+        return self.clock() - self.started >= self.stale
 
     def absent_for(self, ordinal: int, absent: dict[int, float]) -> float:
         """How long `ordinal` has not run: since its file last changed, or, never seen, since
@@ -167,6 +191,8 @@ class Elastic:
                     self.tick()
                 except OSError as err:  # shared storage hiccup: said, tried again next beat
                     self._say_once(f"elastic: cannot read or write {self.files.dir}: {err}")
+                except Exception as err:  # said, and the next beat tries again
+                    self._say_once(f"elastic: {type(err).__name__}: {err}")
 
         threading.Thread(target=loop, name="tfmw-elastic", daemon=True).start()
         return done
@@ -184,7 +210,7 @@ class Elastic:
         with self._lock:
             self._alive, self._absent = alive, absent
         change = None
-        if min(alive) == self.ordinal:
+        if min(alive) == self.ordinal and self.liveness.settled():
             change = decide(newest, alive, absent, self.replicas, self.micro, self.minimum, self.grace)
             if change.claims:
                 claimed = Epoch(newest.number + 1, change.members, self.replicas, change.kind.value, self.ordinal)
@@ -205,10 +231,8 @@ class Elastic:
         if self.epoch is None or newest.number == self.epoch.number or self.waiting:
             return
         supervisor = self.hooks.supervisor()
-        if supervisor is not None and not self.run.in_peer_wait:
-            if getattr(self, "_asked", None) != newest.number:
-                self._asked = newest.number
-                supervisor.request_regroup(f"elastic epoch {self.epoch.number} -> {newest.number} ({newest.reason})")
+        if supervisor is not None and not self.run.in_peer_wait and not supervisor.regroup_pending:
+            supervisor.request_regroup(f"elastic epoch {self.epoch.number} -> {newest.number} ({newest.reason})")
 
     def newer_epoch(self) -> str | None:
         """After training stopped: has a newer epoch been claimed? Its why (a regroup, not a
@@ -222,12 +246,20 @@ class Elastic:
     def join(self, form: Callable[[Epoch], None]) -> bool:
         """Before training starts: wait until this launcher is a member of the newest epoch and
         every member runs, then form the group at it (`form`). Whether the group changed.
-        Returns at once when the run completed (the supervisor then ends as Succeeded)."""
+        Returns at once when the run completed (the supervisor then ends as Succeeded); raises
+        EndedElsewhere when another launcher recorded its end, Failure past the deadline."""
         self.waiting = True
         entered = self.files.beats()
+        looks = 0
         try:
             while True:
+                self._ended(looks)
+                looks += 1
                 newest = self.files.newest(self.replicas)
+                if newest.replicas != self.replicas:  # a resize: its epoch is not claimed yet
+                    if self.hooks.stopping.wait(1.0):
+                        raise Stopped()
+                    continue
                 with self._lock:
                     alive = self._alive
                 # The rendezvous' barrier: every other member's launcher has beaten since this
@@ -235,7 +267,8 @@ class Elastic:
                 now = self.files.beats()
                 fresh = {o for o in newest.members if o == self.ordinal or now.get(o) != entered.get(o)}
                 if self.ordinal in newest.members and set(newest.members) <= alive and fresh == set(newest.members):
-                    changed = self.epoch is None or newest != self.epoch
+                    formed = self.run.group.at_members(self.run.settings, newest.members)
+                    changed = self.epoch is None or newest != self.epoch or formed.encoded != self.run.group.encoded
                     if changed:
                         form(newest)
                         self.epoch = newest
@@ -245,12 +278,36 @@ class Elastic:
                         f"elastic: worker {self.ordinal} is not a member of epoch {newest.number} "
                         f"(members {list(newest.members)}): waiting for the group to grow at its next checkpoint"
                     )
-                if self.run.run_dir is not None and marker_exists(self.run.run_dir / "COMPLETED"):
-                    return False
+                try:
+                    if self.run.run_dir is not None and marker_exists(self.run.run_dir / "COMPLETED"):
+                        return False
+                except MarkerUnreadable:
+                    pass  # the supervisor reads it again, with its retries, before any start
                 if self.hooks.stopping.wait(1.0):
                     raise Stopped()
         finally:
             self.waiting = False
+
+    def _ended(self, looks: int) -> None:
+        """While waiting: the run's end recorded by another launcher (every 10th look: one API
+        read per 10 s), or the deadline passed."""
+        run = self.run
+        if run.deadline is not None and time.monotonic() >= run.deadline:
+            raise Failure(
+                Reason.DEADLINE_EXCEEDED,
+                f"training.activeDeadlineSeconds={run.settings.active_deadline_seconds} passed while "
+                "waiting to join the elastic group",
+            )
+        if looks % 10 == 0:
+            recorded = run.recorder.read()
+            if recorded_final(recorded, run.tracker.state):
+                raise EndedElsewhere(recorded)
+
+    def chief_now(self) -> bool:
+        """Is this launcher the chief of the newest epoch (member 0)? Before it joins: who may
+        record the run's state."""
+        newest = self.files.newest(self.replicas)
+        return bool(newest.members) and newest.members[0] == self.ordinal
 
     def _say_once(self, text: str) -> None:
         if text != self._said:

@@ -430,9 +430,11 @@ class Launcher:
             if run.recorded is not None and run.recorded.phase is Phase.SUSPENDED
             else None
         )
+        elastic = self._elastic(run)
+        if elastic is not None:  # the chief is member 0 of the newest epoch: it records the run
+            run.tracker.is_chief = elastic.chief_now()
         run.tracker.record_now(resumed_event)
         peers = PeerWatch(run, self.hooks)
-        elastic = self._elastic(run)
         regroup = Regroup(run, self.hooks, GroupSize(run.api, self.stopping), peers, elastic)
         self.supervisor = Supervisor(self._supervisor_config(run, regroup))
         watchers = (regroup.watch(), peers.start(), elastic.start() if elastic is not None else None)

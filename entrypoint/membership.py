@@ -134,6 +134,7 @@ def decide(
 ) -> Change:
     """What the decider does with what it saw: `alive` (ordinals whose launcher runs), for each
     member not alive how long it has been gone, the configured N, k and minReplicas."""
+    minimum = min(minimum, replicas)  # resized below minReplicas (kubectl scale): the whole group
     running = sorted(o for o in alive if 0 <= o < replicas)
     fitting = [m for m in usable_sizes(replicas, micro_batches, minimum) if m <= len(running)]
     size = fitting[-1] if fitting else 0

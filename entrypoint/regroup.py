@@ -27,6 +27,14 @@ from .restarts import restart_kind
 from .runcontext import EndedElsewhere, Failure, Hooks, Run, SizeChanged, Stopped, jittered
 from .settings import LauncherSettings
 
+# The why of a regroup for a new elastic epoch (entrypoint.elastic.Elastic.newer_epoch)
+ELASTIC_CAUSE = "elastic epoch"
+
+
+class EpochChanged(Exception):
+    """A newer elastic epoch was claimed while waiting for the peers: join it instead."""
+
+
 RESIZE_POLL_SECONDS = 5.0  # the chief reads its StatefulSet's replicas this often (jittered)
 
 
@@ -111,13 +119,15 @@ class Regroup:
         stops its training at a checkpoint to re-form the group (the supervisor restarts it
         through before_restart); the others stop with it. Set the returned Event to stop."""
         run = self.run
-        if not self.resizable or not run.tracker.is_chief:
+        # An elastic group's chief is member 0 of its epoch, whichever ordinal: every launcher
+        # watches, and only the chief of the moment reads the size.
+        if not self.resizable or (not run.tracker.is_chief and self.elastic is None):
             return None
         done = threading.Event()
 
         def watch() -> None:
             while not done.wait(jittered(RESIZE_POLL_SECONDS)) and not self.hooks.stopping.is_set():
-                if run.resize_to is not None or run.in_peer_wait:
+                if run.resize_to is not None or run.in_peer_wait or not run.tracker.is_chief:
                     continue  # the group is stopping or re-forming: the regroup reads the size itself
                 size = self.size.read(run.settings)
                 supervisor = self.hooks.supervisor()
@@ -170,6 +180,10 @@ class Regroup:
         if tracker.state.phase is Phase.RESIZING:
             tracker.group_stopped()
             return
+        if ELASTIC_CAUSE in cause:  # a new elastic epoch (a grow): a re-forming, not a failure
+            tracker.group_stopped()
+            tracker.transition(Phase.RESTARTING, message=tracker.restart_message(cause))
+            return
         tracker.restart_counted(restart_kind(cause))
         tracker.transition(Phase.RESTARTING, message=tracker.restart_message(cause))
 
@@ -205,6 +219,8 @@ class Regroup:
                 return changed
             except SizeChanged as new:
                 self.reform(new.size)
+                changed = True
+            except EpochChanged:  # a member lost (or one back) while waiting: join the new epoch
                 changed = True
 
     def form_epoch(self, epoch: Epoch) -> None:
@@ -275,6 +291,8 @@ class Regroup:
             nonlocal checked, period
             if self.hooks.stopping.wait(seconds):
                 raise Stopped()
+            if self.elastic is not None and self.elastic.newer_epoch() is not None:
+                raise EpochChanged()
             if watches and time.monotonic() - checked >= period:
                 checked, period = time.monotonic(), jittered(RESIZE_POLL_SECONDS)
                 if self.resizable:

@@ -178,6 +178,11 @@ class Supervisor:
         self._process.discard_standby()  # it holds the old TF_CONFIG
         self._process.signal(signal.SIGTERM)
 
+    @property
+    def regroup_pending(self) -> bool:
+        """A regroup was asked for and the group has not re-formed yet."""
+        return self._regroup_why is not None
+
     def _regroup(self) -> None:
         env = self.cfg.regroup()
         # A resize asked for while regroup waited is one regroup has seen (it re-reads the size

@@ -130,13 +130,48 @@ def test_liveness_follows_beats_on_the_observer_clock(tmp_path):
     live = Liveness(clock=lambda: now[0], stale=6.0)
     files.beat(1, 1, 0, True)
     files.beat(2, 1, 0, True)
+    # first seen: not alive until it changes (a lost worker's file outlives it)
+    assert live.observe(files.beats())[0] == set() and not live.settled()
+    now[0] += 2
+    files.beat(1, 2, 0, True)
+    files.beat(2, 2, 0, True)
     assert live.observe(files.beats())[0] == {1, 2}
     now[0] += 4
-    files.beat(1, 2, 0, True)
+    files.beat(1, 3, 0, True)
     now[0] += 4
     alive, absent = live.observe(files.beats())
-    assert alive == {1} and absent == {2: 8.0}
-    assert live.absent_for(3, absent) == 8.0  # never seen: since the observer started
+    assert alive == {1} and absent == {2: 8.0} and live.settled()
+    assert live.absent_for(3, absent) == 10.0  # never seen: since the observer started
+
+
+def test_a_lost_workers_old_file_never_looks_alive_to_a_new_observer(tmp_path):
+    now = [0.0]
+    files = EpochFiles(tmp_path)
+    files.beat(3, 41, 1, False)  # written before worker 3 was lost
+    live = Liveness(clock=lambda: now[0], stale=6.0)
+    for _ in range(5):
+        alive, absent = live.observe(files.beats())
+        assert 3 not in alive
+        now[0] += 2
+    assert absent[3] == 8.0
+
+
+def test_a_resize_below_the_minimum_takes_the_whole_new_group():
+    change = decide(EPOCH, frozenset({0, 1}), {}, 2, K, 3, 60)
+    assert change.kind is Kind.RESIZE and change.members == (0, 1)
+
+
+def test_an_epoch_is_claimed_once_without_hard_links(tmp_path, monkeypatch):
+    import os
+
+    def no_links(*_):
+        raise PermissionError("hard links not supported")
+
+    monkeypatch.setattr(os, "link", no_links)
+    files = EpochFiles(tmp_path)
+    assert files.claim(Epoch(1, (0, 1), 4, "shrink", 0))
+    assert not files.claim(Epoch(1, (2, 3), 4, "shrink", 2))
+    assert files.newest(4).members == (0, 1)
 
 
 def _run(**kw):

@@ -52,6 +52,8 @@ class ElasticRun:
 def run_sets(elastic: bool, steps: int, grace_seconds: int, extra=()) -> list[str]:
     sets = [
         f"workers.replicas={WORKERS}",
+        # the mlp: what is measured is the group's membership, not the model (4 workers on 2 cores)
+        "training.config.model.name=mlp",
         f"training.config.steps={steps}",
         "training.config.checkpoint.everySteps=10",
         "training.config.logEverySteps=1",
