@@ -2,7 +2,8 @@
 node (entrypoint/nodeloss.py), read with a fixed number of requests whatever the group's size
 (docs/contracts.md, "Request budget").
 
-Only while the group makes no progress, and only three launchers look: the chief lists the
+Only while the group makes no progress (or trains as an elastic group without some of its
+workers: entrypoint.elastic), and only three launchers look: the chief lists the
 release's worker pods in one request (the chart's worker selector, TFMW_POD_SELECTOR) and sees
 to every peer; worker 1 and the last worker read the chief's pod (two, far apart in the group:
 seldom on one node), so that a lost chief is replaced by them and the new chief then sees to
@@ -191,7 +192,10 @@ class PeerWatch:
             supervisor = self.hooks.supervisor()
             if supervisor is None or supervisor.seconds_without_progress() < STALLED_SECONDS:
                 run.waiting.trains()
-                continue
+                # An elastic group training without some of its workers still replaces a peer
+                # lost with its node: else its pod stays Terminating and the group never grows back.
+                if supervisor is None or run.workers >= run.size:
+                    continue
             if run.identity.ordinal == 0:
                 peers = self._in_turn(list(range(1, run.size)))
                 read = self.peer_pods(peers)

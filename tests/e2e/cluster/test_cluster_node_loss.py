@@ -373,7 +373,9 @@ def test_a_node_cut_off_is_replaced_and_its_old_pod_writes_nothing_once_healed(l
     assert result.marker_digest and result.identical_weights, (result.digests, result.marker_digest)
 
 
-ELASTIC_STEPS = 5000  # long enough that the lone worker still trains when the room comes back
+# values/local.yaml's cnn (the mlp trains 5000 steps alone in half a minute): long enough that the
+# lone worker still trains when its peer is replaced and runs again (about a minute)
+ELASTIC_STEPS = 2000
 ELASTIC_SETS = ("training.elastic.minReplicas=1", "training.elastic.graceSeconds=10")
 
 
@@ -381,7 +383,7 @@ ELASTIC_SETS = ("training.elastic.minReplicas=1", "training.elastic.graceSeconds
 def test_elastic_a_workers_node_lost_with_no_room_shrinks_trains_on_and_grows_back(lossy, ns, tmp_path):
     cluster = lossy
     _wait_for_nodes_that_run_pods(cluster, 3)
-    _install(cluster, ns, tmp_path, ELASTIC_STEPS, False, ELASTIC_SETS)
+    _install(cluster, ns, tmp_path, ELASTIC_STEPS, False, (*ELASTIC_SETS, "training.config.model.name=cnn"))
     chief, victim = f"{RELEASE}-tf-multiworker-0", f"{RELEASE}-tf-multiworker-1"
 
     def describe() -> str:
@@ -416,10 +418,8 @@ def test_elastic_a_workers_node_lost_with_no_room_shrinks_trains_on_and_grows_ba
         return said and status.get("phase") == "Running"
 
     wait_for(training_alone, 300, "the chief training alone", 1, describe)
-    alone_from = int(_status(cluster, ns).get("step") or 0)
-    print(f"shrunk to 1 of 2 after {time.time() - faulted:.0f}s, at step {alone_from}")
-    wait_for(lambda: int(_status(cluster, ns).get("step") or 0) >= alone_from + 200, 300, "steps alone", 1, describe)
-    assert "Elastic" in " ".join(e["reason"] for e in cluster.events(ns)), describe()
+    print(f"shrunk to 1 of 2 after {time.time() - faulted:.0f}s")
+    # Room again: the lost pod, force-deleted by the chief while it trains alone, is replaced there.
     cluster.api.delete(
         ns_path(ns, "pods", ballast), {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
     )
@@ -439,6 +439,8 @@ def test_elastic_a_workers_node_lost_with_no_room_shrinks_trains_on_and_grows_ba
     assert "ElasticShrink" in reasons and "ElasticGrow" in reasons and "Failed" not in reasons, reasons
     chief_log, victim_log = cluster.logs(ns, chief), cluster.logs(ns, victim)
     assert "tfmw elastic members=1/2 micro_batches=1->2" in chief_log, describe()
+    alone = chief_log.split("tfmw elastic members=1/2", 1)[1].split("(grow)", 1)[0]
+    assert re.search(r"^tfmw progress ", alone, re.M), "the chief did not train alone before the group grew back"
     digests = {
         m for log in (chief_log, victim_log) for m in re.findall(r"^tfmw done .*weights_digest=(\S+)", log, re.M)
     }
