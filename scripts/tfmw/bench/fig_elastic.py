@@ -113,5 +113,8 @@ def run_figure(bench: BenchRun) -> str:
         "worker's return. On, the group shrinks after the grace (10 s here, 120 s by default) plus one "
         "restart from the last checkpoint, trains at 3 x 4 micro-batches (the same global batch of "
         "4 x 3), and grows back at its next checkpoint once the worker runs again: a second restart. "
-        "What remains idle is those two restarts and the grace: about 35 s of three workers here, so with this 30 s outage (scaled down to fit `make test`'s machine) elastic training saves only a tenth of the idle worker-seconds; the saving is the outage minus that fixed cost, so on an outage of the hours the issue describes it is nearly all of it (not measured here).",
+        "What remains idle is those two restarts and the grace: about 35 s of three workers here, so "
+        "with this 30 s outage (scaled down to fit this machine) elastic training saves only a tenth of "
+        "the idle worker-seconds; the saving is the outage minus that fixed cost, so on an outage of "
+        "hours it is nearly all of it (not measured here).",
     )
