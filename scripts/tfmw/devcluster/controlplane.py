@@ -507,6 +507,11 @@ def controller_manager_args(bins: dict, state: ClusterState) -> list[str]:
         # Pods of a node that stops renewing its lease are evicted after this:
         "--node-monitor-grace-period",
         f"{state.node_monitor_grace_seconds}s",
+        # One zone of a few nodes: with the default 0.55, three nodes lost of four or five make the
+        # zone "unhealthy" and, in a cluster under 50 nodes, taint-based eviction stops altogether,
+        # so a lost node's pods are never deleted (the loss tests lose three of four). 1.0: only a
+        # zone with every node lost stops evicting.
+        "--unhealthy-zone-threshold=1.0",
     ]
 
 
