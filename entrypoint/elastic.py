@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .lifecycle import Reason, recorded_final
-from .membership import ELASTIC_REPLICAS_ENV, Change, Epoch, Kind, decide, describe
+from .membership import Change, Epoch, Kind, decide, describe
 from .runcontext import EndedElsewhere, Failure, Hooks, Run, Stopped
 from .rundir import MarkerUnreadable, marker_exists
 
@@ -313,8 +313,3 @@ class Elastic:
         if text != self._said:
             self._said = text
             self.hooks.say(text)
-
-
-def child_env(base: dict[str, str], replicas: int) -> dict[str, str]:
-    """The trainer's environment in an elastic run: the configured N (entrypoint.training.trainer)."""
-    return dict(base, **{ELASTIC_REPLICAS_ENV: str(replicas)})

@@ -47,7 +47,6 @@ def measure(quick: bool, log=print) -> list[ElasticRun]:
                 run = local_elastic_run(
                     Path(tmp), elastic=elastic, steps=STEPS, outage_seconds=OUTAGE_SECONDS, grace_seconds=GRACE_SECONDS
                 )
-                run.reason = run.reason or ""
                 runs.append(run)
     return runs
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,7 +159,3 @@ def _measure(cluster: LocalCluster, result: ElasticRun) -> None:
         stamps = [result.held_at] + [t for t, _ in _steps(state.lines, state.times) if t > result.held_at] + [end]
         idle += sum(b - a for a, b in zip(stamps, stamps[1:], strict=False) if b - a >= IDLE_GAP_SECONDS)
     result.idle_worker_seconds = idle
-
-
-def median(values):
-    return statistics.median(values) if values else None
