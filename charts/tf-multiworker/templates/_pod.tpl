@@ -293,18 +293,49 @@ Usage: include "tf-multiworker.extraContainers" (dict "root" . "containers" .Val
 {{- end }}
 
 {{/*
-The worker pods' affinity: workers.affinity, plus workers.podAntiAffinity (one worker per node).
+The worker pods' affinity: workers.affinity, plus workers.podAntiAffinity (one worker per node),
+plus, without Kueue, scheduling.topology as the workers' affinity to each other on its key: the
+scheduler places each worker where most of the group already is, so the group fills one domain
+before it opens the next (with Kueue, its topology-aware scheduling places the whole group at
+once: tf-multiworker.topologyAnnotation).
 */}}
 {{- define "tf-multiworker.workerAffinity" -}}
 {{- $affinity := deepCopy (default (dict) .Values.workers.affinity) }}
 {{- $mode := .Values.workers.podAntiAffinity }}
-{{- $term := dict "labelSelector" (dict "matchLabels" (include "tf-multiworker.workerSelectorLabels" . | fromYaml)) "topologyKey" "kubernetes.io/hostname" }}
+{{- $group := dict "matchLabels" (include "tf-multiworker.workerSelectorLabels" . | fromYaml) }}
+{{- $term := dict "labelSelector" $group "topologyKey" "kubernetes.io/hostname" }}
 {{- if eq $mode "hard" }}
 {{- $_ := set $affinity "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list $term)) }}
 {{- else if eq $mode "soft" }}
 {{- $_ := set $affinity "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term))) }}
 {{- end }}
+{{- $topology := .Values.scheduling.topology | default dict }}
+{{- if and $topology.key (ne .Values.scheduling.gang "kueue") }}
+{{- $together := dict "labelSelector" $group "topologyKey" $topology.key }}
+{{- $podAffinity := deepCopy (default (dict) $affinity.podAffinity) }}
+{{- if eq $topology.mode "required" }}
+{{- /* the first worker matches its own term, so it may go anywhere; the rest follow it */}}
+{{- $_ := set $podAffinity "requiredDuringSchedulingIgnoredDuringExecution" (append (default list $podAffinity.requiredDuringSchedulingIgnoredDuringExecution) $together) }}
+{{- else }}
+{{- $_ := set $podAffinity "preferredDuringSchedulingIgnoredDuringExecution" (append (default list $podAffinity.preferredDuringSchedulingIgnoredDuringExecution) (dict "weight" 100 "podAffinityTerm" $together)) }}
+{{- end }}
+{{- $_ := set $affinity "podAffinity" $podAffinity }}
+{{- end }}
 {{- if $affinity }}{{ toYaml $affinity }}{{ end }}
+{{- end }}
+
+{{/*
+With gang=kueue and scheduling.topology.key: the pod template annotation Kueue's StatefulSet
+integration reads for the group's placement (sigs.k8s.io/kueue v0.19 statefulset_reconciler.go
+constructWorkload, jobframework.NewPodSetTopologyRequest on spec.template.metadata), as
+"key: value" YAML; nothing otherwise. Kueue gates each pod until it has placed the whole group,
+then pins each ordinal to its node with a nodeSelector, consecutive ordinals in one domain.
+*/}}
+{{- define "tf-multiworker.topologyAnnotation" -}}
+{{- $topology := .Values.scheduling.topology | default dict }}
+{{- if and $topology.key (eq .Values.scheduling.gang "kueue") -}}
+kueue.x-k8s.io/podset-{{ $topology.mode | default "preferred" }}-topology: {{ $topology.key | quote }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -415,7 +446,8 @@ workers.gpus alone (the one place for it). */}}
 
 {{/* What of the worker pods Kueue keeps immutable on a StatefulSet it manages (sigs.k8s.io/kueue
 v0.19 pkg/util/pod SpecShape: each container's requests and ports, nodeSelector, affinity,
-tolerations, runtimeClassName, topology spread), as the values that render it. A pod
+tolerations, runtimeClassName, topology spread; and the topology request, read once when it
+makes the Workload), as the values that render it. A pod
 template carries no `priority` (the admission plugin resolves priorityClassName on pods
 only), so a priority class change is not part of it. */}}
 {{- define "tf-multiworker.kueueShape" -}}
@@ -439,5 +471,7 @@ Kueue sizes the group from the pods: a GPU count, a limit only, is part of the s
   "affinity" (include "tf-multiworker.workerAffinity" . | fromYaml)
   "topologySpreadConstraints" (default list $workers.topologySpreadConstraints)
   "runtimeClassName" (toString (default "" $workers.runtimeClassName)) }}
+{{- /* only when set: the digest of a release from before scheduling.topology stays what it was */}}
+{{- with include "tf-multiworker.topologyAnnotation" . }}{{ $_ := set $shape "topology" . }}{{ end }}
 {{- toJson $shape }}
 {{- end }}

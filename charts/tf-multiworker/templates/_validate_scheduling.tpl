@@ -44,7 +44,7 @@ wrote on it (tf-multiworker/kueue-shape), chart output against chart output. */}
 {{- end }}
 {{- $shape := dig "metadata" "annotations" "tf-multiworker/kueue-shape" "" $live }}
 {{- if and $shape (ne $shape (include "tf-multiworker.kueueShape" . | sha256sum | trunc 16)) }}
-{{- $problems = append $problems (printf "the workers' pod shape under Kueue (scheduling.gang=kueue): Kueue keeps requests, ports, nodeSelector, affinity, tolerations, runtimeClassName and topology spread of a StatefulSet it manages as they were admitted, and this upgrade changes one of them; %s" $way) }}
+{{- $problems = append $problems (printf "the workers' pod shape under Kueue (scheduling.gang=kueue): Kueue keeps requests, ports, nodeSelector, affinity, tolerations, runtimeClassName, topology spread and the topology request (scheduling.topology) of a StatefulSet it manages as they were admitted, and this upgrade changes one of them; %s" $way) }}
 {{- end }}
 {{- join "\n" $problems }}
 {{- end }}

@@ -33,6 +33,7 @@ SHAPE_FIELDS = (
     "overhead",
     "resourceClaims",
 )
+TOPOLOGY_PREFIX = "kueue.x-k8s.io/podset-"
 
 
 def _requests(container: dict) -> dict:
@@ -120,4 +121,22 @@ def through_zero(live: dict | None, workload: dict | None, recorded: dict | None
     changed = shape_changes(_pod_spec(recorded or live), _pod_spec(rendered))
     if changed:
         return f"its pods' shape ({', '.join(changed)})"
+    old_request, new_request = topology_request(recorded or live), topology_request(rendered)
+    if old_request != new_request:
+        return f"its topology request ({_said(old_request)} -> {_said(new_request)})"
     return None
+
+
+def topology_request(sts: dict | None) -> dict[str, str]:
+    """The pod template's Kueue topology annotations (kueue.x-k8s.io/podset-*-topology): Kueue
+    reads them once, when it makes the Workload, so a change takes a new one (pure)."""
+    annotations = ((((sts or {}).get("spec") or {}).get("template") or {}).get("metadata") or {}).get("annotations")
+    return {
+        key: value
+        for key, value in (annotations or {}).items()
+        if key.startswith(TOPOLOGY_PREFIX) and key.endswith("-topology")
+    }
+
+
+def _said(request: dict[str, str]) -> str:
+    return ", ".join(f"{key.removeprefix(TOPOLOGY_PREFIX)}={value}" for key, value in sorted(request.items())) or "none"

@@ -92,3 +92,18 @@ def test_pod_shape_follows_kueues_spec_shape():
     assert "resources" not in shape  # pod-level requests count only when set
     changed = dict(spec, containers=[dict(spec["containers"][0], image="y", env=[])])
     assert kueue_update.shape_changes(spec, changed) == []
+
+
+def test_a_topology_request_set_changed_or_removed_goes_through_zero(two):
+    rack = rendered(*KUEUE, "scheduling.topology.key=example.com/rack")
+    required = rendered(*KUEUE, "scheduling.topology.key=example.com/rack", "scheduling.topology.mode=required")
+    assert kueue_update.through_zero(live(two), workload(2), two, rack) == (
+        "its topology request (none -> preferred-topology=example.com/rack)"
+    )
+    assert kueue_update.through_zero(live(rack), workload(2), rack, required) == (
+        "its topology request (preferred-topology=example.com/rack -> required-topology=example.com/rack)"
+    )
+    assert kueue_update.through_zero(live(required), workload(2), required, two) == (
+        "its topology request (required-topology=example.com/rack -> none)"
+    )
+    assert kueue_update.through_zero(live(rack), workload(2), rack, rack) is None
