@@ -12,7 +12,7 @@ import time
 
 from tfmw.chart import helmkit
 from tfmw.chart.helmkit import ToolError
-from tfmw.deploy import observe, queue, volumes
+from tfmw.deploy import observe, placement, queue, volumes
 from tfmw.deploy.release import Release, api, api_failure, resolve, run_objects, say, workers_of_release
 from tfmw.k8s.api import Api, ApiError, ns_path
 
@@ -45,6 +45,9 @@ def status(rel: Release) -> int:
     )
     for line in observe.status_lines(release, workers, sts, status_object, reports):
         say(line)
+    placed = placement.status_line(client, sts, items)
+    if placed:
+        say(placed)
     queued = queue.workload_clause(client, sts)
     if queued:
         say(queued)
