@@ -19,6 +19,7 @@ from pathlib import Path
 from repo import REPO
 
 from tfmw.devcluster.controlplane import ClusterState
+from tfmw.devcluster.kwok import ANNOTATION as KWOK_ANNOTATION
 from tfmw.faults.kube import Kube
 from tfmw.faults.podlogs import PodLogs
 from tfmw.k8s import namespaces
@@ -129,6 +130,7 @@ BUILDS_AHEAD = {
     "queued": "tfmw.devcluster.build_kueue",  # Kueue's manager: ~6 min on a new machine
     # Flux's source- and helm-controller: ~14 min on a loaded 2-core machine (12 CPU-minutes)
     "flux": "tfmw.devcluster.build_flux",
+    "kwok_nodes": "tfmw.devcluster.build_kwok",  # kwok's controller: ~4 min
 }
 _AHEAD: dict[str, subprocess.Popen] = {}
 
@@ -203,6 +205,8 @@ def unfit_nodes(nodes: list[dict]) -> list[str]:
     Ready, cordoned, a taint that repels pods, a pressure condition. Empty when every node can."""
     lines = []
     for node in nodes:
+        if (node["metadata"].get("annotations") or {}).get(KWOK_ANNOTATION) == "fake":
+            continue  # kwok's, tainted on purpose: no test pod lands there unless it asks to
         conditions = {c["type"]: c for c in (node.get("status") or {}).get("conditions") or []}
         ready = conditions.get("Ready", {})
         why = []

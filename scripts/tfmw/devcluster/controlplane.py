@@ -1207,13 +1207,14 @@ def _load(directory: Path) -> ClusterState:
 
 
 # The add-ons that run on the host, by the names their PIDs are recorded under (registry.py,
-# prometheus.py, flux.py: build_flux's names), stopped by `down` after the nodes.
+# prometheus.py, flux.py: build_flux's names, kwok.py), stopped by `down` after the nodes.
 HOST_ADDONS = (
     "registry",
     "prometheus",
     "prometheus-discover",
     "flux-helm-controller",
     "flux-source-controller",
+    "kwok",
 )
 
 

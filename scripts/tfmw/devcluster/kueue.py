@@ -139,14 +139,62 @@ def queue_objects() -> list[tuple[str, dict]]:
     return objects
 
 
-def local_queue(namespace: str) -> tuple[str, dict]:
+def topology_queue_objects(
+    name: str, levels: list[str], node_labels: dict[str, str], quota: dict[str, str]
+) -> list[tuple[str, dict]]:
+    """(collection path, object) of a topology-aware queue (Kueue's TAS): a Topology of `levels`
+    (node labels, the widest first; kubernetes.io/hostname, when there, last), a ResourceFlavor
+    of the nodes with `node_labels` that uses it, and a ClusterQueue `name` with `quota` of that
+    flavor for the managed namespaces; each namespace reaches it through a LocalQueue `name`
+    (local_queue(namespace, name))."""
+    resources = [{"name": resource, "nominalQuota": amount} for resource, amount in quota.items()]
+    return [
+        (
+            f"{KUEUE_API}/topologies",
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Topology",
+                "metadata": {"name": name},
+                "spec": {"levels": [{"nodeLabel": label} for label in levels]},
+            },
+        ),
+        (
+            f"{KUEUE_API}/resourceflavors",
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ResourceFlavor",
+                "metadata": {"name": name},
+                "spec": {"nodeLabels": dict(node_labels), "topologyName": name},
+            },
+        ),
+        (
+            f"{KUEUE_API}/clusterqueues",
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": name},
+                "spec": {
+                    "namespaceSelector": {"matchLabels": dict(MANAGED_LABEL)},
+                    "resourceGroups": [
+                        {"coveredResources": list(quota), "flavors": [{"name": name, "resources": resources}]}
+                    ],
+                },
+            },
+        ),
+    ]
+
+
+def local_queue(namespace: str, cluster_queue: str = CLUSTER_QUEUE) -> tuple[str, dict]:
     return (
         f"{KUEUE_API}/namespaces/{namespace}/localqueues",
         {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "LocalQueue",
-            "metadata": {"name": LOCAL_QUEUE, "namespace": namespace},
-            "spec": {"clusterQueue": CLUSTER_QUEUE},
+            "metadata": {
+                "name": LOCAL_QUEUE if cluster_queue == CLUSTER_QUEUE else cluster_queue,
+                "namespace": namespace,
+            },
+            "spec": {"clusterQueue": cluster_queue},
         },
     )
 
@@ -224,12 +272,10 @@ def _wait_for_webhook(api: Api, timeout: float = 120) -> None:
     raise KueueError(f"the API server does not reach Kueue's webhook after {timeout:.0f}s: {last}")
 
 
-def uninstall(state: controlplane.ClusterState, timeout: float = 120) -> None:
-    """The queueing objects deleted while the manager still runs (it holds finalizers on
-    them: with the manager gone first, they and their CRDs would never go), then the chart
-    (its CRDs, and every other Kueue object with them)."""
-    api = state.api()
-    named = [f"{path}/{obj['metadata']['name']}" for path, obj in queue_objects()]
+def delete_objects(api: Api, objects: list[tuple[str, dict]], timeout: float = 120) -> None:
+    """Delete queueing objects (collection path, object) and wait until they are gone: Kueue's
+    manager, still running, holds finalizers on them until nothing uses them."""
+    named = [f"{path}/{obj['metadata']['name']}" for path, obj in objects]
     for path in named:
         api.delete(path)
     deadline = time.monotonic() + timeout
@@ -237,6 +283,13 @@ def uninstall(state: controlplane.ClusterState, timeout: float = 120) -> None:
         time.sleep(1)
     if left:
         raise KueueError(f"Kueue's manager did not release {', '.join(left)} within {timeout:.0f}s")
+
+
+def uninstall(state: controlplane.ClusterState, timeout: float = 120) -> None:
+    """The queueing objects deleted while the manager still runs (it holds finalizers on
+    them: with the manager gone first, they and their CRDs would never go), then the chart
+    (its CRDs, and every other Kueue object with them)."""
+    delete_objects(state.api(), queue_objects(), timeout)
     _helm(state, "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", INSTALL_TIMEOUT)
 
 

@@ -25,6 +25,7 @@ from lanes import finish_side_lane, start_side_lane
 
 from tfmw.devcluster import controlplane
 from tfmw.devcluster import flux as flux_mod
+from tfmw.devcluster import kwok as kwok_mod
 from tfmw.devcluster import registry as registry_mod
 from tfmw.devcluster.build import ensure_binaries
 
@@ -116,6 +117,25 @@ def flux(cluster, tmp_path_factory) -> Flux:
     finally:
         if not had_registry:
             registry_mod.stop(state)
+
+
+@pytest.fixture(scope="module")
+def kwok_nodes(cluster) -> list[kwok_mod.FakeNode]:
+    """kwok's fake GPU nodes beside the shared cluster's real ones for a module's tests: 2 blocks
+    x 2 racks x 2 nodes of 8 GPUs, tainted so that only a pod that tolerates kwok's taint lands
+    there (the kwok controller built ahead, from when the cluster came up); removed after the
+    module, kwok stopped."""
+    built_ahead("kwok_nodes")
+    kwok_mod.start(cluster.state, say=print)
+    nodes = kwok_mod.topology(blocks=2, racks_per_block=2, nodes_per_rack=2, gpus=8)
+    try:
+        kwok_mod.add_nodes(cluster.api, nodes)
+        yield nodes
+    finally:
+        try:
+            kwok_mod.remove_nodes(cluster.api, [node.name for node in nodes])
+        finally:
+            kwok_mod.stop(cluster.state)
 
 
 _UNFIT: list[str] = []  # set once a test found the shared cluster unable to run pods

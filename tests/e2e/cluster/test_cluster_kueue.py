@@ -357,3 +357,71 @@ def test_make_deploy_resizes_and_reshapes_under_kueue_through_zero_at_the_step(q
         120,
         "the Workload of 3 on hold once the run scaled to 0 (quota released)",
     )
+
+
+@pytest.fixture(scope="module")
+def tas_queue(queued, kwok_nodes):
+    """A topology-aware ClusterQueue over kwok's fake GPU nodes (their block, rack and hostname
+    labels the Topology's levels); a test reaches it through a LocalQueue of the same name.
+    Deleted after the module's tests (their namespaces, and so their Workloads, gone), while
+    Kueue still runs."""
+    from tfmw.devcluster import kwok
+
+    levels = [kwok.BLOCK_LABEL, kwok.RACK_LABEL, kwok.HOSTNAME_LABEL]
+    quota = {"cpu": "64", "memory": "64Gi", "nvidia.com/gpu": "32"}
+    objects = kueue.topology_queue_objects("tas", levels, {kwok.FAKE_LABEL: "kwok"}, quota)
+    for path, obj in objects:
+        queued.api.create_or_keep(path, obj)
+    yield "tas"
+    kueue.delete_objects(queued.api, list(reversed(objects)))
+
+
+def test_kueue_places_a_group_whole_in_one_rack_with_room_beside_a_half_used_one(queued, kwok_nodes, tas_queue, ns):
+    """Kueue's topology-aware scheduling places the whole group at once: an 8-worker release
+    (required: one rack) takes half a rack, then a 16-worker one (preferred: one rack) goes
+    whole into a rack with room for all of it, never beside the first where only 8 fit; `make
+    status` says so. kwok's nodes: no container runs, the placement is what is shown."""
+    from tfmw.devcluster import kwok
+
+    cluster, rack_of = queued, {node.name: node.rack for node in kwok_nodes}
+    cluster.api.create_or_keep(*kueue.local_queue(ns, tas_queue))
+    placed_sets = (
+        "scheduling.gang=kueue",
+        f"scheduling.kueue.queueName={tas_queue}",
+        "workers.gpus=1",
+        "workers.resources.requests.memory=2Gi",
+        "workers.resources.limits.memory=4Gi",
+        "storage.type=emptyDir",
+        f"workers.nodeSelector.{kwok.FAKE_LABEL}=kwok",
+        f"workers.tolerations[0].key={kwok.TOLERATION['key']}",
+        "workers.tolerations[0].operator=Exists",
+        "workers.tolerations[0].effect=NoSchedule",
+        f"scheduling.topology.key={kwok.RACK_LABEL}",
+    )
+
+    def racks(release: str, replicas: int):
+        pods = cluster.workers(ns, release)
+        nodes = [p["spec"].get("nodeName") for p in pods]
+        if len(pods) != replicas or not all(nodes) or any(p["spec"].get("schedulingGates") for p in pods):
+            return None
+        return {rack_of[n] for n in nodes}
+
+    for release, replicas, mode in (("half", 8, "required"), ("whole", 16, "preferred")):
+        args = ["install", release, str(CHART), "-n", ns, "-f", str(REPO / "values" / "local.yaml")]
+        for item in (*placed_sets, f"workers.replicas={replicas}", f"scheduling.topology.mode={mode}"):
+            args += ["--set", item]
+        cluster.helm(*args)
+        where = wait_for(
+            lambda r=release, n=replicas: racks(r, n),
+            120,
+            f"{release}'s {replicas} workers admitted and placed",
+            1,
+            lambda r=release: str(workload(cluster, ns, r)),
+        )
+        assert len(where) == 1, (release, where)
+        if release == "half":
+            (half,) = where
+    (whole,) = where
+    assert whole != half, "the 16 went where only 8 fit"
+    shown = cluster.tfmw("status", "--namespace", ns, "--release", "whole")
+    assert f"placement by {kwok.RACK_LABEL}: 16 workers in 1 domain ({whole} x 16)" in shown.stdout, shown.stdout
