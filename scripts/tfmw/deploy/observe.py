@@ -598,7 +598,38 @@ def status_lines(
     # Last, once a worker started: which build the group runs (or that it runs several).
     recorded = (((statefulset or {}).get("metadata") or {}).get("annotations") or {}).get(IMAGE_ANNOTATION, "")
     image = [image_line(pods, workers.replicas, recorded)] if image_digests(pods) else []
-    return [head] + [worker_line(r) for r in reports] + image
+    return [head] + worker_lines(reports, workers) + image
+
+
+# Up to this many workers, a line each; a bigger group is summed up in one line, then the chief
+# and the workers that are not running and ready or have restarted, at most this many of them.
+WORKER_LINES_AT_MOST = 16
+
+
+def worker_lines(reports: list[WorkerReport], workers: Workers) -> list[str]:
+    """`make status`'s lines for the workers (pure): one each for a small group; for a big one a
+    line that counts them by state and node, then only the lines worth reading (the chief, and
+    the workers that are not running and ready or have restarted), so 1,024 workers are a
+    screen, not 1,024 lines."""
+    if len(reports) <= WORKER_LINES_AT_MOST:
+        return [worker_line(r) for r in reports]
+    fine = {id(r) for r in reports if r.pod.running and r.pod.ready and not r.pod.restarts}
+    nodes = len({r.pod.node for r in reports if r.pod.node})
+    restarted = sum(1 for r in reports if r.pod.restarts)
+    not_ready = sum(1 for r in reports if not (r.pod.running and r.pod.ready))
+    summary = (
+        f"workers: {len(reports):,} pods on {nodes:,} node{'' if nodes == 1 else 's'}: {len(fine):,} running and "
+        f"ready with no restart, {not_ready:,} not running or not ready, {restarted:,} restarted"
+    )
+    chief, rest = reports[0], [r for r in reports[1:] if id(r) not in fine]
+    shown = rest[:WORKER_LINES_AT_MOST]
+    lines = [summary, worker_line(chief)] + [worker_line(r) for r in shown]
+    if len(rest) > len(shown):
+        lines.append(
+            f"... and {len(rest) - len(shown):,} more not running, not ready or restarted: "
+            f"kubectl get pods -n {workers.namespace} -l {workers.selector}"
+        )
+    return lines
 
 
 # ---------------------------------------------------------------- reading the cluster (tfmw.k8s.Api)

@@ -380,6 +380,29 @@ def test_status_is_one_line_for_the_release_from_the_status_object_and_one_per_w
     ]
 
 
+def test_status_of_a_big_group_is_a_screen_the_chief_and_the_workers_worth_reading():
+    reports = [report(f"rel-w-{i}", node=f"node-{i // 8}") for i in range(1024)]
+    reports[7] = report("rel-w-7", ready=False)
+    reports[9] = WorkerReport(PodState("rel-w-9", "Running", True, True, True, 2, "", "node-1"))
+    lines = observe.worker_lines(reports, CHART_WORKERS)
+    assert lines == [
+        "workers: 1,024 pods on 128 nodes: 1,022 running and ready with no restart, 1 not running or not ready, "
+        "1 restarted",
+        "worker rel-w-0: Running, ready, 0 restarts, node node-0",
+        "worker rel-w-7: Running, not ready, 0 restarts, node node-1",
+        "worker rel-w-9: Running, ready, 2 restarts, node node-1",
+    ]
+    broken = [report(f"rel-w-{i}", ready=False) for i in range(40)]
+    lines = observe.worker_lines(broken, CHART_WORKERS)
+    assert len(lines) == 2 + observe.WORKER_LINES_AT_MOST + 1
+    assert lines[-1] == (
+        f"... and {39 - observe.WORKER_LINES_AT_MOST} more not running, not ready or restarted: "
+        f"kubectl get pods -n {CHART_WORKERS.namespace} -l {CHART_WORKERS.selector}"
+    )
+    small = [report(f"rel-w-{i}") for i in range(observe.WORKER_LINES_AT_MOST)]
+    assert observe.worker_lines(small, CHART_WORKERS) == [observe.worker_line(r) for r in small]
+
+
 def test_status_of_a_finished_run_scaled_to_zero_has_no_worker_lines():
     lines = observe.status_lines(
         RELEASE, CHART_WORKERS, sts(0, 0), {**SUCCEEDED, "data": {**SUCCEEDED["data"], "runId": "r1"}}, []
