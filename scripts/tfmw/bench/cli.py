@@ -1,6 +1,6 @@
 """`make bench` — measure the performance figures into docs/benchmarks.md and docs/bench/*.png.
 
-    python -m tfmw.bench [--quick] [--peers] [--only 1,2,3,4,5,6,7,8,9,10,11,12,13] [--workers N] [--gpus G]
+    python -m tfmw.bench [--quick] [--peers] [--only 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15] [--workers N] [--gpus G]
                             [--out docs/benchmarks.md]
 
 Figures 10 and 11 (the chart beside Kubeflow's TFJob and a JobSet; 11: a node lost) are opt-in:
@@ -31,6 +31,7 @@ from . import (
     fig_peers,
     fig_pipeline,
     fig_recovery,
+    fig_release_scale,
     fig_restart,
     fig_scale,
     fig_threads,
@@ -56,8 +57,9 @@ FIGURE_MODULES = {
     12: fig_restart,
     13: fig_checkpoint,
     14: fig_elastic,
+    15: fig_release_scale,
 }
-FIGURES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 14)
+FIGURES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 14, 15)
 # Opt-in: measured only when asked (--peers, or --only): it builds and runs other projects' controllers.
 OPT_IN = (10, 11)
 

@@ -183,9 +183,9 @@ def footer(quick: bool) -> str:
             "make bench PEERS=1    # also figures 10 and 11: the chart beside TFJob and JobSet (builds both once)",
             "```",
             "",
-            "Figures 6 and 7 each start a Kubernetes cluster of their own (root; the pinned binaries, the worker "
-            "image and, for figure 7, Kueue are built first if they are not yet: `make cluster KUEUE=1` does that "
-            "once) and stop it at the end.",
+            "Figures 6, 7 and 15 each start a Kubernetes cluster of their own (root; the pinned binaries, the "
+            "worker image and, for figures 7 and 15, Kueue are built first if they are not yet: `make cluster "
+            "KUEUE=1` does that once; figure 15 builds kwok too) and stop it at the end.",
             "",
             "Sources: `scripts/tfmw/bench/` (one module per figure; `mwms_step.py`, `pipeline_worker.py` and "
             "`restart_worker.py` are the processes it starts). Nothing in `make test` asserts a time: "

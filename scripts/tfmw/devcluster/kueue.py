@@ -272,6 +272,36 @@ def _wait_for_webhook(api: Api, timeout: float = 120) -> None:
     raise KueueError(f"the API server does not reach Kueue's webhook after {timeout:.0f}s: {last}")
 
 
+MANAGER_SELECTOR = "control-plane=controller-manager"  # Kueue's chart's manager pods
+
+
+def restart_manager(api: Api, timeout: float = 120) -> None:
+    """Kueue's manager pod deleted, its Deployment's next one Ready and its webhook answering:
+    its caches rebuilt from the API server (figure 15 found v0.19.2's topology cache still
+    counting the GPUs of a deleted namespace's pods)."""
+    pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    old = {pod["metadata"]["name"] for pod in api.items(pods, labelSelector=MANAGER_SELECTOR)}
+    for name in old:
+        api.delete(f"{pods}/{name}")
+
+    def ready_new() -> bool:
+        now = api.items(pods, labelSelector=MANAGER_SELECTOR)
+        return bool(now) and all(
+            pod["metadata"]["name"] not in old
+            and any(
+                c.get("type") == "Ready" and c.get("status") == "True" for c in pod["status"].get("conditions") or []
+            )
+            for pod in now
+        )
+
+    deadline = time.monotonic() + timeout
+    while not ready_new():
+        if time.monotonic() > deadline:
+            raise KueueError(f"Kueue's manager was not Ready again within {timeout:.0f}s of its restart")
+        time.sleep(1)
+    _wait_for_webhook(api, timeout)
+
+
 def delete_objects(api: Api, objects: list[tuple[str, dict]], timeout: float = 120) -> None:
     """Delete queueing objects (collection path, object) and wait until they are gone: Kueue's
     manager, still running, holds finalizers on them until nothing uses them."""

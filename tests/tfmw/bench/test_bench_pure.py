@@ -434,9 +434,9 @@ def test_only_refuses_unknown_figures():
     assert parse_figures("11,10") == [10, 11]
     assert parse_figures("12") == [12]
     assert parse_figures("13") == [13]
-    assert parse_figures("14") == [14]
-    with pytest.raises(ValueError, match="numbers from 1 to 14"):
-        parse_figures("1,15")
+    assert parse_figures("14,15") == [14, 15]
+    with pytest.raises(ValueError, match="numbers from 1 to 15"):
+        parse_figures("1,16")
 
 
 def test_the_peers_figure_is_measured_only_when_asked():
@@ -494,3 +494,62 @@ def test_the_elastic_figure_reads_paired_rounds():
     assert [row[1] for row in table_rows([off, on])] == ["off", "on"]
     failed = ElasticRun(True, ok=False, reason="timed out")
     assert verdict([off, failed]).startswith("Not every run succeeded")
+
+
+def _apiserver_metrics(creates: int, slow_lists: int) -> str:
+    """The API server's /metrics as it writes them (a few series), for figure 15's parsing."""
+    lines = [
+        "# HELP apiserver_request_total Counter of apiserver requests.",
+        "# TYPE apiserver_request_total counter",
+        f'apiserver_request_total{{code="201",resource="pods",scope="resource",verb="POST"}} {creates}',
+        f'apiserver_request_total{{code="200",resource="pods",scope="namespace",verb="LIST"}} {slow_lists}',
+        'apiserver_request_total{code="200",resource="pods",scope="namespace",verb="WATCH"} 50',
+        "# HELP apiserver_request_duration_seconds Response latency.",
+        "# TYPE apiserver_request_duration_seconds histogram",
+    ]
+    for verb, scope, counts in (
+        ("POST", "resource", {"0.05": creates, "0.1": creates, "1": creates, "+Inf": creates}),
+        ("LIST", "namespace", {"0.05": 0, "0.1": 0, "1": 0, "+Inf": slow_lists}),
+    ):
+        for le, count in counts.items():
+            series = f'resource="pods",scope="{scope}",verb="{verb}"'
+            lines.append(f'apiserver_request_duration_seconds_bucket{{{series},le="{le}"}} {count}')
+        lines.append(f'apiserver_request_duration_seconds_count{{resource="pods",scope="{scope}",verb="{verb}"}} 0')
+    return "\n".join(lines) + "\n"
+
+
+def test_the_real_scale_figure_reads_requests_and_p99_from_the_api_servers_metrics():
+    from tfmw.bench import fig_release_scale as fig
+
+    before, after = fig.parse_metrics(_apiserver_metrics(10, 0)), fig.parse_metrics(_apiserver_metrics(110, 2))
+    assert fig.request_counts(before, after) == {("POST", "pods"): 100.0, ("LIST", "pods"): 2.0}  # no WATCH
+    p99 = fig.p99_by_class(before, after)
+    assert p99 == {"mutating": 0.05, "list": float("inf")}  # the LISTs took longer than the last bound
+    assert fig.call_class({"verb": "GET", "scope": "resource"}) == "read"
+    assert fig.call_class({"verb": "LIST", "scope": "cluster"}) is None
+
+
+def test_the_real_scale_figure_names_each_miss_and_reads_growth():
+    from tfmw.bench import fig_release_scale as fig
+
+    small = fig.Point(16, 1.0, 2.0, {("POST", "pods"): 48.0}, {"mutating": 0.05, "list": 0.1})
+    big = fig.Point(1024, 2.0, 60.0, {("POST", "pods"): 3072.0}, {"mutating": 2.5, "list": 0.4})
+    small.list_bytes, big.list_bytes, big.status_seconds, small.status_seconds = 1000, 64000, 9.0, 1.0
+    result = fig.Result([small, big], 128, "v0.8.0")
+    assert fig.slo_misses(result) == [
+        "1,024 workers: p99 mutating 2.5 s > 1 s",
+        "1,024 workers: make status 9.0 s > 5 s",
+    ]
+    said = fig.reading(result)
+    assert said.startswith("**Missed:** 1,024 workers: p99 mutating") and "3.0 at 16, 3.0 at 1,024 (1.00x)" in said
+    assert "64x the 16-worker one" in said
+    assert fig.table_rows(result)[1][:4] == ["1,024", "2.0", "60.0", "3.0"]
+    small.p99, big.p99, big.status_seconds = {"mutating": 0.05}, {"mutating": 0.5}, 2.0
+    assert fig.reading(result).startswith("**Every SLO and target met**")
+    result.queued = fig.Queued(1024, 4.2, 30.5, 16, 8, 128, 4, 0, 6.5)
+    assert fig.reading(result).endswith(
+        "one 1,024-worker release admitted 4.2 s after its install, every pod Ready at 30.5 s, in 16 racks; "
+        "8 releases of 128 with quota for half of them: 4 admitted at once, 0 of the 8 with some but not all of its "
+        "pods bound 5 s after the last admission (Kueue ungates an admitted group's pods one by one; a bound pod of "
+        "a release not admitted fails the figure), the others admitted 6.5 s after the first were uninstalled."
+    )

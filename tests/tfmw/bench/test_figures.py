@@ -21,6 +21,7 @@ from tfmw.bench import (
     fig_peers,
     fig_pipeline,
     fig_recovery,
+    fig_release_scale,
     fig_restart,
     fig_scale,
     fig_threads,
@@ -231,7 +232,18 @@ FAKES = {
     12: {"measure": lambda quick, log=print: _restart(1.02)},
     13: {"measure": lambda quick, log=print: _checkpoint_cost()},
     14: {"measure": lambda quick, log=print: _elastic_runs()},
+    15: {"measure": lambda quick, log=print: _release_scale()},
 }
+
+
+def _release_scale() -> fig_release_scale.Result:
+    points = []
+    for n, p99 in ((16, 0.05), (1024, 0.4)):
+        point = fig_release_scale.Point(n, 0.8, 3.0 + n / 100, {("POST", "pods"): 3.0 * n}, {"mutating": p99})
+        point.list_bytes, point.list_seconds, point.cached_list_seconds = 6000 * n, n / 5000, n / 20000
+        point.status_seconds, point.status_lines, point.upgrade_seconds = 1.0, 4, 0.9
+        points.append(point)
+    return fig_release_scale.Result(points, 128, "v0.8.0")
 
 
 def _elastic_runs() -> list[ElasticRun]:
