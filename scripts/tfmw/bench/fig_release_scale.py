@@ -27,9 +27,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tfmw.devcluster import controlplane, kueue, kwok, onebinary
+from tfmw.devcluster.build_kwok import KWOK
+from tfmw.k8s.api import ns_path
+
 from . import cluster_kit, plots
 from .figure import BenchRun, measured
 from .procs import REPO, BenchError
+from .report import image, paragraphs, settings_line, table
 
 FIGURE = "figure 15"
 TITLE = "Figure 15: the release at 16 to 1,024 workers on a real control plane"
@@ -247,7 +252,6 @@ def reading(result: Result) -> str:
 
 
 def section(result: Result, rows, headers, load: str) -> str:
-    from .report import image, paragraphs, settings_line, table
 
     sizes = ", ".join(f"{p.workers:,}" for p in result.points)
     return paragraphs(
@@ -320,14 +324,12 @@ def _metrics(api) -> dict:
 
 
 def _ready(api, namespace: str, name: str, n: int) -> bool:
-    from tfmw.k8s.api import ns_path
 
     sts = api.get_or_none(ns_path(namespace, "statefulsets", name, group="apps/v1")) or {}
     return (sts.get("status") or {}).get("readyReplicas", 0) >= n
 
 
 def _timed_list(api, namespace: str, selector: str, **query) -> tuple[float, int]:
-    from tfmw.k8s.api import ns_path
 
     started = time.monotonic()
     raw = api.request("GET", ns_path(namespace, "pods"), query={"labelSelector": selector, **query}, raw=True)
@@ -388,7 +390,6 @@ def measure_one(state, api, n: int, log=print) -> Point:
 
 
 def _workloads(api, namespace: str) -> list[dict]:
-    from tfmw.devcluster import kueue
 
     return api.items(f"{kueue.KUEUE_API}/namespaces/{namespace}/workloads")
 
@@ -399,7 +400,6 @@ def _admitted(workload: dict) -> bool:
 
 
 def _install_args(release: str, namespace: str, n: int, extra=()) -> list[str]:
-    from tfmw.devcluster import kwok
 
     sets = [
         f"workers.replicas={n}",
@@ -424,7 +424,6 @@ def measure_kueue(state, api, nodes, big: int, releases: int, log=print) -> Queu
     """Kueue installed on the cluster, a topology-aware queue over the fake nodes; one release of
     `big` workers (preferred: one rack), then `releases` of big / releases each under a quota of
     half of them; Kueue uninstalled after."""
-    from tfmw.devcluster import kueue, kwok
 
     queued = Queued(big, releases=releases, each=big // releases)
     levels = [kwok.BLOCK_LABEL, kwok.RACK_LABEL, kwok.HOSTNAME_LABEL]
@@ -461,7 +460,6 @@ def measure_kueue(state, api, nodes, big: int, releases: int, log=print) -> Queu
                 lambda: _ready(api, namespace, "big-tf-multiworker", big), READY_SECONDS, "Ready", figure=FIGURE
             )
             queued.ready_seconds = time.monotonic() - started
-            from tfmw.k8s.api import ns_path
 
             placed = {p["spec"].get("nodeName") for p in api.items(ns_path(namespace, "pods"))}
             queued.racks = len({rack_of[n] for n in placed if n in rack_of})
@@ -490,7 +488,6 @@ def measure_kueue(state, api, nodes, big: int, releases: int, log=print) -> Queu
             time.sleep(5.0)  # what Kueue admits beyond the quota would show by now
             workloads = _workloads(api, namespace)
             queued.admitted_at_once = sum(_admitted(w) for w in workloads)
-            from tfmw.k8s.api import ns_path
 
             pods = api.items(ns_path(namespace, "pods"))
             admitted = {
@@ -524,8 +521,6 @@ def measure_kueue(state, api, nodes, big: int, releases: int, log=print) -> Queu
 
 
 def measure(quick: bool, log=print) -> Result:
-    from tfmw.devcluster import controlplane, kwok, onebinary
-    from tfmw.devcluster.build_kwok import KWOK
 
     sizes = QUICK_SIZES if quick else SIZES
     blocks = math.ceil(max(sizes) / GPUS_PER_NODE / (RACKS_PER_BLOCK * NODES_PER_RACK))
