@@ -28,8 +28,10 @@ def test_a_user_commands_broken_group_is_ended_after_the_grace_and_the_run_succe
     )
     workload = find_workload(rendered.objects, "default")
     pods = build_pods(workload, tmp_path / "runs")
-    for pod in pods:  # the kill lands in epoch 2, after epoch 1's backup
-        pod.env.update(EXAMPLE_EPOCHS="2", EXAMPLE_STEPS_PER_EPOCH="30")
+    # The kill lands in epoch 2, after epoch 1's backup: 1 s into an epoch of 120 steps (with 30,
+    # a quiet machine finished epoch 2 within that second, and the kill found no group to break).
+    for pod in pods:
+        pod.env.update(EXAMPLE_EPOCHS="2", EXAMPLE_STEPS_PER_EPOCH="120")
     network, _ = choose_network("auto", int(workload.env_value("TFMW_PORT") or 2222), 2, metrics_enabled(workload))
     cluster = LocalCluster(pods, network, base_env(), grace_seconds=20)
     try:
@@ -44,7 +46,12 @@ def test_a_user_commands_broken_group_is_ended_after_the_grace_and_the_run_succe
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        broke = cluster.wait_for_line(0, lambda line: "tfmw launcher the group broke:" in line, timeout=120)
+        # Either TF's teardown hangs on the lost peer and the launcher ends it after the grace
+        # ("the group broke: ..."), or worker 1's launcher restarts it so fast that the chief's
+        # script fails at once on its new incarnation (ci59) and exits by itself: both restart
+        # the chief in place, neither waits out TF's own timeouts.
+        ended = ("tfmw launcher the group broke:", "tfmw launcher restarting training in place")
+        broke = cluster.wait_for_line(0, lambda line: line.startswith(ended), timeout=120)
         assert broke is not None, "\n".join(cluster.states[0].lines[-30:])
         outcome = cluster.wait(400)
         assert outcome.ok, outcome.reason
@@ -56,7 +63,8 @@ def test_a_user_commands_broken_group_is_ended_after_the_grace_and_the_run_succe
         ]
         assert restarted, "\n".join(chief.lines[-40:])
         print(f"chief: group error read {broke!r}; attempt 2 started {restarted[0] - killed_at:.1f}s after the kill")
-        # the restart is counted as the group's, and its teardown as restart time in the account
-        assert any("restarting training in place" in line and "the group broke: " in line for line in chief.lines)
+        # a teardown the launcher ended is counted as the group's restart
+        if "the group broke:" in broke:
+            assert any("restarting training in place" in line and "the group broke: " in line for line in chief.lines)
     finally:
         cluster.shutdown()
