@@ -144,7 +144,9 @@ def test_a_finished_run_under_flux_never_trains_again_and_its_gpus_stay_free(flu
     assert (now["phase"], now["step"], now["finishedAt"]) == ("Succeeded", finished["step"], finished["finishedAt"])
     succeeded = _events(cluster, namespace, "StatefulSet", sts, "Succeeded")
     again = [e for e in succeeded if "already completed" in e["message"]]
-    assert _count(again) == 2, again  # the chief, each time: "run done already completed: not training again"
+    # the chief, each time it came back: "run done already completed: not training again"; Flux's
+    # own interval reconcile may correct the drift once more between ours (ci59: 3)
+    assert _count(again) >= 2, again
     print(f"gitops: drift correction to workers gone: {', '.join(f'{b:.1f}s' for b in blips)}")
 
     # A values change: Flux upgrades, the chart reads the Succeeded record and asks for none;
