@@ -401,18 +401,7 @@ def _admitted(workload: dict) -> bool:
 
 def _install_args(release: str, namespace: str, n: int, extra=()) -> list[str]:
 
-    sets = [
-        f"workers.replicas={n}",
-        "workers.gpus=1",
-        "workers.resources.requests.memory=2Gi",
-        "workers.resources.limits.memory=4Gi",
-        "storage.type=emptyDir",
-        f"workers.nodeSelector.{kwok.FAKE_LABEL}=kwok",
-        f"workers.tolerations[0].key={kwok.TOLERATION['key']}",
-        "workers.tolerations[0].operator=Exists",
-        "workers.tolerations[0].effect=NoSchedule",
-        *extra,
-    ]
+    sets = [f"workers.replicas={n}", *kwok.release_sets(), *extra]
     args = ["install", release, str(REPO / "charts" / "tf-multiworker"), "-n", namespace]
     args += ["-f", str(REPO / "values" / "local.yaml")]
     for item in sets:

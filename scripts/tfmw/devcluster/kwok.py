@@ -147,6 +147,22 @@ def kwok_args(binary: Path, kubeconfig: Path, configs: list[Path]) -> list[str]:
     return [str(binary), f"--kubeconfig={kubeconfig}", *(f"--config={path}" for path in configs), "--v=INFO"]
 
 
+def release_sets() -> list[str]:
+    """The chart's --set items that put a release's workers on the fake nodes, one GPU each: they
+    select and tolerate kwok's nodes, hold the memory a GPU worker is refused below, and share
+    nothing through a claim (its volume would be bound to a real node)."""
+    return [
+        "workers.gpus=1",
+        "workers.resources.requests.memory=2Gi",
+        "workers.resources.limits.memory=4Gi",
+        "storage.type=emptyDir",
+        f"workers.nodeSelector.{FAKE_LABEL}=kwok",
+        f"workers.tolerations[0].key={TOLERATION['key']}",
+        "workers.tolerations[0].operator=Exists",
+        "workers.tolerations[0].effect=NoSchedule",
+    ]
+
+
 # ---------------------------------------------------------------- running it
 
 

@@ -388,14 +388,7 @@ def test_kueue_places_a_group_whole_in_one_rack_with_room_beside_a_half_used_one
     placed_sets = (
         "scheduling.gang=kueue",
         f"scheduling.kueue.queueName={tas_queue}",
-        "workers.gpus=1",
-        "workers.resources.requests.memory=2Gi",
-        "workers.resources.limits.memory=4Gi",
-        "storage.type=emptyDir",
-        f"workers.nodeSelector.{kwok.FAKE_LABEL}=kwok",
-        f"workers.tolerations[0].key={kwok.TOLERATION['key']}",
-        "workers.tolerations[0].operator=Exists",
-        "workers.tolerations[0].effect=NoSchedule",
+        *kwok.release_sets(),
         f"scheduling.topology.key={kwok.RACK_LABEL}",
     )
 

@@ -34,14 +34,7 @@ def install(cluster, ns: str, replicas: int, *sets: str) -> None:
     args = ["install", RELEASE, str(CHART), "-n", ns, "-f", str(REPO / "values" / "local.yaml")]
     for item in (
         f"workers.replicas={replicas}",
-        "workers.gpus=1",
-        "workers.resources.requests.memory=2Gi",  # what a GPU worker is refused below
-        "workers.resources.limits.memory=4Gi",
-        "storage.type=emptyDir",  # a claim's volume would be bound to a real node
-        f"workers.nodeSelector.{kwok.FAKE_LABEL}=kwok",
-        f"workers.tolerations[0].key={kwok.TOLERATION['key']}",
-        "workers.tolerations[0].operator=Exists",
-        "workers.tolerations[0].effect=NoSchedule",
+        *kwok.release_sets(),
         f"scheduling.topology.key={kwok.RACK_LABEL}",
         *sets,
     ):
