@@ -32,8 +32,9 @@ from tfmw.devcluster.build_kwok import KWOK
 from tfmw.k8s.api import ns_path
 
 from . import cluster_kit, plots
+from .fig_kueue import admitted
 from .figure import BenchRun, measured
-from .procs import REPO, BenchError
+from .procs import REPO, BenchError, proc_usage
 from .report import image, paragraphs, settings_line, table
 
 FIGURE = "figure 15"
@@ -307,18 +308,6 @@ def plot(result: Result, path, subtitle: str) -> None:
 # ---------------------------------------------------------------- measuring
 
 
-def _cpu_seconds(pids: list[int]) -> float:
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / ticks
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
-
-
 def _metrics(api) -> dict:
     return parse_metrics(api.request("GET", "/metrics", raw=True).decode())
 
@@ -342,7 +331,7 @@ def measure_one(state, api, n: int, log=print) -> Point:
     args = _install_args(release, namespace, n)
     server = [state.pids["kube-apiserver"], state.pids["etcd"]]
     with cluster_kit.fresh_namespace(state, namespace, log=log, figure=FIGURE):
-        before, cpu_before = _metrics(api), _cpu_seconds(server)
+        before, cpu_before = _metrics(api), proc_usage(server)[1]
         started = time.monotonic()
         cluster_kit.helm_run(state, *args, figure=FIGURE)
         point.install_seconds = time.monotonic() - started
@@ -353,7 +342,7 @@ def measure_one(state, api, n: int, log=print) -> Point:
             figure=FIGURE,
         )
         point.ready_seconds = time.monotonic() - started
-        after, cpu_after = _metrics(api), _cpu_seconds(server)
+        after, cpu_after = _metrics(api), proc_usage(server)[1]
         point.cpu_seconds = cpu_after - cpu_before
         point.requests = request_counts(before, after)
         point.p99 = p99_by_class(before, after)
@@ -390,17 +379,10 @@ def measure_one(state, api, n: int, log=print) -> Point:
 
 
 def _workloads(api, namespace: str) -> list[dict]:
-
     return api.items(f"{kueue.KUEUE_API}/namespaces/{namespace}/workloads")
 
 
-def _admitted(workload: dict) -> bool:
-    conditions = (workload.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Admitted" and c.get("status") == "True" for c in conditions)
-
-
 def _install_args(release: str, namespace: str, n: int, extra=()) -> list[str]:
-
     sets = [f"workers.replicas={n}", *kwok.release_sets(), *extra]
     args = ["install", release, str(REPO / "charts" / "tf-multiworker"), "-n", namespace]
     args += ["-f", str(REPO / "values" / "local.yaml")]
@@ -409,27 +391,28 @@ def _install_args(release: str, namespace: str, n: int, extra=()) -> list[str]:
     return args
 
 
+def _quota(gpus: int) -> dict[str, str]:
+    """A queue's quota for `gpus` workers of _install_args (500m CPU and 2Gi requested each)."""
+    return {"cpu": str(gpus), "memory": f"{4 * gpus}Gi", "nvidia.com/gpu": str(gpus)}
+
+
 def measure_kueue(state, api, nodes, big: int, releases: int, log=print) -> Queued:
     """Kueue installed on the cluster, a topology-aware queue over the fake nodes; one release of
     `big` workers (preferred: one rack), then `releases` of big / releases each under a quota of
     half of them; Kueue uninstalled after."""
-
     queued = Queued(big, releases=releases, each=big // releases)
     levels = [kwok.BLOCK_LABEL, kwok.RACK_LABEL, kwok.HOSTNAME_LABEL]
     rack_of = {node.name: node.rack for node in nodes}
     say = lambda line: log(f"  {FIGURE}: {line}")  # noqa: E731
     kueue.install(state, say=say)
     try:
-        queues = []
-        for name, gpus in (("bench-big", big), ("bench-half", big // 2)):
-            quota = {"cpu": str(gpus), "memory": f"{4 * gpus}Gi", "nvidia.com/gpu": str(gpus)}
-            objects = kueue.topology_queue_objects(name, levels, {kwok.FAKE_LABEL: "kwok"}, quota)
-            if queues:
-                objects = [o for o in objects if o[1]["kind"] == "ClusterQueue"]  # one Topology and flavor
-                objects[0][1]["spec"]["resourceGroups"][0]["flavors"][0]["name"] = "bench-big"
-            for path, obj in objects:
-                api.create_or_keep(path, obj)
-            queues.append(objects)
+        # one Topology and flavor; the second ClusterQueue holds half the GPUs of the same flavor
+        queues = [
+            kueue.topology_queue_objects("bench-big", levels, {kwok.FAKE_LABEL: "kwok"}, _quota(big)),
+            [kueue.cluster_queue("bench-half", "bench-big", _quota(big // 2))],
+        ]
+        for path, obj in (item for objects in queues for item in objects):
+            api.create_or_keep(path, obj)
         extra = ("scheduling.gang=kueue", f"scheduling.topology.key={kwok.RACK_LABEL}")
         namespace = f"bench-kueue-{big}"
         with cluster_kit.fresh_namespace(state, namespace, log=log, figure=FIGURE):
@@ -442,14 +425,13 @@ def measure_kueue(state, api, nodes, big: int, releases: int, log=print) -> Queu
                 figure=FIGURE,
             )
             cluster_kit.wait_until(
-                lambda: any(_admitted(w) for w in _workloads(api, namespace)), READY_SECONDS, "admitted", figure=FIGURE
+                lambda: any(admitted(w) for w in _workloads(api, namespace)), READY_SECONDS, "admitted", figure=FIGURE
             )
             queued.admit_seconds = time.monotonic() - started
             cluster_kit.wait_until(
                 lambda: _ready(api, namespace, "big-tf-multiworker", big), READY_SECONDS, "Ready", figure=FIGURE
             )
             queued.ready_seconds = time.monotonic() - started
-
             placed = {p["spec"].get("nodeName") for p in api.items(ns_path(namespace, "pods"))}
             queued.racks = len({rack_of[n] for n in placed if n in rack_of})
         namespace = f"bench-kueue-{releases}x{queued.each}"
@@ -469,20 +451,19 @@ def measure_kueue(state, api, nodes, big: int, releases: int, log=print) -> Queu
             kueue.restart_manager(api)
             fits = releases // 2
             cluster_kit.wait_until(
-                lambda: sum(_admitted(w) for w in _workloads(api, namespace)) >= fits,
+                lambda: sum(admitted(w) for w in _workloads(api, namespace)) >= fits,
                 READY_SECONDS,
                 f"{fits} of {releases} admitted",
                 figure=FIGURE,
             )
             time.sleep(5.0)  # what Kueue admits beyond the quota would show by now
             workloads = _workloads(api, namespace)
-            queued.admitted_at_once = sum(_admitted(w) for w in workloads)
-
+            queued.admitted_at_once = sum(admitted(w) for w in workloads)
             pods = api.items(ns_path(namespace, "pods"))
             admitted = {
                 (w["metadata"].get("ownerReferences") or [{}])[0].get("name", "").removesuffix("-tf-multiworker")
                 for w in workloads
-                if _admitted(w)
+                if admitted(w)
             }
             for name in names:
                 mine = [p for p in pods if p["metadata"]["labels"].get("app.kubernetes.io/instance") == name]
@@ -495,7 +476,7 @@ def measure_kueue(state, api, nodes, big: int, releases: int, log=print) -> Queu
             for name in admitted_names:
                 cluster_kit.helm_run(state, "uninstall", name, "-n", namespace, figure=FIGURE)
             cluster_kit.wait_until(
-                lambda: sum(_admitted(w) for w in _workloads(api, namespace)) >= releases - len(admitted_names),
+                lambda: sum(admitted(w) for w in _workloads(api, namespace)) >= releases - len(admitted_names),
                 READY_SECONDS,
                 "the rest admitted",
                 figure=FIGURE,

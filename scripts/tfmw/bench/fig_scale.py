@@ -35,7 +35,7 @@ from tfmw.devcluster.fakeapi import FakeAPI, make_certificate
 
 from . import plots
 from .figure import BenchRun, measured
-from .procs import PY, REPO, BenchError, base_env
+from .procs import PY, REPO, BenchError, base_env, proc_usage
 from .report import image, paragraphs, settings_line, table
 
 FIGURE = "figure 8"
@@ -164,21 +164,6 @@ def _counts(out: Path) -> dict:
     return total
 
 
-def _proc_usage(pids: list[int]) -> tuple[float, float]:
-    """(resident MiB, CPU seconds) of these processes, summed, from /proc."""
-    rss, cpu = 0.0, 0.0
-    ticks = os.sysconf("SC_CLK_TCK")
-    for pid in pids:
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        rss += next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")) / 1024
-        cpu += (int(stat[11]) + int(stat[12])) / ticks
-    return rss, cpu
-
-
 def _wait(predicate, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -219,10 +204,10 @@ def measure_one(code: str, tree: Path, n: int, steady: float, restart: float, lo
         _wait(lambda: _counts(out)["started"] >= n, 120 + n * 0.2, f"{n} launchers of {code} training")
         dns_start = _counts(out)["dns"]
         time.sleep(2.0)  # the start's last writes
-        rss, cpu0 = _proc_usage(pids)
+        rss, cpu0 = proc_usage(pids)
         t0 = time.monotonic()
         time.sleep(steady)
-        _, cpu1 = _proc_usage(pids)
+        _, cpu1 = proc_usage(pids)
         t1 = time.monotonic()
         steady_requests = _requests_between(fake, t0, t1)
         # a group restart: every worker's training exits as a broken group's, and the new

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from tfmw import REPO
 
@@ -102,3 +103,18 @@ def run_workers(
                 proc.kill()
                 proc.wait()
     return outputs
+
+
+def proc_usage(pids: list[int]) -> tuple[float, float]:
+    """(resident MiB, CPU seconds) of these processes, summed, from /proc."""
+    rss, cpu = 0.0, 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        rss += next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")) / 1024
+        cpu += (int(stat[11]) + int(stat[12])) / ticks
+    return rss, cpu

@@ -101,27 +101,12 @@ def chart_values(ref: str) -> dict:
 
 def queue_objects() -> list[tuple[str, dict]]:
     """(collection path, object) for the cluster-wide queueing objects."""
-    resources = [{"name": name, "nominalQuota": quota} for name, quota in QUOTA.items()]
     objects = [
         (
             f"{KUEUE_API}/resourceflavors",
             {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": FLAVOR}},
         ),
-        (
-            f"{KUEUE_API}/clusterqueues",
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "ClusterQueue",
-                "metadata": {"name": CLUSTER_QUEUE},
-                "spec": {
-                    "namespaceSelector": {"matchLabels": dict(MANAGED_LABEL)},
-                    "preemption": {"withinClusterQueue": "LowerPriority"},
-                    "resourceGroups": [
-                        {"coveredResources": list(QUOTA), "flavors": [{"name": FLAVOR, "resources": resources}]}
-                    ],
-                },
-            },
-        ),
+        cluster_queue(CLUSTER_QUEUE, FLAVOR, QUOTA, preemption={"withinClusterQueue": "LowerPriority"}),
     ]
     for name, value in PRIORITIES.items():
         objects.append(
@@ -139,6 +124,22 @@ def queue_objects() -> list[tuple[str, dict]]:
     return objects
 
 
+def cluster_queue(name: str, flavor: str, quota: dict[str, str], preemption: dict | None = None) -> tuple[str, dict]:
+    """(collection path, object) of a ClusterQueue `name` for the managed namespaces, with `quota`
+    (resource -> nominal quota) of one ResourceFlavor."""
+    resources = [{"name": resource, "nominalQuota": amount} for resource, amount in quota.items()]
+    spec = {
+        "namespaceSelector": {"matchLabels": dict(MANAGED_LABEL)},
+        "resourceGroups": [{"coveredResources": list(quota), "flavors": [{"name": flavor, "resources": resources}]}],
+    }
+    if preemption:
+        spec["preemption"] = preemption
+    return (
+        f"{KUEUE_API}/clusterqueues",
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec},
+    )
+
+
 def topology_queue_objects(
     name: str, levels: list[str], node_labels: dict[str, str], quota: dict[str, str]
 ) -> list[tuple[str, dict]]:
@@ -147,7 +148,6 @@ def topology_queue_objects(
     of the nodes with `node_labels` that uses it, and a ClusterQueue `name` with `quota` of that
     flavor for the managed namespaces; each namespace reaches it through a LocalQueue `name`
     (local_queue(namespace, name))."""
-    resources = [{"name": resource, "nominalQuota": amount} for resource, amount in quota.items()]
     return [
         (
             f"{KUEUE_API}/topologies",
@@ -167,20 +167,7 @@ def topology_queue_objects(
                 "spec": {"nodeLabels": dict(node_labels), "topologyName": name},
             },
         ),
-        (
-            f"{KUEUE_API}/clusterqueues",
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "ClusterQueue",
-                "metadata": {"name": name},
-                "spec": {
-                    "namespaceSelector": {"matchLabels": dict(MANAGED_LABEL)},
-                    "resourceGroups": [
-                        {"coveredResources": list(quota), "flavors": [{"name": name, "resources": resources}]}
-                    ],
-                },
-            },
-        ),
+        cluster_queue(name, name, quota),
     ]
 
 
